@@ -1,0 +1,3 @@
+"""iobench: can this storage feed these GPUs?"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,77 @@
+"""The library functions the command line calls, one per command.
+
+Each takes plain values (strings as typed by a user are parsed here, at the boundary) and
+returns results; none prints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import StoreError, UsageError
+from .runner import RunOutcome, run_workload
+from .spec import load_workload, parse_overrides
+from .target import is_url
+
+
+def _default_engine(target: str, engine: str | None) -> str:
+    if engine:
+        return engine
+    return "fsspec" if is_url(target) else "posix"
+
+
+def run(
+    workload: str,
+    target: str,
+    *,
+    engine: str | None = None,
+    sets: list[str] | None = None,
+    jobs: int | None = None,
+    direct: bool | None = None,
+    time: str | None = None,
+    repeat: int = 1,
+    output: str | None = None,
+    keep: bool = False,
+    verify: bool = False,
+    progress_factory: Any = None,
+    history: str | None = None,
+    command: str | None = None,
+) -> RunOutcome:
+    """``iobench run``: load the workload, run it, save the result (and append to history)."""
+    overrides: dict[str, Any] = parse_overrides(sets)
+    if jobs is not None:
+        overrides["jobs"] = str(jobs)
+    if direct is not None:
+        overrides["direct"] = direct
+    if time is not None:
+        overrides["time"] = time
+    if verify:
+        overrides["verify"] = True
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}", hint="give --repeat 1 or more")
+    wl = load_workload(workload, overrides)
+    from .distributed import hooks_from_env
+
+    hooks = hooks_from_env()
+    kwargs: dict[str, Any] = {}
+    if progress_factory is not None:
+        kwargs["progress_factory"] = progress_factory
+    outcome = run_workload(
+        wl, target, engine_name=_default_engine(target, engine), repeat=repeat, output=output,
+        keep=keep, command=command, hooks=hooks, **kwargs,
+    )  # fmt: skip
+    if history is not None and (hooks is None or hooks.rank == 0):
+        append_history(outcome, history)
+    return outcome
+
+
+def append_history(outcome: RunOutcome, url: str) -> None:
+    """Append a run to the history store; a failure there is a warning, not a lost run."""
+    try:
+        from . import history as history_mod
+    except ImportError:  # history arrives with its own module
+        return
+    try:
+        history_mod.append(outcome.run, url or None)
+    except StoreError as e:
+        outcome.run.warnings.append(f"history not updated: {e.one_line()}")

@@ -1,0 +1,108 @@
+"""What every engine receives (a PhaseSpec and a context) and returns (a PhaseResult)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..results import PhaseResult
+from ..target import StopFlag
+
+OPS_DATA = ("write", "read", "randread", "randwrite")
+OPS_META = ("create", "stat", "open_read", "delete")
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """One file a phase touches: its path relative to the run directory and its size."""
+
+    path: str
+    size: int
+
+
+@dataclass(frozen=True)
+class PhaseSpec:
+    """One engine-level phase: an operation over a set of files by ``jobs`` workers.
+
+    ``mode`` "file-per-worker" deals the files round-robin to workers; "shared" gives every
+    worker its own contiguous region of every file (N-1, like IOR's shared file).
+    ``size`` is the bytes each worker moves (fio's per-job size); 0 means "its files, once".
+    ``block_size`` 0 means whole-file transfers (a dataset sample read in one go).
+    """
+
+    name: str
+    op: str
+    files: tuple[FileSpec, ...]
+    jobs: int = 1
+    block_size: int = 1 << 20
+    size: int = 0
+    time_s: float | None = None
+    direct: bool = False
+    fsync: str = "never"  # never | file | end
+    rate_bps: float | None = None  # per worker
+    seed: int = 0
+    mode: str = "file-per-worker"  # or "shared"
+    order: str = "sequential"  # sequential | shuffled (file order) ; randread uses random offsets
+    latency_per: str = "op"  # "op" (each I/O) or "file" (open..close of a whole file)
+    iodepth: int = 1  # fio's iodepth; the posix engine gets queue depth from threads
+    verify: bool = False
+    drop_cache_after: bool = False  # fadvise(DONTNEED) each file after it is written/read
+    params: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def planned_bytes(self) -> int:
+        """Bytes this phase writes to the target (0 for reads)."""
+        if self.op in ("write", "create"):
+            return sum(f.size for f in self.files)
+        return 0
+
+
+class Progress:
+    """Progress callback: engines call ``update(done_bytes, done_ops)`` with running totals."""
+
+    def start(self, name: str, total_bytes: int | None, total_ops: int | None) -> None:
+        pass
+
+    def update(self, done_bytes: int, done_ops: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class EngineContext:
+    """What a phase needs besides its spec: where, how to stop, whom to tell."""
+
+    run_dir: str  # a directory path, or a URL for fsspec targets
+    stop: StopFlag
+    progress: Progress = field(default_factory=Progress)
+    direct_supported: bool = True
+    fs_type: str = "unknown"
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    raw_dir: str | None = None  # where an engine may keep raw tool output (fio JSON)
+    clock: Callable[[], float] | None = None
+
+
+class Engine(ABC):
+    """An engine executes PhaseSpecs against a target and measures them."""
+
+    name: str = "?"
+
+    @classmethod
+    def available(cls) -> tuple[bool, str | None]:
+        """(usable here, why not)."""
+        return True, None
+
+    def version(self) -> str | None:
+        return None
+
+    def supports(self, op: str) -> bool:
+        return op in OPS_DATA or op in OPS_META
+
+    @abstractmethod
+    def run(self, phase: PhaseSpec, ctx: EngineContext) -> PhaseResult:
+        """Run one phase and return what it measured (raise EngineError on I/O failure,
+        with the partial PhaseResult attached as ``err.partial``)."""

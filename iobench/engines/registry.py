@@ -1,0 +1,63 @@
+"""Engine registry: name -> lazily imported class, with an install hint for each.
+
+Optional engines cost nothing until used, and a missing tool gives a helpful message.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import shutil
+import subprocess
+from typing import TYPE_CHECKING
+
+from ..errors import EngineUnavailable, UsageError
+
+if TYPE_CHECKING:
+    from .base import Engine
+
+ENGINES: dict[str, dict[str, str]] = {
+    "fio": {
+        "class": "iobench.engines.fio.FioEngine",
+        "err": "install fio (apt-get install fio) or use --engine posix",
+    },
+    "fsspec": {
+        "class": "iobench.engines.fsspec.FsspecEngine",
+        "err": "install the filesystem's fsspec package, e.g. pip install 'iobench[s3]'",
+    },
+    "posix": {"class": "iobench.engines.posix.PosixEngine", "err": ""},
+}
+
+
+def get_engine(name: str) -> Engine:
+    """An engine instance by name; UsageError/EngineUnavailable with a hint otherwise."""
+    entry = ENGINES.get(name)
+    if entry is None:
+        raise UsageError(
+            f"unknown engine {name!r}",
+            hint=f"choose one of: {', '.join(sorted(ENGINES))}",
+        )
+    module_name, _, cls_name = entry["class"].rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), cls_name)
+    except ImportError as e:
+        raise EngineUnavailable(
+            f"engine {name!r} cannot be loaded ({e})", hint=entry["err"]
+        ) from None
+    ok, why = cls.available()
+    if not ok:
+        raise EngineUnavailable(f"engine {name!r} is unavailable: {why}", hint=entry["err"])
+    return cls()
+
+
+@functools.lru_cache(maxsize=1)
+def fio_version() -> str | None:
+    """``fio --version`` (e.g. 'fio-3.33'), or None when fio is not installed."""
+    exe = shutil.which("fio")
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None

@@ -1,0 +1,88 @@
+"""One exception hierarchy for iobench, and the exit codes it maps to.
+
+Library code raises these; only ``cli.py`` turns them into a message and an exit code.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    OK = 0
+    FAILED = 1  # compare found a regression, or the qualify verdict failed
+    USAGE = 2  # bad input: nothing was written
+    NOT_COMPARABLE = 3
+    RUN_FAILED = 4  # I/O error, disk full, engine crash: partial results kept
+    INTERRUPTED = 130
+
+
+class IobenchError(Exception):
+    """Base of every error iobench raises on purpose."""
+
+    exit_status: ExitStatus = ExitStatus.RUN_FAILED
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        """The single line shown on stderr: the problem, then the fix."""
+        text = self.message.replace("\n", " ").strip()
+        if self.hint:
+            text = f"{text}; {self.hint}"
+        return text
+
+
+class UsageError(IobenchError):
+    """Bad input from the user: unknown name, malformed value, unusable option."""
+
+    exit_status = ExitStatus.USAGE
+
+
+class SpecError(UsageError):
+    """A workload or profile file (or a --set override) is malformed."""
+
+
+class TargetError(UsageError):
+    """The target cannot be used: missing, not a directory, not writable, too small."""
+
+
+class EngineUnavailable(UsageError):
+    """The requested engine cannot run here (e.g. fio is not installed)."""
+
+
+class EngineError(IobenchError):
+    """An engine failed while running: I/O error, disk full, crashed tool."""
+
+    exit_status = ExitStatus.RUN_FAILED
+
+
+class VerifyError(EngineError):
+    """Data read back did not match what was written."""
+
+
+class StoreError(IobenchError):
+    """The result history could not be read or written."""
+
+    exit_status = ExitStatus.RUN_FAILED
+
+
+class NotComparable(IobenchError):
+    """Two results cannot be compared (different workload spec)."""
+
+    exit_status = ExitStatus.NOT_COMPARABLE
+
+
+class DistributedError(EngineError):
+    """Another rank failed or vanished; the collective timed out."""
+
+
+class Interrupted(IobenchError):
+    """SIGINT or SIGTERM arrived during a run."""
+
+    exit_status = ExitStatus.INTERRUPTED
+
+    def __init__(self, message: str = "interrupted", *, hint: str | None = None):
+        super().__init__(message, hint=hint)

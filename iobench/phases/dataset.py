@@ -1,0 +1,88 @@
+"""A training dataset: lay out N sample files, then read them whole, in file order and
+shuffled, across a sweep of concurrent readers (1, 2, 4, ...).
+
+Phases: ``dataset-write`` (lays the files out, fsynced, cache dropped), then for each reader
+count ``dataset-read-r<N>`` (file order) and ``dataset-shuffled-r<N>`` (seeded shuffle).
+Each reports samples/s (its ops/s), bytes/s and per-file latency percentiles: the figures the
+starvation model is built from.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..datagen import dataset_paths, sample_sizes
+from ..engines.base import FileSpec, PhaseSpec
+from ..plan import Plan
+from ..spec import Param
+
+PARAMS: dict[str, Param] = {
+    "files": Param("count", 1024, "sample files in the dataset", minimum=1),
+    "file_size": Param("size", 256 << 10, "mean bytes per file", minimum=1),
+    "size_dist": Param("choice", "fixed", "file-size distribution", ("fixed", "normal", "lognormal")),
+    "size_sd": Param("size", 0, "standard deviation of the file size", minimum=0),
+    "readers": Param("counts", [1, 2, 4, 8], "reader-count sweep"),
+    "orders": Param("choice", "both", "read orders", ("both", "sequential", "shuffled")),
+    "format": Param("choice", "raw", "sample file format", ("raw", "npz", "parquet", "tar")),
+    "samples_per_file": Param("count", 1, "samples per file (parquet row groups, tar members)", minimum=1),
+}
+
+
+def layout(params: dict[str, Any], prefix: str = "data") -> tuple[FileSpec, ...]:
+    sizes = sample_sizes(
+        params["files"], params["file_size"], params["size_sd"], params["size_dist"], params["seed"]
+    )
+    ext = {"raw": "bin", "npz": "npz", "parquet": "parquet", "tar": "tar"}[params["format"]]
+    paths = dataset_paths(params["files"], ext, prefix)
+    return tuple(FileSpec(p, s) for p, s in zip(paths, sizes))
+
+
+def _orders(params: dict[str, Any]) -> list[tuple[str, str]]:
+    both = [("read", "sequential"), ("shuffled", "shuffled")]
+    return {"both": both, "sequential": both[:1], "shuffled": both[1:]}[params["orders"]]
+
+
+def plan(params: dict[str, Any]) -> Plan:
+    files = layout(params)
+    total = sum(f.size for f in files)
+    p = Plan()
+    p.add("dataset-write", "write", total, f"{len(files)} files")
+    for r in params["readers"]:
+        for label, _ in _orders(params):
+            p.add(f"dataset-{label}-r{r}", "read", total, f"{r} readers, whole files")
+    p.space_bytes = int(total * 1.1)  # format overhead (npz headers, tar blocks)
+    return p
+
+
+def write_dataset(params: dict[str, Any], runner: Any, prefix: str = "data") -> tuple[FileSpec, ...]:
+    """Lay the dataset out (untimed for the read figures), fsynced and dropped from cache."""
+    files = layout(params, prefix)
+    runner.mkdirs(sorted({os.path.dirname(f.path) for f in files}))
+    if params["format"] == "raw":
+        runner.execute(
+            PhaseSpec(
+                "dataset-write", "write", files, jobs=params["jobs"], block_size=0,
+                fsync="file", seed=params["seed"], latency_per="file", drop_cache_after=True,
+            )
+        )  # fmt: skip
+        return files
+    from ..formats import write_files
+
+    res, files = write_files(params, runner, files)
+    return files
+
+
+def run(params: dict[str, Any], runner: Any) -> None:
+    files = write_dataset(params, runner)
+    direct = runner.direct(params["direct"])
+    for r in params["readers"]:
+        for label, order in _orders(params):
+            runner.execute(
+                PhaseSpec(
+                    f"dataset-{label}-r{r}", "read", files, jobs=r, block_size=0,
+                    direct=direct, seed=params["seed"], order=order, latency_per="file",
+                    drop_cache_after=not direct, time_s=params["time"], rate_bps=params["rate"],
+                    params={"sweep": "readers", "readers": r, "order": order},
+                )
+            )  # fmt: skip

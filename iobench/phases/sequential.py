@@ -1,0 +1,110 @@
+"""Large sequential writes and read-back, with block-size and writer-count sweeps.
+
+Phases: ``seq-write`` and ``seq-read`` at the workload's block size and jobs; then, for each
+block size in ``block_sizes`` and each writer count in ``jobs_sweep``, a write and a read
+named ``seq-write-bs<size>`` / ``seq-read-j<n>``. ``randread`` adds ``rand-read`` over the
+same files at ``rand_block_size`` (the IOPS figure). File-per-worker or one shared file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..engines.base import FileSpec, PhaseSpec
+from ..plan import Plan
+from ..spec import Param
+
+PARAMS: dict[str, Param] = {
+    "mode": Param("choice", "file-per-worker", "file layout", ("file-per-worker", "shared")),
+    "read_back": Param("bool", True, "read the files back after each write"),
+    "block_sizes": Param("sizes", [], "block-size sweep (empty: none)"),
+    "jobs_sweep": Param("counts", [], "writer-count sweep (empty: none)"),
+    "randread": Param("bool", False, "add a random-read phase over the written files"),
+    "rand_block_size": Param("size", 4096, "block size of the random-read phase", minimum=512),
+    "rand_jobs": Param("count", 0, "random-read workers (0: same as jobs)", minimum=0),
+}
+
+
+def _label(n: int) -> str:
+    for unit, div in (("m", 1 << 20), ("k", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div}{unit}"
+    return str(n)
+
+
+def _files(params: dict[str, Any], jobs: int, world: int = 1, rank: int = 0) -> tuple[FileSpec, ...]:
+    size = params["size"]
+    if params["mode"] == "shared":
+        return (FileSpec("seq/shared.dat", size * jobs * world),)
+    return tuple(FileSpec(f"seq/r{rank}-w{w}.dat", size) for w in range(jobs))
+
+
+def _variants(params: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """(suffix, block_size, jobs) for the main phase and every sweep point."""
+    out = [("", params["block_size"], params["jobs"])]
+    for bs in params["block_sizes"]:
+        out.append((f"-bs{_label(bs)}", bs, params["jobs"]))
+    for j in params["jobs_sweep"]:
+        out.append((f"-j{j}", params["block_size"], j))
+    return out
+
+
+def plan(params: dict[str, Any]) -> Plan:
+    p = Plan()
+    biggest = 0
+    for suffix, bs, jobs in _variants(params):
+        total = params["size"] * jobs
+        biggest = max(biggest, total)
+        p.add(f"seq-write{suffix}", "write", total, f"{jobs} x {_label(bs)} blocks")
+        if params["read_back"]:
+            p.add(f"seq-read{suffix}", "read", total, f"{jobs} x {_label(bs)} blocks")
+    if params["randread"]:
+        p.add("rand-read", "randread", params["size"] * (params["rand_jobs"] or params["jobs"]))
+    p.space_bytes = biggest
+    return p
+
+
+def run(params: dict[str, Any], runner: Any) -> None:
+    direct = runner.direct(params["direct"])
+    runner.mkdirs(["seq"])
+    last_files: tuple[FileSpec, ...] = ()
+    for suffix, bs, jobs in _variants(params):
+        files = _files(params, jobs, runner.world, runner.rank)
+        aligned = all(f.size % 4096 == 0 for f in files) and bs % 4096 == 0
+        use_direct = direct and aligned
+        if direct and not aligned:
+            runner.warn("sizes not multiples of 4 KiB: O_DIRECT skipped for those phases")
+        common = dict(
+            jobs=jobs,
+            block_size=bs,
+            size=params["size"],
+            time_s=params["time"],
+            direct=use_direct,
+            rate_bps=params["rate"],
+            seed=params["seed"],
+            mode=params["mode"],
+            verify=params["verify"],
+            params={"sweep": "block_size" if "-bs" in suffix else "jobs" if "-j" in suffix else ""},
+        )
+        runner.execute(PhaseSpec(f"seq-write{suffix}", "write", files, fsync=params["fsync"], **common))
+        if params["read_back"]:
+            runner.execute(PhaseSpec(f"seq-read{suffix}", "read", files, **common))
+        last_files = files
+    if params["randread"]:
+        jobs = params["rand_jobs"] or params["jobs"]
+        runner.execute(
+            PhaseSpec(
+                "rand-read",
+                "randread",
+                last_files,
+                jobs=jobs,
+                block_size=params["rand_block_size"],
+                size=params["size"] if not params["time"] else 0,
+                time_s=params["time"],
+                direct=direct,
+                rate_bps=params["rate"],
+                seed=params["seed"],
+                mode="shared",  # every worker reads anywhere in every file
+                params={"sweep": ""},
+            )
+        )

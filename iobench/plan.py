@@ -1,0 +1,38 @@
+"""A generator's plan: the phases it will run, what they write, and how long they may take."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class PlannedPhase:
+    name: str
+    op: str
+    bytes_moved: int  # bytes read or written by the phase
+    note: str = ""
+
+
+@dataclass
+class Plan:
+    """What a run will do. ``space_bytes`` is the peak it occupies on the target."""
+
+    phases: list[PlannedPhase] = field(default_factory=list)
+    space_bytes: int = 0
+
+    def add(self, name: str, op: str, bytes_moved: int, note: str = "") -> None:
+        self.phases.append(PlannedPhase(name, op, bytes_moved, note))
+
+    @property
+    def bytes_moved(self) -> int:
+        return sum(p.bytes_moved for p in self.phases)
+
+    def expected_seconds(self, write_bps: float, read_bps: float, meta_ops_per_s: float) -> float:
+        """A rough duration at assumed rates (labelled an estimate wherever it is shown)."""
+        t = 0.0
+        for p in self.phases:
+            if p.op in ("write", "create", "ckpt_save", "randwrite"):
+                t += p.bytes_moved / write_bps
+            else:
+                t += p.bytes_moved / read_bps
+        return t
