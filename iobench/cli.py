@@ -6,16 +6,13 @@
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import traceback
-from typing import Optional
 
 import click
 import typer
 
-from .errors import ExitStatus, IobenchError, UsageError
+from .errors import ExitStatus, IobenchError
 
 app = typer.Typer(
     add_completion=False,
@@ -35,15 +32,17 @@ def _root(
     _state["debug"] = debug
 
 
-def _out(text: str) -> None:
+def out(text: str) -> None:
+    """Write a line to stdout."""
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
-def _err(text: str) -> None:
+def err(text: str) -> None:
+    """Write a line to stderr."""
     sys.stderr.write(text if text.endswith("\n") else text + "\n")
 
 
-def _progress_factory(quiet: bool):
+def progress_factory(quiet: bool):
     from .progress import TqdmProgress
 
     return lambda: TqdmProgress(enabled=not quiet)
@@ -57,11 +56,11 @@ def _render_run(run, as_json: bool) -> str:
     return report.render_terminal(run)
 
 
-def _finish(outcome, as_json: bool, quiet: bool = False) -> int:
+def finish_run(outcome, as_json: bool, quiet: bool = False) -> int:
     """Print a run's result, then turn its error (if any) into the exit status."""
-    _out(_render_run(outcome.run, as_json))
+    out(_render_run(outcome.run, as_json))
     if outcome.result_path and not as_json:
-        _out(f"result: {outcome.result_path}")
+        out(f"result: {outcome.result_path}")
     if outcome.error is not None:
         raise outcome.error
     return ExitStatus.OK
@@ -69,20 +68,34 @@ def _finish(outcome, as_json: bool, quiet: bool = False) -> int:
 
 @app.command()
 def run(
-    workload: str = typer.Argument(..., help="Workload name (see `iobench workloads`) or TOML path."),
+    workload: str = typer.Argument(
+        ..., help="Workload name (see `iobench workloads`) or TOML path."
+    ),
     target: str = typer.Argument(..., help="Directory to test (or an fsspec URL)."),
-    engine: str = typer.Option(None, "--engine", help="posix | fio | fsspec (default: posix, fsspec for URLs)."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a parameter: KEY=VALUE."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", help="Workers (same as --set jobs=N)."),
-    direct: Optional[bool] = typer.Option(None, "--direct/--buffered", help="O_DIRECT or page-cache I/O."),
-    time_: Optional[str] = typer.Option(None, "--time", help="Time-based phases of this duration."),
-    repeat: int = typer.Option(1, "--repeat", help="Run the workload N times; every repeat is kept."),
-    output: Optional[str] = typer.Option(None, "--output", help="Result directory (default ./iobench-results/RUN_ID)."),
+    engine: str = typer.Option(
+        None, "--engine", help="posix | fio | fsspec (default: posix, fsspec for URLs)."
+    ),
+    set_: list[str] | None = typer.Option(None, "--set", help="Override a parameter: KEY=VALUE."),
+    jobs: int | None = typer.Option(None, "--jobs", help="Workers (same as --set jobs=N)."),
+    direct: bool | None = typer.Option(
+        None, "--direct/--buffered", help="O_DIRECT or page-cache I/O."
+    ),
+    time_: str | None = typer.Option(None, "--time", help="Time-based phases of this duration."),
+    repeat: int = typer.Option(
+        1, "--repeat", help="Run the workload N times; every repeat is kept."
+    ),
+    output: str | None = typer.Option(
+        None, "--output", help="Result directory (default ./iobench-results/RUN_ID)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print result.json instead of the table."),
     keep: bool = typer.Option(False, "--keep", help="Keep the run directory on the target."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
-    verify: bool = typer.Option(False, "--verify", help="Checksum every block and check it on read."),
-    history: Optional[str] = typer.Option(None, "--history", help="History URL to append this run to."),
+    verify: bool = typer.Option(
+        False, "--verify", help="Checksum every block and check it on read."
+    ),
+    history: str | None = typer.Option(
+        None, "--history", help="History URL to append this run to."
+    ),
     no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
 ) -> int:
     """Run one workload against TARGET and print what it measured."""
@@ -91,9 +104,9 @@ def run(
     outcome = api.run(
         workload, target, engine=engine, sets=set_, jobs=jobs, direct=direct, time=time_,
         repeat=repeat, output=output, keep=keep, verify=verify,
-        progress_factory=_progress_factory(quiet), history=None if no_history else (history or ""),
+        progress_factory=progress_factory(quiet), history=None if no_history else (history or ""),
     )  # fmt: skip
-    return _finish(outcome, as_json, quiet)
+    return finish_run(outcome, as_json, quiet)
 
 
 @app.command()
@@ -101,19 +114,21 @@ def workloads() -> int:
     """List workloads and profiles with one-line descriptions."""
     from .spec import list_files
 
-    _out("Workloads (iobench run NAME TARGET):")
+    out("Workloads (iobench run NAME TARGET):")
     for name, desc in list_files("workload"):
-        _out(f"  {name:<24} {desc}")
-    _out("")
-    _out("Profiles (--profile NAME):")
+        out(f"  {name:<24} {desc}")
+    out("")
+    out("Profiles (--profile NAME):")
     for name, desc in list_files("profile"):
-        _out(f"  {name:<24} {desc}")
+        out(f"  {name:<24} {desc}")
     return ExitStatus.OK
 
 
 def _register_optional_commands() -> None:
     """Commands whose modules may be absent in a partial install are added when importable."""
-    from . import commands  # noqa: F401  (registers loader/estimate/qualify/... on ``app``)
+    from .cmds import register_all
+
+    register_all()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,30 +145,36 @@ def main(argv: list[str] | None = None) -> int:
     except IobenchError as e:
         if debug:
             traceback.print_exc()
-        _err(f"iobench: error: {e.one_line()}")
+        err(f"iobench: error: {e.one_line()}")
         code = int(e.exit_status)
     except click.exceptions.NoArgsIsHelpError as e:
-        _err(e.format_message())
+        err(e.format_message())
         code = int(ExitStatus.USAGE)
     except click.exceptions.UsageError as e:
         msg = e.format_message().replace("\n", " ")
-        hint = f" (see iobench {e.ctx.info_name} --help)" if e.ctx and e.ctx.info_name != "iobench" else " (see iobench --help)"
-        _err(f"iobench: error: {msg}{hint}")
+        hint = (
+            f" (see iobench {e.ctx.info_name} --help)"
+            if e.ctx and e.ctx.info_name != "iobench"
+            else " (see iobench --help)"
+        )
+        err(f"iobench: error: {msg}{hint}")
         code = int(ExitStatus.USAGE)
     except click.exceptions.Abort:
-        _err("iobench: error: interrupted")
+        err("iobench: error: interrupted")
         code = int(ExitStatus.INTERRUPTED)
     except click.exceptions.Exit as e:
         code = int(e.exit_code)
     except KeyboardInterrupt:
-        _err("iobench: error: interrupted by SIGINT")
+        err("iobench: error: interrupted by SIGINT")
         code = int(ExitStatus.INTERRUPTED)
     except BrokenPipeError:
         code = 0
     except Exception as e:  # noqa: BLE001 - the one place that reports what nobody expected
         if debug:
             traceback.print_exc()
-        _err(f"iobench: error: internal error: {type(e).__name__}: {e} (rerun with --debug and report it)")
+        err(
+            f"iobench: error: internal error: {type(e).__name__}: {e} (rerun with --debug and report it)"
+        )
         code = int(ExitStatus.RUN_FAILED)
     sys.stdout.flush()
     if argv is None:
@@ -161,4 +182,4 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-__all__ = ["app", "main", "UsageError", "json", "os"]
+__all__ = ["app", "main", "out", "err", "finish_run", "progress_factory"]

@@ -1,0 +1,20 @@
+"""Commands beyond run/workloads: one module each, registering on ``cli.app`` when imported.
+
+Each module does ``from ..cli import app, out, err`` and defines ``@app.command()`` functions
+that parse, call one library function, render, and return an exit status.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+COMMAND_MODULES = ("loader", "estimate", "datasize", "qualify", "compare", "history", "report")
+
+
+def register_all() -> None:
+    for name in COMMAND_MODULES:
+        try:
+            importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
