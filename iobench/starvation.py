@@ -1,0 +1,685 @@
+"""The GPU-starvation model: can this storage feed N accelerators, and how big must the dataset be?
+
+Pure functions over plain data: no I/O, no torch. Inputs are what the dataset-read concurrency
+sweep measured (``SweepPoint``) and what the training loop looks like (``LoaderParams``); outputs
+are frozen dataclasses that say what they were computed from (``basis``).
+
+Two models sit side by side:
+
+- the **rate bound** (``predict_au_rate_bound``): steady-state means only. Per step the main loop
+  needs ``compute + overhead``; the loader workers can supply a batch every ``L + D`` seconds
+  (storage time plus decode time, see its docstring). AU = compute / max of the two. Within ~2
+  points of a real DataLoader when storage is the bound (reference/starvation-notes.md).
+- a **discrete-event simulation** (``simulate_au``) of the torch DataLoader's real semantics
+  (round-robin workers building whole batches, ``prefetch × workers`` outstanding indices, a
+  barrier per step across ranks), fed with the measured per-file latency distribution. Near the
+  knee, latency tails and prefetch depth decide the AU, and only the simulation sees them.
+
+AU follows DLIO: Σ compute over steps after the first ÷ (wall time − the first step's duration).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any, Literal
+
+import numpy as np
+
+from .errors import UsageError
+from .units import format_bytes, format_rate, format_seconds
+
+Bound = Literal["storage", "cpu", "compute"]
+
+#: MLPerf Storage: a training run must do at least this many steps per epoch.
+MIN_STEPS_PER_EPOCH = 500
+#: MLPerf Storage: the dataset must be at least this many times the clients' total memory.
+MEMORY_MULTIPLIER = 5
+#: MLPerf Storage (DLIO): at most this many files per folder; more are spread over subfolders.
+MAX_FILES_PER_FOLDER = 10_000
+
+#: The largest accelerator count ``estimate`` considers.
+MAX_GPUS = 4096
+#: The bound is "compute" when the accelerators lose less than this fraction of each step.
+COMPUTE_BOUND_TOLERANCE = 0.02
+#: ``estimate``'s default list stops at the first power of two whose AU is below this × threshold.
+_STOP_FRACTION = 0.75
+#: Beyond this many random draws per simulation, batch read times are resampled from a pool of
+#: exact batch sums (keeps a 4096-GPU simulation in tens of milliseconds).
+_DRAW_BUDGET = 250_000
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One level of the dataset-read concurrency sweep: ``readers`` concurrent whole-file readers.
+
+    ``latency_quantiles`` are per-file read latencies (seconds) at evenly spaced quantiles
+    q = 0, 1/(n-1), …, 1 (e.g. 101 values), taken from the phase's histogram, so a simulation can
+    sample by inverse CDF. An empty list means no distribution was recorded.
+    """
+
+    readers: int
+    bandwidth_bps: float
+    files_per_s: float
+    latency_quantiles: list[float]
+
+    def __post_init__(self) -> None:
+        if self.readers < 1:
+            raise UsageError(f"sweep point: readers must be at least 1, got {self.readers}")
+        if not (self.bandwidth_bps > 0 and math.isfinite(self.bandwidth_bps)):
+            raise UsageError(
+                f"sweep point at {self.readers} readers: bandwidth must be positive, "
+                f"got {self.bandwidth_bps!r}"
+            )
+        if not (self.files_per_s >= 0 and math.isfinite(self.files_per_s)):
+            raise UsageError(
+                f"sweep point at {self.readers} readers: files_per_s must be non-negative, "
+                f"got {self.files_per_s!r}"
+            )
+        q = self.latency_quantiles
+        if any(not (x >= 0 and math.isfinite(x)) for x in q):
+            raise UsageError(
+                f"sweep point at {self.readers} readers: latency quantiles must be "
+                "non-negative seconds"
+            )
+        if any(b < a for a, b in pairwise(q)):
+            raise UsageError(
+                f"sweep point at {self.readers} readers: latency quantiles must not decrease"
+            )
+
+
+@dataclass(frozen=True)
+class LoaderParams:
+    """What one accelerator's training loop looks like (per rank).
+
+    ``decode_s_per_sample`` is the measured CPU cost of decoding one sample in a loader worker
+    (0 if unknown); ``step_overhead_s`` the measured fixed per-step cost in the main process
+    (collation hand-off, worker→main transfer, Python; ~1.5–2 ms on a typical host).
+    ``workers`` = 0 means loading in the main process, as torch does with ``num_workers=0``.
+    """
+
+    batch_size: int
+    sample_bytes: float
+    samples_per_file: int
+    compute_s: float
+    workers: int
+    prefetch: int = 2
+    decode_s_per_sample: float = 0.0
+    step_overhead_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.batch_size >= 1, "batch_size must be at least 1"),
+            (self.sample_bytes > 0, "sample_bytes must be positive"),
+            (self.samples_per_file >= 1, "samples_per_file must be at least 1"),
+            (self.compute_s > 0, "compute_s must be positive"),
+            (self.workers >= 0, "workers must be 0 or more"),
+            (self.prefetch >= 1, "prefetch must be at least 1"),
+            (self.decode_s_per_sample >= 0, "decode_s_per_sample must be non-negative"),
+            (self.step_overhead_s >= 0, "step_overhead_s must be non-negative"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise UsageError(f"loader parameters: {message}")
+
+
+# --------------------------------------------------------------------------------------------
+# Outputs
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted AU for one configuration: the simulation's figure and the rate bound beside it."""
+
+    au: float
+    au_rate_bound: float
+    bound: Bound
+    basis: str
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """AU against accelerator count, and the most accelerators that still reach the threshold."""
+
+    demand_bps_per_gpu: float
+    au_at: list[tuple[int, float]]
+    max_gpus: int
+    threshold: float
+    basis: str
+    profile: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``estimate`` object of result.json (DESIGN.md, schema_version 1)."""
+        return {
+            "profile": self.profile,
+            "threshold": self.threshold,
+            "demand_bps_per_gpu": self.demand_bps_per_gpu,
+            "au_at": [{"gpus": g, "au": au} for g, au in self.au_at],
+            "max_gpus": self.max_gpus,
+            "basis": self.basis,
+        }
+
+
+@dataclass(frozen=True)
+class DatasetSize:
+    """The MLPerf Storage minimum dataset, with both terms kept so the choice can be shown."""
+
+    min_samples_steps: int
+    min_samples_memory: int
+    min_samples: int
+    winner: Literal["steps", "memory"]
+    files: int
+    subfolders: int
+    total_bytes: int
+    # the inputs, so a rendering can show the arithmetic
+    batch_size: int
+    accelerators: int
+    hosts: int
+    host_mem_bytes: int
+    sample_bytes: int
+    samples_per_file: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "min_samples_steps": self.min_samples_steps,
+            "min_samples_memory": self.min_samples_memory,
+            "min_samples": self.min_samples,
+            "winner": self.winner,
+            "files": self.files,
+            "subfolders": self.subfolders,
+            "total_bytes": self.total_bytes,
+            "batch_size": self.batch_size,
+            "accelerators": self.accelerators,
+            "hosts": self.hosts,
+            "host_mem_bytes": self.host_mem_bytes,
+            "sample_bytes": self.sample_bytes,
+            "samples_per_file": self.samples_per_file,
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Demand and the sweep
+
+
+def demand_bps(batch_size: int, sample_bytes: float, compute_s: float) -> float:
+    """Bytes/s one accelerator consumes at full utilisation: batch ÷ compute × sample size."""
+    if compute_s <= 0:
+        raise UsageError(f"compute_s must be positive, got {compute_s!r}")
+    return batch_size / compute_s * sample_bytes
+
+
+def _sorted_sweep(sweep: Sequence[SweepPoint]) -> list[SweepPoint]:
+    if not sweep:
+        raise UsageError(
+            "no dataset-read sweep to estimate from", hint="run the dataset phase first"
+        )
+    points = sorted(sweep, key=lambda p: p.readers)
+    for a, b in pairwise(points):
+        if a.readers == b.readers:
+            raise UsageError(f"dataset-read sweep has two levels at {a.readers} readers")
+    return points
+
+
+def bandwidth_at(sweep: Sequence[SweepPoint], readers: float) -> tuple[float, str]:
+    """Aggregate read bandwidth (bytes/s) at ``readers`` concurrent readers, and its basis.
+
+    Piecewise-linear in readers between measured levels. Beyond the largest level storage is
+    assumed saturated (flat). Below the smallest level the per-reader rate of that level is kept
+    (bandwidth proportional to readers: conservative); fewer than one reader counts as one.
+    """
+    points = _sorted_sweep(sweep)
+    r = max(float(readers), 1.0)
+    first, last = points[0], points[-1]
+    if r > last.readers:
+        return last.bandwidth_bps, (
+            f"extrapolated beyond {last.readers} readers "
+            f"(assumed saturated at {format_rate(last.bandwidth_bps)})"
+        )
+    if r < first.readers:
+        bw = first.bandwidth_bps * r / first.readers
+        return bw, (
+            f"scaled down from {first.readers} readers (the smallest level measured), "
+            "assuming the same rate per reader"
+        )
+    for p in points:
+        if p.readers == r:
+            return p.bandwidth_bps, f"measured at {p.readers} readers"
+    lo, hi = next((a, b) for a, b in pairwise(points) if a.readers < r < b.readers)
+    frac = (r - lo.readers) / (hi.readers - lo.readers)
+    bw = lo.bandwidth_bps + frac * (hi.bandwidth_bps - lo.bandwidth_bps)
+    return bw, f"interpolated between {lo.readers} and {hi.readers} readers"
+
+
+def latency_quantiles_at(sweep: Sequence[SweepPoint], readers: float) -> tuple[list[float], str]:
+    """Per-file latency quantiles (seconds) at ``readers`` concurrent readers, and their basis.
+
+    The nearest measured level's quantiles (the higher level on a tie), scaled by
+    ``(readers / r_near) × (bw(r_near) / bw(readers))`` so Little's law keeps holding at the
+    bandwidth ``bandwidth_at`` gives: the factor is 1 at a measured level, and beyond the largest
+    level, where storage is assumed saturated, per-file latency grows linearly with concurrency.
+    """
+    points = _sorted_sweep(sweep)
+    r = max(float(readers), 1.0)
+    near = min(points, key=lambda p: (abs(p.readers - r), -p.readers))
+    bw_r, _ = bandwidth_at(points, r)
+    factor = (r / near.readers) * (near.bandwidth_bps / bw_r)
+    quantiles = [q * factor for q in near.latency_quantiles]
+    if not quantiles:
+        return [], f"no latency distribution recorded at {near.readers} readers"
+    if r > points[-1].readers:
+        basis = (
+            f"measured at {near.readers} readers, scaled ×{factor:.2f}: storage assumed "
+            "saturated beyond it, so per-file latency grows linearly with concurrency"
+        )
+    elif abs(factor - 1.0) < 1e-9:
+        basis = f"measured at {near.readers} readers"
+    else:
+        basis = (
+            f"measured at {near.readers} readers (nearest level), scaled ×{factor:.2f} to the "
+            f"bandwidth at {r:g} readers"
+        )
+    return quantiles, basis
+
+
+# --------------------------------------------------------------------------------------------
+# The rate bound
+
+
+@dataclass(frozen=True)
+class _Terms:
+    """Per-step times of one rank (seconds) and where they came from."""
+
+    readers: int
+    bandwidth_bps: float
+    bandwidth_basis: str
+    load_s: float  # L: storage time per batch at this rank's share of the bandwidth
+    decode_s: float  # D: decode time per batch, spread over the workers
+    overhead_s: float  # o: main-process cost per step
+    compute_s: float  # c
+    step_s: float  # the steady-state step time
+
+
+def _terms(params: LoaderParams, sweep: Sequence[SweepPoint], gpus: int) -> _Terms:
+    if gpus < 1:
+        raise UsageError(f"gpus must be at least 1, got {gpus}")
+    w = params.workers
+    readers = gpus * max(w, 1)
+    bw, basis = bandwidth_at(sweep, readers)
+    batch_bytes = params.batch_size * params.sample_bytes
+    load = batch_bytes / (bw / gpus)
+    c, o = params.compute_s, params.step_overhead_s
+    if w == 0:
+        decode = params.batch_size * params.decode_s_per_sample
+        step = load + decode + o + c  # the main process loads, then computes: nothing overlaps
+    else:
+        decode = params.batch_size * params.decode_s_per_sample / w
+        step = max(c + o, load + decode)
+    return _Terms(readers, bw, basis, load, decode, o, c, step)
+
+
+def predict_au_rate_bound(params: LoaderParams, sweep: Sequence[SweepPoint], gpus: int) -> float:
+    """Mean-rate AU bound: ``compute ÷ max(compute + o, L + D)``.
+
+    Per step and accelerator: the storage time ``L = batch × sample ÷ (BW(gpus × workers) / gpus)``
+    (each rank gets its share of the bandwidth measured at the loader's total concurrency),
+    the decode time ``D = batch × decode_per_sample ÷ workers`` and the main-process overhead
+    ``o``. Workers run in parallel with each other and with the main loop, so the step takes
+    whichever is longer: the main loop's own ``compute + o``, or the time the workers need to
+    supply one batch. That supply time is ``L + D``, not ``max(L, D)``: a worker reads the files
+    of its batch and decodes them in sequence, so one batch costs it ``B × (read + decode)`` and
+    ``W`` workers deliver ``W`` batches in that time; ``B × read ÷ W`` is ``L`` by Little's law at
+    full concurrency. (It is conservative when storage is saturated: while one worker decodes, the
+    others may get its share of the bandwidth.) With ``workers = 0`` nothing overlaps and the step
+    is ``L + D + o + compute``.
+    """
+    t = _terms(params, sweep, gpus)
+    return t.compute_s / t.step_s
+
+
+# --------------------------------------------------------------------------------------------
+# The discrete-event simulation
+
+
+def _quantile_mean(q: np.ndarray) -> float:
+    """Mean of the distribution whose inverse CDF is ``q`` linearly interpolated."""
+    if len(q) == 1:
+        return float(q[0])
+    return float((q.sum() - (q[0] + q[-1]) / 2) / (len(q) - 1))
+
+
+def _read_time_quantiles(
+    params: LoaderParams, sweep: Sequence[SweepPoint], gpus: int
+) -> tuple[np.ndarray, str]:
+    """Per-sample read-time quantiles at the loader's concurrency, mean tied to the bandwidth."""
+    readers = gpus * max(params.workers, 1)
+    bw, _ = bandwidth_at(sweep, readers)
+    # Little's law at full concurrency: readers busy all the time move bw bytes/s.
+    mean = readers * params.sample_bytes / bw
+    shape_list, shape_basis = latency_quantiles_at(sweep, readers)
+    shape = np.asarray(shape_list, dtype=float)
+    shape_mean = _quantile_mean(shape) if len(shape) else 0.0
+    if shape_mean <= 0:
+        return np.array([mean]), (
+            f"constant per-sample read time {format_seconds(mean)} "
+            f"({shape_basis or 'latency distribution is all zero'}): no variability simulated"
+        )
+    quantiles = shape * (mean / shape_mean)
+    return quantiles, (
+        f"per-sample read time: latency shape {shape_basis}, mean set to {format_seconds(mean)} "
+        f"= readers × sample ÷ bandwidth (Little's law; the histogram's own mean is "
+        f"{format_seconds(shape_mean)})"
+    )
+
+
+def _batch_read_times(
+    quantiles: np.ndarray, gpus: int, steps: int, batch: int, rng: np.random.Generator
+) -> np.ndarray:
+    """(gpus, steps) array: the sum of ``batch`` per-sample read times drawn by inverse CDF."""
+    n = len(quantiles)
+    if n == 1 or quantiles[0] == quantiles[-1]:
+        return np.full((gpus, steps), batch * float(quantiles[0]))
+    steps_q = np.diff(quantiles)
+
+    def draw(shape: tuple[int, ...]) -> np.ndarray:
+        # Inverse CDF, linear between quantiles (np.interp's search is ~10× slower here).
+        x = rng.random(shape) * (n - 1)
+        i = np.minimum(x.astype(np.intp), n - 2)
+        return quantiles[i] + (x - i) * steps_q[i]
+
+    if gpus * steps * batch <= _DRAW_BUDGET:
+        return draw((gpus, steps, batch)).sum(axis=2)
+    # Too many draws: resample from a pool of exact batch sums (the pool's own tail is kept).
+    pool_size = max(_DRAW_BUDGET // batch, 512)
+    pool = draw((pool_size, batch)).sum(axis=1)
+    return pool[rng.integers(0, pool_size, size=(gpus, steps))]
+
+
+def simulate_au(
+    params: LoaderParams,
+    sweep: Sequence[SweepPoint],
+    gpus: int,
+    steps: int = 500,
+    seed: int = 0,
+) -> float:
+    """AU of ``gpus`` ranks training ``steps`` steps, by discrete-event simulation.
+
+    It follows torch's DataLoader: per rank ``W`` workers; worker ``w`` builds whole batches
+    ``w, w+W, …`` in order, each as ``B`` sequential sample reads plus ``B`` decodes; at most
+    ``prefetch × W`` batch indices are outstanding, and the index of batch ``k + prefetch × W``
+    is issued when the main loop takes batch ``k``. The main loop waits for batch ``k``, then
+    spends ``step_overhead_s + compute_s``; every step ends in a barrier across ranks (the
+    slowest gates all, like all-reduce). Per-sample read times are drawn by inverse CDF: their
+    shape is the sweep's latency distribution at concurrency ``gpus × W``
+    (``latency_quantiles_at``), their mean ``readers × sample_bytes ÷ bandwidth`` (Little's law),
+    so the simulation moves exactly the bandwidth the rate bound uses; a sample of another size
+    than the sweep's files is taken as transfer-dominated. Every worker is assumed busy (latency
+    at full concurrency), which is conservative when the loader is ahead of compute. With more
+    draws than ``_DRAW_BUDGET`` (thousands of GPUs, big batches) batch times are resampled from a
+    pool of exact batch sums. Deterministic for a seed.
+
+    Returns DLIO's AU: Σ compute over steps after the first ÷ (wall − the first step's duration),
+    the mean over ranks (the barrier makes every rank's the same).
+    """
+    return _simulate(params, sweep, gpus, steps, seed)[0]
+
+
+def _simulate(
+    params: LoaderParams, sweep: Sequence[SweepPoint], gpus: int, steps: int, seed: int
+) -> tuple[float, str]:
+    if gpus < 1:
+        raise UsageError(f"gpus must be at least 1, got {gpus}")
+    if steps < 2:
+        raise UsageError(f"the simulation needs at least 2 steps, got {steps}")
+    quantiles, basis = _read_time_quantiles(params, sweep, gpus)
+    rng = np.random.default_rng(seed)
+    b = params.batch_size
+    batch_s = _batch_read_times(quantiles, gpus, steps, b, rng) + b * params.decode_s_per_sample
+    batch_s = np.ascontiguousarray(batch_s.T)  # (steps, gpus): one step's ranks side by side
+    c, o = params.compute_s, params.step_overhead_s
+    w = params.workers
+    t = 0.0  # every rank's clock after the last barrier
+    first_end = 0.0
+    if w == 0:
+        for k in range(steps):
+            t = t + float(batch_s[k].max()) + o + c
+            if k == 0:
+                first_end = t
+    else:
+        outstanding = params.prefetch * w
+        finish = np.empty_like(batch_s)  # when a worker has batch k ready
+        taken = np.empty_like(batch_s)  # when the main loop takes batch k
+        zeros = np.zeros(gpus)
+        for k in range(steps):
+            issued = taken[k - outstanding] if k >= outstanding else zeros
+            worker_free = finish[k - w] if k >= w else zeros
+            np.add(np.maximum(issued, worker_free), batch_s[k], out=finish[k])
+            np.maximum(finish[k], t, out=taken[k])
+            t = float(taken[k].max()) + o + c  # barrier: the slowest rank ends the step
+            if k == 0:
+                first_end = t
+    # min: float rounding can push a compute-bound run a hair above 1.
+    au = min((steps - 1) * c / (t - first_end), 1.0)
+    return au, basis
+
+
+# --------------------------------------------------------------------------------------------
+# Prediction and estimate
+
+
+def _bound(terms: _Terms, au: float) -> Bound:
+    """Which resource the lost time belongs to.
+
+    "compute" when the accelerators lose under 2 % of each step. Otherwise compare the time the
+    main loop waits for data (the step beyond ``compute + o``) with the per-step overhead ``o``:
+    waiting dominates → the supply is the bound, storage if ``L ≥ D`` else the loader's CPU
+    (decode); overhead dominates → the loader's CPU (per-step hand-off and collation).
+    """
+    if au >= 1.0 - COMPUTE_BOUND_TOLERANCE:
+        return "compute"
+    step = terms.compute_s / au
+    waiting = step - (terms.compute_s + terms.overhead_s)
+    if waiting > terms.overhead_s:
+        return "storage" if terms.load_s >= terms.decode_s else "cpu"
+    return "cpu"
+
+
+def predict_au(
+    params: LoaderParams,
+    sweep: Sequence[SweepPoint],
+    gpus: int,
+    *,
+    steps: int = 500,
+    seed: int = 0,
+) -> Prediction:
+    """Predicted AU for ``gpus`` accelerators: the simulation's figure, rate bound and bound."""
+    terms = _terms(params, sweep, gpus)
+    au, read_basis = _simulate(params, sweep, gpus, steps, seed)
+    rate = terms.compute_s / terms.step_s
+    bound = _bound(terms, au)
+    overhead = (
+        f"loader overhead {format_seconds(terms.overhead_s)}/step"
+        if terms.overhead_s > 0
+        else "loader overhead not measured (taken as 0: optimistic for short compute)"
+    )
+    basis = (
+        f"simulated torch DataLoader: {gpus} GPU(s) × {params.workers} workers "
+        f"({terms.readers} readers), prefetch {params.prefetch}, batch {params.batch_size}, "
+        f"barrier every step, {steps} steps, seed {seed}; "
+        f"bandwidth {format_rate(terms.bandwidth_bps)} ({terms.bandwidth_basis}); "
+        f"per step: storage {format_seconds(terms.load_s)}, decode "
+        f"{format_seconds(terms.decode_s)}, {overhead}, compute {format_seconds(terms.compute_s)}; "
+        f"rate bound {rate:.3f}; {read_basis}"
+    )
+    return Prediction(au=au, au_rate_bound=rate, bound=bound, basis=basis)
+
+
+def estimate(
+    params: LoaderParams,
+    sweep: Sequence[SweepPoint],
+    gpus_list: Sequence[int] | None = None,
+    threshold: float = 0.9,
+    *,
+    profile: str | None = None,
+    steps: int = 500,
+    seed: int = 0,
+) -> Estimate:
+    """AU against accelerator count, and the largest count whose simulated AU ≥ ``threshold``.
+
+    ``gpus_list`` defaults to 1, 2, 4, … up to the first count whose AU falls below
+    0.75 × threshold, or ``MAX_GPUS``. The maximum is found by doubling until the AU falls
+    below the threshold, then bisecting between the last passing and first failing power of two;
+    every figure is the simulation's (same seed for every count). 0 means even one accelerator
+    starves; ``MAX_GPUS`` means the search stopped there.
+    """
+    if not (0 < threshold <= 1):
+        raise UsageError(f"threshold must be in (0, 1], got {threshold!r}")
+    cache: dict[int, float] = {}
+
+    def au_of(n: int) -> float:
+        if n not in cache:
+            cache[n] = _simulate(params, sweep, n, steps, seed)[0]
+        return cache[n]
+
+    if gpus_list is None:
+        listed: list[int] = []
+        n = 1
+        while n <= MAX_GPUS:
+            listed.append(n)
+            if au_of(n) < _STOP_FRACTION * threshold:
+                break
+            n *= 2
+    else:
+        listed = sorted({int(n) for n in gpus_list})
+        if not listed or listed[0] < 1:
+            raise UsageError("gpus list: every count must be at least 1")
+    au_at = [(n, au_of(n)) for n in listed]
+
+    # Double to bracket, then bisect: lo passes, hi fails.
+    if au_of(1) < threshold:
+        max_gpus, search = 0, "even 1 accelerator falls below the threshold"
+    else:
+        lo = 1
+        while lo < MAX_GPUS and au_of(min(lo * 2, MAX_GPUS)) >= threshold:
+            lo = min(lo * 2, MAX_GPUS)
+        if lo >= MAX_GPUS:
+            max_gpus, search = MAX_GPUS, f"at least {MAX_GPUS} (the search stops there)"
+        else:
+            hi = min(lo * 2, MAX_GPUS)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if au_of(mid) >= threshold:
+                    lo = mid
+                else:
+                    hi = mid
+            max_gpus = lo
+            search = f"AU {au_of(lo):.3f} at {lo}, {au_of(hi):.3f} at {hi}"
+
+    demand = demand_bps(params.batch_size, params.sample_bytes, params.compute_s)
+    levels = sorted(p.readers for p in sweep)
+    top = max(sweep, key=lambda p: p.readers)
+    span = f"{levels[0]}–{levels[-1]}" if len(levels) > 1 else f"{levels[0]}"
+    basis = (
+        f"simulated torch DataLoader ({params.workers} workers per GPU, prefetch "
+        f"{params.prefetch}, batch {params.batch_size}, compute "
+        f"{format_seconds(params.compute_s)}/step, barrier every step, {steps} steps, seed "
+        f"{seed}) fed by the dataset-read sweep at {span} readers, "
+        f"assumed saturated at {format_rate(top.bandwidth_bps)} beyond {top.readers}; "
+        f"demand = batch ÷ compute × sample size; max_gpus by doubling then bisection: {search}"
+    )
+    if params.step_overhead_s == 0:
+        basis += "; loader overhead not measured (taken as 0)"
+    return Estimate(
+        demand_bps_per_gpu=demand,
+        au_at=au_at,
+        max_gpus=max_gpus,
+        threshold=threshold,
+        basis=basis,
+        profile=profile,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Dataset sizing (MLPerf Storage)
+
+
+def dataset_size(
+    batch_size: int,
+    accelerators: int,
+    hosts: int,
+    host_mem_bytes: int,
+    sample_bytes: int,
+    samples_per_file: int,
+) -> DatasetSize:
+    """The MLPerf Storage minimum training dataset.
+
+    ``min_samples_steps = 500 × batch × accelerators`` (500 steps per epoch);
+    ``min_samples_memory = ⌈hosts × host_mem × 5 ÷ sample_bytes⌉`` (5× the clients' memory, so the
+    page cache cannot hold it); the larger wins (the steps term on a tie);
+    ``files = ⌈min_samples ÷ samples_per_file⌉``, spread over ``⌈files ÷ 10,000⌉`` subfolders
+    when there are more than 10,000.
+    """
+    checks = [
+        (batch_size >= 1, "batch size must be at least 1"),
+        (accelerators >= 1, "accelerators must be at least 1"),
+        (hosts >= 1, "hosts must be at least 1"),
+        (host_mem_bytes >= 0, "host memory must be non-negative"),
+        (sample_bytes >= 1, "sample size must be positive"),
+        (samples_per_file >= 1, "samples per file must be at least 1"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise UsageError(f"dataset size: {message}")
+    steps_term = MIN_STEPS_PER_EPOCH * batch_size * accelerators
+    memory_bytes = hosts * host_mem_bytes * MEMORY_MULTIPLIER
+    memory_term = -(-memory_bytes // sample_bytes)  # exact integer ceiling
+    winner: Literal["steps", "memory"] = "memory" if memory_term > steps_term else "steps"
+    min_samples = max(steps_term, memory_term)
+    files = -(-min_samples // samples_per_file)
+    subfolders = -(-files // MAX_FILES_PER_FOLDER) if files > MAX_FILES_PER_FOLDER else 0
+    return DatasetSize(
+        min_samples_steps=steps_term,
+        min_samples_memory=memory_term,
+        min_samples=min_samples,
+        winner=winner,
+        files=files,
+        subfolders=subfolders,
+        total_bytes=files * samples_per_file * sample_bytes,
+        batch_size=batch_size,
+        accelerators=accelerators,
+        hosts=hosts,
+        host_mem_bytes=host_mem_bytes,
+        sample_bytes=sample_bytes,
+        samples_per_file=samples_per_file,
+    )
+
+
+def format_dataset_size(ds: DatasetSize) -> str:
+    """Multi-line text: both terms with their arithmetic, which one won, files and subfolders."""
+    hosts = f"{ds.hosts} host{'s' if ds.hosts != 1 else ''}"
+    accels = f"{ds.accelerators} accelerator{'s' if ds.accelerators != 1 else ''}"
+    spf = f"{ds.samples_per_file:,} sample{'s' if ds.samples_per_file != 1 else ''} per file"
+    won = "500 steps per epoch" if ds.winner == "steps" else "5× host memory"
+    if ds.subfolders:
+        layout = f"in {ds.subfolders} subfolders of at most {MAX_FILES_PER_FOLDER:,}"
+    else:
+        layout = f"in one folder (at most {MAX_FILES_PER_FOLDER:,} per folder)"
+    steps_mark = " ◀" if ds.winner == "steps" else ""
+    memory_mark = " ◀" if ds.winner == "memory" else ""
+    lines = [
+        "Minimum dataset (MLPerf Storage rule: the larger of two terms)",
+        f"  500 steps per epoch: 500 × batch {ds.batch_size} × {accels}"
+        f" = {ds.min_samples_steps:,} samples{steps_mark}",
+        f"  5× host memory:      5 × {hosts} × {format_bytes(ds.host_mem_bytes)}"
+        f" ÷ {format_bytes(ds.sample_bytes)} per sample"
+        f" = {ds.min_samples_memory:,} samples{memory_mark}",
+        f"  minimum:             {ds.min_samples:,} samples (the {won} term wins)",
+        f"  files:               {ds.files:,} ({spf}), {layout}",
+        f"  total:               {format_bytes(ds.total_bytes)} ({ds.total_bytes:,} bytes)",
+    ]
+    return "\n".join(lines)
