@@ -233,7 +233,8 @@ class WorkerStats:
         self.bytes += nbytes
         self.ops += 1
         self.hist.record(lat_ns)
-        slot = int((t_end - self.origin) * 10)
+        # slot k holds ops completed in (k, k+1] tenths of a second after the origin
+        slot = max(int((t_end - self.origin) * 10 - 1e-9), 0)
         sb = self.slot_bytes
         if slot >= len(sb):
             grow = slot + 1 - len(sb)
@@ -320,7 +321,9 @@ def aggregate_workers(workers: Sequence[WorkerStats], *, max_points: int = 600) 
     elapsed = max(t_last - t0, 1e-9)
     stonewall = max(t_first - t0, 1e-9)
     origin = active[0].origin
-    done_at_first = sum(w.bytes_by(t_first - origin) for w in active)
+    done_at_first = sum(
+        w.bytes if w.end <= t_first else w.bytes_by(t_first - origin) for w in active
+    )
     per_worker_bw = [w.bytes / max(w.end - w.start, 1e-9) for w in active]
     n_slots = max(len(w.slot_bytes) for w in active)
     slot_b = np.zeros(n_slots)

@@ -438,7 +438,7 @@ class _Stop(Exception):
 
 def _slot(st: WorkerStats, t_end: float, nbytes: int) -> None:
     """Put a whole file's bytes and one op in the series slot of its end time."""
-    slot = int((t_end - st.origin) * 10)
+    slot = max(int((t_end - st.origin) * 10 - 1e-9), 0)
     if slot >= len(st.slot_bytes):
         grow = slot + 1 - len(st.slot_bytes)
         st.slot_bytes.extend([0] * grow)

@@ -1,0 +1,1155 @@
+"""Renderings of a RunResult: a terminal summary, markdown, and one self-contained HTML page.
+
+Every figure shown was measured in the run, except the estimate block, which is labelled as a
+model output beside its basis. The three renderings share one set of formatted tables, so the
+terminal, the markdown and the page never disagree. Nothing here prints, and the HTML page
+carries its CSS and its SVG plots inline: it opens offline and can be mailed as one file.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import io
+import math
+import re
+import textwrap
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .results import PhaseResult, RunResult, atomic_write_bytes
+from .units import format_bytes, format_count, format_rate, format_seconds
+
+METADATA_OPS = ("create", "stat", "open_read", "delete")
+TERMINAL_WIDTH = 120
+PLOT_HINT = "plots need matplotlib (pip install iobench[plot])"
+# Keys under PhaseResult.extra that may hold {operation: ops/s} for a combined metadata phase.
+_EXTRA_RATE_KEYS = ("metadata_rates", "rates", "ops_per_s")
+_CACHE_MEANING = {
+    "direct": "O_DIRECT: the page cache was bypassed",
+    "dropped": "page cache dropped before the phase",
+    "buffered": "buffered I/O: figures may include page-cache hits",
+    "none": "object store: no local page cache involved",
+}
+_STATUS_MARK = {"ok": "ok", "partial": "PARTIAL", "failed": "FAILED"}
+
+
+# -- the shared, formatted content -------------------------------------------------------------
+
+
+@dataclass
+class _Table:
+    """Formatted cells and how each column aligns ("l" or "r")."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    align: str
+    kv: bool = False  # a two-column "label: value" block rather than a grid
+    note: str = ""
+    row_classes: list[str] = field(default_factory=list)
+
+
+def _pct(x: Any) -> str:
+    return "-" if not _is_num(x) else f"{float(x) * 100:.1f}%"
+
+
+def _is_num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _rate(x: Any) -> str:
+    return format_rate(float(x)) if _is_num(x) and x > 0 else "-"
+
+
+def _secs(x: Any) -> str:
+    return format_seconds(float(x)) if _is_num(x) else "-"
+
+
+def _count(x: Any, unit: str = "") -> str:
+    return format_count(float(x), unit) if _is_num(x) and x > 0 else "-"
+
+
+def _rate_range(lo: float, hi: float) -> str:
+    """A min-max bandwidth range in one unit: ``140-200 MiB/s``."""
+    if hi >= 10 * (1 << 30):
+        return f"{lo / (1 << 30):.2f}-{hi / (1 << 30):.2f} GiB/s"
+    return f"{lo / (1 << 20):.0f}-{hi / (1 << 20):.0f} MiB/s"
+
+
+def _gpus(n: Any) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
+def _block(n: Any) -> str:
+    """Block sizes as people write them: 4 KiB, 128 KiB, 1 MiB (exact when whole)."""
+    if not _is_num(n) or n <= 0:
+        return "-"
+    n = int(n)
+    for shift, label in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {label}"
+    return format_bytes(n)
+
+
+def _block_short(n: float) -> str:
+    """Axis label for a block size: 4k, 128k, 1M."""
+    n = int(n)
+    for shift, label in ((30, "G"), (20, "M"), (10, "k")):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{label}"
+    return str(n)
+
+
+def _phase_warnings(run: RunResult) -> list[str]:
+    out = list(run.warnings)
+    for p in run.phases:
+        out.extend(f"{p.name}: {w}" for w in p.warnings or [])
+    return out
+
+
+def _errors(run: RunResult) -> list[str]:
+    out = [f"run: {run.error}"] if run.error else []
+    out.extend(f"{p.name}: {p.error}" for p in run.phases if p.error)
+    return out
+
+
+def metadata_rates(phase: PhaseResult) -> dict[str, float]:
+    """{operation: ops/s} a phase measured for metadata operations (create, stat, ...)."""
+    rates: dict[str, float] = {}
+    if phase.op in METADATA_OPS and _is_num(phase.iops) and phase.iops > 0:
+        rates[phase.op] = float(phase.iops)
+    for key in _EXTRA_RATE_KEYS:
+        value = (phase.extra or {}).get(key)
+        if isinstance(value, dict):
+            for op, r in value.items():
+                if _is_num(r):
+                    rates[str(op)] = float(r)
+    return rates
+
+
+def _phase_table(run: RunResult) -> _Table:
+    headers = [
+        "Phase",
+        "Op",
+        "Jobs",
+        "Block",
+        "Bandwidth",
+        "Ops/s",
+        "p50",
+        "p99",
+        "Cache",
+        "Status",
+    ]
+    rows, classes = [], []
+    for p in run.phases:
+        lat = p.latency_s or {}
+        ops = _count(p.iops)
+        if p.op in METADATA_OPS and ops != "-":
+            ops += " ops/s"
+        rows.append(
+            [
+                p.name,
+                p.op,
+                str(p.concurrency),
+                _block(p.block_size),
+                _rate(p.bandwidth_bps),
+                ops,
+                _secs(lat.get("p50")),
+                _secs(lat.get("p99")),
+                p.cache or "-",
+                _STATUS_MARK.get(p.status, p.status.upper()),
+            ]
+        )
+        classes.append("" if p.status == "ok" else "bad")
+    return _Table("Phases", headers, rows, "llrrrrrrll", row_classes=classes)
+
+
+def _phase_detail_table(run: RunResult) -> _Table:
+    """The wider HTML table: adds volume, time, first-done bandwidth, spread and tail latency."""
+    headers = [
+        "Phase",
+        "Op",
+        "Jobs",
+        "Block",
+        "Moved",
+        "Elapsed",
+        "Bandwidth",
+        "First done",
+        "Worker spread",
+        "Ops/s",
+        "p50",
+        "p99",
+        "p99.9",
+        "Cache",
+        "Status",
+    ]
+    rows, classes = [], []
+    for p in run.phases:
+        lat = p.latency_s or {}
+        pw = p.per_worker or {}
+        spread = "-"
+        if _is_num(pw.get("min")) and _is_num(pw.get("max")) and pw["max"] > 0:
+            spread = _rate_range(pw["min"], pw["max"])
+        moved = format_bytes(p.bytes) if p.bytes else (f"{p.ops:,} ops" if p.ops else "-")
+        ops = _count(p.iops)
+        rows.append(
+            [
+                p.name,
+                p.op,
+                str(p.concurrency),
+                _block(p.block_size),
+                moved,
+                _secs(p.elapsed_s) if p.elapsed_s else "-",
+                _rate(p.bandwidth_bps),
+                _rate(p.bandwidth_stonewall_bps),
+                spread,
+                ops,
+                _secs(lat.get("p50")),
+                _secs(lat.get("p99")),
+                _secs(lat.get("p999")),
+                p.cache or "-",
+                _STATUS_MARK.get(p.status, p.status.upper()),
+            ]
+        )
+        classes.append("" if p.status == "ok" else "bad")
+    return _Table("Phases", headers, rows, "llrrrrrrrrrrrll", row_classes=classes)
+
+
+def _metadata_table(run: RunResult) -> _Table | None:
+    rows = []
+    for p in run.phases:
+        rates = metadata_rates(p)
+        for op, r in rates.items():
+            lat = (p.latency_s or {}) if op == p.op else {}
+            rows.append([p.name, op, f"{format_count(r)} ops/s", _secs(lat.get("p99"))])
+    if not rows:
+        return None
+    return _Table("Metadata operations", ["Phase", "Operation", "Rate", "p99"], rows, "llrr")
+
+
+def _loader_table(run: RunResult) -> _Table | None:
+    ld = run.loader
+    if not ld:
+        return None
+    config = []
+    if ld.get("profile"):
+        config.append(f"profile {ld['profile']}")
+    for key, label in (("gpus", "GPUs"), ("workers", "workers"), ("steps", "steps")):
+        if ld.get(key) is not None:
+            config.append(f"{ld[key]} {label}")
+    if ld.get("batch_size") is not None:
+        config.append(f"batch {ld['batch_size']}")
+    au = _pct(ld.get("au"))
+    if _is_num(ld.get("predicted_au")):
+        au += f"   (model predicted {_pct(ld['predicted_au'])})"
+    rows = [["Configuration", ", ".join(config) or "-"], ["AU measured", au]]
+    if ld.get("samples_per_s") is not None:
+        rows.append(["Samples/s", _count(ld.get("samples_per_s"))])
+    if ld.get("bytes_per_s") is not None:
+        rows.append(["Throughput", _rate(ld.get("bytes_per_s"))])
+    wait = ld.get("load_wait_s") or {}
+    if wait:
+        rows.append(["Load wait", f"mean {_secs(wait.get('mean'))}, p99 {_secs(wait.get('p99'))}"])
+    if ld.get("compute_s") is not None:
+        rows.append(["Compute per step", _secs(ld.get("compute_s"))])
+    if ld.get("bound"):
+        rows.append(["Bound by", str(ld["bound"])])
+    epochs = ld.get("au_per_epoch") or []
+    if epochs:
+        rows.append(["AU per epoch", ", ".join(_pct(a) for a in epochs)])
+    points = _loader_points(run)
+    if len(points) > 1:
+        rows.append(["Measured points", ", ".join(f"{_gpus(g)}: {_pct(a)}" for g, a in points)])
+    if ld.get("cache"):
+        rows.append(["Cache", str(ld["cache"])])
+    return _Table("Data loader (measured)", ["", ""], rows, "ll", kv=True)
+
+
+def _loader_points(run: RunResult) -> list[tuple[float, float]]:
+    """Measured (GPUs, AU) pairs: the loader's own run plus any extra measured points."""
+    ld = run.loader or {}
+    pts: dict[float, float] = {}
+    for pt in ld.get("points") or []:
+        if isinstance(pt, dict) and _is_num(pt.get("gpus")) and _is_num(pt.get("au")):
+            pts[float(pt["gpus"])] = float(pt["au"])
+    if _is_num(ld.get("gpus")) and _is_num(ld.get("au")):
+        pts.setdefault(float(ld["gpus"]), float(ld["au"]))
+    return sorted((int(g) if g.is_integer() else g, a) for g, a in pts.items())
+
+
+def _basis_text(basis: Any) -> str:
+    if isinstance(basis, dict):
+        parts = []
+        for k, v in basis.items():
+            if _is_num(v) and str(k).endswith("_bps"):
+                v = format_rate(v)
+            elif _is_num(v) and str(k).endswith("_s"):
+                v = format_seconds(v)
+            parts.append(f"{k}={v}")
+        return ", ".join(parts)
+    if isinstance(basis, (list, tuple)):
+        return "; ".join(str(b) for b in basis)
+    return str(basis) if basis is not None else "-"
+
+
+def _estimate_tables(run: RunResult) -> list[_Table]:
+    est = run.estimate
+    if not est:
+        return []
+    thr = est.get("threshold")
+    rows = []
+    if est.get("profile"):
+        rows.append(["Profile", str(est["profile"])])
+    if _is_num(est.get("demand_bps_per_gpu")):
+        rows.append(["Demand per GPU", _rate(est["demand_bps_per_gpu"])])
+    if thr is not None:
+        rows.append(["Threshold", f"AU >= {_pct(thr)}"])
+    if est.get("max_gpus") is not None:
+        rows.append([f"Max GPUs at AU >= {_pct(thr)}", str(est["max_gpus"])])
+    rows.append(["Basis", _basis_text(est.get("basis"))])
+    out = [
+        _Table(
+            "Estimate (model output, not measured)",
+            ["", ""],
+            rows,
+            "ll",
+            kv=True,
+            note="Predicted from the measured figures by the starvation model; see basis.",
+        )
+    ]
+    au_at = [a for a in est.get("au_at") or [] if isinstance(a, dict)]
+    if au_at:
+        grid = []
+        for a in au_at:
+            ok = "-"
+            if _is_num(thr) and _is_num(a.get("au")):
+                ok = "yes" if a["au"] >= thr else "no"
+            grid.append([str(a.get("gpus", "-")), _pct(a.get("au")), ok])
+        out.append(
+            _Table(
+                "Estimated AU at N GPUs",
+                ["GPUs", "Predicted AU", "Meets threshold"],
+                grid,
+                "rrl",
+            )
+        )
+    return out
+
+
+def _run_info(run: RunResult) -> list[list[str]]:
+    rows = [["Run", run.run_id]]
+    wl = run.workload or {}
+    if wl.get("name"):
+        rows.append(["Workload", str(wl["name"])])
+    if run.command:
+        rows.append(["Command", run.command])
+    rows.append(["Target", _target_text(run.target or {})])
+    host = _host_text(run.host or {})
+    if host:
+        rows.append(["Host", host])
+    eng = run.engine or {}
+    if eng.get("name"):
+        rows.append(["Engine", " ".join(str(x) for x in (eng["name"], eng.get("version")) if x)])
+    when = run.started_at or "-"
+    if run.finished_at:
+        when += f" -> {run.finished_at}"
+        dur = _duration(run.started_at, run.finished_at)
+        if dur is not None:
+            when += f" ({format_seconds(dur)})"
+    rows.append(["Time", when])
+    rows.append(["iobench", str(run.iobench_version)])
+    rows.append(["Status", run.status])
+    return rows
+
+
+def _target_text(t: dict[str, Any]) -> str:
+    text = str(t.get("path_or_url") or "-")
+    parts = []
+    if t.get("fs_type"):
+        fs = str(t["fs_type"])
+        if t.get("mount_point"):
+            fs += f" on {t['mount_point']}"
+        if t.get("mount_source"):
+            fs += f" ({t['mount_source']})"
+        parts.append(fs)
+    if "direct_io" in t:
+        d = t["direct_io"]
+        parts.append("O_DIRECT " + ("yes" if d is True else "no" if d is False else str(d)))
+    if _is_num(t.get("free_bytes")):
+        parts.append(f"{format_bytes(t['free_bytes'])} free")
+    return text + (f"  [{', '.join(parts)}]" if parts else "")
+
+
+def _host_text(h: dict[str, Any]) -> str:
+    parts = [str(h["hostname"])] if h.get("hostname") else []
+    if h.get("cpus"):
+        parts.append(f"{h['cpus']} CPUs")
+    if _is_num(h.get("mem_bytes")) and h["mem_bytes"] > 0:
+        parts.append(f"{format_bytes(h['mem_bytes'])} RAM")
+    for key, label in (("os", ""), ("python", "Python "), ("torch", "torch "), ("fio", "fio ")):
+        if h.get(key):
+            value = str(h[key])  # fio reports itself as "fio-3.33"
+            parts.append(value if label and value.startswith(label.strip()) else label + value)
+    return ", ".join(parts)
+
+
+def _duration(a: str | None, b: str | None) -> float | None:
+    try:
+        return (_dt.datetime.fromisoformat(b) - _dt.datetime.fromisoformat(a)).total_seconds()
+    except (TypeError, ValueError):
+        return None
+
+
+def _verdict(run: RunResult) -> tuple[str, list[str]] | None:
+    v = run.verdict
+    if not v:
+        return None
+    result = str(v.get("result", "")).upper() or "UNKNOWN"
+    return result, [str(r) for r in v.get("reasons") or []]
+
+
+# -- terminal ----------------------------------------------------------------------------------
+
+
+def _fit(cells: list[str], widths: list[int]) -> list[str]:
+    return [
+        c if len(c) <= w else c[: max(w - 3, 1)] + "..." for c, w in zip(cells, widths, strict=True)
+    ]
+
+
+def _terminal_grid(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> list[str]:
+    n = len(t.headers)
+    widths = [max([len(t.headers[i])] + [len(r[i]) for r in t.rows]) for i in range(n)]
+    excess = indent + sum(widths) + 2 * (n - 1) - width
+    # Shrink the widest left-aligned columns (names) first; numbers keep their width.
+    while excess > 0:
+        text_cols = [i for i in range(n) if t.align[i] == "l" and widths[i] > 8]
+        if not text_cols:
+            break
+        i = max(text_cols, key=lambda j: widths[j])
+        cut = min(excess, widths[i] - 8)
+        widths[i] -= cut
+        excess -= cut
+    pad = " " * indent
+
+    def line(cells: list[str]) -> str:
+        cells = _fit(cells, widths)
+        parts = [
+            c.rjust(w) if a == "r" else c.ljust(w)
+            for c, w, a in zip(cells, widths, t.align, strict=True)
+        ]
+        return (pad + "  ".join(parts)).rstrip()[:width]
+
+    out = [line(t.headers), pad + "  ".join("-" * w for w in widths)]
+    out.extend(line(r) for r in t.rows)
+    return out
+
+
+def _terminal_kv(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> list[str]:
+    label_w = max(len(r[0]) for r in t.rows)
+    out = []
+    for label, value in t.rows:
+        first = " " * indent + label.ljust(label_w) + "  "
+        out.extend(
+            textwrap.wrap(
+                value,
+                width=width,
+                initial_indent=first,
+                subsequent_indent=" " * len(first),
+                break_on_hyphens=False,
+            )
+            or [first.rstrip()]
+        )
+    return out
+
+
+def _bullets(items: Iterable[str], width: int = TERMINAL_WIDTH) -> list[str]:
+    out = []
+    for item in items:
+        out.extend(
+            textwrap.wrap(item, width=width, initial_indent="  - ", subsequent_indent="    ")
+        )
+    return out
+
+
+def render_terminal(run: RunResult) -> str:
+    """The plain-text summary printed after a run (no colours; at most 120 columns)."""
+    out = [f"iobench {run.iobench_version} - run {run.run_id} - {run.status}"]
+    info = _Table("", ["", ""], _run_info(run)[1:], "ll", kv=True)
+    out += _terminal_kv(info)
+    sections: list[_Table] = []
+    if run.phases:
+        sections.append(_phase_table(run))
+    meta = _metadata_table(run)
+    if meta:
+        sections.append(meta)
+    loader = _loader_table(run)
+    if loader:
+        sections.append(loader)
+    sections.extend(_estimate_tables(run))
+    for t in sections:
+        out += ["", t.title]
+        out += _terminal_kv(t) if t.kv else _terminal_grid(t)
+        if t.note:
+            out += textwrap.wrap(
+                t.note, TERMINAL_WIDTH, initial_indent="  ", subsequent_indent="  "
+            )
+    verdict = _verdict(run)
+    if verdict:
+        out += ["", f"Verdict: {verdict[0]}"]
+        out += _bullets(verdict[1])
+    errors = _errors(run)
+    if errors:
+        out += ["", f"Errors ({len(errors)})"]
+        out += _bullets(errors)
+    warnings = _phase_warnings(run)
+    if warnings:
+        out += ["", f"Warnings ({len(warnings)})"]
+        out += _bullets(warnings)
+    return "\n".join(line[:TERMINAL_WIDTH] for line in out) + "\n"
+
+
+# -- markdown ----------------------------------------------------------------------------------
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(t: _Table) -> list[str]:
+    headers = ["Item", "Value"] if t.kv else t.headers
+    align = {"l": "---", "r": "---:"}
+    out = [
+        "| " + " | ".join(_md_cell(h) for h in headers) + " |",
+        "|" + "|".join(align[a] for a in t.align) + "|",
+    ]
+    out.extend("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in t.rows)
+    return out
+
+
+def render_markdown(run: RunResult) -> str:
+    """The same content as markdown tables, for pasting into a qualification report."""
+    out = [f"# iobench report: run `{run.run_id}`", ""]
+    verdict = _verdict(run)
+    if verdict:
+        out.append(f"**Verdict: {verdict[0]}**")
+        out += [""] + [f"- {_md_cell(r)}" for r in verdict[1]] + [""]
+    out += _md_table(_Table("", ["", ""], _run_info(run), "ll", kv=True))
+    sections: list[_Table] = []
+    if run.phases:
+        sections.append(_phase_table(run))
+    meta = _metadata_table(run)
+    if meta:
+        sections.append(meta)
+    loader = _loader_table(run)
+    if loader:
+        sections.append(loader)
+    sections.extend(_estimate_tables(run))
+    for t in sections:
+        out += ["", f"## {t.title}", ""]
+        if t.note:
+            out += [f"_{t.note}_", ""]
+        out += _md_table(t)
+    errors = _errors(run)
+    if errors:
+        out += ["", "## Errors", ""] + [f"- {_md_cell(e)}" for e in errors]
+    warnings = _phase_warnings(run)
+    if warnings:
+        out += ["", "## Warnings", ""] + [f"- {_md_cell(w)}" for w in warnings]
+    return "\n".join(out) + "\n"
+
+
+# -- plots -------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Plot:
+    title: str
+    svg: str
+    caption: str = ""
+
+
+_RC = {
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.titleweight": "bold",
+    "axes.labelsize": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.color": "#d8dee4",
+    "grid.linewidth": 0.6,
+    "axes.edgecolor": "#8c959f",
+    "axes.prop_cycle": None,  # filled in by _rc()
+    "legend.fontsize": 8,
+    "legend.frameon": False,
+    "svg.fonttype": "path",  # glyphs as paths: no font files needed by the viewer
+    "figure.dpi": 100,
+}
+_COLOURS = [
+    "#0969da",
+    "#cf222e",
+    "#1a7f37",
+    "#8250df",
+    "#bc4c00",
+    "#1b7c83",
+    "#bf3989",
+    "#4d2d00",
+    "#6e7781",
+    "#9a6700",
+]
+# One size for every figure (constrained layout, no tight bbox), so all render at one text scale.
+_FIGSIZE = (6.4, 3.4)
+_PER_FIGURE = 8  # lines per figure before a group is split, so legends stay readable
+
+
+def _rc() -> dict[str, Any]:
+    from cycler import cycler
+
+    rc = dict(_RC)
+    rc["axes.prop_cycle"] = cycler(color=_COLOURS)
+    return rc
+
+
+def _svg(fig: Any, salt: str) -> str:
+    """An SVG fragment for inline use: no XML prolog, doctype or metadata block."""
+    import matplotlib
+
+    buf = io.StringIO()
+    # A distinct salt per figure keeps clip-path and marker ids unique across inline SVGs.
+    with matplotlib.rc_context({"svg.hashsalt": salt, "svg.fonttype": "path"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    text = buf.getvalue()
+    text = text[text.find("<svg") :]
+    return re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S).strip()
+
+
+def _chunks(items: Sequence[Any], n: int = _PER_FIGURE) -> list[Sequence[Any]]:
+    return [items[i : i + n] for i in range(0, len(items), n)] or [items]
+
+
+def sweep_series(phases: Sequence[PhaseResult], axis: str) -> dict[str, list[tuple[float, float]]]:
+    """Bandwidth sweeps along ``axis`` ("block_size" or "concurrency"): label -> [(x, bytes/s)].
+
+    Phases are grouped by ``params["sweep"]`` (else by op) and op; within a group, those that
+    share the other parameter and differ along ``axis`` form one series (>= 2 distinct points).
+    Repeated points are averaged.
+    """
+    other = "concurrency" if axis == "block_size" else "block_size"
+    groups: dict[tuple[str, str], list[PhaseResult]] = {}
+    for p in phases:
+        if p.op in METADATA_OPS or p.status == "failed" or not p.bandwidth_bps > 0:
+            continue
+        key = (str((p.params or {}).get("sweep") or p.op), p.op)
+        groups.setdefault(key, []).append(p)
+    out: dict[str, list[tuple[float, float]]] = {}
+    for (sweep, op), members in groups.items():
+        by_other: dict[Any, dict[float, list[float]]] = {}
+        for p in members:
+            x = getattr(p, axis)
+            if not _is_num(x) or x <= 0:
+                continue
+            by_other.setdefault(getattr(p, other), {}).setdefault(float(x), []).append(
+                p.bandwidth_bps
+            )
+        lines = {k: v for k, v in by_other.items() if len(v) >= 2}
+        name = op if sweep == op else f"{sweep} ({op})"
+        for k, xs in sorted(lines.items(), key=lambda kv: str(kv[0])):
+            label = name
+            if len(lines) > 1:
+                label += f", {_block(k)}" if other == "block_size" else f", {k} jobs"
+            out[label] = sorted((x, sum(v) / len(v)) for x, v in xs.items())
+    return out
+
+
+def _rate_scale(values: Iterable[float]) -> tuple[float, str]:
+    top = max(values, default=0.0)
+    return (float(1 << 30), "GiB/s") if top >= 10 * (1 << 30) else (float(1 << 20), "MiB/s")
+
+
+def _legend(ax: Any) -> None:
+    """Few entries sit inside the axes; more go to the right, clear of the data."""
+    n = len(ax.get_legend_handles_labels()[1])
+    if n <= 2:
+        ax.legend(loc="best")
+    else:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
+def _log_seconds_formatter() -> Any:
+    """Log-axis labels in s/ms/us; matplotlib still decides which (minor) ticks get one."""
+    from matplotlib.ticker import LogFormatter
+
+    class _Fmt(LogFormatter):
+        def __call__(self, x: float, pos: Any = None) -> str:
+            return _seconds_tick(x) if super().__call__(x, pos) else ""
+
+    return _Fmt(labelOnlyBase=False)
+
+
+def _seconds_tick(v: float, _pos: Any = None) -> str:
+    if v <= 0:
+        return "0"
+    for div, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if v >= div:
+            return f"{v / div:g} {unit}"
+    return f"{v * 1e9:g} ns"
+
+
+def _sweep_plot(
+    Figure: Callable[..., Any], series: dict[str, list[tuple[float, float]]], axis: str
+) -> Any:
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    fig = Figure(figsize=_FIGSIZE, layout="constrained")
+    ax = fig.add_subplot()
+    scale, unit = _rate_scale(y for pts in series.values() for _, y in pts)
+    xs_all: set[float] = set()
+    for label, pts in series.items():
+        xs = [x for x, _ in pts]
+        xs_all.update(xs)
+        ax.plot(xs, [y / scale for _, y in pts], marker="o", markersize=4, label=label)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(sorted(xs_all)))
+    ax.xaxis.set_minor_locator(NullLocator())
+    fmt = _block_short if axis == "block_size" else (lambda x: f"{x:g}")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: fmt(x)))
+    ax.set_xlabel("block size" if axis == "block_size" else "workers (concurrency)")
+    ax.set_ylabel(f"bandwidth ({unit})")
+    ax.set_ylim(bottom=0)
+    title = "Bandwidth vs block size" if axis == "block_size" else "Bandwidth vs workers"
+    ax.set_title(title, loc="left")
+    _legend(ax)
+    return fig, title
+
+
+def _cdf_plot(Figure: Callable[..., Any], curves: list[tuple[str, list[tuple[float, float]]]]):
+    from matplotlib.ticker import PercentFormatter
+
+    fig = Figure(figsize=_FIGSIZE, layout="constrained")
+    ax = fig.add_subplot()
+    for label, pts in curves:
+        xs = [x for x, _ in pts]
+        ys = [y for _, y in pts]
+        # Start each curve at zero so a narrow distribution still reads as a step.
+        ax.step([xs[0]] + xs, [0.0] + ys, where="post", label=label, linewidth=1.4)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(_log_seconds_formatter())
+    ax.xaxis.set_minor_formatter(_log_seconds_formatter())
+    for q in (0.5, 0.99):
+        ax.axhline(q, color="#8c959f", linewidth=0.7, linestyle=":")
+    ax.set_ylim(0, 1.02)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_xlabel("latency per operation")
+    ax.set_ylabel("operations completed")
+    _legend(ax)
+    return fig, ax
+
+
+def _time_plot(
+    Figure: Callable[..., Any], curves: list[tuple[str, list[float], float]], ops: bool
+) -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    fig = Figure(figsize=_FIGSIZE, layout="constrained")
+    ax = fig.add_subplot()
+    if ops:
+        scale, unit = 1.0, "ops/s"
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: format_count(v) if v else "0"))
+    else:
+        scale, unit = _rate_scale(v for _, s, _ in curves for v in s)
+    for label, series, dt in curves:
+        xs = [(i + 1) * dt for i in range(len(series))]
+        ax.plot([0.0] + xs, [series[0] / scale] + [v / scale for v in series], label=label)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("time since phase start (s)")
+    ax.set_ylabel(unit if ops else f"bandwidth ({unit})")
+    _legend(ax)
+    return fig, ax
+
+
+def _metadata_plot(Figure: Callable[..., Any], bars: list[tuple[str, float]]) -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    fig = Figure(figsize=(_FIGSIZE[0], max(1.6, 0.42 * len(bars) + 0.9)), layout="constrained")
+    ax = fig.add_subplot()
+    labels = [b[0] for b in bars][::-1]
+    values = [b[1] for b in bars][::-1]
+    ax.barh(labels, values, color=_COLOURS[0], height=0.6)
+    for y, v in enumerate(values):
+        ax.text(v, y, f" {format_count(v)}", va="center", fontsize=8)
+    ax.set_xlim(0, max(values) * 1.18 if max(values) > 0 else 1)
+    ax.set_axisbelow(True)
+    ax.grid(axis="y", visible=False)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: format_count(v) if v else "0"))
+    ax.set_xlabel("operations per second")
+    ax.set_title("Metadata operation rates", loc="left")
+    return fig
+
+
+def _au_plot(Figure: Callable[..., Any], run: RunResult) -> Any:
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator, PercentFormatter
+
+    est = run.estimate or {}
+    curve = sorted(
+        (float(a["gpus"]), float(a["au"]))
+        for a in est.get("au_at") or []
+        if isinstance(a, dict) and _is_num(a.get("gpus")) and _is_num(a.get("au")) and a["gpus"] > 0
+    )
+    measured = [(float(g), a) for g, a in _loader_points(run) if g > 0]
+    if not curve and not measured:
+        return None
+    fig = Figure(figsize=_FIGSIZE, layout="constrained")
+    ax = fig.add_subplot()
+    xs_all: set[float] = set()
+    if curve:
+        xs_all.update(x for x, _ in curve)
+        ax.plot(
+            [x for x, _ in curve],
+            [y for _, y in curve],
+            marker="o",
+            markersize=3.5,
+            color=_COLOURS[0],
+            label="estimate (model)",
+        )
+    if measured:
+        xs_all.update(x for x, _ in measured)
+        ax.plot(
+            [x for x, _ in measured],
+            [y for _, y in measured],
+            linestyle="none",
+            marker="D",
+            markersize=7,
+            color=_COLOURS[2],
+            label="measured (loader)",
+            zorder=5,
+        )
+    thr = est.get("threshold")
+    if _is_num(thr):
+        ax.axhline(
+            thr, color=_COLOURS[1], linestyle="--", linewidth=1.1, label=f"threshold {_pct(thr)}"
+        )
+    max_gpus = est.get("max_gpus")
+    if _is_num(max_gpus) and max_gpus > 0:
+        ax.axvline(max_gpus, color="#8c959f", linestyle=":", linewidth=1.0)
+        ax.annotate(
+            f"max {max_gpus:g} GPUs",
+            (max_gpus, 0.04),
+            xytext=(4, 0),
+            textcoords="offset points",
+            fontsize=8,
+            color="#59636e",
+        )
+        xs_all.add(float(max_gpus))
+    ax.set_xscale("log", base=2)
+    ticks = sorted(xs_all)
+    if len(ticks) > 12:  # keep labels legible: powers of two only
+        ticks = [t for t in ticks if math.log2(t).is_integer()] or ticks
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: f"{x:g}"))
+    ax.set_ylim(0, 1.05)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_xlabel("number of GPUs")
+    ax.set_ylabel("accelerator utilisation (AU)")
+    profile = est.get("profile") or (run.loader or {}).get("profile")
+    ax.set_title("AU vs GPUs" + (f" ({profile})" if profile else ""), loc="left")
+    ax.legend(loc="lower left")
+    return fig
+
+
+def _plot_group(p: PhaseResult) -> str:
+    """Phases drawn in one figure: one op, or all metadata operations together."""
+    return "metadata" if p.op in METADATA_OPS else p.op
+
+
+def _by_op(phases: Iterable[PhaseResult]) -> dict[str, list[PhaseResult]]:
+    groups: dict[str, list[PhaseResult]] = {}
+    for p in phases:
+        groups.setdefault(_plot_group(p), []).append(p)
+    return groups
+
+
+def _build_plots(run: RunResult) -> list[_Plot] | None:
+    """Every plot the run's data supports; None when matplotlib is not installed."""
+    try:
+        import matplotlib
+        from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global state
+    except ImportError:
+        return None
+    plots: list[_Plot] = []
+
+    def add(fig: Any, title: str, caption: str = "") -> None:
+        plots.append(_Plot(title, _svg(fig, f"iobench-{run.run_id}-{len(plots)}"), caption))
+
+    with matplotlib.rc_context(_rc()):
+        for axis in ("block_size", "concurrency"):
+            series = sweep_series(run.phases, axis)
+            if series:
+                fig, title = _sweep_plot(Figure, series, axis)
+                add(fig, title, "Aggregate bandwidth (last done) of each phase in the sweep.")
+
+        hist_phases = [p for p in run.phases if (p.histogram or {}).get("count")]
+        for op, members in _by_op(hist_phases).items():
+            curves = [(p.name, _cdf(p.histogram)) for p in members]
+            curves = [(n, c) for n, c in curves if c]
+            for part in _chunks(curves):
+                if not part:
+                    continue
+                fig, ax = _cdf_plot(Figure, list(part))
+                ax.set_title(f"Latency CDF: {op}", loc="left")
+                add(fig, f"Latency CDF: {op}", "From the merged per-operation latency histogram.")
+
+        for ops in (False, True):
+            timed: dict[str, list[tuple[str, list[float], float]]] = {}
+            for p in run.phases:
+                is_meta = p.op in METADATA_OPS or (not p.bytes and bool(p.ops))
+                values = p.ops_series if ops else p.series
+                if is_meta == ops and values and p.series_interval_s > 0:
+                    curve = (
+                        p.name,
+                        [float(v) if _is_num(v) else math.nan for v in values],
+                        float(p.series_interval_s),
+                    )
+                    timed.setdefault(_plot_group(p), []).append(curve)
+            what = "Operations over time" if ops else "Bandwidth over time"
+            for op, curves in timed.items():
+                for part in _chunks(curves):
+                    fig, ax = _time_plot(Figure, list(part), ops)
+                    ax.set_title(f"{what}: {op}", loc="left")
+                    caption = f"Per-interval rate ({part[0][2]:g} s intervals)."
+                    add(fig, f"{what}: {op}", caption)
+
+        bars = [
+            (f"{p.name} ({op})" if op != p.name else op, r)
+            for p in run.phases
+            for op, r in metadata_rates(p).items()
+        ]
+        if bars:
+            add(_metadata_plot(Figure, bars), "Metadata operation rates")
+
+        fig = _au_plot(Figure, run)
+        if fig is not None:
+            caption = (
+                "Line: model estimate; diamonds: measured with the data loader; dashed: threshold."
+            )
+            add(fig, "AU vs GPUs", caption)
+    return plots
+
+
+def _cdf(histogram: dict[str, Any]) -> list[tuple[float, float]]:
+    """(latency seconds, cumulative fraction) points of a stored histogram; [] if unreadable."""
+    from .stats import Histogram
+
+    try:
+        pts = Histogram.from_dict(histogram).cdf_points()
+    except (ValueError, TypeError, KeyError):
+        return []
+    return [(max(x, 1e-9), y) for x, y in pts]
+
+
+# -- HTML --------------------------------------------------------------------------------------
+
+_CSS = """
+:root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --alt:#f6f8fa; --pass:#1a7f37;
+        --fail:#cf222e; --warn:#9a6700; --model:#8250df; }
+* { box-sizing: border-box; }
+body { margin: 0; background: #fff; color: var(--fg);
+       font: 14px/1.5 -apple-system, BlinkMacSystemFont, "Segoe UI", "Helvetica Neue", Arial,
+             "Liberation Sans", "DejaVu Sans", sans-serif; }
+main { max-width: 1200px; margin: 0 auto; padding: 28px 24px 56px; }
+header h1 { font-size: 24px; margin: 0; font-weight: 650; letter-spacing: -0.01em; }
+header .sub { color: var(--muted); margin: 2px 0 16px; }
+h2 { font-size: 17px; font-weight: 650; margin: 34px 0 12px; padding-bottom: 6px;
+     border-bottom: 1px solid var(--line); }
+h3 { font-size: 14px; margin: 18px 0 8px; }
+code { font: 12.5px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono",
+       monospace; background: var(--alt); padding: 1px 5px; border-radius: 4px;
+       word-break: break-all; }
+dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 3px 18px; margin: 0; }
+dl.meta dt { color: var(--muted); }
+dl.meta dd { margin: 0; }
+.banner { border-radius: 8px; padding: 14px 20px; margin: 20px 0 8px; color: #fff; }
+.banner.pass { background: var(--pass); }
+.banner.fail { background: var(--fail); }
+.banner.warn { background: var(--warn); }
+.banner .word { font-size: 28px; font-weight: 750; letter-spacing: 0.06em; }
+.banner .label { font-size: 12px; text-transform: uppercase; letter-spacing: 0.08em;
+                 opacity: 0.85; }
+.banner ul { margin: 6px 0 0; padding-left: 20px; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: 12.5px; }
+table.wide { width: 100%; }
+th, td { padding: 5px 7px; border-bottom: 1px solid var(--line); text-align: left;
+         vertical-align: top; }
+table.grid td, table.grid th { white-space: nowrap; }
+th { background: var(--alt); font-weight: 600; border-bottom: 1px solid #afb8c1; }
+th.r, td.r { text-align: right; }
+tr.bad td { background: #fff1f0; }
+td.status-PARTIAL, td.status-FAILED { color: var(--fail); font-weight: 650; }
+table.kv th { background: none; border-bottom: 1px solid var(--line); color: var(--muted);
+              font-weight: 500; width: 240px; }
+.estimate { border-left: 4px solid var(--model); background: #fbf9ff; padding: 4px 18px 14px;
+            border-radius: 0 6px 6px 0; }
+.estimate .tag { display: inline-block; font-size: 11px; font-weight: 650; color: var(--model);
+                 border: 1px solid var(--model); border-radius: 10px; padding: 0 8px;
+                 text-transform: uppercase; letter-spacing: 0.06em; }
+.note { color: var(--muted); font-size: 13px; margin: 6px 0; }
+.plots { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr)); gap: 16px; }
+figure { margin: 0; border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px 8px;
+         background: #fff; break-inside: avoid; }
+figure svg { width: 100%; height: auto; display: block; }
+figcaption { color: var(--muted); font-size: 12px; margin-top: 4px; }
+ul.warnings { padding-left: 0; list-style: none; margin: 0; }
+ul.warnings li { border-left: 3px solid var(--warn); background: #fff8c5; padding: 6px 12px;
+                 margin: 0 0 6px; border-radius: 0 4px 4px 0; }
+ul.errors li { border-left-color: var(--fail); background: #fff1f0; }
+footer { color: var(--muted); font-size: 12px; margin-top: 40px; border-top: 1px solid var(--line);
+         padding-top: 10px; }
+@media print { main { max-width: none; padding: 0; } .plots { display: block; }
+               figure { margin-bottom: 12px; } }
+"""
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _html_table(t: _Table, status_col: int | None = None, wide: bool = False) -> str:
+    if t.kv:
+        rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in t.rows)
+        return f'<table class="kv"><tbody>{rows}</tbody></table>'
+    cls = ["r" if a == "r" else "" for a in t.align]
+    head = "".join(f'<th class="{c}">{_e(h)}</th>' for h, c in zip(t.headers, cls, strict=True))
+    body = []
+    for i, row in enumerate(t.rows):
+        rc = t.row_classes[i] if i < len(t.row_classes) else ""
+        cells = []
+        for j, (cell, c) in enumerate(zip(row, cls, strict=True)):
+            extra = f" status-{cell}" if j == status_col else ""
+            cells.append(f'<td class="{(c + extra).strip()}">{_e(cell)}</td>')
+        body.append(f'<tr class="{rc}">{"".join(cells)}</tr>')
+    return (
+        f'<div class="scroll"><table class="grid{" wide" if wide else ""}">'
+        f"<thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def _html_banner(run: RunResult) -> str:
+    verdict = _verdict(run)
+    if verdict:
+        result, reasons = verdict
+        kind = {"PASS": "pass", "FAIL": "fail"}.get(result, "warn")
+        items = "".join(f"<li>{_e(r)}</li>" for r in reasons)
+        return (
+            f'<section class="banner {kind}" id="verdict"><div class="label">Verdict</div>'
+            f'<div class="word">{_e(result)}</div>{f"<ul>{items}</ul>" if items else ""}</section>'
+        )
+    if run.status != "complete":
+        msg = f"<ul><li>{_e(run.error)}</li></ul>" if run.error else ""
+        return (
+            f'<section class="banner warn" id="verdict"><div class="label">Run status</div>'
+            f'<div class="word">{_e(run.status.upper())}</div>{msg}</section>'
+        )
+    return ""
+
+
+def _cache_table(run: RunResult) -> _Table | None:
+    rows = [[p.name, p.cache or "-", _CACHE_MEANING.get(p.cache, "-")] for p in run.phases]
+    ld = run.loader or {}
+    if ld.get("cache"):
+        rows.append(["data loader", str(ld["cache"]), _CACHE_MEANING.get(ld["cache"], "-")])
+    if not rows:
+        return None
+    return _Table("Cache handling", ["Phase", "Cache", "What it means"], rows, "lll")
+
+
+def render_html(run: RunResult) -> str:
+    """One self-contained HTML page: inline CSS and SVG plots, no network resources."""
+    wl = (run.workload or {}).get("name")
+    title = f"iobench report: {wl or run.run_id}"
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body><main>",
+        "<header>",
+        f"<h1>{_e(title)}</h1>",
+        f'<div class="sub">Storage and data-loader throughput, run {_e(run.run_id)}</div>',
+    ]
+    meta = []
+    for k, v in _run_info(run):
+        value = f"<code>{_e(v)}</code>" if k == "Command" else _e(v)
+        meta.append(f"<dt>{_e(k)}</dt><dd>{value}</dd>")
+    parts.append(f'<dl class="meta">{"".join(meta)}</dl></header>')
+    parts.append(_html_banner(run))
+
+    if run.phases:
+        parts.append('<section id="phases"><h2>Summary</h2>')
+        parts.append(_html_table(_phase_detail_table(run), status_col=14, wide=True))
+        parts.append(
+            '<p class="note">Bandwidth is all bytes over first start to last end (last done); '
+            "first done is the figure when the first worker finished.</p></section>"
+        )
+    meta_t = _metadata_table(run)
+    if meta_t:
+        parts.append(f'<section id="metadata"><h2>{_e(meta_t.title)}</h2>')
+        parts.append(_html_table(meta_t) + "</section>")
+    loader = _loader_table(run)
+    if loader:
+        parts.append(f'<section id="loader"><h2>{_e(loader.title)}</h2>')
+        parts.append(_html_table(loader) + "</section>")
+    est = _estimate_tables(run)
+    if est:
+        parts.append('<section id="estimate"><h2>Estimate</h2><div class="estimate">')
+        parts.append('<p><span class="tag">estimate</span> ')
+        parts.append(f"{_e(est[0].note)}</p>")
+        parts.append(_html_table(est[0]))
+        for t in est[1:]:
+            parts.append(f"<h3>{_e(t.title)}</h3>{_html_table(t)}")
+        parts.append("</div></section>")
+
+    plots = _build_plots(run)
+    if plots is None:
+        parts.append(f'<section id="plots"><h2>Plots</h2><p class="note">{_e(PLOT_HINT)}</p>')
+        parts.append("</section>")
+    elif plots:
+        parts.append('<section id="plots"><h2>Plots</h2><div class="plots">')
+        for p in plots:
+            cap = f"<figcaption>{_e(p.caption)}</figcaption>" if p.caption else ""
+            parts.append(f'<figure aria-label="{_e(p.title)}">{p.svg}{cap}</figure>')
+        parts.append("</div></section>")
+
+    errors = _errors(run)
+    if errors:
+        items = "".join(f"<li>{_e(e)}</li>" for e in errors)
+        parts.append(f'<section id="errors"><h2>Errors ({len(errors)})</h2>')
+        parts.append(f'<ul class="warnings errors">{items}</ul></section>')
+    warnings = _phase_warnings(run)
+    if warnings:
+        items = "".join(f"<li>{_e(w)}</li>" for w in warnings)
+        parts.append(f'<section id="warnings"><h2>Warnings ({len(warnings)})</h2>')
+        parts.append(f'<ul class="warnings">{items}</ul></section>')
+    cache = _cache_table(run)
+    if cache:
+        parts.append(
+            f'<section id="cache"><h2>{_e(cache.title)}</h2>{_html_table(cache)}</section>'
+        )
+    parts.append(
+        f"<footer>Generated by iobench {_e(run.iobench_version)} from result schema "
+        f"{_e(run.schema_version)}. Figures are measured in this run unless labelled estimate."
+        "</footer></main></body></html>"
+    )
+    return "\n".join(p for p in parts if p) + "\n"
+
+
+def write_report(run: RunResult, directory: str | Path) -> Path:
+    """Write ``report.html`` atomically into ``directory`` (beside result.json); return its path."""
+    path = Path(directory) / "report.html"
+    atomic_write_bytes(path, render_html(run).encode("utf-8"))
+    return path

@@ -1,0 +1,89 @@
+"""Shared fixtures: in-process CLI calls and a target with planted user files."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from iobench.cli import main
+
+# Small sizes for every generator, so CLI runs take a second or two.
+SMALL = {
+    "sequential-write": [
+        "--set", "size=4MiB", "--set", "jobs=2", "--set", "block_sizes=[]", "--set", "jobs_sweep=[]",
+    ],
+    "checkpoint-smallfile": [
+        "--set", "files=8", "--set", "jobs=2", "--set", "file_sizes=[4KiB,64KiB]",
+        "--set", "checkpoint_size=4MiB", "--set", "shards=2", "--set", "tensor_size=1MiB",
+    ],
+    "dataset-read": [
+        "--set", "files=32", "--set", "file_size=32KiB", "--set", "size_sd=8KiB",
+        "--set", "readers=[1,2]", "--set", "jobs=2",
+    ],
+    "random-read": ["--set", "size=4MiB", "--set", "jobs=1", "--set", "rand_jobs=2"],
+}  # fmt: skip
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch, tmp_path):
+    """Run ``iobench ARGS`` in-process; history goes to a temp dir, never the user's."""
+    monkeypatch.setenv("IOBENCH_HISTORY", str(tmp_path / "history"))
+
+    def run(*args: str) -> CliResult:
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every path under ``root`` with a hash of its bytes (dirs and links marked)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            p = Path(dirpath, d)
+            out[str(p.relative_to(root))] = "link" if p.is_symlink() else "dir"
+        for f in filenames:
+            p = Path(dirpath, f)
+            if p.is_symlink():
+                out[str(p.relative_to(root))] = "link->" + os.readlink(p)
+            else:
+                out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture
+def planted(tmp_path):
+    """A target directory holding user files, including look-alikes of iobench's own names."""
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "data.bin").write_bytes(os.urandom(10000))
+    (target / "notes.txt").write_text("user notes\n")
+    old = target / ".iobench-20200101T000000Z-abcdef"  # not created by the run under test
+    old.mkdir()
+    (old / "keep.dat").write_bytes(b"not yours")
+    (target / "sub").mkdir()
+    (target / "sub" / "file").write_text("x")
+    before = snapshot(target)
+
+    class Planted:
+        path = target
+
+        @staticmethod
+        def unchanged() -> bool:
+            return snapshot(target) == before
+
+    return Planted
