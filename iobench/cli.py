@@ -14,6 +14,17 @@ import typer
 
 from .errors import ExitStatus, IobenchError
 
+try:  # typer >= 0.24 vendors click; its exceptions are its own classes
+    from typer._click import exceptions as _tclick
+except ImportError:  # pragma: no cover - older typer uses click itself
+    _tclick = click.exceptions
+
+_NoArgsIsHelp = (click.exceptions.NoArgsIsHelpError, _tclick.NoArgsIsHelpError)
+_ClickUsage = (click.exceptions.UsageError, _tclick.UsageError)
+_Abort = (click.exceptions.Abort, getattr(typer, "Abort", click.exceptions.Abort))
+_Exit = (click.exceptions.Exit, getattr(typer, "Exit", click.exceptions.Exit))
+
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -147,10 +158,10 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         err(f"iobench: error: {e.one_line()}")
         code = int(e.exit_status)
-    except click.exceptions.NoArgsIsHelpError as e:
+    except _NoArgsIsHelp as e:
         err(e.format_message())
         code = int(ExitStatus.USAGE)
-    except click.exceptions.UsageError as e:
+    except _ClickUsage as e:
         msg = e.format_message().replace("\n", " ")
         hint = (
             f" (see iobench {e.ctx.info_name} --help)"
@@ -159,10 +170,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         err(f"iobench: error: {msg}{hint}")
         code = int(ExitStatus.USAGE)
-    except click.exceptions.Abort:
+    except _Abort:
         err("iobench: error: interrupted")
         code = int(ExitStatus.INTERRUPTED)
-    except click.exceptions.Exit as e:
+    except _Exit as e:
         code = int(e.exit_code)
     except KeyboardInterrupt:
         err("iobench: error: interrupted by SIGINT")

@@ -7,9 +7,11 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import results as results_mod
 from .engines.base import EngineContext, PhaseSpec, Progress
@@ -54,6 +56,7 @@ class PhaseRunner:
     results: list[PhaseResult] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     hooks: Any = None  # distributed coordination (barriers, gathers), when ranks > 1
+    _fallback: Any = field(default=None, repr=False)  # posix engine for phases the engine refuses
 
     @property
     def run_dir(self) -> str:
@@ -74,6 +77,13 @@ class PhaseRunner:
     def direct(self, requested: bool) -> bool:
         """O_DIRECT when asked for and the target takes it; otherwise warn and fall back."""
         if not requested:
+            return False
+        if fs_class(self.target.fs_type) == "memory":
+            # tmpfs may accept O_DIRECT (Linux >= 6.6), but there is no storage behind it
+            self.warn(
+                f"{self.target.fs_type} keeps files in memory: O_DIRECT bypasses no cache there, "
+                "so reads and writes were buffered and measure memory, not storage"
+            )
             return False
         if self.target.direct_io is True:
             return True
@@ -119,14 +129,15 @@ class PhaseRunner:
         )
         if self.hooks:
             self.hooks.before_phase(spec)
+        engine, why = self._engine_for(spec)
         try:
-            res = self.engine.run(spec, ctx)
+            res = engine.run(spec, ctx)
         except EngineError as e:
             partial = getattr(e, "partial", None)
             if partial is not None:
-                self._finish(spec, partial)
+                self._finish(spec, partial, engine, why)
             raise
-        self._finish(spec, res)
+        self._finish(spec, res, engine, why)
         if self.hooks:
             res = self.hooks.after_phase(spec, res)
             self.results[-1] = res
@@ -140,12 +151,40 @@ class PhaseRunner:
         self.results.append(res)
         return res
 
-    def _finish(self, spec: PhaseSpec, res: PhaseResult) -> None:
+    def _engine_for(self, spec: PhaseSpec) -> tuple[Any, str | None]:
+        """The engine for this phase, and why it is not the chosen one (None when it is).
+
+        A phase the chosen engine cannot express faithfully (fio has no whole-file reads or
+        mdtest-like metadata ops) runs with the posix engine, with a warning, rather than
+        measuring something else under the same name.
+        """
+        check = getattr(self.engine, "why_not", None)
+        if not self.engine.supports(spec.op):
+            why = f"the {self.engine.name} engine does not run {spec.op!r} phases"
+        else:
+            why = check(spec) if check else None
+        if why is None:
+            return self.engine, None
+        if self.target.kind != "posix" or getattr(self.engine, "name", "") == "posix":
+            raise EngineError(f"phase {spec.name}: {why}")
+        if self._fallback is None:
+            from .engines.posix import PosixEngine
+
+            self._fallback = PosixEngine()
+        self.warn(f"{why}: such phases ran with the posix engine")
+        return self._fallback, why
+
+    def _finish(
+        self, spec: PhaseSpec, res: PhaseResult, engine: Any = None, why: str | None = None
+    ) -> None:
         if spec.op in ("read", "randread", "open_read") and not spec.direct:
             res.cache = self.cache_state(False)
         elif spec.direct:
             res.cache = "direct"
-        res.extra.setdefault("engine", getattr(self.engine, "name", "?"))
+        res.extra["engine"] = getattr(engine or self.engine, "name", "?")
+        if why:
+            res.extra["engine_fallback"] = why
+            res.warnings.append(f"ran with the posix engine: {why}")
         self.results.append(res)
 
 
@@ -225,6 +264,85 @@ class RunOutcome:
     error: IobenchError | None = None
 
 
+@dataclass
+class RunSession:
+    """One run's directory, stop flag, runner and error, between ``run_session`` and outcome."""
+
+    run: RunResult
+    target: Target
+    out_dir: Path
+    save: bool
+    keep: bool
+    stop: StopFlag = field(default_factory=StopFlag)
+    runner: PhaseRunner | None = None
+    error: IobenchError | None = None
+
+    def outcome(self) -> RunOutcome:
+        """Collect warnings, stamp the end time, save result.json (when saving)."""
+        run = self.run
+        if self.runner is not None:
+            run.warnings.extend(w for w in self.runner.warnings if w not in run.warnings)
+        run.warnings.extend(_honesty_warnings(run, self.target))
+        run.finished_at = results_mod.now_iso()
+        path = results_mod.save(run, self.out_dir) if self.save else None
+        return RunOutcome(run, path, self.error)
+
+
+@contextmanager
+def run_session(
+    run: RunResult,
+    target: Target,
+    out_dir: Path,
+    *,
+    keep: bool = False,
+    save: bool = True,
+    run_dir_id: str | None = None,
+) -> Iterator[RunSession]:
+    """Create the run directory, route signals to a stop flag, and always clean up.
+
+    The body sets ``session.runner`` and runs its phases. An engine failure, an interruption
+    or an I/O error ends the body and is kept in ``session.error``, the run marked and its
+    phases so far kept; bad input (UsageError) still raises. The run directory is removed on
+    every path unless ``keep``. ``session.outcome()`` then saves and returns the run.
+    """
+    s = RunSession(run, target, out_dir, save, keep)
+
+    def kept_phases() -> None:
+        if s.runner is not None:
+            run.phases = s.runner.results
+
+    try:
+        with SignalGuard(s.stop):
+            create_run_dir(target, run_dir_id or run.run_id)
+            run.target = target.to_dict()
+            if save:
+                out_dir.mkdir(parents=True, exist_ok=True)
+            yield s
+    except (EngineError, Interrupted) as e:
+        s.error = e
+        run.status = "interrupted" if isinstance(e, Interrupted) else "failed"
+        run.error = e.one_line()
+        if s.runner is not None:
+            kept_phases()
+            if any(p.ops for p in run.phases):
+                run.status = "interrupted" if isinstance(e, Interrupted) else "partial"
+    except OSError as e:
+        s.error = EngineError(f"I/O error: {e.strerror or e} ({getattr(e, 'filename', '')})")
+        run.status = "failed"
+        run.error = s.error.one_line()
+        kept_phases()
+    except KeyboardInterrupt:
+        s.error = Interrupted("interrupted by SIGINT")
+        run.status = "interrupted"
+        run.error = s.error.one_line()
+        kept_phases()
+    finally:
+        if not keep:
+            remove_run_dir(target)
+        elif target.created:
+            run.warnings.append(f"--keep: the run directory {target.run_dir} was left in place")
+
+
 def run_workload(
     workload: Workload,
     target_spec: str,
@@ -258,63 +376,25 @@ def run_workload(
         check_output_dir(out_dir)
     run.workload = workload.to_dict()
     run.engine = {"name": engine.name, "version": engine.version()}
-    stop = StopFlag()
-    runner: PhaseRunner | None = None
-    error: IobenchError | None = None
     gen = get_generator(workload.generator)
-    try:
-        with SignalGuard(stop):
-            create_run_dir(target, run.run_id if hooks is None else hooks.run_dir_id(run.run_id))
-            run.target = target.to_dict()
-            if save and is_writer:
-                out_dir.mkdir(parents=True, exist_ok=True)
-            repeats: list[list[PhaseResult]] = []
-            runner = PhaseRunner(
-                target,
-                engine,
-                stop,
-                progress_factory,
-                raw_dir=str(out_dir) if save and is_writer else None,
-                hooks=hooks,
-            )
-            for i in range(repeat):
-                runner.results = []
-                gen.run(workload.params, runner)
-                repeats.append(runner.results)
-            run.phases = merge_repeats(repeats)
-    except (EngineError, Interrupted) as e:
-        error = e
-        run.status = "interrupted" if isinstance(e, Interrupted) else "failed"
-        run.error = e.one_line()
-        if runner is not None:
-            run.phases = runner.results
-            if any(p.ops for p in run.phases):
-                run.status = "interrupted" if isinstance(e, Interrupted) else "partial"
-    except OSError as e:
-        error = EngineError(f"I/O error: {e.strerror or e} ({getattr(e, 'filename', '')})")
-        run.status = "failed"
-        run.error = error.one_line()
-        if runner is not None:
-            run.phases = runner.results
-    except KeyboardInterrupt:
-        error = Interrupted("interrupted by SIGINT")
-        run.status = "interrupted"
-        run.error = error.one_line()
-        if runner is not None:
-            run.phases = runner.results
-    finally:
-        if not keep:
-            remove_run_dir(target)
-        elif target.created:
-            run.warnings.append(f"--keep: the run directory {target.run_dir} was left in place")
-    if runner is not None:
-        run.warnings.extend(w for w in runner.warnings if w not in run.warnings)
-    run.warnings.extend(_honesty_warnings(run, target))
-    run.finished_at = results_mod.now_iso()
-    path = None
-    if save and is_writer:
-        path = results_mod.save(run, out_dir)
-    return RunOutcome(run, path, error)
+    writes = save and is_writer
+    run_dir_id = run.run_id if hooks is None else hooks.run_dir_id(run.run_id)
+    with run_session(run, target, out_dir, keep=keep, save=writes, run_dir_id=run_dir_id) as s:
+        runner = s.runner = PhaseRunner(
+            target,
+            engine,
+            s.stop,
+            progress_factory,
+            raw_dir=str(out_dir) if writes else None,
+            hooks=hooks,
+        )
+        repeats: list[list[PhaseResult]] = []
+        for _ in range(repeat):
+            runner.results = []
+            gen.run(workload.params, runner)
+            repeats.append(runner.results)
+        run.phases = merge_repeats(repeats)
+    return s.outcome()
 
 
 def _honesty_warnings(run: RunResult, target: Target) -> list[str]:
@@ -322,7 +402,9 @@ def _honesty_warnings(run: RunResult, target: Target) -> list[str]:
     out = []
     mem = physical_memory()
     written = max((p.bytes for p in run.phases if p.op in ("write", "create")), default=0)
-    buffered_reads = [p for p in run.phases if p.op in ("read", "open_read") and p.cache != "direct"]
+    buffered_reads = [
+        p for p in run.phases if p.op in ("read", "open_read") and p.cache != "direct"
+    ]
     if buffered_reads and mem and written and written < mem:
         out.append(
             f"data read without O_DIRECT ({format_bytes(written)}) fits in page cache "

@@ -10,10 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+import tomllib
 
 from .errors import SpecError, UsageError
 from .units import parse_count, parse_duration, parse_percent, parse_size
@@ -208,7 +210,7 @@ def load_workload(
     generators: Callable[[str], dict[str, Param]] | None = None,
 ) -> Workload:
     """Load and validate a workload file, then apply overrides (each validated the same way)."""
-    from .phases import generator_params, generator_names
+    from .phases import generator_names, generator_params
 
     params_of = generators or generator_params
     path = find_file(name, "workload")

@@ -218,6 +218,15 @@ def resolve(target: str, *, mountinfo: list[MountInfo] | None = None) -> Target:
         raise TargetError("TARGET is empty", hint="give a directory or an fsspec URL")
     target = target.removeprefix("file://")
     p = Path(target).expanduser()
+    try:
+        os.stat(p)
+    except PermissionError:
+        raise TargetError(
+            f"target {target} is not accessible by this user (permission denied)",
+            hint="pick a directory you can enter and write",
+        ) from None
+    except OSError:
+        pass
     if not p.exists():
         raise TargetError(
             f"target {target} does not exist",
@@ -228,15 +237,15 @@ def resolve(target: str, *, mountinfo: list[MountInfo] | None = None) -> Target:
             f"target {target} is not a directory", hint="give a directory to write in"
         )
     real = os.path.realpath(p)
-    if not os.access(real, os.W_OK | os.X_OK):
-        raise TargetError(
-            f"target {target} is not writable by this user",
-            hint="pick a writable directory",
-        )
     probe_st = os.statvfs(real)
     if probe_st.f_flag & os.ST_RDONLY:
         raise TargetError(
             f"target {target} is on a read-only filesystem", hint="pick a writable one"
+        )
+    if not os.access(real, os.W_OK | os.X_OK):
+        raise TargetError(
+            f"target {target} is not writable by this user",
+            hint="pick a writable directory",
         )
     mounts = mountinfo if mountinfo is not None else read_mountinfo()
     m = find_mount(real, mounts)
@@ -322,7 +331,12 @@ def _signame(signum: int | None) -> str:
 
 
 class SignalGuard:
-    """Route SIGINT/SIGTERM to a StopFlag (and an Interrupted in the main thread) for a block."""
+    """Route SIGINT/SIGTERM to a StopFlag for a block.
+
+    The first signal only sets the flag: workers poll it and stop, the phase in flight keeps
+    what it measured (marked partial) and the main thread raises Interrupted at its next
+    check. A second signal raises Interrupted in the main thread at once.
+    """
 
     def __init__(self, stop: StopFlag, on_signal: Callable[[int], None] | None = None):
         self.stop = stop
@@ -330,11 +344,11 @@ class SignalGuard:
         self._old: dict[int, Any] = {}
 
     def _handler(self, signum: int, frame: Any) -> None:
-        first = not self.stop.is_set()
+        again = self.stop.is_set()
         self.stop.set(signum)
         if self.on_signal:
             self.on_signal(signum)
-        if first:
+        if again:
             raise Interrupted(f"interrupted by {_signame(signum)}")
 
     def __enter__(self) -> SignalGuard:

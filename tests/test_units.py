@@ -48,7 +48,15 @@ def test_parse_size_rejects(text):
 
 @pytest.mark.parametrize(
     "text,expected",
-    [("500ms", 0.5), ("30s", 30), ("5m", 300), ("1h", 3600), ("2", 2), ("1.5s", 1.5), ("250us", 250e-6)],
+    [
+        ("500ms", 0.5),
+        ("30s", 30),
+        ("5m", 300),
+        ("1h", 3600),
+        ("2", 2),
+        ("1.5s", 1.5),
+        ("250us", 250e-6),
+    ],
 )
 def test_parse_duration(text, expected):
     assert parse_duration(text) == pytest.approx(expected)
@@ -62,7 +70,9 @@ def test_parse_duration_rejects(text):
             raise UsageError("inf")
 
 
-@pytest.mark.parametrize("text,expected", [("10%", 0.1), ("90", 0.9), ("0.9", 0.9), (0.5, 0.5), ("100%", 1.0)])
+@pytest.mark.parametrize(
+    "text,expected", [("10%", 0.1), ("90", 0.9), ("0.9", 0.9), (0.5, 0.5), ("100%", 1.0)]
+)
 def test_parse_percent(text, expected):
     assert parse_percent(text) == pytest.approx(expected)
 
@@ -94,7 +104,16 @@ def test_format():
 
 # -- properties ----------------------------------------------------------------------------
 
-_SUFFIX = {"": 1, "k": 1024, "KiB": 1024, "m": 1 << 20, "MiB": 1 << 20, "KB": 1000, "MB": 10**6, "GiB": 1 << 30}
+_SUFFIX = {
+    "": 1,
+    "k": 1024,
+    "KiB": 1024,
+    "m": 1 << 20,
+    "MiB": 1 << 20,
+    "KB": 1000,
+    "MB": 10**6,
+    "GiB": 1 << 30,
+}
 
 
 @given(st.integers(min_value=0, max_value=10**6), st.sampled_from(sorted(_SUFFIX)))

@@ -35,7 +35,7 @@ def layout(params: dict[str, Any], prefix: str = "data") -> tuple[FileSpec, ...]
     )
     ext = {"raw": "bin", "npz": "npz", "parquet": "parquet", "tar": "tar"}[params["format"]]
     paths = dataset_paths(params["files"], ext, prefix)
-    return tuple(FileSpec(p, s) for p, s in zip(paths, sizes))
+    return tuple(FileSpec(p, s) for p, s in zip(paths, sizes, strict=True))
 
 
 def _orders(params: dict[str, Any]) -> list[tuple[str, str]]:

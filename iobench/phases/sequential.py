@@ -22,6 +22,7 @@ PARAMS: dict[str, Param] = {
     "randread": Param("bool", False, "add a random-read phase over the written files"),
     "rand_block_size": Param("size", 4096, "block size of the random-read phase", minimum=512),
     "rand_jobs": Param("count", 0, "random-read workers (0: same as jobs)", minimum=0),
+    "iodepth": Param("count", 1, "random-read queue depth per worker (fio: libaio)", minimum=1),
 }
 
 
@@ -105,6 +106,7 @@ def run(params: dict[str, Any], runner: Any) -> None:
                 rate_bps=params["rate"],
                 seed=params["seed"],
                 mode="shared",  # every worker reads anywhere in every file
+                iodepth=params["iodepth"],
                 params={"sweep": ""},
             )
         )

@@ -1,0 +1,62 @@
+"""``iobench compare``: direction- and noise-aware comparison with an exit code CI can trust."""
+
+from __future__ import annotations
+
+import typer
+
+from ..cli import app, err, out
+from ..errors import UsageError
+
+
+@app.command()
+def compare(
+    refs: list[str] = typer.Argument(
+        ...,
+        help="BASELINE CURRENT, or just CURRENT with --baseline (result.json, run dir, run id, latest, latest~N).",
+    ),
+    baseline: str = typer.Option(
+        None, "--baseline", help="Baseline when only CURRENT is given (e.g. latest)."
+    ),
+    threshold: str = typer.Option(
+        "",
+        "--threshold",
+        help="10% for all, or per metric: bandwidth=5%,latency_p99=30%,*iops*=15%.",
+    ),
+    fmt: str = typer.Option("table", "--format", help="table | markdown | json."),
+    fail_on: str = typer.Option("regression", "--fail-on", help="regression | never."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 3 when the runs are not comparable."),
+    history: str = typer.Option(None, "--history", help="History URL for run ids and latest."),
+) -> int:
+    """Compare two runs; exit 1 when a metric regressed beyond its threshold and the noise."""
+    from .. import compare as cmp
+
+    if fmt not in ("table", "markdown", "json"):
+        raise UsageError(f"--format: expected table, markdown or json, got {fmt!r}")
+    if len(refs) > 2:
+        raise UsageError("compare takes BASELINE and CURRENT (two references at most)")
+    if len(refs) == 1 and not baseline:
+        raise UsageError(
+            "compare needs a baseline", hint="give BASELINE CURRENT or --baseline latest"
+        )
+    if len(refs) == 2 and baseline:
+        raise UsageError("give the baseline once: as the first argument or with --baseline")
+    options = cmp.CompareOptions(strict=strict, fail_on=fail_on)
+    if threshold:
+        options = cmp.parse_thresholds(threshold, options)
+    current = cmp.resolve(refs[-1], history, what="current")
+    if len(refs) == 2:
+        base = cmp.resolve(refs[0], history, what="baseline")
+    else:
+        base = cmp.resolve(
+            baseline, history, workload=current.workload.get("name"), what="baseline"
+        )
+        if base.run_id == current.run_id and baseline.strip() == "latest":
+            base = cmp.resolve(
+                "latest~1", history, workload=current.workload.get("name"), what="baseline"
+            )
+    report = cmp.compare_runs(base, current, options)
+    render = {"table": cmp.render_table, "markdown": cmp.render_markdown, "json": cmp.render_json}
+    out(render[fmt](report))
+    if not report.comparable and fmt != "json":
+        err(f"iobench: not comparable: {report.reason}")
+    return int(report.exit_status())

@@ -1,0 +1,70 @@
+"""``iobench history``: list stored runs, show one, or follow a metric over time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ..cli import app, err, out
+from ..errors import UsageError
+
+
+@app.command()
+def history(
+    action: str = typer.Argument("list", help="list | show RUN | trend METRIC"),
+    arg: str = typer.Argument(
+        None, help="RUN for show, METRIC (e.g. seq-read.bandwidth) for trend."
+    ),
+    url: str = typer.Option(
+        None, "--history", help="History URL (default ~/.local/share/iobench/history)."
+    ),
+    workload: str = typer.Option(None, "--workload", help="Only runs of this workload."),
+    svg: str = typer.Option(None, "--svg", help="trend: also write the plot to this SVG file."),
+    as_json: bool = typer.Option(False, "--json", help="show: print the result JSON."),
+) -> int:
+    """Runs kept in the Parquet history, one immutable file per run."""
+    from .. import history as hist
+    from .. import report, results
+    from ..units import format_count, format_rate, format_seconds
+
+    warn = lambda text: err(f"iobench: warning: {text}")  # noqa: E731
+    if action == "list":
+        runs = hist.list_runs(url, on_warning=warn)
+        if workload:
+            runs = [r for r in runs if r.workload == workload or r.spec_hash == workload]
+        if not runs:
+            out(f"no runs in {url or hist.default_history_url()}")
+            return 0
+        out(f"{'run id':<28} {'started':<25} {'workload':<22} {'status':<10} {'engine':<7} phases")
+        for r in runs:
+            out(
+                f"{r.run_id:<28} {r.started_at[:24]:<25} {r.workload:<22} {r.status:<10} {r.engine:<7} {len(r.phases)}"
+            )
+        return 0
+    if action == "show":
+        if not arg:
+            raise UsageError("history show needs a RUN id", hint="see iobench history list")
+        run = hist.get_run(arg, url, on_warning=warn)
+        out(results.dumps(run) if as_json else report.render_terminal(run))
+        return 0
+    if action == "trend":
+        if not arg:
+            raise UsageError("history trend needs a METRIC", hint="e.g. seq-read.bandwidth")
+        phase, metric = hist.split_metric(arg)
+        points = hist.trend(arg, url, workload=workload, on_warning=warn)
+        if not points:
+            out(f"no values of {arg} in history")
+            return 0
+        unit = hist.ALL_METRICS.get(metric, (None, ""))[1]
+        fmt = {"B/s": format_rate, "s": format_seconds}.get(unit, lambda v: format_count(v))
+        out(f"{'started':<25} {'run id':<28} {arg}")
+        for started, run_id, value in points:
+            out(f"{started[:24]:<25} {run_id:<28} {fmt(value)}")
+        if svg:
+            results.atomic_write_bytes(Path(svg), hist.trend_svg(points, arg, unit).encode())
+            out(f"plot: {svg}")
+        return 0
+    raise UsageError(
+        f"unknown history action {action!r}", hint="use list, show RUN or trend METRIC"
+    )
