@@ -1,0 +1,465 @@
+"""``iobench qualify``: the full suite in a bounded time, with a verdict.
+
+Steps (each a generator run inside one run directory, one result): sequential write/read with
+a block-size and writer sweep, random 4 KiB reads, small-file checkpoint IOPS and metadata, a
+sharded checkpoint scaled to fit (with the full checkpoint's time at the measured rate,
+labelled an estimate), the dataset sweep shaped like the profile's samples, the loader
+emulation on the profile, and the starvation estimate. ``--time`` sizes the phases to fit;
+``--dry-run`` prints the plan and writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import UsageError
+from .phases import get_generator
+from .runner import (
+    PhaseRunner,
+    RunOutcome,
+    check_output_dir,
+    new_result,
+    output_dir_for,
+    run_session,
+)
+from .spec import Param, Profile, coerce, load_profile
+from .target import Target, check_free_space, is_url, resolve
+from .units import format_bytes, format_count, format_rate, format_seconds, parse_rate, parse_size
+
+QUICK_BUDGET_S = 30.0
+DEFAULT_BUDGET_S = 180.0
+DEFAULT_PROFILE = "resnet50-h100"
+DEFAULT_CHECKPOINT = 105 * 10**9  # llama3-8b, 8 ranks (MLPerf Storage): the full checkpoint
+
+# Assumed rates for the dry-run's time estimate of size-based steps (labelled as such).
+ASSUMED_WRITE_BPS = 500 << 20
+ASSUMED_READ_BPS = 1 << 30
+
+
+# -- requirements and verdict -------------------------------------------------------------------
+
+_PERCENT = Param("percent", 0.9, "a fraction")
+
+# name -> (what it is compared with, unit, higher is better)
+REQUIREMENT_KEYS: dict[str, tuple[str, str]] = {
+    "write": ("best sequential write bandwidth", "B/s"),
+    "read": ("best sequential read bandwidth", "B/s"),
+    "iops": ("random-read IOPS", "ops/s"),
+    "creates": ("small-file creates per second", "ops/s"),
+    "stats": ("stats per second", "ops/s"),
+    "reads": ("small-file open+reads per second", "ops/s"),
+    "deletes": ("deletes per second", "ops/s"),
+    "ckpt_save": ("checkpoint save bandwidth", "B/s"),
+    "ckpt_load": ("checkpoint load bandwidth", "B/s"),
+    "samples": ("dataset samples per second (best reader count)", "ops/s"),
+    "au": ("measured loader accelerator utilisation", "fraction"),
+    "gpus": ("accelerators the storage keeps above the AU threshold (estimate)", "GPUs"),
+}
+
+
+@dataclass(frozen=True)
+class Requirement:
+    key: str
+    value: float
+    unit: str
+
+    def describe(self) -> str:
+        return f"{self.key} >= {_fmt(self.value, self.unit)}"
+
+
+def parse_requirements(text: str | None) -> list[Requirement]:
+    """``read=5GiB/s,creates=20k/s,au=0.9`` -> requirements (UsageError on anything else)."""
+    out: list[Requirement] = []
+    for item in [s.strip() for s in (text or "").split(",") if s.strip()]:
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq or key not in REQUIREMENT_KEYS:
+            raise UsageError(
+                f"--require {item!r}: expected KEY=VALUE",
+                hint=f"keys: {', '.join(REQUIREMENT_KEYS)}",
+            )
+        unit = REQUIREMENT_KEYS[key][1]
+        value = value.strip()
+        if unit == "B/s":
+            v, got = parse_rate(value if value.endswith("/s") else value + "/s")
+            if got != "B/s":
+                raise UsageError(
+                    f"--require {key}: expected a bandwidth like 5GiB/s, got {value!r}"
+                )
+        elif unit == "ops/s":
+            v, got = parse_rate(value)
+            if got != "ops/s":
+                raise UsageError(f"--require {key}: expected a rate like 20k/s, got {value!r}")
+        elif unit == "fraction":
+            v = coerce(key, _PERCENT, value, "--require")
+        else:
+            try:
+                v = int(value)
+            except ValueError:
+                raise UsageError(
+                    f"--require {key}: expected a whole number, got {value!r}"
+                ) from None
+        if v < 0:
+            raise UsageError(f"--require {key}: must not be negative")
+        out.append(Requirement(key, float(v), unit))
+    return out
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "B/s":
+        return format_rate(value)
+    if unit == "ops/s":
+        return format_count(value, "/s")
+    if unit == "fraction":
+        return f"{value * 100:.1f} %"
+    return f"{value:g}"
+
+
+def measured_figures(run: Any) -> dict[str, float | None]:
+    """The figure each requirement key is compared with, from a qualify result."""
+    phases = run.phases
+
+    def best(prefix: str, attr: str = "bandwidth_bps") -> float | None:
+        vals = [getattr(p, attr) for p in phases if p.name.startswith(prefix) and p.ops]
+        return max(vals) if vals else None
+
+    def one(name: str, attr: str) -> float | None:
+        p = next((p for p in phases if p.name == name and p.ops), None)
+        return getattr(p, attr) if p else None
+
+    loader = run.loader or {}
+    estimate = run.estimate or {}
+    return {
+        "write": best("seq-write"),
+        "read": best("seq-read"),
+        "iops": one("rand-read", "iops"),
+        "creates": one("ckpt-create", "iops"),
+        "stats": one("ckpt-stat", "iops"),
+        "reads": one("ckpt-open_read", "iops"),
+        "deletes": one("ckpt-delete", "iops"),
+        "ckpt_save": one("ckpt-save", "bandwidth_bps"),
+        "ckpt_load": one("ckpt-load", "bandwidth_bps"),
+        "samples": max(
+            [p.iops for p in phases if p.name.startswith(("dataset-read", "dataset-shuffled"))],
+            default=None,
+        ),
+        "au": loader.get("au"),
+        "gpus": estimate.get("max_gpus"),
+    }
+
+
+def verdict(
+    run: Any, requirements: list[Requirement], profile: Profile | None, gpus: int | None
+) -> dict[str, Any]:
+    """Pass only when every requirement was measured and met, and the run completed."""
+    got = measured_figures(run)
+    items: list[dict[str, Any]] = []
+    reasons: list[str] = []
+    ok = True
+    reqs = list(requirements)
+    if profile is not None and gpus:
+        reqs.append(Requirement("gpus", float(gpus), "GPUs"))
+        reqs.append(Requirement("au", profile.au_min, "fraction"))
+    for r in reqs:
+        value = got.get(r.key)
+        passed = value is not None and value >= r.value
+        ok &= passed
+        what = REQUIREMENT_KEYS[r.key][0]
+        if r.key == "gpus" and profile is not None:
+            what += f" ({profile.name}, AU >= {profile.au_min:.0%})"
+        status = "pass" if passed else "fail"
+        measured = "not measured" if value is None else _fmt(value, r.unit)
+        line = f"{status.upper()}: {what}: {measured} (required >= {_fmt(r.value, r.unit)})"
+        if r.key == "gpus":
+            line += " [estimate from the dataset sweep; see its basis]"
+        reasons.append(line)
+        items.append(
+            {"key": r.key, "required": r.value, "measured": value, "unit": r.unit, "result": status}
+        )
+    if run.status != "complete":
+        ok = False
+        reasons.append(f"FAIL: the run did not complete ({run.status}: {run.error})")
+    if not reqs:
+        reasons.append(
+            "no requirement given: pass means every phase completed (use --profile/--gpus or --require)"
+        )
+    return {"result": "pass" if ok else "fail", "reasons": reasons, "items": items}
+
+
+# -- the plan ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    """One generator run inside the qualification, with the workload file it derives from."""
+
+    name: str
+    workload: str
+    generator: str
+    params: dict[str, Any]
+    expected_s: float
+    space_bytes: int
+    note: str = ""
+
+
+@dataclass
+class QualifyPlan:
+    budget_s: float
+    quick: bool
+    profile: Profile
+    gpus: int
+    steps: list[Step] = field(default_factory=list)
+    loader: dict[str, Any] = field(default_factory=dict)
+    checkpoint_full_bytes: int = DEFAULT_CHECKPOINT
+
+    @property
+    def space_bytes(self) -> int:
+        return max([s.space_bytes for s in self.steps] + [self.loader.get("space_bytes", 0)])
+
+    @property
+    def expected_s(self) -> float:
+        return sum(s.expected_s for s in self.steps) + self.loader.get("expected_s", 0.0)
+
+    def spec_hash(self) -> str:
+        blob = json.dumps(
+            {"steps": [(s.name, s.generator, s.params) for s in self.steps], "loader": self.loader,
+             "profile": self.profile.to_dict(), "gpus": self.gpus},
+            sort_keys=True, default=str,
+        )  # fmt: skip
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _resolved(workload: str, overrides: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    from .spec import load_workload
+
+    wl = load_workload(workload, overrides)
+    return wl.generator, dict(wl.params)
+
+
+def plan_qualify(
+    profile: Profile,
+    gpus: int,
+    *,
+    budget_s: float,
+    quick: bool,
+    free_bytes: int | None = None,
+    checkpoint_full_bytes: int = DEFAULT_CHECKPOINT,
+) -> QualifyPlan:
+    """Size every step to the time budget (and to a tenth of the free space)."""
+    if budget_s <= 0:
+        raise UsageError("--time must be positive")
+    scale = budget_s / DEFAULT_BUDGET_S
+    space_cap = (free_bytes // 10) if free_bytes else None
+    plan = QualifyPlan(budget_s, quick, profile, gpus, checkpoint_full_bytes=checkpoint_full_bytes)
+
+    def cap(n: int) -> int:
+        return int(min(n, space_cap)) if space_cap else int(n)
+
+    # Sequential: time-based phases, so the budget (not the device) fixes their length.
+    block_sizes = [128 << 10, 4 << 20, 16 << 20] if not quick else [128 << 10, 4 << 20]
+    jobs_sweep = [1, 2, 8] if not quick else [1]
+    n_seq = 2 * (1 + len(block_sizes) + len(jobs_sweep))
+    t_seq = max(0.4, min(60.0, 0.30 * budget_s / n_seq))
+    per_job = max(8 << 20, min(256 << 20, cap(int((1 << 30) * scale)) // 8)) // (1 << 20) << 20
+    gen, params = _resolved(
+        "sequential-write",
+        {"size": per_job, "block_size": 1 << 20, "jobs": 4, "block_sizes": block_sizes,
+         "jobs_sweep": jobs_sweep, "time": t_seq, "randread": True, "rand_block_size": 4096,
+         "rand_jobs": 8},
+    )  # fmt: skip
+    plan.steps.append(Step("sequential", "sequential-write", gen, params, (n_seq + 1) * t_seq,
+                           per_job * 8, f"{n_seq} phases x {t_seq:.1f} s, then 4 KiB random reads"))  # fmt: skip
+
+    # Small files and metadata, then a sharded checkpoint scaled to fit.
+    files = max(16, int(256 * scale)) if not quick else 32
+    ckpt = max(16 << 20, min(512 << 20, cap(int((256 << 20) * scale)))) // (1 << 20) << 20
+    gen, params = _resolved(
+        "checkpoint-smallfile",
+        {"files": files, "jobs": 4, "checkpoint_size": ckpt, "shards": 4,
+         "tensor_size": min(16 << 20, ckpt // 4), "dcp": not quick},
+    )  # fmt: skip
+    meta_s = files * 4 * 4 / 2000
+    plan.steps.append(Step("checkpoint", "checkpoint-smallfile", gen, params,
+                           meta_s + 4 * ckpt / ASSUMED_WRITE_BPS, int(ckpt * 2.2),
+                           f"{files * 4} small files; {format_bytes(ckpt)} checkpoint in 4 shards"))  # fmt: skip
+
+    # Dataset sweep: one sample per file, sized like the profile's samples, because the
+    # starvation model wants the per-sample read time at each reader count.
+    target_bytes = cap(int((1 << 30) * scale)) if not quick else 96 << 20
+    sample = profile.sample_size
+    n_files = int(max(4 if quick else 8, min(4096, target_bytes // max(sample, 1))))
+    readers = [1, 2, 4, 8] if not quick else [1, 2, 4]
+    gen, params = _resolved(
+        "dataset-read",
+        {"files": n_files, "file_size": sample,
+         "size_dist": "normal" if profile.sample_size_sd else "fixed",
+         "size_sd": profile.sample_size_sd, "readers": readers,
+         "orders": "shuffled" if quick else "both", "jobs": 4},
+    )  # fmt: skip
+    total = n_files * sample
+    reads = len(readers) * (1 if quick else 2)
+    plan.steps.append(Step("dataset", "dataset-read", gen, params,
+                           total / ASSUMED_WRITE_BPS + reads * total / ASSUMED_READ_BPS,
+                           int(total * 1.1),
+                           f"{n_files} files of {format_bytes(sample)}, readers {readers}"))  # fmt: skip
+
+    steps = 20 if quick else max(30, int(100 * scale))
+    loader_gpus = 1 if quick else min(gpus, 2)
+    plan.loader = {
+        "gpus": loader_gpus,
+        "steps": steps,
+        "files": max(profile.workers * 4, min(profile.files, n_files)),
+        "expected_s": 6 + steps * max(profile.compute_s, 0.01) * 1.5,
+        "space_bytes": int(total * 1.1),
+    }
+    return plan
+
+
+def render_plan(plan: QualifyPlan, target: Target | None) -> str:
+    """The dry-run text: phases, bytes, space needed and expected time (an estimate)."""
+    lines = [
+        f"iobench qualify plan ({'quick' if plan.quick else 'full'}, budget {format_seconds(plan.budget_s)}) "
+        f"for {plan.profile.name} x {plan.gpus} GPU(s)",
+    ]
+    if target is not None:
+        lines.append(
+            f"target {target.root} [{target.fs_type}], {format_bytes(target.free_bytes)} free"
+        )
+    lines.append("")
+    lines.append(f"  {'step':<12} {'workload':<22} {'expected':>10} {'space':>10}  what")
+    for s in plan.steps:
+        lines.append(
+            f"  {s.name:<12} {s.workload:<22} {format_seconds(s.expected_s):>10} "
+            f"{format_bytes(s.space_bytes):>10}  {s.note}"
+        )
+    ld = plan.loader
+    lines.append(
+        f"  {'loader':<12} {plan.profile.name:<22} {format_seconds(ld['expected_s']):>10} "
+        f"{format_bytes(ld['space_bytes']):>10}  {ld['gpus']} emulated GPU(s), {ld['steps']} steps"
+    )
+    lines.append(
+        f"  {'estimate':<12} {'starvation model':<22} {'<1 s':>10} {'0 B':>10}  AU vs GPUs from the dataset sweep"
+    )
+    lines.append("")
+    lines.append(
+        f"free space needed: {format_bytes(plan.space_bytes)} (steps run one after another; each cleans up)"
+    )
+    lines.append(
+        f"expected time: about {format_seconds(plan.expected_s)} (estimate: time-based phases plus "
+        f"size-based ones at an assumed {format_rate(ASSUMED_WRITE_BPS)} write / {format_rate(ASSUMED_READ_BPS)} read)"
+    )
+    lines.append("nothing was written (dry run)")
+    return "\n".join(lines)
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+
+def run_qualify(
+    target_spec: str,
+    *,
+    profile_name: str | None = None,
+    gpus: int | None = None,
+    require: str | None = None,
+    quick: bool = False,
+    budget: str | None = None,
+    dry_run: bool = False,
+    output: str | None = None,
+    keep: bool = False,
+    engine_name: str = "posix",
+    progress_factory: Any = None,
+    command: str | None = None,
+    checkpoint: str | None = None,
+) -> tuple[RunOutcome | None, str | None]:
+    """Plan (and unless ``dry_run``) run the suite. Returns (outcome, dry-run text)."""
+    from .engines.registry import get_engine
+    from .units import parse_duration
+
+    if gpus is not None and gpus < 1:
+        raise UsageError(f"--gpus must be at least 1, got {gpus}")
+    requirements = parse_requirements(require)
+    profile = load_profile(profile_name or DEFAULT_PROFILE)
+    n_gpus = gpus or 1
+    budget_s = (
+        parse_duration(budget, what="--time")
+        if budget
+        else (QUICK_BUDGET_S if quick else DEFAULT_BUDGET_S)
+    )
+    if budget_s < 5:
+        raise UsageError(f"--time {budget} is too short for the suite", hint="give at least 5s")
+    ckpt_full = parse_size(checkpoint, what="--checkpoint") if checkpoint else DEFAULT_CHECKPOINT
+    if is_url(target_spec):
+        raise UsageError(
+            "qualify runs on a mounted directory",
+            hint="use iobench run with the fsspec engine for URLs",
+        )
+    engine = get_engine(engine_name)
+    target = resolve(target_spec)
+    plan = plan_qualify(profile, n_gpus, budget_s=budget_s, quick=quick, free_bytes=target.free_bytes,
+                        checkpoint_full_bytes=ckpt_full)  # fmt: skip
+    check_free_space(target, plan.space_bytes)
+    if dry_run:
+        return None, render_plan(plan, target)
+    run = new_result(command)
+    out_dir = output_dir_for(output, run.run_id)
+    check_output_dir(out_dir)
+    run.workload = {
+        "name": "qualify",
+        "spec_hash": plan.spec_hash(),
+        "params": {"profile": profile.name, "gpus": n_gpus, "budget_s": budget_s, "quick": quick,
+                   "steps": {s.name: s.params for s in plan.steps}, "loader": plan.loader,
+                   "require": [r.describe() for r in requirements]},
+    }  # fmt: skip
+    run.engine = {"name": engine.name, "version": engine.version()}
+    kwargs = {"progress_factory": progress_factory} if progress_factory else {}
+    with run_session(run, target, out_dir, keep=keep) as s:
+        runner = s.runner = PhaseRunner(target, engine, s.stop, raw_dir=str(out_dir), **kwargs)
+        for step in plan.steps:
+            get_generator(step.generator).run(step.params, runner)
+        run.phases = runner.results
+        _checkpoint_estimate(run, plan)
+        _loader_and_estimate(run, plan, runner, profile, n_gpus)
+    outcome = s.outcome()
+    outcome.run.verdict = verdict(outcome.run, requirements, profile, n_gpus)
+    from . import report, results
+
+    results.save(outcome.run, out_dir)
+    report.write_report(outcome.run, out_dir)
+    return outcome, None
+
+
+def _checkpoint_estimate(run: Any, plan: QualifyPlan) -> None:
+    """The full checkpoint's save/load time at the measured rate: an estimate, labelled."""
+    out = {}
+    for name in ("ckpt-save", "ckpt-load"):
+        p = run.phase(name)
+        if p and p.bandwidth_bps:
+            secs = plan.checkpoint_full_bytes / p.bandwidth_bps
+            out[name] = secs
+            p.extra["full_checkpoint_estimate"] = {
+                "bytes": plan.checkpoint_full_bytes,
+                "seconds": secs,
+                "basis": f"estimate: {format_bytes(plan.checkpoint_full_bytes)} at the {format_rate(p.bandwidth_bps)} "
+                f"measured for a {format_bytes(p.bytes)} checkpoint from one client",
+            }
+    if out:
+        run.extra["checkpoint_estimate"] = {
+            k: {"seconds": v, "bytes": plan.checkpoint_full_bytes} for k, v in out.items()
+        }
+
+
+def _loader_and_estimate(
+    run: Any, plan: QualifyPlan, runner: PhaseRunner, profile: Profile, gpus: int
+) -> None:
+    """Loader emulation on the profile, then the starvation estimate up to ``gpus``."""
+    try:
+        from .loader import qualify_step
+    except ImportError:
+        run.warnings.append("loader emulation unavailable in this build: no measured AU")
+        return
+    qualify_step(run, runner, profile, gpus=gpus, loader_plan=plan.loader)
