@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 
@@ -68,7 +69,14 @@ def _render_run(run, as_json: bool) -> str:
 
 
 def finish_run(outcome, as_json: bool, quiet: bool = False) -> int:
-    """Print a run's result, then turn its error (if any) into the exit status."""
+    """Print a run's result, then turn its error (if any) into the exit status.
+
+    Under torchrun only rank 0 prints: the other ranks' figures are inside its aggregate.
+    """
+    if os.environ.get("RANK", "0") != "0" and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        if outcome.error is not None:
+            raise outcome.error
+        return ExitStatus.OK
     out(_render_run(outcome.run, as_json))
     if outcome.result_path and not as_json:
         out(f"result: {outcome.result_path}")

@@ -375,11 +375,17 @@ def _target_text(t: dict[str, Any]) -> str:
         if t.get("mount_source"):
             fs += f" ({t['mount_source']})"
         parts.append(fs)
-    if "direct_io" in t:
+    object_store = t.get("kind") == "fsspec" or t.get("fs_class") == "object"
+    if "direct_io" in t and not object_store:
         d = t["direct_io"]
         parts.append("O_DIRECT " + ("yes" if d is True else "no" if d is False else str(d)))
-    if _is_num(t.get("free_bytes")):
+    if _is_num(t.get("free_bytes")) and not object_store:
         parts.append(f"{format_bytes(t['free_bytes'])} free")
+    layout = t.get("layout") or {}
+    if layout:
+        shown = ", ".join(f"{k} {v}" for k, v in layout.items() if k != "raw" and v not in (None, ""))
+        if shown:
+            parts.append(f"layout: {shown}")
     return text + (f"  [{', '.join(parts)}]" if parts else "")
 
 

@@ -25,12 +25,15 @@ from .target import (
     SignalGuard,
     StopFlag,
     Target,
+    apply_layout,
     check_free_space,
     create_run_dir,
     drop_file_cache,
     fs_class,
+    make_url_dirs,
     remove_run_dir,
     resolve,
+    scrub,
 )
 from .units import format_bytes
 
@@ -78,6 +81,12 @@ class PhaseRunner:
         """O_DIRECT when asked for and the target takes it; otherwise warn and fall back."""
         if not requested:
             return False
+        if self.target.kind == "fsspec":  # URL targets: nothing to bypass on this side
+            self.warn(
+                f"direct=true is unsupported on {self.target.fs_type}:// targets (no O_DIRECT, "
+                "no client page cache): requests went through fsspec as usual"
+            )
+            return False
         if fs_class(self.target.fs_type) == "memory":
             # tmpfs may accept O_DIRECT (Linux >= 6.6), but there is no storage behind it
             self.warn(
@@ -97,6 +106,8 @@ class PhaseRunner:
         """How reads of this target relate to the page cache, honestly."""
         if direct:
             return "direct"
+        if self.target.kind == "fsspec":  # object stores: no page cache between us and them
+            return "none"
         if fs_class(self.target.fs_type) == "memory":
             self.warn(
                 f"{self.target.fs_type} keeps files in memory: read figures are memory speed, "
@@ -106,10 +117,15 @@ class PhaseRunner:
         return "dropped"
 
     def mkdirs(self, relpaths: list[str]) -> None:
+        if self.target.kind == "fsspec":  # object stores have no directories
+            make_url_dirs(self.target, relpaths)
+            return
         for d in sorted(set(relpaths)):
             os.makedirs(os.path.join(self.run_dir, d), exist_ok=True)
 
     def drop_cache(self, spec: PhaseSpec) -> None:
+        if self.target.kind == "fsspec":  # no page cache to drop for object stores
+            return
         for f in spec.files:
             drop_file_cache(os.path.join(self.run_dir, f.path))
 
@@ -125,6 +141,7 @@ class PhaseRunner:
             progress=self.progress_factory(),
             direct_supported=self.target.direct_io is True,
             fs_type=self.target.fs_type,
+            storage_options=self.target.storage_options,  # fsspec URL targets (endpoint)
             raw_dir=self.raw_dir,
         )
         if self.hooks:
@@ -228,7 +245,8 @@ def merge_repeats(repeats: list[list[PhaseResult]]) -> list[PhaseResult]:
 
 
 def describe_command() -> str:
-    return "iobench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    # scrub: a URL's user:password@ (ftp://, sftp://) must not reach result.json
+    return scrub("iobench " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
 
 
 def new_result(command: str | None = None, run_id: str | None = None) -> RunResult:
@@ -365,6 +383,11 @@ def run_workload(
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
     engine = get_engine(engine_name)
     target = resolve(target_spec)
+    if target.kind == "fsspec" and engine.name != "fsspec":  # posix/fio need a directory
+        raise UsageError(
+            f"the {engine.name} engine cannot write to {target.path_or_url}",
+            hint="use --engine fsspec (the default for URLs)",
+        )
     plan = plan_workload(workload)
     check_free_space(target, plan.space_bytes)
     run = new_result(command)
@@ -380,6 +403,14 @@ def run_workload(
     writes = save and is_writer
     run_dir_id = run.run_id if hooks is None else hooks.run_dir_id(run.run_id)
     with run_session(run, target, out_dir, keep=keep, save=writes, run_dir_id=run_dir_id) as s:
+        # Lustre: stripe the run dir as the workload asks, before any file is created; record
+        # the Lustre/GPFS layout in target.layout
+        run.warnings.extend(
+            w for w in apply_layout(target, workload.params) if w not in run.warnings
+        )
+        run.target = target.to_dict()
+        if hooks is not None and hasattr(hooks, "attach"):
+            hooks.attach(target)  # every rank's run dir exists: can ranks read each other's?
         runner = s.runner = PhaseRunner(
             target,
             engine,
@@ -403,7 +434,7 @@ def _honesty_warnings(run: RunResult, target: Target) -> list[str]:
     mem = physical_memory()
     written = max((p.bytes for p in run.phases if p.op in ("write", "create")), default=0)
     buffered_reads = [
-        p for p in run.phases if p.op in ("read", "open_read") and p.cache != "direct"
+        p for p in run.phases if p.op in ("read", "open_read") and p.cache not in ("direct", "none")
     ]
     if buffered_reads and mem and written and written < mem:
         out.append(

@@ -129,6 +129,13 @@ COMMON_PARAMS: dict[str, Param] = {
     "rate": Param("rate", None, "per-worker bandwidth limit in bytes/s", optional=True, minimum=1),
     "seed": Param("int", 1, "seed for data, shuffles and offsets", minimum=0),
     "verify": Param("bool", False, "checksum every block written and check it on read"),
+    # Lustre: `lfs setstripe -c/-S` on the run dir before any file is created (ignored elsewhere)
+    "stripe_count": Param(
+        "int", None, "Lustre stripe count of the run dir (-1: all OSTs)", optional=True, minimum=-1
+    ),
+    "stripe_size": Param(
+        "size", None, "Lustre stripe size of the run dir (64KiB multiple)", optional=True, minimum=1
+    ),
 }
 
 

@@ -10,15 +10,18 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import posixpath
+import re
 import shutil
 import signal
+import subprocess
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import Interrupted, TargetError
+from .errors import EngineUnavailable, Interrupted, TargetError
 from .units import format_bytes
 
 RUN_DIR_PREFIX = ".iobench-"
@@ -191,6 +194,7 @@ class Target:
     direct_reason: str | None = None
     kind: str = "posix"  # "posix" or "fsspec"
     layout: dict[str, Any] = field(default_factory=dict)  # Lustre/GPFS striping
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # fsspec only
     warnings: list[str] = field(default_factory=list)
     created: bool = False
 
@@ -198,7 +202,8 @@ class Target:
         return {
             "path_or_url": self.path_or_url,
             "fs_type": self.fs_type,
-            "fs_class": fs_class(self.fs_type),
+            "fs_class": "object" if self.kind == "fsspec" else fs_class(self.fs_type),
+            "kind": self.kind,
             "mount_point": self.mount_point,
             "mount_source": self.mount_source,
             "free_bytes": self.free_bytes,
@@ -213,9 +218,11 @@ class Target:
 
 
 def resolve(target: str, *, mountinfo: list[MountInfo] | None = None) -> Target:
-    """Check a local target directory and describe its filesystem. Writes nothing."""
+    """Check a local target directory (or an fsspec URL) and describe it. Writes nothing."""
     if not target:
         raise TargetError("TARGET is empty", hint="give a directory or an fsspec URL")
+    if is_url(target):
+        return resolve_url(target)
     target = target.removeprefix("file://")
     p = Path(target).expanduser()
     try:
@@ -257,6 +264,8 @@ def resolve(target: str, *, mountinfo: list[MountInfo] | None = None) -> Target:
 
 def check_free_space(t: Target, planned_bytes: int) -> None:
     """Refuse to start when the plan would not fit, with a margin."""
+    if t.kind != "posix":
+        return  # object stores report no free space
     need = int(planned_bytes * (1 + FREE_SPACE_MARGIN)) + FREE_SPACE_MIN_HEADROOM
     if planned_bytes > 0 and need > t.free_bytes:
         raise TargetError(
@@ -268,6 +277,8 @@ def check_free_space(t: Target, planned_bytes: int) -> None:
 
 def create_run_dir(t: Target, run_id: str) -> str:
     """Create TARGET/.iobench-<run_id>/ (must not exist) and probe O_DIRECT inside it."""
+    if t.kind == "fsspec":
+        return _create_url_run_dir(t, run_id)
     run_dir = os.path.join(t.root, RUN_DIR_PREFIX + run_id)
     try:
         os.mkdir(run_dir, 0o755)
@@ -289,6 +300,9 @@ def create_run_dir(t: Target, run_id: str) -> str:
 
 def remove_run_dir(t: Target) -> None:
     """Remove the run directory iobench created, and nothing else."""
+    if t.kind == "fsspec":
+        _remove_url_run_dir(t)
+        return
     if not t.created or not t.run_dir:
         return
     name = os.path.basename(t.run_dir)
@@ -361,3 +375,420 @@ class SignalGuard:
         for s, h in self._old.items():
             signal.signal(s, h)
         self._old.clear()
+
+
+# -- fsspec URL targets (object stores and any fsspec filesystem) ----------------------------
+
+URL_MARKER = ".iobench-run"  # a small object that makes the run "directory" exist on a store
+S3_ENDPOINT_ENV = ("IOBENCH_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN")
+PROBE_TIMEOUT_S = 5
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+
+
+def scrub(text: str, extra: list[str] | None = None) -> str:
+    """``text`` without credentials: URL user-info and the values of the AWS secret variables."""
+    out = _USERINFO.sub(r"\g<scheme>***@", str(text))
+    for value in [os.environ.get(k, "") for k in SECRET_ENV] + list(extra or []):
+        if value and len(value) >= 4:
+            out = out.replace(value, "***")
+    return out
+
+
+def url_protocol(url: str) -> str:
+    return url.split("://", 1)[0].lower()
+
+
+def storage_options_from_env(protocol: str, environ: dict[str, str] | None = None) -> dict:
+    """fsspec storage options from the environment (never credentials: the backend's own
+    chain finds those). S3: endpoint from IOBENCH_S3_ENDPOINT, AWS_ENDPOINT_URL_S3 or
+    AWS_ENDPOINT_URL (MinIO, Ceph RGW, a local moto server)."""
+    env = os.environ if environ is None else environ
+    if protocol in ("s3", "s3a"):
+        endpoint = next((env[k] for k in S3_ENDPOINT_ENV if env.get(k)), None)
+        if endpoint:
+            return {"client_kwargs": {"endpoint_url": endpoint}}
+    return {}
+
+
+def _endpoint(opts: dict[str, Any]) -> str:
+    return str(
+        (opts.get("client_kwargs") or {}).get("endpoint_url") or opts.get("endpoint_url") or ""
+    )
+
+
+def url_fs(t: Target) -> tuple[Any, str]:
+    """(fsspec filesystem, run-dir path in it) of a URL target (fsspec caches the instance)."""
+    from fsspec.core import url_to_fs
+
+    return url_to_fs(t.run_dir or t.root, **t.storage_options)
+
+
+def _describe_store_error(e: BaseException, where: str, endpoint: str) -> str:
+    at = f" at {endpoint}" if endpoint else ""
+    if isinstance(e, FileNotFoundError):
+        return f"{where} does not exist{at}"
+    if isinstance(e, PermissionError):
+        return f"access to {where} denied{at} (check the credentials and the bucket policy)"
+    detail = " ".join(str(e).split())[:200]
+    return f"cannot reach {where}{at}: {type(e).__name__}: {detail}"
+
+
+def resolve_url(url: str, storage_options: dict[str, Any] | None = None) -> Target:
+    """Check an fsspec URL target: known protocol, backend installed, bucket reachable.
+
+    Writes nothing. Missing bucket, wrong endpoint or unknown protocol: TargetError (exit 2),
+    one line, without credentials.
+    """
+    import fsspec
+    from fsspec.core import url_to_fs
+
+    safe = scrub(url)
+    protocol = url_protocol(url)
+    try:
+        cls = fsspec.get_filesystem_class(protocol)
+    except ValueError:
+        raise TargetError(
+            f"unknown protocol {protocol!r} in target {safe}",
+            hint="give a directory or an fsspec URL such as s3://bucket/prefix or memory://name",
+        ) from None
+    except ImportError as e:
+        hint = (
+            "pip install 'iobench[s3]'"
+            if protocol in ("s3", "s3a")
+            else scrub(str(e)) or f"install the fsspec package for {protocol}://"
+        )
+        raise EngineUnavailable(
+            f"no filesystem package for {protocol}:// targets", hint=hint
+        ) from None
+    opts = dict(storage_options_from_env(protocol) if storage_options is None else storage_options)
+    endpoint = _endpoint(opts)
+    try:
+        fs, root = url_to_fs(url, **opts)
+    except Exception as e:  # noqa: BLE001 - backends raise what they like on bad options
+        raise TargetError(scrub(f"target {safe} cannot be opened: {e}")) from None
+    _check_url_root(cls, fs, root, opts, safe, endpoint)
+    return Target(
+        path_or_url=safe,
+        root=fs.unstrip_protocol(root.rstrip("/")),
+        fs_type=protocol,
+        mount_source=scrub(endpoint),
+        direct_io="unsupported",
+        direct_reason="fsspec URL target: no O_DIRECT and no client page cache",
+        kind="fsspec",
+        storage_options=opts,
+    )
+
+
+def _check_url_root(
+    cls: Any, fs: Any, root: str, opts: dict[str, Any], safe: str, endpoint: str
+) -> None:
+    """The bucket exists and answers (fast: short timeouts, few retries); the prefix is not
+    an object."""
+    probe = fs
+    if protocol_is_s3(cls):
+        cfg = dict(opts.get("config_kwargs") or {})
+        cfg.setdefault("connect_timeout", PROBE_TIMEOUT_S)
+        cfg.setdefault("read_timeout", PROBE_TIMEOUT_S)
+        cfg.setdefault("retries", {"max_attempts": 2})
+        probe = cls(**{**opts, "config_kwargs": cfg}, skip_instance_cache=True)
+        probe.retries = 2  # s3fs's own retry loop, on top of botocore's
+    try:
+        if hasattr(probe, "split_path"):
+            bucket = probe.split_path(root)[0]
+            if not bucket:
+                raise TargetError(f"target {safe} names no bucket", hint="write s3://BUCKET/prefix")
+            try:
+                probe.info(bucket)
+            except FileNotFoundError:
+                raise TargetError(
+                    f"bucket {bucket!r} does not exist" + (f" at {endpoint}" if endpoint else ""),
+                    hint="create it first, or check the URL and IOBENCH_S3_ENDPOINT",
+                ) from None
+        if probe.isfile(root):
+            raise TargetError(
+                f"target {safe} is an object, not a prefix", hint="give a prefix to write under"
+            )
+    except TargetError as e:
+        raise TargetError(scrub(e.message), hint=e.hint) from None
+    except Exception as e:  # noqa: BLE001 - botocore/aiohttp errors have no common base
+        raise TargetError(
+            scrub(_describe_store_error(e, f"target {safe}", endpoint)),
+            hint="check the URL, the endpoint (IOBENCH_S3_ENDPOINT) and the credentials",
+        ) from None
+
+
+def protocol_is_s3(cls: Any) -> bool:
+    return getattr(cls, "__module__", "").startswith("s3fs")
+
+
+def _create_url_run_dir(t: Target, run_id: str) -> str:
+    """Create URL/.iobench-<run_id>/ (a marker object in it) on a store; it must not exist."""
+    from fsspec.core import url_to_fs
+
+    fs, root = url_to_fs(t.root, **t.storage_options)
+    run = root.rstrip("/") + "/" + RUN_DIR_PREFIX + run_id
+    url = fs.unstrip_protocol(run)
+    try:
+        if fs.exists(run):
+            raise TargetError(f"run directory {scrub(url)} already exists", hint="use a new run id")
+        if not hasattr(fs, "split_path"):  # hierarchical fsspec filesystems need directories
+            fs.makedirs(run, exist_ok=True)
+        fs.pipe_file(run + "/" + URL_MARKER, run_id.encode())
+    except TargetError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise TargetError(
+            scrub(_describe_store_error(e, f"run directory {url}", _endpoint(t.storage_options))),
+            hint="check write permission on the bucket/prefix",
+        ) from None
+    t.run_dir = url
+    t.created = True
+    t.direct_io = "unsupported"
+    return url
+
+
+def _remove_url_run_dir(t: Target) -> None:
+    """``fs.rm(run_dir, recursive=True)`` of our own run prefix, and nothing else."""
+    if not t.created or not t.run_dir:
+        return
+    fs, run = url_fs(t)
+    if not posixpath.basename(run.rstrip("/")).startswith(RUN_DIR_PREFIX):
+        return  # paranoia: never remove anything that is not our own run prefix
+    try:
+        if fs.exists(run):
+            fs.rm(run, recursive=True)
+        fs.invalidate_cache(run)
+        if not fs.exists(run):
+            t.created = False
+    except Exception as e:  # noqa: BLE001 - cleanup is best effort; say what is left
+        t.warnings.append(scrub(f"could not remove {t.run_dir}: {type(e).__name__}: {e}"))
+
+
+def run_dir_visible(t: Target, run_dir_id: str) -> bool:
+    """Whether another run directory ``.iobench-<run_dir_id>`` next to ours is visible here
+    (a shared filesystem or store: another rank's files can be read back)."""
+    name = RUN_DIR_PREFIX + run_dir_id
+    if t.kind == "fsspec":
+        fs, run = url_fs(t)
+        peer = posixpath.join(posixpath.dirname(run.rstrip("/")), name, URL_MARKER)
+        try:
+            fs.invalidate_cache(posixpath.dirname(peer))
+            return bool(fs.exists(peer))
+        except Exception:  # noqa: BLE001
+            return False
+    return os.path.isdir(os.path.join(t.root, name))
+
+
+def remove_sibling_run_dir(t: Target, run_dir_id: str) -> None:
+    """Remove ``TARGET/.iobench-<run_dir_id>`` (another rank's run directory of this same run)
+    where this host sees it. Best effort; nothing else is touched."""
+    name = RUN_DIR_PREFIX + run_dir_id
+    if os.sep in name or "/" in name or name in (".", ".."):
+        return
+    if t.kind == "fsspec":
+        try:
+            fs, run = url_fs(t)
+            peer = posixpath.join(posixpath.dirname(run.rstrip("/")), name)
+            fs.invalidate_cache(peer)
+            if fs.exists(peer):
+                fs.rm(peer, recursive=True)
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+        return
+    path = os.path.join(t.root, name)
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# -- parallel filesystems: Lustre striping, GPFS attributes ----------------------------------
+
+LAYOUT_TIMEOUT_S = 30
+LUSTRE_STRIPE_UNIT = 64 << 10  # lfs setstripe -S must be a multiple of 64 KiB
+_KV = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*):\s+(\S+)")
+_LFS_INT = {"stripe_count", "stripe_size", "stripe_offset", "lcm_layout_gen", "lcm_mirror_count",
+            "lcm_entry_count", "lcme_extent.e_start", "lcme_extent.e_end"}  # fmt: skip
+
+
+def _int_or_str(v: str) -> Any:
+    try:
+        return int(v)
+    except ValueError:
+        return v
+
+
+def parse_lfs_getstripe(text: str) -> dict[str, Any]:
+    """``lfs getstripe -d DIR`` output -> stripe_count, stripe_size, pattern, pool (and the
+    components of a progressive-file-layout directory, each with its extent)."""
+    components: list[dict[str, Any]] = []
+    top: dict[str, Any] = {}
+    cur: dict[str, Any] | None = None
+    for key, value in _KV.findall(text):
+        if key == "lcme_id":
+            cur = {}
+            components.append(cur)
+        v = _int_or_str(value) if key in _LFS_INT else value
+        if key == "lcme_extent.e_end" and value.upper() == "EOF":
+            v = None
+        dest = cur if cur is not None else top
+        short = {"lcme_extent.e_start": "extent_start", "lcme_extent.e_end": "extent_end"}
+        dest[short.get(key, key)] = v
+    out: dict[str, Any] = {}
+    first = components[0] if components else top
+    for key in ("stripe_count", "stripe_size", "pattern", "stripe_offset", "pool"):
+        if key in first:
+            out[key] = first[key]
+    if "pool" in top and "pool" not in out:
+        out["pool"] = top["pool"]
+    if components:
+        out["components"] = [
+            {
+                k: c[k]
+                for k in (
+                    "extent_start",
+                    "extent_end",
+                    "stripe_count",
+                    "stripe_size",
+                    "pattern",
+                    "pool",
+                )
+                if k in c
+            }  # fmt: skip
+            for c in components
+        ]
+    return out
+
+
+def parse_mmlsattr(text: str) -> dict[str, Any]:
+    """``mmlsattr -L PATH`` output -> replication (and its maximum), storage pool, fileset."""
+    out: dict[str, Any] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key, value = key.strip().lower(), value.strip()
+        if key in ("metadata replication", "data replication"):
+            m = re.match(r"(\d+)\s+max\s+(\d+)", value)
+            name = key.replace(" ", "_")
+            if m:
+                out[name], out["max_" + name] = int(m.group(1)), int(m.group(2))
+        elif key == "storage pool name":
+            out["pool"] = value
+        elif key == "fileset name":
+            out["fileset"] = value
+    return out
+
+
+def _tool(name: str, *fallbacks: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    return next((f for f in fallbacks if os.access(f, os.X_OK)), None)
+
+
+def _run_tool(argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=LAYOUT_TIMEOUT_S)
+
+
+def apply_layout(t: Target, params: dict[str, Any]) -> list[str]:
+    """Stripe the run directory as the workload asks (Lustre ``lfs setstripe``, before any
+    file is created) and record its layout in ``t.layout`` (Lustre ``lfs getstripe -d``,
+    GPFS ``mmlsattr -L``). Returns warnings; a refused setstripe is a TargetError."""
+    count, size = params.get("stripe_count"), params.get("stripe_size")
+    asked = count is not None or size is not None
+    fs_type = t.fs_type.lower()
+    if t.kind != "posix" or not t.run_dir:
+        return [f"stripe_count/stripe_size ignored: {t.fs_type} is not Lustre"] if asked else []
+    warnings: list[str] = []
+    if fs_type == "lustre":
+        lfs = _tool("lfs", "/usr/bin/lfs")
+        if lfs is None:
+            if asked:
+                raise TargetError(
+                    "stripe_count/stripe_size need the lfs command, which is not on PATH",
+                    hint="install the Lustre client tools or drop the stripe settings",
+                )
+            return ["Lustre layout not recorded: the lfs command is not on PATH"]
+        if asked:
+            _lfs_setstripe(lfs, t.run_dir, count, size)
+        t.layout = _lustre_layout(lfs, t.run_dir, warnings)
+    elif fs_type == "gpfs":
+        t.layout = _gpfs_layout(t.run_dir, warnings)
+        if asked:
+            warnings.append(
+                "stripe_count/stripe_size ignored: GPFS stripes by its block size, set when "
+                "the filesystem was created"
+            )
+    elif asked:
+        warnings.append(f"stripe_count/stripe_size ignored: {t.fs_type} is not Lustre")
+    return warnings
+
+
+def _lfs_setstripe(lfs: str, run_dir: str, count: int | None, size: int | None) -> None:
+    if size is not None and size % LUSTRE_STRIPE_UNIT:
+        raise TargetError(
+            f"stripe_size {format_bytes(size)} is not a multiple of 64 KiB",
+            hint="give e.g. --set stripe_size=1MiB",
+        )
+    argv = [lfs, "setstripe"]
+    if count is not None:
+        argv += ["-c", str(count)]
+    if size is not None:
+        argv += ["-S", str(size)]
+    argv.append(run_dir)
+    try:
+        out = _run_tool(argv)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise TargetError(f"lfs setstripe on {run_dir} failed: {e}") from None
+    if out.returncode != 0:
+        why = (out.stderr or out.stdout).strip().splitlines()
+        raise TargetError(
+            f"lfs setstripe {' '.join(argv[2:-1])} on {run_dir} failed: "
+            f"{why[-1] if why else f'exit {out.returncode}'}",
+            hint="stripe_count is at most the OST count (-1: all OSTs)",
+        )
+
+
+def _lustre_layout(lfs: str, run_dir: str, warnings: list[str]) -> dict[str, Any]:
+    try:
+        out = _run_tool([lfs, "getstripe", "-d", run_dir])
+    except (OSError, subprocess.TimeoutExpired) as e:
+        warnings.append(f"Lustre layout not recorded: lfs getstripe failed ({e})")
+        return {}
+    if out.returncode != 0:
+        warnings.append(f"Lustre layout not recorded: lfs getstripe exit {out.returncode}")
+        return {}
+    layout = {"source": "lfs getstripe -d", **parse_lfs_getstripe(out.stdout)}
+    return layout
+
+
+def _gpfs_layout(run_dir: str, warnings: list[str]) -> dict[str, Any]:
+    layout: dict[str, Any] = {}
+    try:
+        layout["block_size"] = os.statvfs(run_dir).f_bsize  # GPFS reports its block size here
+        layout["block_size_source"] = "statvfs"
+    except OSError:
+        pass
+    tool = _tool("mmlsattr", "/usr/lpp/mmfs/bin/mmlsattr")
+    if tool is None:
+        warnings.append("GPFS attributes not recorded: mmlsattr is not on PATH")
+        return layout
+    try:
+        out = _run_tool([tool, "-L", run_dir])
+    except (OSError, subprocess.TimeoutExpired) as e:
+        warnings.append(f"GPFS attributes not recorded: mmlsattr failed ({e})")
+        return layout
+    if out.returncode != 0:
+        warnings.append(f"GPFS attributes not recorded: mmlsattr exit {out.returncode}")
+        return layout
+    return {"source": "mmlsattr -L", **layout, **parse_mmlsattr(out.stdout)}
+
+
+def make_url_dirs(t: Target, relpaths: list[str]) -> None:
+    """Directories under a URL run dir: a no-op on object stores (no directories), real ones
+    on hierarchical fsspec filesystems (memory://, sftp://, ...)."""
+    fs, run = url_fs(t)
+    if hasattr(fs, "split_path"):
+        return
+    for d in sorted(set(relpaths)):
+        fs.makedirs(posixpath.join(run, d), exist_ok=True)

@@ -25,7 +25,7 @@ _DURATION_UNITS = {
     "d": 86400.0,
 }
 _DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(us|ms|s|min|m|h|d)?\s*$")
-_COUNT_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kmgKMG]?)\s*$")
+_COUNT_RE = re.compile(r"^\s*(-?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kmgKMG]?)\s*$")
 
 
 def parse_size(text: str | float, *, what: str = "size") -> int:

@@ -13,7 +13,9 @@ with ``torch.distributed.checkpoint`` (the layout FSDP jobs write): ``ckpt-dcp-s
 
 from __future__ import annotations
 
+import io
 import os
+import posixpath
 import threading
 import time
 import warnings
@@ -134,6 +136,9 @@ def make_state_dict(total: int, shards: int, tensor_size: int, seed: int) -> lis
 
 def _parallel(n: int, fn: Any, runner: Any) -> list[WorkerStats]:
     """Run ``fn(i, stats)`` for i in 0..n-1 in threads that start together."""
+    hooks = getattr(runner, "hooks", None)
+    if hooks is not None:
+        hooks.before_phase(None)  # many ranks: every rank's checkpoint phase starts together
     origin = time.perf_counter()
     stats = [WorkerStats(origin=origin) for _ in range(n)]
     errors: list[BaseException] = []
@@ -177,12 +182,32 @@ def _record(runner: Any, name: str, op: str, stats: list[WorkerStats], params: d
         name, op, stats, concurrency=len(stats), block_size=0, cache=cache,
         params={"shards": len(stats), "checkpoint_size": params["checkpoint_size"], "api": note},
     )  # fmt: skip
+    store = _store(runner)
+    if store is not None and op == "ckpt_save":
+        res.warnings.append(
+            f"fsync is unsupported on {runner.target.fs_type}:// (nothing to fsync): a shard is "
+            "durable when its upload completes, inside the timed region"
+        )
     res.extra["seconds_per_checkpoint"] = res.elapsed_s
     res.extra["host_memory_bytes"] = params["checkpoint_size"]
     runner.record(res)
 
 
+def _store(runner: Any) -> tuple[Any, str] | None:
+    """(fsspec filesystem, run-dir path) when the target is a URL (an object store), else None."""
+    target = getattr(runner, "target", None)
+    if getattr(target, "kind", "posix") != "fsspec":
+        return None
+    from ..storage import open_fs
+
+    return open_fs(runner.run_dir, target.storage_options)
+
+
 def _torch_save_load(params: dict[str, Any], runner: Any, state: list[dict[str, Any]]) -> None:
+    store = _store(runner)
+    if store is not None:
+        _torch_save_load_url(params, runner, state, *store)
+        return
     import torch
 
     runner.mkdirs(["ckpt-torch"])
@@ -221,46 +246,133 @@ def _torch_save_load(params: dict[str, Any], runner: Any, state: list[dict[str, 
         os.unlink(p)
 
 
+def _torch_save_load_url(
+    params: dict[str, Any], runner: Any, state: list[dict[str, Any]], fs: Any, base: str
+) -> None:
+    """torch.save into ``fs.open(path, "wb")`` (a streamed upload) and torch.load from one GET
+    of each shard, on an object store: no fsync, no page cache (cache "none")."""
+    import torch
+
+    paths = [
+        posixpath.join(base, "ckpt-torch", f"shard{runner.rank}-{i}.pt") for i in range(len(state))
+    ]
+    sizes = [0] * len(state)
+
+    def save(i: int, st: WorkerStats) -> None:
+        t0 = time.perf_counter_ns()
+        with fs.open(paths[i], "wb") as f:
+            torch.save(state[i], f)
+            sizes[i] = f.tell()
+        t1 = time.perf_counter_ns()  # after close: the upload has completed
+        st.add(sizes[i], t1 / 1e9, t1 - t0)
+        st.files += 1
+
+    stats = _parallel(len(state), save, runner)
+    _record(runner, "ckpt-save", "ckpt_save", stats, params, "none", "torch.save")
+
+    def load(i: int, st: WorkerStats) -> None:
+        t0 = time.perf_counter_ns()
+        data = fs.cat_file(paths[i])
+        obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        t1 = time.perf_counter_ns()
+        if set(obj) != set(state[i]):
+            raise EngineError(f"checkpoint shard {paths[i]} read back with different keys")
+        st.add(len(data), t1 / 1e9, t1 - t0)
+        st.files += 1
+
+    stats = _parallel(len(state), load, runner)
+    _record(runner, "ckpt-load", "ckpt_load", stats, params, "none", "torch.load")
+    for p in paths:
+        fs.rm_file(p)
+
+
+def _dcp_storage(runner: Any, threads: int) -> tuple[Any, Any, Any, str, str] | None:
+    """(make writer, make reader, list (path, size) of the checkpoint, cache, where) for DCP:
+    FileSystemWriter/Reader on a directory, FsspecWriter/Reader on a URL target; None (with a
+    warning) when this torch has no fsspec storage."""
+    import torch.distributed.checkpoint as dcp
+
+    store = _store(runner)
+    if store is None:
+        ckpt_dir = os.path.join(runner.run_dir, f"ckpt-dcp-{runner.rank}")
+
+        def listing() -> list[tuple[str, int]]:
+            return [
+                (os.path.join(ckpt_dir, n), os.path.getsize(os.path.join(ckpt_dir, n)))
+                for n in os.listdir(ckpt_dir)
+            ]
+
+        return (
+            lambda: dcp.FileSystemWriter(ckpt_dir, thread_count=threads, sync_files=True),
+            lambda: dcp.FileSystemReader(ckpt_dir),
+            listing, "", ckpt_dir,
+        )  # fmt: skip
+    try:
+        from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
+    except ImportError:
+        runner.warn(
+            "this torch has no fsspec storage for torch.distributed.checkpoint: DCP phases skipped"
+        )
+        return None
+    fs, base = store
+    path = posixpath.join(base, f"ckpt-dcp-{runner.rank}")
+    url = fs.unstrip_protocol(path)
+    opts = runner.target.storage_options
+
+    def url_listing() -> list[tuple[str, int]]:
+        fs.invalidate_cache(path)
+        return [(p, int(i["size"])) for p, i in fs.find(path, detail=True).items()]
+
+    # sync_files would fall back to os.sync() of the whole host: meaningless for a store
+    return (
+        lambda: FsspecWriter(url, thread_count=threads, sync_files=False, **opts),
+        lambda: FsspecReader(url, **opts),
+        url_listing, "none", url,
+    )  # fmt: skip
+
+
 def _dcp_save_load(params: dict[str, Any], runner: Any, state: list[dict[str, Any]]) -> None:
     import torch
     import torch.distributed.checkpoint as dcp
 
+    storage = _dcp_storage(runner, len(state))
+    if storage is None:
+        return
+    make_writer, make_reader, listing, cache, where = storage
     flat = {f"shard{i}.{k}": v for i, sd in enumerate(state) for k, v in sd.items()}
-    ckpt_dir = os.path.join(runner.run_dir, f"ckpt-dcp-{runner.rank}")
-    threads = len(state)
 
     def save(_: int, st: WorkerStats) -> None:
         t0 = time.perf_counter_ns()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "assuming the intent is to save in a single process"
-            writer = dcp.FileSystemWriter(ckpt_dir, thread_count=threads, sync_files=True)
-            dcp.save(flat, storage_writer=writer)
+            # no_dist: each rank (and each single process) writes its own checkpoint
+            dcp.save(flat, storage_writer=make_writer(), no_dist=True)
         t1 = time.perf_counter_ns()
-        st.add(_dir_bytes(ckpt_dir), t1 / 1e9, t1 - t0)
-        st.files += len(os.listdir(ckpt_dir))
+        files = listing()
+        st.add(sum(n for _, n in files), t1 / 1e9, t1 - t0)
+        st.files += len(files)
 
     stats = _parallel(1, save, runner)
-    _record(runner, "ckpt-dcp-save", "ckpt_save", stats, params, "buffered", "torch.distributed.checkpoint")
-    for name in os.listdir(ckpt_dir):
-        drop_file_cache(os.path.join(ckpt_dir, name))
+    api = "torch.distributed.checkpoint"
+    _record(runner, "ckpt-dcp-save", "ckpt_save", stats, params, cache or "buffered", api)
+    if not cache:
+        for name, _ in listing():
+            drop_file_cache(name)
     target = {k: torch.empty_like(v) for k, v in flat.items()}
 
     def load(_: int, st: WorkerStats) -> None:
         t0 = time.perf_counter_ns()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            dcp.load(target, storage_reader=dcp.FileSystemReader(ckpt_dir))
+            dcp.load(target, storage_reader=make_reader(), no_dist=True)
         t1 = time.perf_counter_ns()
-        st.add(_dir_bytes(ckpt_dir), t1 / 1e9, t1 - t0)
-        st.files += len(os.listdir(ckpt_dir))
+        files = listing()
+        st.add(sum(n for _, n in files), t1 / 1e9, t1 - t0)
+        st.files += len(files)
 
     stats = _parallel(1, load, runner)
-    cache = runner.cache_state(False)
-    _record(runner, "ckpt-dcp-load", "ckpt_load", stats, params, cache, "torch.distributed.checkpoint")
+    cache = cache or runner.cache_state(False)
+    _record(runner, "ckpt-dcp-load", "ckpt_load", stats, params, cache, api)
     key = next(iter(flat))
     if not torch.equal(target[key], flat[key]):
-        raise EngineError(f"torch.distributed.checkpoint in {ckpt_dir} read back different data")
-
-
-def _dir_bytes(d: str) -> int:
-    return sum(os.path.getsize(os.path.join(d, n)) for n in os.listdir(d))
+        raise EngineError(f"torch.distributed.checkpoint in {where} read back different data")

@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from ..datagen import dataset_paths, sample_sizes
+from ..distributed import peer_files, read_source
 from ..engines.base import FileSpec, PhaseSpec
 from ..plan import Plan
 from ..spec import Param
@@ -75,6 +76,7 @@ def write_dataset(params: dict[str, Any], runner: Any, prefix: str = "data") -> 
 
 def run(params: dict[str, Any], runner: Any) -> None:
     files = write_dataset(params, runner)
+    files = peer_files(files, read_source(runner)[1])  # many ranks: another rank's copy (IOR -C)
     direct = runner.direct(params["direct"])
     for r in params["readers"]:
         for label, order in _orders(params):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..distributed import peer_files, read_source
 from ..engines.base import FileSpec, PhaseSpec
 from ..plan import Plan
 from ..spec import Param
@@ -68,6 +69,7 @@ def plan(params: dict[str, Any]) -> Plan:
 def run(params: dict[str, Any], runner: Any) -> None:
     direct = runner.direct(params["direct"])
     runner.mkdirs(["seq"])
+    src, prefix = read_source(runner)  # many ranks: read back another rank's files (IOR -C)
     last_files: tuple[FileSpec, ...] = ()
     for suffix, bs, jobs in _variants(params):
         files = _files(params, jobs, runner.world, runner.rank)
@@ -88,9 +90,10 @@ def run(params: dict[str, Any], runner: Any) -> None:
             params={"sweep": "block_size" if "-bs" in suffix else "jobs" if "-j" in suffix else ""},
         )
         runner.execute(PhaseSpec(f"seq-write{suffix}", "write", files, fsync=params["fsync"], **common))
+        read_files = peer_files(_files(params, jobs, runner.world, src), prefix)
         if params["read_back"]:
-            runner.execute(PhaseSpec(f"seq-read{suffix}", "read", files, **common))
-        last_files = files
+            runner.execute(PhaseSpec(f"seq-read{suffix}", "read", read_files, **common))
+        last_files = read_files
     if params["randread"]:
         jobs = params["rand_jobs"] or params["jobs"]
         runner.execute(

@@ -1,0 +1,506 @@
+"""The fsspec engine: object stores (S3 through s3fs) and any fsspec URL, over worker threads.
+
+Each operation is one kind of object-store request, timed on the client:
+
+- ``write``: a large object streamed through ``fs.open(path, "wb")`` in ``block_size`` pieces;
+  on S3 each piece is one multipart part (part size ``max(block_size, 5 MiB)``) and closing the
+  file completes the upload, inside the timed region. A stopped or failed upload is aborted.
+- ``read``: whole objects (``block_size`` 0: one GET each) or one ranged GET per block.
+- ``randread``: ranged GETs at random block-aligned offsets (``fs.cat_file(path, start, end)``).
+- ``create`` one PUT of a small object; ``stat`` one HEAD (``fs.info``, listing cache cleared
+  first); ``open_read`` one GET of a whole object; ``delete`` one DELETE.
+
+There is no page cache between iobench and a store: phases record cache ``"none"``. O_DIRECT
+and fsync have no object-store meaning; when a phase asks for them it says so in its warnings
+and does nothing it could not honestly do. One filesystem instance serves every thread: s3fs
+runs its requests on one event-loop thread behind thread-safe synchronous wrappers.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..datagen import DataPool
+from ..errors import EngineError
+from ..results import PhaseResult
+from ..stats import WorkerStats, phase_result
+from ..storage import open_fs
+from ..target import scrub
+from .base import Engine, EngineContext, PhaseSpec
+
+S3_MIN_PART = 5 << 20  # S3 refuses multipart parts below 5 MiB (except the last)
+OPS = ("write", "read", "randread", "create", "stat", "open_read", "delete")
+_perf_ns = time.perf_counter_ns
+
+
+@dataclass
+class _Segment:
+    """A contiguous piece of one object assigned to a worker."""
+
+    file_id: int
+    path: str
+    offset: int
+    length: int
+
+
+def join(root: str, rel: str) -> str:
+    """``root/rel`` for fsspec paths; ``..`` (another rank's run dir) is resolved here because
+    object stores do not resolve it."""
+    path = posixpath.join(root.rstrip("/"), rel)
+    return posixpath.normpath(path) if ".." in rel.split("/") else path
+
+
+def assign(phase: PhaseSpec, root: str) -> list[list[_Segment]]:
+    """Deal objects (or regions of them, in shared mode) to the phase's workers."""
+    jobs = phase.jobs
+    work: list[list[_Segment]] = [[] for _ in range(jobs)]
+    files = list(phase.files)
+    if phase.mode == "shared":
+        for fid, f in enumerate(files):
+            region = f.size // jobs
+            for w in range(jobs):
+                length = region if w < jobs - 1 else f.size - region * (jobs - 1)
+                work[w].append(_Segment(fid, join(root, f.path), w * region, length))
+        return work
+    order = list(range(len(files)))
+    if phase.order == "shuffled":
+        np.random.default_rng(phase.seed).shuffle(order)
+    for k, fid in enumerate(order):
+        f = files[fid]
+        work[k % jobs].append(_Segment(fid, join(root, f.path), 0, f.size))
+    return work
+
+
+def describe_error(e: BaseException, path: str) -> str:
+    """One line for a failed request, without credentials."""
+    if isinstance(e, FileNotFoundError):
+        text = f"not found: {path}"
+    elif isinstance(e, PermissionError):
+        text = f"access denied: {path}"
+    else:
+        detail = " ".join(str(e).split())[:200]
+        text = f"{type(e).__name__}: {detail} ({path})"
+    return scrub(text)
+
+
+def _is_local(fs: Any) -> bool:
+    protos = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+    return bool({"file", "local"} & set(protos))
+
+
+class _PhaseState:
+    """Shared between a phase's workers: stop flags, progress counters, the first error."""
+
+    def __init__(self, ctx: EngineContext, jobs: int):
+        self.ctx = ctx
+        self.failed = threading.Event()
+        self.error: str | None = None
+        self.done_bytes = [0] * jobs
+        self.done_ops = [0] * jobs
+        self.lock = threading.Lock()
+
+    def should_stop(self) -> bool:
+        return self.failed.is_set() or self.ctx.stop.is_set()
+
+    def fail(self, msg: str) -> None:
+        with self.lock:
+            if self.error is None:
+                self.error = msg
+        self.failed.set()
+
+
+class _Stop(Exception):
+    """Internal: leave the worker loop (stop requested or error recorded)."""
+
+
+class FsspecEngine(Engine):
+    name = "fsspec"
+
+    @classmethod
+    def available(cls) -> tuple[bool, str | None]:
+        try:
+            import fsspec  # noqa: F401
+        except ImportError:  # pragma: no cover - fsspec is a dependency
+            return False, "fsspec is not installed"
+        return True, None
+
+    def version(self) -> str | None:
+        import fsspec
+
+        return fsspec.__version__
+
+    def supports(self, op: str) -> bool:
+        return op in OPS
+
+    def why_not(self, phase: PhaseSpec) -> str | None:
+        """Phases an object store cannot express faithfully."""
+        if phase.op == "write" and phase.mode == "shared":
+            return "objects cannot be written in regions by several workers (mode=shared)"
+        return None
+
+    # -- running a phase ---------------------------------------------------------------------
+    def run(self, phase: PhaseSpec, ctx: EngineContext) -> PhaseResult:
+        if phase.op not in OPS:
+            raise EngineError(f"the fsspec engine cannot run op {phase.op!r}")
+        why = self.why_not(phase)
+        if why:
+            raise EngineError(f"phase {phase.name}: {why}")
+        try:
+            fs, root = open_fs(ctx.run_dir, ctx.storage_options)
+        except Exception as e:  # noqa: BLE001
+            raise EngineError(
+                f"cannot open {scrub(ctx.run_dir)}: {describe_error(e, '')}"
+            ) from None
+        if phase.op == "stat":
+            fs.invalidate_cache()  # HEAD every object: no answers from a listing cache
+        work = assign(phase, root)
+        part = self._part_size(fs, phase)
+        state = _PhaseState(ctx, phase.jobs)
+        origin = time.perf_counter()
+        stats = [WorkerStats(origin=origin) for _ in range(phase.jobs)]
+        barrier = threading.Barrier(phase.jobs + 1)
+        threads = [
+            threading.Thread(
+                target=self._worker,
+                args=(fs, phase, w, work[w], stats[w], state, barrier, part),
+                name=f"iobench-{phase.name}-{w}",
+                daemon=True,
+            )
+            for w in range(phase.jobs)
+        ]
+        total = (
+            sum(s.length for seg in work for s in seg) if phase.op in ("write", "read") else None
+        )
+        ctx.progress.start(phase.name, total if not phase.time_s else None, None)
+        for t in threads:
+            t.start()
+        try:
+            barrier.wait()  # every worker has its buffers ready: the phase starts now
+            while alive := [t for t in threads if t.is_alive()]:
+                alive[0].join(0.2)
+                ctx.progress.update(sum(state.done_bytes), sum(state.done_ops))
+        except BaseException:
+            state.failed.set()
+            for t in threads:
+                t.join()
+            raise
+        finally:
+            ctx.progress.update(sum(state.done_bytes), sum(state.done_ops))
+            ctx.progress.close()
+        return self._result(fs, phase, stats, state, ctx, part)
+
+    def _part_size(self, fs: Any, phase: PhaseSpec) -> int | None:
+        if phase.op != "write":
+            return None
+        bs = phase.block_size or max((f.size for f in phase.files), default=S3_MIN_PART)
+        if getattr(type(fs), "__module__", "").startswith("s3fs"):
+            return max(bs, S3_MIN_PART)
+        return bs
+
+    def _result(
+        self,
+        fs: Any,
+        phase: PhaseSpec,
+        stats: list[WorkerStats],
+        state: _PhaseState,
+        ctx: EngineContext,
+        part: int | None,
+    ) -> PhaseResult:
+        local = _is_local(fs)
+        params = {**phase.params, "latency_per": phase.latency_per, "mode": phase.mode}
+        if part is not None:
+            params["part_size"] = part
+        res = phase_result(
+            phase.name,
+            phase.op,
+            stats,
+            concurrency=phase.jobs,
+            block_size=phase.block_size,
+            cache="buffered" if local else "none",
+            params=params,
+        )
+        proto = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        res.extra["backend"] = f"{proto} ({type(fs).__module__.split('.')[0]})"
+        if phase.op in ("write", "create") and phase.fsync != "never" and not local:
+            res.warnings.append(
+                f"fsync={phase.fsync} is unsupported on {proto}:// (nothing to fsync): an object "
+                "is durable when its PUT or multipart upload completes, inside the timed region"
+            )
+        if phase.direct:
+            res.warnings.append(
+                f"direct=true is unsupported on {proto}:// (no O_DIRECT through fsspec): "
+                "requests went through the client as usual"
+            )
+        if state.error:
+            res.status = "partial" if res.ops else "failed"
+            res.error = state.error
+            err = EngineError(f"phase {phase.name}: {state.error}")
+            err.partial = res  # type: ignore[attr-defined]
+            raise err
+        if ctx.stop.is_set():
+            res.status = "partial"
+            res.error = "interrupted"
+        return res
+
+    # -- workers -----------------------------------------------------------------------------
+    def _worker(self, fs, phase, w, segments, st, state, barrier, part) -> None:
+        pool = None
+        try:
+            if phase.op in ("write", "create"):
+                bs = phase.block_size or max((s.length for s in segments), default=4096)
+                pool = DataPool(min(max(bs, 1), 64 << 20), seed=phase.seed * 1000 + w + 1)
+        except BaseException as e:  # buffers could not be set up: let the phase start and fail
+            state.fail(f"worker setup failed: {e}")
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            return
+        if state.failed.is_set():
+            return
+        st.start = time.perf_counter()
+        st.end = st.start
+        path = ""
+        try:
+            if phase.op in ("create", "stat", "open_read", "delete"):
+                self._meta_loop(fs, phase, w, segments, st, state, pool)
+            elif phase.op == "randread":
+                self._random_loop(fs, phase, w, segments, st, state)
+            else:
+                self._seq_loop(fs, phase, w, segments, st, state, pool, part)
+        except _Stop:
+            pass
+        except Exception as e:  # noqa: BLE001 - any backend error ends the phase, recorded
+            path = getattr(e, "iobench_path", path)
+            state.fail(describe_error(e, path))
+        finally:
+            st.end = max(st.end, st.start)
+            if pool:
+                pool.close()
+
+    def _pace(self, phase: PhaseSpec, st: WorkerStats) -> None:
+        if phase.rate_bps:
+            ahead = st.bytes / phase.rate_bps - (time.perf_counter() - st.start)
+            if ahead > 0:
+                time.sleep(ahead)
+
+    def _seq_loop(self, fs, phase, w, segments, st, state, pool, part) -> None:
+        write = phase.op == "write"
+        per_file = phase.latency_per == "file"
+        budget = phase.size or None
+        deadline = (st.start + phase.time_s) if phase.time_s else None
+        moved = 0
+        if not segments:
+            return
+        while True:
+            for seg in segments:
+                t_file = _perf_ns()
+                try:
+                    if write:
+                        done, stop_all = self._write_object(
+                            fs, phase, w, seg, st, state, pool, part, moved, budget, deadline
+                        )
+                    else:
+                        done, stop_all = self._read_object(
+                            fs, phase, w, seg, st, state, moved, budget, deadline
+                        )
+                except _Stop:
+                    raise
+                except Exception as e:
+                    e.iobench_path = seg.path  # type: ignore[attr-defined]
+                    raise
+                moved += done
+                t_end = _perf_ns()
+                if per_file:
+                    st.hist.record(t_end - t_file)
+                    st.ops += 1
+                    _slot(st, t_end / 1e9, done)
+                st.files += 1
+                state.done_ops[w] = st.ops
+                st.end = t_end / 1e9
+                if stop_all or (deadline and st.end >= deadline):
+                    return
+                if budget is not None and not deadline and moved >= budget:
+                    return
+            if not deadline and (budget is None or moved >= budget):
+                return
+
+    def _n(self, phase, pos, end, moved, budget, deadline) -> int:
+        n = min(phase.block_size or (end - pos), end - pos)
+        if budget is not None and not deadline:
+            n = min(n, budget - moved)
+        return n
+
+    def _write_object(self, fs, phase, w, seg, st, state, pool, part, moved, budget, deadline):
+        """Stream one object; returns (bytes, budget or deadline reached)."""
+        per_file = phase.latency_per == "file"
+        f = fs.open(seg.path, "wb", block_size=part)
+        pos, end, done, ok, reached = seg.offset, seg.offset + seg.length, 0, False, False
+        try:
+            while pos < end:
+                if state.should_stop():
+                    raise _Stop
+                n = min(self._n(phase, pos, end, moved + done, budget, deadline), pool.block_size)
+                if n <= 0:
+                    reached = True
+                    break
+                data = pool.next_block(seg.file_id, pos, n)
+                t0 = _perf_ns()
+                f.write(data)
+                t1 = _perf_ns()
+                pos += n
+                done += n
+                if per_file:
+                    st.bytes += n
+                else:
+                    st.add(n, t1 / 1e9, t1 - t0)
+                state.done_bytes[w] = moved + done
+                if deadline and t1 / 1e9 >= deadline:
+                    reached = True
+                    break
+                self._pace(phase, st)
+            f.close()  # the last part and the multipart completion: timed with the object
+            ok = True
+            st.end = _perf_ns() / 1e9
+        finally:
+            if not ok:
+                _abort(f)
+        return done, reached
+
+    def _read_object(self, fs, phase, w, seg, st, state, moved, budget, deadline):
+        """Read one object whole (block_size 0) or in ranged GETs; (bytes, limit reached)."""
+        per_file = phase.latency_per == "file"
+        pos, end, done = seg.offset, seg.offset + seg.length, 0
+        while pos < end:
+            if state.should_stop():
+                raise _Stop
+            n = self._n(phase, pos, end, moved + done, budget, deadline)
+            if n <= 0:
+                return done, True
+            t0 = _perf_ns()
+            if not phase.block_size and pos == 0 and n == seg.length:
+                data = fs.cat_file(seg.path)  # one GET of the whole object
+            else:
+                data = fs.cat_file(seg.path, start=pos, end=pos + n)
+            t1 = _perf_ns()
+            got = len(data)
+            del data
+            if got <= 0:
+                break  # past the end of a shorter object
+            pos += got
+            done += got
+            if per_file:
+                st.bytes += got
+            else:
+                st.add(got, t1 / 1e9, t1 - t0)
+            state.done_bytes[w] = moved + done
+            if deadline and t1 / 1e9 >= deadline:
+                return done, True
+            self._pace(phase, st)
+        return done, False
+
+    def _random_loop(self, fs, phase, w, segments, st, state) -> None:
+        bs = phase.block_size or 4096
+        segs = [s for s in segments if s.length >= bs]
+        if not segs:
+            return
+        rng = np.random.default_rng(phase.seed * 7919 + w)
+        blocks = np.array([s.length // bs for s in segs], dtype=np.int64)
+        weights = blocks / blocks.sum()
+        n_ops = (phase.size // bs) if phase.size else int(blocks.sum())
+        deadline = (st.start + phase.time_s) if phase.time_s else None
+        done_ops = 0
+        while deadline or done_ops < n_ops:
+            chunk = 4096 if deadline else min(4096, n_ops - done_ops)
+            which = (
+                rng.choice(len(segs), size=chunk, p=weights)
+                if len(segs) > 1
+                else np.zeros(chunk, dtype=np.int64)
+            )
+            offs = (
+                rng.integers(0, blocks[which]) * bs + np.array([s.offset for s in segs])[which]
+            ).tolist()
+            for k, i in enumerate(which.tolist()):
+                if state.should_stop():
+                    raise _Stop
+                seg = segs[i]
+                t0 = _perf_ns()
+                try:
+                    got = len(fs.cat_file(seg.path, start=offs[k], end=offs[k] + bs))
+                except Exception as e:
+                    e.iobench_path = seg.path  # type: ignore[attr-defined]
+                    raise
+                t1 = _perf_ns()
+                st.add(got, t1 / 1e9, t1 - t0)
+                st.end = t1 / 1e9
+                self._pace(phase, st)
+                if deadline and st.end >= deadline:
+                    return
+            done_ops += chunk
+            state.done_bytes[w] = st.bytes
+            state.done_ops[w] = st.ops
+
+    def _meta_loop(self, fs, phase, w, segments, st, state, pool) -> None:
+        op = phase.op
+        for seg in segments:
+            if state.should_stop():
+                raise _Stop
+            data = _object_bytes(pool, seg) if op == "create" else None
+            n = 0
+            try:
+                t0 = _perf_ns()
+                if op == "create":
+                    fs.pipe_file(seg.path, data)
+                    n = seg.length
+                elif op == "stat":
+                    fs.info(seg.path)
+                elif op == "open_read":
+                    n = len(fs.cat_file(seg.path))
+                else:
+                    fs.rm_file(seg.path)
+                t1 = _perf_ns()
+            except Exception as e:
+                e.iobench_path = seg.path  # type: ignore[attr-defined]
+                raise
+            st.add(n, t1 / 1e9, t1 - t0)
+            st.files += 1
+            st.end = t1 / 1e9
+            state.done_ops[w] = st.ops
+            state.done_bytes[w] = st.bytes
+
+
+def _object_bytes(pool: DataPool, seg: _Segment) -> bytes:
+    """A small object's random content, built before its PUT is timed."""
+    parts, pos = [], 0
+    while pos < seg.length:
+        n = min(pool.block_size, seg.length - pos)
+        parts.append(bytes(pool.next_block(seg.file_id, pos, n)))
+        pos += n
+    return b"".join(parts)
+
+
+def _abort(f: Any) -> None:
+    """Never complete a partial upload: abort it (S3 multipart) and drop the buffer."""
+    try:
+        discard = getattr(f, "discard", None)
+        if discard is not None:
+            discard()
+        f.closed = True
+    except Exception:  # noqa: BLE001 - best effort; the run prefix is removed afterwards
+        pass
+
+
+def _slot(st: WorkerStats, t_end: float, nbytes: int) -> None:
+    """Put a whole object's bytes and one op in the series slot of its end time."""
+    slot = int((t_end - st.origin) * 10)
+    if slot >= len(st.slot_bytes):
+        grow = slot + 1 - len(st.slot_bytes)
+        st.slot_bytes.extend([0] * grow)
+        st.slot_ops.extend([0] * grow)
+    st.slot_bytes[slot] += nbytes
+    st.slot_ops[slot] += 1
