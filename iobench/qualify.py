@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import UsageError
@@ -31,7 +32,7 @@ from .units import format_bytes, format_count, format_rate, format_seconds, pars
 
 QUICK_BUDGET_S = 30.0
 DEFAULT_BUDGET_S = 180.0
-DEFAULT_PROFILE = "resnet50-h100"
+DEFAULT_PROFILE = "retinanet-b200"  # light on data: a quick run stays quick
 DEFAULT_CHECKPOINT = 105 * 10**9  # llama3-8b, 8 ranks (MLPerf Storage): the full checkpoint
 
 # Assumed rates for the dry-run's time estimate of size-based steps (labelled as such).
@@ -308,16 +309,35 @@ def plan_qualify(
                            int(total * 1.1),
                            f"{n_files} files of {format_bytes(sample)}, readers {readers}"))  # fmt: skip
 
-    steps = 20 if quick else max(30, int(100 * scale))
-    loader_gpus = 1 if quick else min(gpus, 2)
-    plan.loader = {
-        "gpus": loader_gpus,
-        "steps": steps,
-        "files": max(profile.workers * 4, min(profile.files, n_files)),
-        "expected_s": 6 + steps * max(profile.compute_s, 0.01) * 1.5,
-        "space_bytes": int(total * 1.1),
-    }
+    plan.loader = _loader_plan(profile, gpus, quick, scale)
     return plan
+
+
+def _loader_plan(profile: Profile, gpus: int, quick: bool, scale: float) -> dict[str, Any]:
+    """Enough files for a few steps per epoch on every emulated accelerator; several epochs
+    re-read them (with O_DIRECT or dropped caches, so storage still answers)."""
+    from .loader import RankBatchSampler
+
+    loader_gpus = 1 if quick else min(gpus, 2)
+    w = max(profile.workers, 1)
+    spe = 8 if quick else max(10, int(20 * scale))
+    spf = profile.samples_per_file
+    files = max(
+        w * loader_gpus if spf > 1 else 1, math.ceil(profile.batch_size * spe * loader_gpus / spf)
+    )
+    while RankBatchSampler.available_steps(files, spf, profile.batch_size, loader_gpus, w) < spe:
+        files += max(1, files // 8)
+    epochs = 2 if quick else 3
+    sample_bytes = profile.sample_size * spf
+    step_s = max(profile.compute_s, 0.005)
+    return {
+        "gpus": loader_gpus,
+        "steps": spe,
+        "epochs": epochs,
+        "files": files,
+        "expected_s": 8 + epochs * spe * step_s * 1.5 + files * sample_bytes / ASSUMED_WRITE_BPS,
+        "space_bytes": int(files * sample_bytes * 1.05),
+    }
 
 
 def render_plan(plan: QualifyPlan, target: Target | None) -> str:
@@ -340,7 +360,8 @@ def render_plan(plan: QualifyPlan, target: Target | None) -> str:
     ld = plan.loader
     lines.append(
         f"  {'loader':<12} {plan.profile.name:<22} {format_seconds(ld['expected_s']):>10} "
-        f"{format_bytes(ld['space_bytes']):>10}  {ld['gpus']} emulated GPU(s), {ld['steps']} steps"
+        f"{format_bytes(ld['space_bytes']):>10}  {ld['gpus']} emulated GPU(s), {ld['files']} files, "
+        f"{ld['epochs']} epochs x {ld['steps']} steps"
     )
     lines.append(
         f"  {'estimate':<12} {'starvation model':<22} {'<1 s':>10} {'0 B':>10}  AU vs GPUs from the dataset sweep"
@@ -423,14 +444,60 @@ def run_qualify(
             get_generator(step.generator).run(step.params, runner)
         run.phases = runner.results
         _checkpoint_estimate(run, plan)
-        _loader_and_estimate(run, plan, runner, profile, n_gpus)
     outcome = s.outcome()
+    if outcome.error is None:
+        _loader_step(outcome, target_spec, plan, keep, progress_factory)
+    _estimate_step(outcome.run, profile)
     outcome.run.verdict = verdict(outcome.run, requirements, profile, n_gpus)
     from . import report, results
 
     results.save(outcome.run, out_dir)
     report.write_report(outcome.run, out_dir)
     return outcome, None
+
+
+def _loader_step(
+    outcome: RunOutcome, target_spec: str, plan: QualifyPlan, keep: bool, progress_factory: Any
+) -> None:
+    """The profile through a real DataLoader (its own run directory, after the I/O steps)."""
+    from .loader import run_loader
+
+    lp = plan.loader
+    prof = replace(plan.profile, files=lp["files"], epochs=lp["epochs"])
+    lo = run_loader(
+        target_spec, prof, gpus=lp["gpus"], steps=lp["steps"], save=False, keep=keep,
+        progress_factory=progress_factory, command=outcome.run.command,
+    )  # fmt: skip
+    run = outcome.run
+    run.loader = lo.run.loader
+    for p in lo.run.phases:
+        p.name = f"loader-{p.name}"
+        p.params = {**p.params, "purpose": "loader storage probe"}
+        run.phases.append(p)
+    run.warnings.extend(
+        f"loader: {w}" for w in lo.run.warnings if f"loader: {w}" not in run.warnings
+    )
+    if lo.error is not None:
+        outcome.error = lo.error
+        run.status = lo.run.status if lo.run.status != "complete" else "failed"
+        run.error = lo.error.one_line()
+    if lo.run.estimate:
+        run.extra["loader_estimate"] = lo.run.estimate
+
+
+def _estimate_step(run: Any, profile: Profile) -> None:
+    """AU vs GPUs from the qualify dataset sweep, with the loader's measured overheads."""
+    from .sweep import estimate_for, sweep_from_phases
+
+    phases = [p for p in run.phases if p.name.startswith("dataset-") and p.op == "read" and p.ops]
+    if not phases or profile.compute_s <= 0:
+        return
+    sweep = sweep_from_phases(phases)
+    if not sweep:
+        return
+    calib = (run.loader or {}).get("calibration")
+    est = estimate_for(profile, sweep, None, profile.au_min, calib, f"qualify run {run.run_id}")
+    run.estimate = est.to_dict()
 
 
 def _checkpoint_estimate(run: Any, plan: QualifyPlan) -> None:
@@ -451,15 +518,3 @@ def _checkpoint_estimate(run: Any, plan: QualifyPlan) -> None:
         run.extra["checkpoint_estimate"] = {
             k: {"seconds": v, "bytes": plan.checkpoint_full_bytes} for k, v in out.items()
         }
-
-
-def _loader_and_estimate(
-    run: Any, plan: QualifyPlan, runner: PhaseRunner, profile: Profile, gpus: int
-) -> None:
-    """Loader emulation on the profile, then the starvation estimate up to ``gpus``."""
-    try:
-        from .loader import qualify_step
-    except ImportError:
-        run.warnings.append("loader emulation unavailable in this build: no measured AU")
-        return
-    qualify_step(run, runner, profile, gpus=gpus, loader_plan=plan.loader)

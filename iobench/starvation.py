@@ -62,12 +62,19 @@ class SweepPoint:
     ``latency_quantiles`` are per-file read latencies (seconds) at evenly spaced quantiles
     q = 0, 1/(n-1), …, 1 (e.g. 101 values), taken from the phase's histogram, so a simulation can
     sample by inverse CDF. An empty list means no distribution was recorded.
+
+    ``completions``, when known, are the files all readers completed in each ``interval_s``
+    of the phase (partial intervals at either end left out): how steady the aggregate supply
+    was, which tells how much of the per-file latency spread is independent between readers
+    (see ``independent_share``).
     """
 
     readers: int
     bandwidth_bps: float
     files_per_s: float
     latency_quantiles: list[float]
+    completions: tuple[float, ...] = ()
+    interval_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.readers < 1:
@@ -91,6 +98,13 @@ class SweepPoint:
         if any(b < a for a, b in pairwise(q)):
             raise UsageError(
                 f"sweep point at {self.readers} readers: latency quantiles must not decrease"
+            )
+        if any(not (c >= 0 and math.isfinite(c)) for c in self.completions) or not (
+            self.interval_s >= 0 and math.isfinite(self.interval_s)
+        ):
+            raise UsageError(
+                f"sweep point at {self.readers} readers: completions and interval_s must be "
+                "non-negative"
             )
 
 
@@ -305,20 +319,66 @@ class _Terms:
     step_s: float  # the steady-state step time
 
 
+def read_time_at(
+    params: LoaderParams, sweep: Sequence[SweepPoint], gpus: int
+) -> tuple[float, float, str]:
+    """Mean per-sample read time (s) of the loader's readers, and how many read at once.
+
+    ``R = gpus × workers`` readers each cycle through reading a sample (``r``) and decoding it
+    (``d``, the "think time" of the interactive response-time law). Little's law at the
+    storage, with ``k`` readers active on average: ``r(k) = k × sample ÷ BW(k)``; and over the
+    cycle: ``k = R × r ÷ (r + d)``. The fixed point in ``k ∈ [1, R]`` gives ``r``. Without
+    decode every reader is always reading (``k = R``, ``r = R × sample ÷ BW(R)``). With decode
+    and saturated storage (``BW(k)`` flat) one worker's decode overlaps the others' reads,
+    which then get its share of the bandwidth: the supply per sample is ``sample ÷ BW``, not
+    that plus decode. When even one reader at a time keeps up, ``r`` is a lone reader's.
+    """
+    w = max(params.workers, 1)
+    total = float(gpus * w)
+    size, d = params.sample_bytes, params.decode_s_per_sample
+
+    def r_of(k: float) -> float:
+        return k * size / bandwidth_at(sweep, k)[0]
+
+    if d <= 0:
+        return r_of(total), total, f"all {gpus * w} readers busy (no decode time)"
+    r1 = r_of(1.0)
+    if total * r1 / (r1 + d) <= 1.0:
+        k = total * r1 / (r1 + d)
+        why = f"{k:.2f} of {gpus * w} readers active on average: each at a lone reader's speed"
+        return r1, k, why
+    lo, hi = 1.0, total
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        r = r_of(mid)
+        if total * r / (r + d) > mid:
+            lo = mid
+        else:
+            hi = mid
+    k = (lo + hi) / 2
+    why = (
+        f"{k:.2f} of {gpus * w} readers active on average while the others decode "
+        f"({format_seconds(d)} per sample; interactive response-time law)"
+    )
+    return r_of(k), k, why
+
+
 def _terms(params: LoaderParams, sweep: Sequence[SweepPoint], gpus: int) -> _Terms:
     if gpus < 1:
         raise UsageError(f"gpus must be at least 1, got {gpus}")
     w = params.workers
     readers = gpus * max(w, 1)
     bw, basis = bandwidth_at(sweep, readers)
-    batch_bytes = params.batch_size * params.sample_bytes
-    load = batch_bytes / (bw / gpus)
+    r, _, _ = read_time_at(params, sweep, gpus)
+    b = params.batch_size
     c, o = params.compute_s, params.step_overhead_s
     if w == 0:
-        decode = params.batch_size * params.decode_s_per_sample
+        load = b * r
+        decode = b * params.decode_s_per_sample
         step = load + decode + o + c  # the main process loads, then computes: nothing overlaps
     else:
-        decode = params.batch_size * params.decode_s_per_sample / w
+        load = b * r / w
+        decode = b * params.decode_s_per_sample / w
         step = max(c + o, load + decode)
     return _Terms(readers, bw, basis, load, decode, o, c, step)
 
@@ -326,17 +386,18 @@ def _terms(params: LoaderParams, sweep: Sequence[SweepPoint], gpus: int) -> _Ter
 def predict_au_rate_bound(params: LoaderParams, sweep: Sequence[SweepPoint], gpus: int) -> float:
     """Mean-rate AU bound: ``compute ÷ max(compute + o, L + D)``.
 
-    Per step and accelerator: the storage time ``L = batch × sample ÷ (BW(gpus × workers) / gpus)``
-    (each rank gets its share of the bandwidth measured at the loader's total concurrency),
-    the decode time ``D = batch × decode_per_sample ÷ workers`` and the main-process overhead
-    ``o``. Workers run in parallel with each other and with the main loop, so the step takes
-    whichever is longer: the main loop's own ``compute + o``, or the time the workers need to
-    supply one batch. That supply time is ``L + D``, not ``max(L, D)``: a worker reads the files
-    of its batch and decodes them in sequence, so one batch costs it ``B × (read + decode)`` and
-    ``W`` workers deliver ``W`` batches in that time; ``B × read ÷ W`` is ``L`` by Little's law at
-    full concurrency. (It is conservative when storage is saturated: while one worker decodes, the
-    others may get its share of the bandwidth.) With ``workers = 0`` nothing overlaps and the step
-    is ``L + D + o + compute``.
+    Per step and accelerator: the storage time ``L = batch × r ÷ workers``, with ``r`` the
+    mean per-sample read time of ``read_time_at`` (without decode ``L = batch × sample ÷
+    (BW(gpus × workers) / gpus)``: each rank gets its share of the bandwidth measured at the
+    loader's total concurrency), the decode time ``D = batch × decode_per_sample ÷ workers``
+    and the main-process overhead ``o``. Workers run in parallel with each other and with the
+    main loop, so the step takes whichever is longer: the main loop's own ``compute + o``, or
+    the time the workers need to supply one batch, ``L + D``: a worker reads the files of its
+    batch and decodes them in sequence, so one batch costs it ``B × (r + decode)`` and ``W``
+    workers deliver ``W`` batches in that time. ``r`` already accounts for the overlap: while
+    one worker decodes, the others read with its share of the bandwidth when the sweep shows
+    storage saturated, so on saturated storage ``L + D`` comes to ``batch × sample ÷ BW``
+    share. With ``workers = 0`` nothing overlaps and the step is ``L + D + o + compute``.
     """
     t = _terms(params, sweep, gpus)
     return t.compute_s / t.step_s
@@ -353,27 +414,78 @@ def _quantile_mean(q: np.ndarray) -> float:
     return float((q.sum() - (q[0] + q[-1]) / 2) / (len(q) - 1))
 
 
+def _quantile_var(q: np.ndarray) -> float:
+    """Variance of the distribution whose inverse CDF is ``q`` linearly interpolated."""
+    if len(q) < 2:
+        return 0.0
+    a, b = q[:-1], q[1:]
+    second = float(((a * a + a * b + b * b) / 3).sum() / (len(q) - 1))
+    return max(second - _quantile_mean(q) ** 2, 0.0)
+
+
+def independent_share(point: SweepPoint, window_s: float = 0.0) -> tuple[float, str]:
+    """The share (0..1) of the per-file latency variance that is independent between readers.
+
+    Readers sharing one device see per-file latencies spread by the sharing itself (queueing,
+    a throttle's time slices): when one file is slow another is fast, the aggregate supply
+    stays steady, and a DataLoader whose prefetch covers ``window_s`` loses nothing to that
+    spread. Independent spread (one slow file while the others go on), or stalls that hit
+    every reader at once, make the count of files completed per window vary at least as much
+    as independence implies: ``CV_file ÷ √n`` with ``n`` files per window. The point's
+    completions are summed into windows of about ``window_s`` (at least 4 windows kept); the
+    measured CV squared over that expectation, clipped to [0, 1], is the independent share.
+    1 (all independent: the conservative reading) when the point has no completion series.
+    """
+    q = np.asarray(point.latency_quantiles, dtype=float)
+    counts = np.asarray(point.completions, dtype=float)
+    if len(counts) < 4 or point.interval_s <= 0 or len(q) < 2:
+        return 1.0, "per-file latencies taken as independent between readers (no series)"
+    mean, var = _quantile_mean(q), _quantile_var(q)
+    if mean <= 0 or var <= 0:
+        return 1.0, "no per-file latency spread"
+    m = max(1, min(round(window_s / point.interval_s), len(counts) // 4))
+    n = len(counts) // m
+    windows = counts[: n * m].reshape(n, m).sum(axis=1)
+    per_window = float(windows.mean())
+    if per_window <= 0:
+        return 1.0, "no files completed in the series"
+    cv = float(windows.std(ddof=1)) / per_window
+    cv_indep = math.sqrt(var / mean**2 / per_window)
+    share = min(max((cv / cv_indep) ** 2, 0.0), 1.0)
+    return share, (
+        f"{share:.0%} of the per-file latency variance taken as independent between readers "
+        f"(files completed per {m * point.interval_s:g} s: CV {cv:.3f} measured over {n} "
+        f"windows, {cv_indep:.3f} if independent, {per_window:.1f} files per window)"
+    )
+
+
 def _read_time_quantiles(
     params: LoaderParams, sweep: Sequence[SweepPoint], gpus: int
 ) -> tuple[np.ndarray, str]:
     """Per-sample read-time quantiles at the loader's concurrency, mean tied to the bandwidth."""
     readers = gpus * max(params.workers, 1)
-    bw, _ = bandwidth_at(sweep, readers)
-    # Little's law at full concurrency: readers busy all the time move bw bytes/s.
-    mean = readers * params.sample_bytes / bw
+    # Little's law at the storage, readers active as read_time_at finds them.
+    mean, _, active = read_time_at(params, sweep, gpus)
     shape_list, shape_basis = latency_quantiles_at(sweep, readers)
     shape = np.asarray(shape_list, dtype=float)
     shape_mean = _quantile_mean(shape) if len(shape) else 0.0
     if shape_mean <= 0:
         return np.array([mean]), (
-            f"constant per-sample read time {format_seconds(mean)} "
-            f"({shape_basis or 'latency distribution is all zero'}): no variability simulated"
+            f"constant per-sample read time {format_seconds(mean)} ({active}; "
+            f"{shape_basis or 'latency distribution is all zero'}): no variability simulated"
         )
     quantiles = shape * (mean / shape_mean)
+    points = _sorted_sweep(sweep)
+    near = min(points, key=lambda p: (abs(p.readers - readers), -p.readers))
+    # the spread the prefetch queue covers: each worker has `prefetch` batches to read ahead
+    window = params.prefetch * params.batch_size * mean
+    share, share_basis = independent_share(near, window)
+    # Only the independent part of the spread delays one worker while the others go on.
+    quantiles = mean + math.sqrt(share) * (quantiles - mean)
     return quantiles, (
         f"per-sample read time: latency shape {shape_basis}, mean set to {format_seconds(mean)} "
-        f"= readers × sample ÷ bandwidth (Little's law; the histogram's own mean is "
-        f"{format_seconds(shape_mean)})"
+        f"= active readers × sample ÷ bandwidth (Little's law; {active}; the histogram's own "
+        f"mean is {format_seconds(shape_mean)}); {share_basis}"
     )
 
 
@@ -416,8 +528,9 @@ def simulate_au(
     spends ``step_overhead_s + compute_s``; every step ends in a barrier across ranks (the
     slowest gates all, like all-reduce). Per-sample read times are drawn by inverse CDF: their
     shape is the sweep's latency distribution at concurrency ``gpus × W``
-    (``latency_quantiles_at``), their mean ``readers × sample_bytes ÷ bandwidth`` (Little's law),
-    so the simulation moves exactly the bandwidth the rate bound uses; a sample of another size
+    (``latency_quantiles_at``), their mean ``read_time_at``'s (Little's law with the readers
+    active while others decode), so the simulation moves exactly the bandwidth the rate bound
+    uses; a sample of another size
     than the sweep's files is taken as transfer-dominated. Every worker is assumed busy (latency
     at full concurrency), which is conservative when the loader is ahead of compute. With more
     draws than ``_DRAW_BUDGET`` (thousands of GPUs, big batches) batch times are resampled from a

@@ -1,0 +1,51 @@
+"""``iobench loader``: the profile's dataset through a real torch DataLoader, with emulated
+compute on N accelerators, measured beside the starvation model's prediction."""
+
+from __future__ import annotations
+
+import typer
+
+from ..cli import app, finish_run, progress_factory
+
+
+@app.command()
+def loader(
+    target: str = typer.Argument(..., help="Directory to lay the dataset out in (a run dir)."),
+    profile: str = typer.Option(
+        ..., "--profile", help="Profile name (see `iobench workloads`) or TOML path."
+    ),
+    set_: list[str] | None = typer.Option(None, "--set", help="Override a profile key: KEY=VALUE."),
+    gpus: int = typer.Option(
+        1, "--gpus", help="Emulated accelerators on this host (one process each)."
+    ),
+    workers: int | None = typer.Option(
+        None, "--workers", help="DataLoader workers per accelerator (default: the profile's)."
+    ),
+    steps: int | None = typer.Option(
+        None, "--steps", help="Steps per epoch and accelerator (default: every full batch)."
+    ),
+    epochs: int | None = typer.Option(
+        None, "--epochs", help="Passes over the dataset (default: the profile's)."
+    ),
+    compute: str = typer.Option(
+        "sleep", "--compute", help="Emulated compute: sleep, or gpu (calibrated CUDA matmuls)."
+    ),
+    direct: bool | None = typer.Option(
+        None, "--direct/--buffered", help="O_DIRECT reads (default when the target takes them)."
+    ),
+    output: str | None = typer.Option(
+        None, "--output", help="Result directory (default ./iobench-results/RUN_ID)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print result.json instead of the table."),
+    keep: bool = typer.Option(False, "--keep", help="Keep the run directory on the target."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> int:
+    """Measure the accelerator utilisation a DataLoader reaches on TARGET, and predict it."""
+    from ..loader import run_loader
+
+    outcome = run_loader(
+        target, profile, sets=set_, gpus=gpus, workers=workers, steps=steps, epochs=epochs,
+        compute=compute, direct=direct, output=output, keep=keep,
+        progress_factory=progress_factory(quiet),
+    )  # fmt: skip
+    return finish_run(outcome, as_json, quiet)
