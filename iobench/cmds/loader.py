@@ -39,8 +39,13 @@ def loader(
     as_json: bool = typer.Option(False, "--json", help="Print result.json instead of the table."),
     keep: bool = typer.Option(False, "--keep", help="Keep the run directory on the target."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    history: str | None = typer.Option(
+        None, "--history", help="History URL to append this run to."
+    ),
+    no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
 ) -> int:
     """Measure the accelerator utilisation a DataLoader reaches on TARGET, and predict it."""
+    from ..api import append_history
     from ..loader import run_loader
 
     outcome = run_loader(
@@ -48,4 +53,6 @@ def loader(
         compute=compute, direct=direct, output=output, keep=keep,
         progress_factory=progress_factory(quiet),
     )  # fmt: skip
+    if not no_history:
+        append_history(outcome, history or "")
     return finish_run(outcome, as_json, quiet)
