@@ -291,7 +291,7 @@ def plan_qualify(
 
     # Dataset sweep: one sample per file, sized like the profile's samples, because the
     # starvation model wants the per-sample read time at each reader count.
-    target_bytes = cap(int((1 << 30) * scale)) if not quick else 96 << 20
+    target_bytes = max(8 << 20, cap(int((512 << 20) * scale)))
     sample = profile.sample_size
     n_files = int(max(4 if quick else 8, min(4096, target_bytes // max(sample, 1))))
     readers = [1, 2, 4, 8] if not quick else [1, 2, 4]

@@ -1,0 +1,100 @@
+"""qualify: plan, dry run, a small real run with a verdict, report and history."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from iobench.errors import UsageError
+from iobench.qualify import parse_requirements, plan_qualify
+from iobench.spec import load_profile
+
+
+def test_dry_run_writes_nothing(cli, planted, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = cli("qualify", planted.path, "--quick", "--dry-run")
+    assert r.code == 0, r.err
+    for needle in (
+        "sequential",
+        "checkpoint",
+        "dataset",
+        "loader",
+        "free space needed",
+        "expected time",
+    ):
+        assert needle in r.out
+    assert "nothing was written" in r.out
+    assert planted.unchanged()
+    assert not (tmp_path / "iobench-results").exists()
+    assert not (tmp_path / "history").exists()
+
+
+def test_plan_fits_budget_and_space():
+    prof = load_profile("unet3d-h100")
+    quick = plan_qualify(prof, 8, budget_s=30, quick=True, free_bytes=50 << 30)
+    full = plan_qualify(prof, 8, budget_s=180, quick=False, free_bytes=50 << 30)
+    assert quick.expected_s < full.expected_s
+    assert quick.space_bytes <= full.space_bytes
+    tight = plan_qualify(prof, 8, budget_s=180, quick=False, free_bytes=2 << 30)
+    seq = tight.steps[0]
+    assert seq.params["size"] * 8 <= (2 << 30) // 10 + (8 << 20) * 8
+    assert quick.spec_hash() != full.spec_hash()
+
+
+def test_requirements_parse():
+    reqs = parse_requirements("read=5GiB/s,creates=20k/s,au=90%,gpus=8")
+    assert [(r.key, r.value) for r in reqs] == [
+        ("read", 5 << 30),
+        ("creates", 20_000),
+        ("au", 0.9),
+        ("gpus", 8),
+    ]
+    for bad in ("read", "speed=1", "read=fast", "creates=5GiB/s", "gpus=many"):
+        with pytest.raises(UsageError):
+            parse_requirements(bad)
+
+
+def test_small_qualify_fails_an_impossible_requirement(cli, planted, tmp_path):
+    out = tmp_path / "q"
+    r = cli(
+        "qualify", planted.path, "--quick", "--time", "6s", "--output", out, "-q",
+        "--require", "read=1PiB/s,stats=1/s",
+    )  # fmt: skip
+    assert r.code == 1, r.err
+    assert "verdict: FAIL" in r.out and "report:" in r.out
+    res = json.loads((out / "result.json").read_text())
+    v = res["verdict"]
+    assert v["result"] == "fail"
+    assert any(x.startswith("FAIL: best sequential read") for x in v["reasons"])
+    assert any(x.startswith("PASS: stats per second") for x in v["reasons"])
+    names = {p["name"] for p in res["phases"]}
+    assert {"seq-write", "seq-read", "rand-read", "ckpt-create", "ckpt-save"} <= names
+    assert any(n.startswith("dataset-shuffled-r") for n in names)
+    assert res["loader"]["au"] > 0 and res["loader"]["predicted_au"] is not None
+    assert res["estimate"]["au_at"] and "basis" in res["estimate"]
+    save = next(p for p in res["phases"] if p["name"] == "ckpt-save")
+    assert "estimate" in save["extra"]["full_checkpoint_estimate"]["basis"]
+    html = (out / "report.html").read_text()
+    assert "FAIL" in html and "<svg" in html
+    assert planted.unchanged()
+    hist = cli("history", "list")
+    assert res["run_id"] in hist.out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--gpus", "0"],
+        ["--profile", "nope"],
+        ["--require", "speed=9"],
+        ["--time", "1s"],
+        ["--time", "later"],
+        ["--checkpoint", "big"],
+    ],
+)
+def test_qualify_bad_input(cli, planted, tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    r = cli("qualify", planted.path, "--quick", "--dry-run", *args)
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
+    assert planted.unchanged()
