@@ -182,8 +182,6 @@ def estimate_for(
     text = f"sweep from {source} ({', '.join(f'{p.readers}' for p in sweep)} readers)"
     if calib:
         text += "; loader overhead and decode from the loader run's calibration"
-    else:
-        text += "; loader overhead and decode not measured (taken as 0: optimistic)"
     return sv.Estimate(
         demand_bps_per_gpu=est.demand_bps_per_gpu,
         au_at=est.au_at,

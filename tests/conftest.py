@@ -28,6 +28,18 @@ SMALL = {
 }  # fmt: skip
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_history(tmp_path_factory):
+    """No test (nor a subprocess it starts) may touch the user's history."""
+    old = os.environ.get("IOBENCH_HISTORY")
+    os.environ["IOBENCH_HISTORY"] = str(tmp_path_factory.mktemp("history-session"))
+    yield
+    if old is None:
+        os.environ.pop("IOBENCH_HISTORY", None)
+    else:
+        os.environ["IOBENCH_HISTORY"] = old
+
+
 @dataclass
 class CliResult:
     code: int
