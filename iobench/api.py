@@ -48,7 +48,9 @@ def run(
     if verify:
         overrides["verify"] = True
     if repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {repeat}", hint="give --repeat 1 or more")
+        raise UsageError(
+            f"--repeat must be at least 1, got {repeat}", hint="give --repeat 1 or more"
+        )
     wl = load_workload(workload, overrides)
     from .distributed import hooks_from_env
 

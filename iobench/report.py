@@ -383,7 +383,9 @@ def _target_text(t: dict[str, Any]) -> str:
         parts.append(f"{format_bytes(t['free_bytes'])} free")
     layout = t.get("layout") or {}
     if layout:
-        shown = ", ".join(f"{k} {v}" for k, v in layout.items() if k != "raw" and v not in (None, ""))
+        shown = ", ".join(
+            f"{k} {v}" for k, v in layout.items() if k != "raw" and v not in (None, "")
+        )
         if shown:
             parts.append(f"layout: {shown}")
     return text + (f"  [{', '.join(parts)}]" if parts else "")

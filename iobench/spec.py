@@ -42,7 +42,7 @@ _EXPECT = {
     "bool": "true or false",
     "choice": "one of {choices}",
     "str": "a string",
-    "sizes": "a list of sizes like [\"128KiB\", \"1MiB\"]",
+    "sizes": 'a list of sizes like ["128KiB", "1MiB"]',
     "counts": "a list of whole numbers like [1, 2, 4]",
     "rate": "a rate like 100MiB (bytes/s per worker)",
     "percent": "a percentage like 90% or 0.9",
@@ -74,7 +74,9 @@ def coerce(name: str, p: Param, value: Any, where: str) -> Any:
         elif p.kind == "duration":
             v = parse_duration(value, what=name)
         elif p.kind in ("count", "int"):
-            v = parse_count(value, what=name, minimum=int(p.minimum if p.minimum is not None else 0))
+            v = parse_count(
+                value, what=name, minimum=int(p.minimum if p.minimum is not None else 0)
+            )
         elif p.kind == "float":
             if isinstance(value, bool):
                 raise bad()
@@ -239,7 +241,9 @@ def load_workload(
     declared = {**COMMON_PARAMS, **params_of(gen)}
     raw = data.get("params", {})
     if not isinstance(raw, dict):
-        raise SpecError(f"{where}: [params] must be a table", hint="write [params] then key = value")
+        raise SpecError(
+            f"{where}: [params] must be a table", hint="write [params] then key = value"
+        )
     resolved = {k: p.default for k, p in declared.items()}
     for key, value in raw.items():
         if key not in declared:
@@ -308,7 +312,9 @@ class Profile:
     @property
     def demand_bps(self) -> float:
         """Bytes/s one accelerator consumes at full utilisation."""
-        return self.batch_size * self.sample_size / self.compute_s if self.compute_s else float("inf")
+        return (
+            self.batch_size * self.sample_size / self.compute_s if self.compute_s else float("inf")
+        )
 
 
 def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:

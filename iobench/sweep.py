@@ -181,7 +181,7 @@ def estimate_for(
     est = sv.estimate(params, sweep, gpus, threshold, profile=prof.name)
     text = f"sweep from {source} ({', '.join(f'{p.readers}' for p in sweep)} readers)"
     if calib:
-        text += "; loader overhead and decode from the loader run's calibration"
+        text += "; loader overhead and decode from that run's calibration"
     return sv.Estimate(
         demand_bps_per_gpu=est.demand_bps_per_gpu,
         au_at=est.au_at,

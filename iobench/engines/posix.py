@@ -1,28 +1,50 @@
-"""The POSIX engine: worker threads over pread/pwrite with preallocated aligned buffers.
+"""The POSIX engine: workers over pread/pwrite with preallocated aligned buffers.
 
 Every I/O goes through ``os.preadv``/``os.pwrite`` on a page-aligned mmap buffer, so O_DIRECT
-works and nothing is allocated per operation. The GIL is released inside each system call,
-so threads overlap their I/O the way fio's ``psync`` jobs do.
+works and nothing is allocated per operation. Workers are threads (the GIL is released inside
+each system call, so threads overlap their I/O the way fio's ``psync`` jobs do) or, when there
+are more workers than CPUs, forked processes, so that the GIL does not serialise them and
+their latencies include no wait for it (fio forks its jobs too).
+
+The timed loop only reads the clock around the system call and stores the two readings in
+fixed arrays; the histogram and the per-interval series are updated from those arrays a chunk
+of operations at a time, outside the timed region (constant memory whatever the op count).
 """
 
 from __future__ import annotations
 
+import array
+import ctypes
 import errno
+import mmap
+import multiprocessing
+import multiprocessing.connection
 import os
+import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..datagen import DataPool
 from ..errors import EngineError
 from ..results import PhaseResult
-from ..stats import WorkerStats, phase_result
+from ..stats import SERIES_RESOLUTION_S, WorkerStats, phase_result
 from ..target import aligned_buffer, drop_file_cache
 from .base import OPS_DATA, OPS_META, Engine, EngineContext, PhaseSpec
 
 _perf_ns = time.perf_counter_ns
+
+WORKER_MODES = ("auto", "threads", "processes")
+CHUNK = 4096  # operations recorded before they are added to the histogram and series
+STOP_EVERY = 16  # the random loop looks at the stop flags every this many operations
+POLL_S = 0.1  # how often the coordinating thread mirrors ctx.stop and reports progress
+_HEADER = 64  # bytes of flags at the start of the shared state page
+_STOP, _FAILED = 0, 1  # flag offsets
+_PER_S = round(1 / SERIES_RESOLUTION_S)  # series slots per second (an int, as WorkerStats.add)
 
 
 @dataclass
@@ -66,72 +88,291 @@ def _describe_oserror(e: OSError, path: str, offset: int | None = None) -> str:
 
 
 class _PhaseState:
-    """Shared between a phase's workers: stop flags, progress counters, the first error."""
+    """Shared by a phase's workers: stop/failed flags and progress counters in one shared
+    anonymous page (visible to forked workers too), and the first error."""
 
     def __init__(self, ctx: EngineContext, jobs: int):
         self.ctx = ctx
-        self.failed = threading.Event()
+        self.mem = mmap.mmap(-1, max(4096, _HEADER + 16 * jobs))  # MAP_SHARED
+        self.flags = memoryview(self.mem)[:_HEADER]
+        self.done_bytes = memoryview(self.mem)[_HEADER : _HEADER + 8 * jobs].cast("q")
+        self.done_ops = memoryview(self.mem)[_HEADER + 8 * jobs : _HEADER + 16 * jobs].cast("q")
         self.error: str | None = None
         self.error_errno: int | None = None
-        self.done_bytes = [0] * jobs
-        self.done_ops = [0] * jobs
         self.lock = threading.Lock()
 
     def should_stop(self) -> bool:
-        return self.failed.is_set() or self.ctx.stop.is_set()
+        f = self.flags
+        return f[_STOP] != 0 or f[_FAILED] != 0 or self.ctx.stop.is_set()
+
+    def stop_requested(self) -> bool:
+        return self.flags[_STOP] != 0 or self.ctx.stop.is_set()
+
+    def has_failed(self) -> bool:
+        return self.flags[_FAILED] != 0
+
+    def request_stop(self) -> None:
+        self.flags[_STOP] = 1
 
     def fail(self, msg: str, err_no: int | None) -> None:
         with self.lock:
             if self.error is None:
                 self.error, self.error_errno = msg, err_no
-        self.failed.set()
+        self.flags[_FAILED] = 1
+
+    def totals(self) -> tuple[int, int]:
+        return sum(self.done_bytes), sum(self.done_ops)
+
+
+class _Recorder:
+    """Per-operation latencies, end times and sizes, kept in fixed arrays and added to the
+    worker's stats a chunk at a time (off the timed path)."""
+
+    __slots__ = ("st", "lat", "end", "nbytes", "n")
+
+    def __init__(self, st: WorkerStats):
+        self.st = st
+        self.lat = array.array("q", bytes(8 * CHUNK))
+        self.end = array.array("q", bytes(8 * CHUNK))
+        self.nbytes = array.array("q", bytes(8 * CHUNK))
+        self.n = 0
+
+    def add(self, nbytes: int, t0: int, t1: int) -> None:
+        k = self.n
+        self.lat[k] = t1 - t0
+        self.end[k] = t1
+        self.nbytes[k] = nbytes
+        self.n = k + 1
+        if k + 1 == CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        n = self.n
+        if not n:
+            return
+        st = self.st
+        lat = np.frombuffer(self.lat, dtype=np.int64, count=n)
+        nb = np.frombuffer(self.nbytes, dtype=np.int64, count=n)
+        ends = np.frombuffer(self.end, dtype=np.int64, count=n)
+        st.hist.record_array(lat)
+        st.bytes += int(nb.sum())
+        st.ops += n
+        # the series slot of each op's end, as WorkerStats.add computes it
+        # slot k holds ops completed in (k, k+1] slots after the origin, as WorkerStats.add
+        slots = ((ends / 1e9 - st.origin) * _PER_S - 1e-9).astype(np.int64)
+        np.maximum(slots, 0, out=slots)
+        top = int(slots.max()) + 1
+        if top > len(st.slot_bytes):
+            grow = top - len(st.slot_bytes)
+            st.slot_bytes.extend([0] * grow)
+            st.slot_ops.extend([0] * grow)
+        by_bytes = np.bincount(slots, weights=nb)
+        by_ops = np.bincount(slots)
+        for i in np.nonzero(by_ops)[0].tolist():
+            st.slot_bytes[i] += int(by_bytes[i])
+            st.slot_ops[i] += int(by_ops[i])
+        self.n = 0
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+_LIBC: Any = None
+
+
+def _libc() -> Any:
+    """libc loaded in the parent, before any fork (dlopen in a forked child is unsafe)."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            _LIBC = ctypes.CDLL(None, use_errno=True)
+        except OSError:  # pragma: no cover
+            _LIBC = False
+    return _LIBC
 
 
 class PosixEngine(Engine):
+    """pread/pwrite from threads or forked processes.
+
+    ``workers``: "threads", "processes", or "auto" (processes when a phase has more workers
+    than this host has CPUs, where Python threads would queue for the GIL). A phase may
+    override it with ``params["workers"]``.
+    """
+
     name = "posix"
+
+    def __init__(self, workers: str = "auto"):
+        if workers not in WORKER_MODES:
+            raise ValueError(f"workers must be one of {WORKER_MODES}, not {workers!r}")
+        self.workers = workers
 
     def version(self) -> str | None:
         from .. import __version__
 
         return __version__
 
+    def worker_mode(self, phase: PhaseSpec) -> str:
+        """The worker mode this phase runs with: "threads" or "processes"."""
+        mode = phase.params.get("workers", self.workers)
+        if mode not in WORKER_MODES:
+            raise EngineError(f"phase {phase.name}: workers must be one of {WORKER_MODES}")
+        if not hasattr(os, "fork") or phase.jobs < 2 or multiprocessing.current_process().daemon:
+            return "threads"  # (a daemonic process may not have children)
+        if mode == "auto":
+            return "processes" if phase.jobs > _cpus() else "threads"
+        return mode
+
     def run(self, phase: PhaseSpec, ctx: EngineContext) -> PhaseResult:
         if phase.op not in OPS_DATA and phase.op not in OPS_META:
             raise EngineError(f"the posix engine cannot run op {phase.op!r}")
         work = assign(phase, ctx.run_dir)
         state = _PhaseState(ctx, phase.jobs)
+        mode = self.worker_mode(phase)
+        total = (
+            sum(s.length for seg in work for s in seg) if phase.op in ("write", "read") else None
+        )
+        ctx.progress.start(phase.name, total if not phase.time_s else None, None)
         origin = time.perf_counter()
+        try:
+            if mode == "processes":
+                stats = self._run_processes(phase, work, state, origin)
+            else:
+                stats = self._run_threads(phase, work, state, origin)
+        finally:
+            ctx.progress.update(*state.totals())
+            ctx.progress.close()
+        return self._result(phase, stats, state, ctx, mode)
+
+    # -- coordination ------------------------------------------------------------------------
+    def _run_threads(
+        self, phase: PhaseSpec, work: list[list[_Segment]], state: _PhaseState, origin: float
+    ) -> list[WorkerStats]:
         stats = [WorkerStats(origin=origin) for _ in range(phase.jobs)]
         barrier = threading.Barrier(phase.jobs + 1)
+
+        def ready() -> bool:
+            try:
+                barrier.wait()
+                return True
+            except threading.BrokenBarrierError:
+                return False
+
         threads = [
             threading.Thread(
                 target=self._worker,
-                args=(phase, w, work[w], stats[w], state, barrier),
+                args=(phase, w, work[w], stats[w], state, ready),
                 name=f"iobench-{phase.name}-{w}",
                 daemon=True,
             )
             for w in range(phase.jobs)
         ]
-        total = (
-            sum(s.length for seg in work for s in seg) if phase.op in ("write", "read") else None
-        )
-        ctx.progress.start(phase.name, total if not phase.time_s else None, None)
         for t in threads:
             t.start()
         try:
             barrier.wait()  # every worker has its buffers ready: the phase starts now
             while alive := [t for t in threads if t.is_alive()]:
-                alive[0].join(0.2)
-                ctx.progress.update(sum(state.done_bytes), sum(state.done_ops))
+                alive[0].join(POLL_S)
+                if state.ctx.stop.is_set():
+                    state.request_stop()
+                state.ctx.progress.update(*state.totals())
         except BaseException:
-            state.failed.set()  # Ctrl-C or an error in the main thread: stop the workers
+            state.request_stop()  # Ctrl-C or an error in this thread: stop the workers
+            barrier.abort()
             for t in threads:
                 t.join()
             raise
+        return stats
+
+    def _run_processes(
+        self, phase: PhaseSpec, work: list[list[_Segment]], state: _PhaseState, origin: float
+    ) -> list[WorkerStats]:
+        mp = multiprocessing.get_context("fork")
+        go = mp.Event()
+        _libc()
+        procs: list[Any] = []
+        conns: list[Any] = []
+        stats: list[WorkerStats | None] = [None] * phase.jobs
+        try:
+            for w in range(phase.jobs):
+                recv, send = mp.Pipe(duplex=False)
+                p = mp.Process(
+                    target=_child_main,
+                    args=(self, phase, w, work[w], origin, state, send, go, os.getpid()),
+                    name=f"iobench-{phase.name}-{w}",
+                    daemon=True,
+                )
+                try:
+                    p.start()
+                except OSError as e:
+                    send.close()
+                    recv.close()
+                    raise EngineError(
+                        f"phase {phase.name}: cannot start worker process {w}: {e.strerror or e}",
+                        hint="lower jobs, or run with threads",
+                    ) from None
+                send.close()
+                procs.append(p)
+                conns.append(recv)
+            # every worker has its buffers ready (or has ended): then the phase starts
+            self._collect(phase, procs, conns, stats, state, waiting_ready=True)
+            go.set()
+            self._collect(phase, procs, conns, stats, state, waiting_ready=False)
+            for p in procs:
+                p.join()
+        except BaseException:
+            state.request_stop()  # Ctrl-C or an error in this thread: stop the workers
+            go.set()
+            for c in conns:
+                c.close()  # a worker's result is no longer wanted: its send fails, it exits
+            for p in procs:
+                p.join(5)
+                if p.is_alive():
+                    p.kill()
+                    p.join()
+            raise
         finally:
-            ctx.progress.update(sum(state.done_bytes), sum(state.done_ops))
-            ctx.progress.close()
-        return self._result(phase, stats, state, ctx)
+            for c in conns:
+                c.close()
+        return [s if s is not None else WorkerStats(origin=origin) for s in stats]
+
+    def _collect(
+        self,
+        phase: PhaseSpec,
+        procs: list[Any],
+        conns: list[Any],
+        stats: list[WorkerStats | None],
+        state: _PhaseState,
+        waiting_ready: bool,
+    ) -> None:
+        """Read worker messages until each has said "ready" (or, later, sent its result)."""
+        pending = {c: w for w, c in enumerate(conns) if stats[w] is None and not c.closed}
+        while pending:
+            for c in multiprocessing.connection.wait(list(pending), timeout=POLL_S):
+                w = pending.pop(c)
+                try:
+                    msg = c.recv()
+                except (EOFError, OSError):
+                    procs[w].join(1)
+                    stats[w] = WorkerStats(origin=0.0)
+                    state.fail(
+                        f"worker process {w} ended unexpectedly (exit code {procs[w].exitcode})",
+                        None,
+                    )
+                    continue
+                if msg == "ready":
+                    if not waiting_ready:  # pragma: no cover - protocol error
+                        pending[c] = w
+                    continue
+                stats[w] = WorkerStats.from_dict(msg["stats"])
+                if msg["error"]:
+                    state.fail(msg["error"], msg["errno"])
+            if state.ctx.stop.is_set():
+                state.request_stop()
+            state.ctx.progress.update(*state.totals())
 
     # -- aggregation -------------------------------------------------------------------------
     def _result(
@@ -140,6 +381,7 @@ class PosixEngine(Engine):
         stats: list[WorkerStats],
         state: _PhaseState,
         ctx: EngineContext,
+        mode: str = "threads",
     ) -> PhaseResult:
         if phase.direct:
             cache = "direct"
@@ -156,15 +398,15 @@ class PosixEngine(Engine):
             cache=cache,
             params={**phase.params, "latency_per": phase.latency_per, "mode": phase.mode},
         )
-        agg_ops = res.ops
+        res.extra["workers"] = mode
         if state.error:
-            res.status = "partial" if agg_ops else "failed"
+            res.status = "partial" if res.ops else "failed"
             res.error = state.error
             err = EngineError(f"phase {phase.name}: {state.error}")
             err.partial = res  # type: ignore[attr-defined]
             err.errno = state.error_errno  # type: ignore[attr-defined]
             raise err
-        if ctx.stop.is_set():
+        if ctx.stop.is_set() or state.stop_requested():
             res.status = "partial"
             res.error = "interrupted"
         return res
@@ -177,38 +419,39 @@ class PosixEngine(Engine):
         segments: list[_Segment],
         st: WorkerStats,
         state: _PhaseState,
-        barrier: threading.Barrier,
+        ready: Callable[[], bool],
     ) -> None:
         pool = None
         buf = None
+        rec = _Recorder(st)
         try:
-            if phase.op in ("write", "create", "randwrite"):
+            try:
                 bs = phase.block_size or max((s.length for s in segments), default=4096)
-                pool = DataPool(min(bs, 64 << 20), seed=phase.seed * 1000 + w + 1)
-            else:
-                bs = phase.block_size or max((s.length for s in segments), default=4096)
-                buf = aligned_buffer(max(bs, 1))  # rounded up to whole pages
-        except BaseException as e:  # buffers could not be set up: let the phase start and fail
-            state.fail(f"worker setup failed: {e}", None)
-        try:
-            barrier.wait()
-        except threading.BrokenBarrierError:
-            return
-        if state.failed.is_set():
-            return
-        st.start = time.perf_counter()
-        st.end = st.start
-        try:
-            if phase.op in OPS_META:
-                self._meta_loop(phase, w, segments, st, state, pool, buf)
-            elif phase.op in ("randread", "randwrite"):
-                self._random_loop(phase, w, segments, st, state, pool, buf)
-            else:
-                self._seq_loop(phase, w, segments, st, state, pool, buf)
-        except _Stop:
-            pass
+                if phase.op in ("write", "create", "randwrite"):
+                    pool = DataPool(min(bs, 64 << 20), seed=phase.seed * 1000 + w + 1)
+                else:
+                    buf = aligned_buffer(max(bs, 1))  # rounded up to whole pages
+            except BaseException as e:  # buffers could not be set up: start, then fail
+                state.fail(f"worker setup failed: {e}", None)
+            if not ready() or state.has_failed():
+                return
+            st.start = time.perf_counter()
+            st.end = st.start
+            try:
+                if phase.op in OPS_META:
+                    self._meta_loop(phase, w, segments, st, state, pool, buf, rec)
+                elif phase.op in ("randread", "randwrite"):
+                    self._random_loop(phase, w, segments, st, state, pool, buf, rec)
+                else:
+                    self._seq_loop(phase, w, segments, st, state, pool, buf, rec)
+            except _Stop:
+                pass
+            finally:
+                rec.flush()
+                state.done_bytes[w] = st.bytes
+                state.done_ops[w] = st.ops
+                st.end = max(st.end, st.start)
         finally:
-            st.end = max(st.end, st.start)
             if pool:
                 pool.close()
             if buf:
@@ -220,23 +463,25 @@ class PosixEngine(Engine):
             flags |= os.O_DIRECT
         return flags
 
-    def _pace(self, phase: PhaseSpec, st: WorkerStats) -> None:
-        if phase.rate_bps:
-            ahead = st.bytes / phase.rate_bps - (time.perf_counter() - st.start)
-            if ahead > 0:
-                time.sleep(ahead)
+    def _pace(self, phase: PhaseSpec, st: WorkerStats, moved: int) -> None:
+        ahead = moved / phase.rate_bps - (time.perf_counter() - st.start)
+        if ahead > 0:
+            time.sleep(ahead)
 
-    def _seq_loop(self, phase, w, segments, st, state, pool, buf) -> None:
+    def _seq_loop(self, phase, w, segments, st, state, pool, buf, rec) -> None:
         write = phase.op == "write"
         bs = phase.block_size or 0
         per_file = phase.latency_per == "file"
         budget = phase.size or None  # bytes this worker moves
         deadline = (st.start + phase.time_s) if phase.time_s else None
+        deadline_ns = int(deadline * 1e9) if deadline else 0
         flags = self._open_flags(phase, write)
         direct = phase.direct
         fds: list[int] = []
         view = memoryview(buf) if buf is not None else None
         moved = 0
+        done_bytes = state.done_bytes
+        should_stop = state.should_stop
         try:
             while True:
                 for seg in segments:
@@ -246,10 +491,11 @@ class PosixEngine(Engine):
                     except OSError as e:
                         state.fail(_describe_oserror(e, seg.path), e.errno)
                         raise _Stop from None
+                    pos = seg.offset
                     try:
-                        pos, end = seg.offset, seg.offset + seg.length
+                        end = seg.offset + seg.length
                         while pos < end:
-                            if state.should_stop():
+                            if should_stop():
                                 raise _Stop
                             n = min(bs or (end - pos), end - pos)
                             if budget is not None and not deadline:
@@ -272,30 +518,29 @@ class PosixEngine(Engine):
                             pos += done
                             moved += done
                             if not per_file:
-                                st.add(done, t1 / 1e9, t1 - t0)
-                            else:
-                                st.bytes += done
-                            state.done_bytes[w] = moved
-                            if deadline and t1 / 1e9 >= deadline:
+                                rec.add(done, t0, t1)
+                            done_bytes[w] = moved
+                            if deadline_ns and t1 >= deadline_ns:
                                 break
                             if phase.rate_bps:
-                                self._pace(phase, st)
+                                self._pace(phase, st, moved)
                         if write and phase.fsync == "file":
                             os.fsync(fd)
                     except OSError as e:
                         state.fail(_describe_oserror(e, seg.path, pos), e.errno)
                         raise _Stop from None
                     finally:
-                        if write and phase.fsync == "end" and not state.failed.is_set():
+                        if write and phase.fsync == "end" and not state.has_failed():
                             fds.append(os.dup(fd))
                         os.close(fd)
                     t_end = _perf_ns()
                     if per_file:  # one latency sample per whole file: open to close
                         st.hist.record(t_end - t_file)
                         st.ops += 1
+                        st.bytes += pos - seg.offset
                         _slot(st, t_end / 1e9, pos - seg.offset)
                     st.files += 1
-                    state.done_ops[w] = st.ops
+                    state.done_ops[w] = st.ops + rec.n
                     if phase.drop_cache_after:
                         drop_file_cache(seg.path)
                     st.end = t_end / 1e9
@@ -310,7 +555,7 @@ class PosixEngine(Engine):
         finally:
             for fd in fds:
                 try:
-                    if not state.failed.is_set() and not state.ctx.stop.is_set():
+                    if not state.has_failed() and not state.stop_requested():
                         os.fsync(fd)
                 except OSError as e:
                     state.fail(_describe_oserror(e, "fsync at end"), e.errno)
@@ -319,7 +564,7 @@ class PosixEngine(Engine):
             if fds:
                 st.end = time.perf_counter()
 
-    def _random_loop(self, phase, w, segments, st, state, pool, buf) -> None:
+    def _random_loop(self, phase, w, segments, st, state, pool, buf, rec) -> None:
         write = phase.op == "randwrite"
         bs = phase.block_size or 4096
         segs = [s for s in segments if s.length >= bs]
@@ -328,63 +573,92 @@ class PosixEngine(Engine):
         flags = self._open_flags(phase, write)
         if write:
             flags &= ~os.O_CREAT
-        fds = [os.open(s.path, flags) for s in segs]
-        view = memoryview(buf) if buf is not None else None
+        fds: list[int] = []
+        try:
+            for s in segs:
+                fds.append(os.open(s.path, flags))
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            state.fail(_describe_oserror(e, segs[len(fds)].path), e.errno)
+            return
+        bufs = [memoryview(buf)[:bs]] if buf is not None else None
         rng = np.random.default_rng(phase.seed * 7919 + w)
         blocks = np.array([s.length // bs for s in segs], dtype=np.int64)
         weights = blocks / blocks.sum()
+        seg_offsets = np.array([s.offset for s in segs], dtype=np.int64)
         n_ops = (phase.size // bs) if phase.size else int(blocks.sum())
-        deadline = (st.start + phase.time_s) if phase.time_s else None
+        deadline_ns = int((st.start + phase.time_s) * 1e9) if phase.time_s else 0
+        rate = phase.rate_bps
+        should_stop = state.should_stop
+        lat, ends, nbytes = rec.lat, rec.end, rec.nbytes
+        preadv, pwrite = os.preadv, os.pwrite
         done_ops = 0
+        n = k = 0
+        which_l: list[int] = [0]
+        offs: list[int] = [0]
         try:
-            while deadline or done_ops < n_ops:
-                chunk = 65536 if deadline else min(65536, n_ops - done_ops)
+            while deadline_ns or done_ops < n_ops:
+                chunk = CHUNK if deadline_ns else min(CHUNK, n_ops - done_ops)
                 # offsets are drawn off the timed path, a chunk at a time
                 which = (
                     rng.choice(len(segs), size=chunk, p=weights)
                     if len(segs) > 1
                     else np.zeros(chunk, dtype=np.int64)
                 )
-                offs = (
-                    rng.integers(0, blocks[which]) * bs + np.array([s.offset for s in segs])[which]
-                ).tolist()
-                which = which.tolist()
+                offs = (rng.integers(0, blocks[which]) * bs + seg_offsets[which]).tolist()
+                which_l = which.tolist()
+                fd_of = [fds[i] for i in which_l]
+                chunk_bytes = st.bytes
+                hit_deadline = False
                 for k in range(chunk):
-                    if state.should_stop():
+                    if not k % STOP_EVERY and should_stop():
                         raise _Stop
-                    fd = fds[which[k]]
                     off = offs[k]
                     if write:
-                        data = pool.next_block(which[k], off, bs)
+                        data = pool.next_block(which_l[k], off, bs)
                         t0 = _perf_ns()
-                        done = os.pwrite(fd, data, off)
+                        done = pwrite(fd_of[k], data, off)
                     else:
                         t0 = _perf_ns()
-                        done = os.preadv(fd, [view[:bs]], off)
+                        done = preadv(fd_of[k], bufs, off)
                     t1 = _perf_ns()
-                    st.add(done, t1 / 1e9, t1 - t0)
-                    if phase.rate_bps:
-                        self._pace(phase, st)
-                    if deadline and t1 / 1e9 >= deadline:
-                        st.end = t1 / 1e9
-                        return
-                done_ops += chunk
+                    lat[n] = t1 - t0
+                    ends[n] = t1
+                    nbytes[n] = done
+                    n += 1
+                    if rate:
+                        chunk_bytes += done
+                        self._pace(phase, st, chunk_bytes)
+                    if deadline_ns and t1 >= deadline_ns:
+                        hit_deadline = True
+                        break
+                done_ops += n
+                st.end = ends[n - 1] / 1e9 if n else st.end
+                rec.n, n = n, 0
+                rec.flush()
                 state.done_bytes[w] = st.bytes
                 state.done_ops[w] = st.ops
-                st.end = time.perf_counter()
+                if hit_deadline:
+                    return
             if write and phase.fsync in ("end", "file"):
                 for fd in fds:
                     os.fsync(fd)
                 st.end = time.perf_counter()
         except OSError as e:
-            state.fail(_describe_oserror(e, segs[0].path), e.errno)
+            where = segs[which_l[k]].path if k < len(which_l) else segs[0].path
+            state.fail(_describe_oserror(e, where, offs[k] if k < len(offs) else None), e.errno)
         finally:
+            if n:  # operations of an unfinished chunk (stop or error)
+                rec.n = n
+                st.end = ends[n - 1] / 1e9
             for fd in fds:
                 os.close(fd)
 
-    def _meta_loop(self, phase, w, segments, st, state, pool, buf) -> None:
+    def _meta_loop(self, phase, w, segments, st, state, pool, buf, rec) -> None:
         op = phase.op
         view = memoryview(buf) if buf is not None else None
+        moved = 0
         for seg in segments:
             if state.should_stop():
                 raise _Stop
@@ -423,13 +697,60 @@ class PosixEngine(Engine):
             except OSError as e:
                 state.fail(_describe_oserror(e, seg.path), e.errno)
                 raise _Stop from None
-            st.add(n, t1 / 1e9, t1 - t0)
+            rec.add(n, t0, t1)
+            moved += n
             st.files += 1
             st.end = t1 / 1e9
-            state.done_ops[w] = st.ops
-            state.done_bytes[w] = st.bytes
+            state.done_ops[w] = st.ops + rec.n
+            state.done_bytes[w] = moved
             if phase.drop_cache_after and op == "create":
                 drop_file_cache(seg.path)
+
+
+def _child_main(
+    engine: PosixEngine,
+    phase: PhaseSpec,
+    w: int,
+    segments: list[_Segment],
+    origin: float,
+    state: _PhaseState,
+    conn: Any,
+    go: Any,
+    parent: int,
+) -> None:
+    """A forked worker: run one worker's loop and send its stats (and error) back."""
+    # The parent turns Ctrl-C/SIGTERM into the shared stop flag; the terminal's SIGINT to the
+    # whole process group must not kill a worker before it reports what it did.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    libc = _LIBC
+    if libc:
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: never outlive the parent
+    if os.getppid() != parent:
+        os._exit(1)
+    state.lock = threading.Lock()  # another thread may have held the inherited one at fork
+    state.error = state.error_errno = None
+    st = WorkerStats(origin=origin)
+
+    def ready() -> bool:
+        conn.send("ready")
+        go.wait()
+        return True
+
+    error = None
+    try:
+        try:
+            engine._worker(phase, w, segments, st, state, ready)
+            error = state.error
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            error = f"worker process {w} failed: {type(e).__name__}: {e}"
+            state.flags[_FAILED] = 1
+        conn.send({"stats": st.to_dict(), "error": error, "errno": state.error_errno})
+        conn.close()
+    except BaseException:  # noqa: BLE001 - the parent gave up on us (Ctrl-C): just leave
+        pass
+    finally:
+        os._exit(0)  # no interpreter teardown, no atexit handlers inherited from the parent
 
 
 class _Stop(Exception):
@@ -438,7 +759,7 @@ class _Stop(Exception):
 
 def _slot(st: WorkerStats, t_end: float, nbytes: int) -> None:
     """Put a whole file's bytes and one op in the series slot of its end time."""
-    slot = max(int((t_end - st.origin) * 10 - 1e-9), 0)
+    slot = max(int((t_end - st.origin) * _PER_S - 1e-9), 0)
     if slot >= len(st.slot_bytes):
         grow = slot + 1 - len(st.slot_bytes)
         st.slot_bytes.extend([0] * grow)

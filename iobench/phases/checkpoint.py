@@ -34,7 +34,9 @@ PARAMS: dict[str, Param] = {
     "files": Param("count", 256, "small files per rank directory", minimum=1),
     "file_sizes": Param("sizes", [4096, 65536, 1 << 20], "small-file sizes, drawn in turn"),
     "metadata": Param("bool", True, "run the small-file create/stat/read/delete phases"),
-    "checkpoint_size": Param("size", 256 << 20, "total bytes of the synthetic state dict", minimum=0),
+    "checkpoint_size": Param(
+        "size", 256 << 20, "total bytes of the synthetic state dict", minimum=0
+    ),
     "shards": Param("count", 4, "checkpoint shards (one per emulated rank)", minimum=1),
     "dcp": Param("bool", True, "also save/load with torch.distributed.checkpoint"),
     "tensor_size": Param("size", 16 << 20, "bytes per tensor in the state dict", minimum=4096),
@@ -81,7 +83,9 @@ def run(params: dict[str, Any], runner: Any) -> None:
         _metadata(params, runner)
     if params["checkpoint_size"]:
         _check_memory(params["checkpoint_size"])
-        state = make_state_dict(params["checkpoint_size"], params["shards"], params["tensor_size"], params["seed"])
+        state = make_state_dict(
+            params["checkpoint_size"], params["shards"], params["tensor_size"], params["seed"]
+        )
         _torch_save_load(params, runner, state)
         if params["dcp"]:
             _dcp_save_load(params, runner, state)
@@ -96,7 +100,9 @@ def _metadata(params: dict[str, Any], runner: Any) -> None:
     runner.execute(PhaseSpec("ckpt-create", "create", files, fsync=fsync, **common))
     runner.execute(PhaseSpec("ckpt-stat", "stat", files, **common))
     aligned = all(f.size % 4096 == 0 for f in files)
-    runner.execute(PhaseSpec("ckpt-open_read", "open_read", files, direct=direct and aligned, **common))
+    runner.execute(
+        PhaseSpec("ckpt-open_read", "open_read", files, direct=direct and aligned, **common)
+    )
     runner.execute(PhaseSpec("ckpt-delete", "delete", files, **common))
 
 
@@ -177,7 +183,9 @@ def _fsync_path(path: str) -> None:
         os.close(fd)
 
 
-def _record(runner: Any, name: str, op: str, stats: list[WorkerStats], params: dict, cache: str, note: str) -> None:
+def _record(
+    runner: Any, name: str, op: str, stats: list[WorkerStats], params: dict, cache: str, note: str
+) -> None:
     res = phase_result(
         name, op, stats, concurrency=len(stats), block_size=0, cache=cache,
         params={"shards": len(stats), "checkpoint_size": params["checkpoint_size"], "api": note},
@@ -211,7 +219,10 @@ def _torch_save_load(params: dict[str, Any], runner: Any, state: list[dict[str, 
     import torch
 
     runner.mkdirs(["ckpt-torch"])
-    paths = [os.path.join(runner.run_dir, "ckpt-torch", f"shard{runner.rank}-{i}.pt") for i in range(len(state))]
+    paths = [
+        os.path.join(runner.run_dir, "ckpt-torch", f"shard{runner.rank}-{i}.pt")
+        for i in range(len(state))
+    ]
 
     def save(i: int, st: WorkerStats) -> None:
         t0 = time.perf_counter_ns()

@@ -21,12 +21,16 @@ from ..spec import Param
 PARAMS: dict[str, Param] = {
     "files": Param("count", 1024, "sample files in the dataset", minimum=1),
     "file_size": Param("size", 256 << 10, "mean bytes per file", minimum=1),
-    "size_dist": Param("choice", "fixed", "file-size distribution", ("fixed", "normal", "lognormal")),
+    "size_dist": Param(
+        "choice", "fixed", "file-size distribution", ("fixed", "normal", "lognormal")
+    ),
     "size_sd": Param("size", 0, "standard deviation of the file size", minimum=0),
     "readers": Param("counts", [1, 2, 4, 8], "reader-count sweep"),
     "orders": Param("choice", "both", "read orders", ("both", "sequential", "shuffled")),
     "format": Param("choice", "raw", "sample file format", ("raw", "npz", "parquet", "tar")),
-    "samples_per_file": Param("count", 1, "samples per file (parquet row groups, tar members)", minimum=1),
+    "samples_per_file": Param(
+        "count", 1, "samples per file (parquet row groups, tar members)", minimum=1
+    ),
 }
 
 
@@ -56,7 +60,9 @@ def plan(params: dict[str, Any]) -> Plan:
     return p
 
 
-def write_dataset(params: dict[str, Any], runner: Any, prefix: str = "data") -> tuple[FileSpec, ...]:
+def write_dataset(
+    params: dict[str, Any], runner: Any, prefix: str = "data"
+) -> tuple[FileSpec, ...]:
     """Lay the dataset out (untimed for the read figures), fsynced and dropped from cache."""
     files = layout(params, prefix)
     runner.mkdirs(sorted({os.path.dirname(f.path) for f in files}))

@@ -34,7 +34,9 @@ def _label(n: int) -> str:
     return str(n)
 
 
-def _files(params: dict[str, Any], jobs: int, world: int = 1, rank: int = 0) -> tuple[FileSpec, ...]:
+def _files(
+    params: dict[str, Any], jobs: int, world: int = 1, rank: int = 0
+) -> tuple[FileSpec, ...]:
     size = params["size"]
     if params["mode"] == "shared":
         return (FileSpec("seq/shared.dat", size * jobs * world),)
@@ -89,7 +91,9 @@ def run(params: dict[str, Any], runner: Any) -> None:
             verify=params["verify"],
             params={"sweep": "block_size" if "-bs" in suffix else "jobs" if "-j" in suffix else ""},
         )
-        runner.execute(PhaseSpec(f"seq-write{suffix}", "write", files, fsync=params["fsync"], **common))
+        runner.execute(
+            PhaseSpec(f"seq-write{suffix}", "write", files, fsync=params["fsync"], **common)
+        )
         read_files = peer_files(_files(params, jobs, runner.world, src), prefix)
         if params["read_back"]:
             runner.execute(PhaseSpec(f"seq-read{suffix}", "read", read_files, **common))

@@ -1,0 +1,531 @@
+"""The fio engine: a PhaseSpec becomes a fio job file, fio runs it with ``--output-format=json+``,
+and its JSON becomes a PhaseResult with the same fields the posix engine fills.
+
+Each worker is one job section with its own files, offset and size, so the files fio touches
+are exactly the ones the posix engine would (``posix.assign`` deals them). Latency is fio's
+completion latency (clat); the json+ ``bins`` of every job are merged into one iobench
+histogram (fio uses the same log-linear layout, 64 sub-buckets per power of two), never
+averaged percentiles. fio's raw JSON is kept beside result.json.
+
+Phases fio cannot express faithfully (whole-file transfers, metadata operations, files of
+different sizes in one worker) are refused through ``why_not``; the runner then runs them with
+the posix engine and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import EngineError
+from ..results import PhaseResult
+from ..stats import Histogram, spread
+from ..target import drop_file_cache
+from .base import Engine, EngineContext, PhaseSpec
+from .posix import assign
+
+FIO_OPS = {"write": "write", "read": "read", "randread": "randread", "randwrite": "randwrite"}
+POLL_S = 0.2
+STOP_GRACE_S = 10.0  # after SIGINT fio writes its JSON for what it did; then it is killed
+
+
+def _escape(path: str) -> str:
+    """fio separates file names with ':'; a literal one is written '\\:'."""
+    return path.replace("\\", "\\\\").replace(":", "\\:")
+
+
+def _job_name(phase: str, w: int) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", phase) + f".w{w}"
+
+
+def _direction(op: str) -> str:
+    return "write" if op in ("write", "randwrite") else "read"
+
+
+@dataclass
+class FioJobPlan:
+    """One fio job section: a worker's files, its region of each, and how much it moves."""
+
+    worker: int
+    name: str
+    paths: list[str]
+    offset: int
+    length: int  # bytes of each file this job covers, from ``offset``
+    io_bytes: int  # bytes the job moves (fio's io_size); 0 with time_based
+
+
+@dataclass
+class FioPlan:
+    global_opts: dict[str, Any]
+    seed: int = 0
+    jobs: list[FioJobPlan] = field(default_factory=list)
+
+    def text(self) -> str:
+        """The job file."""
+        lines = ["[global]"]
+        lines += [f"{k}={v}" for k, v in self.global_opts.items()]
+        for j in self.jobs:
+            lines += ["", f"[{j.name}]", "filename=" + ":".join(_escape(p) for p in j.paths)]
+            if j.offset:
+                lines.append(f"offset={j.offset}")
+            lines.append(f"size={j.length * len(j.paths)}")
+            if j.io_bytes:
+                lines.append(f"io_size={j.io_bytes}")
+            if len(j.paths) > 1:
+                svc = "random" if self.global_opts["rw"].startswith("rand") else "sequential"
+                lines.append(f"file_service_type={svc}")
+            lines.append(f"randseed={self.seed * 7919 + j.worker + 1}")
+        return "\n".join(lines) + "\n"
+
+
+def why_not(phase: PhaseSpec) -> str | None:
+    """Why fio cannot run this phase faithfully (None when it can)."""
+    if phase.op not in FIO_OPS:
+        return f"fio has no faithful equivalent of {phase.op!r} phases"
+    if not phase.block_size:
+        return "fio cannot read or write whole files of different sizes in one transfer each"
+    if phase.latency_per != "op":
+        return "fio measures latency per I/O, not per whole file"
+    for segs in assign(phase, "."):
+        if len({(s.offset, s.length) for s in segs}) > 1:
+            return "fio splits a job's size evenly over its files: files differ in size here"
+    return None
+
+
+def ioengine_for(phase: PhaseSpec) -> str:
+    """psync at queue depth 1 (what the posix engine does); libaio for deeper queues."""
+    return "libaio" if phase.iodepth > 1 else "psync"
+
+
+def build_plan(phase: PhaseSpec, run_dir: str) -> FioPlan:
+    """Turn a phase into fio jobs: one section per worker, files as ``posix.assign`` deals them."""
+    why = why_not(phase)
+    if why:
+        raise EngineError(f"phase {phase.name}: {why}")
+    g: dict[str, Any] = {
+        "rw": FIO_OPS[phase.op],
+        "bs": phase.block_size,
+        "ioengine": ioengine_for(phase),
+        "iodepth": max(phase.iodepth, 1),
+        "direct": 1 if phase.direct else 0,
+        "group_reporting": 0,
+        "randrepeat": 1,  # offsets follow each job's randseed: reproducible per seed
+        "fallocate": "none",  # the posix engine extends files as it writes; so does fio now
+        "exitall_on_error": 1,  # one failed worker stops the phase, as in the posix engine
+    }
+    write = phase.op in ("write", "randwrite")
+    if write:
+        g["refill_buffers"] = 1  # fresh random data in every block: incompressible
+        if phase.fsync == "end" or (phase.op == "randwrite" and phase.fsync == "file"):
+            g["end_fsync"] = 1
+        elif phase.fsync == "file":
+            g["fsync_on_close"] = 1
+    else:
+        g["allow_file_create"] = 0  # a missing file is an error, never a freshly laid-out one
+    if phase.op.startswith("rand"):
+        g["norandommap"] = 1  # offsets drawn with replacement, as the posix engine draws them
+    if phase.time_s:
+        g["runtime"] = f"{max(int(round(phase.time_s * 1000)), 1)}ms"
+        g["time_based"] = 1
+    if phase.rate_bps:
+        g["rate"] = int(phase.rate_bps)
+    plan = FioPlan(g, seed=phase.seed)
+    for w, segs in enumerate(assign(phase, run_dir)):
+        if not segs:
+            continue
+        length = segs[0].length
+        if phase.op in ("randread", "randwrite"):
+            if length < phase.block_size:
+                continue  # the posix engine skips regions smaller than one block
+            moves = (phase.size // phase.block_size) * phase.block_size if phase.size else 0
+        else:
+            moves = phase.size
+        if phase.time_s:
+            moves = 0
+        plan.jobs.append(
+            FioJobPlan(
+                worker=w,
+                name=_job_name(phase.name, w),
+                paths=[s.path for s in segs],
+                offset=segs[0].offset,
+                length=length,
+                io_bytes=moves if moves and moves != length * len(segs) else 0,
+            )
+        )
+    return plan
+
+
+def job_file(phase: PhaseSpec, run_dir: str) -> str:
+    """The fio job file for ``phase`` (what ``iobench`` hands to fio)."""
+    return build_plan(phase, run_dir).text()
+
+
+# -- output -----------------------------------------------------------------------------------
+def parse_output(text: str) -> dict[str, Any]:
+    """fio's JSON from its output, ignoring anything fio printed before or after it."""
+    start = text.find("{")
+    if start < 0:
+        raise ValueError("no JSON in fio's output")
+    obj, _ = json.JSONDecoder().raw_decode(text, start)
+    if not isinstance(obj, dict) or not isinstance(obj.get("jobs"), list):
+        raise ValueError("fio's JSON has no 'jobs' list")
+    return obj
+
+
+@dataclass
+class FioJobStats:
+    """One job's figures for one direction, in iobench's units (bytes, seconds, ns)."""
+
+    name: str
+    error: int
+    io_bytes: int
+    bw_bytes: float
+    iops: float
+    runtime_s: float
+    total_ios: int
+    clat: dict[str, Any]
+    lat_mean_ns: float
+    slat_mean_ns: float
+    hist: Histogram
+
+
+def job_histogram(clat: dict[str, Any]) -> Histogram:
+    """An iobench histogram from fio's json+ clat ``bins`` (exact min/max/mean kept)."""
+    h = Histogram()
+    for value, n in (clat.get("bins") or {}).items():
+        h.record_bucketed(int(float(value)), int(n))
+    if h.count:
+        # the bins give each value's bucket; fio's own min, max and mean are exact
+        h.min_ns = int(clat.get("min", h.min_ns))
+        h.max_ns = int(clat.get("max", h.max_ns))
+        h.sum_ns = int(round(float(clat.get("mean", h.mean_ns)) * h.count))
+    return h
+
+
+def normalise(data: dict[str, Any], ddir: str) -> list[FioJobStats]:
+    """Per-job figures for direction ``ddir`` ("read" or "write")."""
+    out = []
+    for job in data.get("jobs", []):
+        d = job.get(ddir) or {}
+        clat = d.get("clat_ns") or {}
+        out.append(
+            FioJobStats(
+                name=str(job.get("jobname", "?")),
+                error=int(job.get("error", 0) or 0),
+                io_bytes=int(d.get("io_bytes", 0)),
+                bw_bytes=float(d.get("bw_bytes", 0)),
+                iops=float(d.get("iops", 0)),
+                runtime_s=int(d.get("runtime", 0)) / 1000.0,
+                total_ios=int(d.get("total_ios", 0)),
+                clat=clat,
+                lat_mean_ns=float((d.get("lat_ns") or {}).get("mean", 0.0)),
+                slat_mean_ns=float((d.get("slat_ns") or {}).get("mean", 0.0)),
+                hist=job_histogram(clat),
+            )
+        )
+    return out
+
+
+def to_phase_result(
+    phase: PhaseSpec, data: dict[str, Any], plan: FioPlan | None = None
+) -> PhaseResult:
+    """Aggregate fio's jobs like the posix engine: all bytes over the slowest job's runtime."""
+    jobs = normalise(data, _direction(phase.op))
+    active = [j for j in jobs if j.total_ios > 0]
+    hist = Histogram.merged(j.hist for j in jobs)
+    total_bytes = sum(j.io_bytes for j in jobs)
+    total_ops = sum(j.total_ios for j in jobs)
+    # fio reports runtime in whole milliseconds: a job that moved data took at least 1 ms
+    runtimes = [max(j.runtime_s, 1e-3) for j in active]
+    elapsed = max(runtimes, default=0.0)
+    first = min(runtimes, default=0.0)
+    # fio does not say what each job had done when the first one finished: assume each job
+    # moved its bytes evenly over its runtime (exact for steady jobs)
+    at_first = sum(
+        j.io_bytes * min(1.0, first / rt) for j, rt in zip(active, runtimes, strict=True)
+    )
+    files_by_name = {j.name: len(j.paths) for j in plan.jobs} if plan else {}
+    if phase.direct:
+        cache = "direct"
+    elif phase.drop_cache_after or phase.params.get("cache_dropped"):
+        cache = "dropped"
+    else:
+        cache = "buffered"
+    end_epoch = float(data.get("timestamp_ms", time.time() * 1000)) / 1000.0
+    extra: dict[str, Any] = {
+        "fio_version": data.get("fio version"),
+        "stonewall_basis": (
+            "fio does not report what each job had done when the first finished: "
+            "bytes x (first job's runtime / job's runtime), assuming steady jobs"
+        ),
+        "latency_basis": "fio clat (completion latency)",
+    }
+    if active:
+        extra["start_epoch"] = end_epoch - elapsed
+        extra["end_epoch"] = end_epoch
+        extra["first_end_epoch"] = end_epoch - elapsed + first
+        n = sum(j.total_ios for j in active)
+        extra["fio_lat_mean_s"] = sum(j.lat_mean_ns * j.total_ios for j in active) / n / 1e9
+        extra["fio_slat_mean_s"] = sum(j.slat_mean_ns * j.total_ios for j in active) / n / 1e9
+        extra["fio_runtime_s"] = {j.name: j.runtime_s for j in jobs}
+    return PhaseResult(
+        name=phase.name,
+        op=phase.op,
+        bytes=total_bytes,
+        ops=total_ops,
+        files=sum(files_by_name.get(j.name, 1) for j in active),
+        concurrency=phase.jobs,
+        block_size=phase.block_size,
+        elapsed_s=elapsed,
+        stonewall_s=first,
+        bandwidth_bps=total_bytes / elapsed if elapsed else 0.0,
+        iops=total_ops / elapsed if elapsed else 0.0,
+        bandwidth_stonewall_bps=at_first / first if first else 0.0,
+        latency_s=hist.summary_s(),
+        histogram=hist.to_dict(),
+        per_worker=spread([j.io_bytes / rt for j, rt in zip(active, runtimes, strict=True)]),
+        cache=cache,
+        params={**phase.params, "latency_per": phase.latency_per, "mode": phase.mode},
+        extra=extra,
+    )
+
+
+def _empty(phase: PhaseSpec) -> PhaseResult:
+    return PhaseResult(
+        name=phase.name, op=phase.op, concurrency=phase.jobs, block_size=phase.block_size,
+        cache="direct" if phase.direct else "buffered",
+    )  # fmt: skip
+
+
+def _failed(phase: PhaseSpec, problem: str, res: PhaseResult | None = None) -> EngineError:
+    """An EngineError carrying what was measured (``partial``), as every engine raises it."""
+    res = res if res is not None else _empty(phase)
+    res.status = "partial" if res.ops else "failed"
+    res.error = problem
+    res.extra.setdefault("engine", "fio")
+    err = EngineError(f"phase {phase.name}: {problem}")
+    err.partial = res  # type: ignore[attr-defined]
+    return err
+
+
+def _last_line(*texts: str) -> str:
+    for text in texts:
+        lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+        if lines:
+            return lines[-1]
+    return "no message"
+
+
+def _unique_path(directory: str, stem: str, ext: str) -> str:
+    path = os.path.join(directory, f"{stem}{ext}")
+    k = 2
+    while os.path.exists(path):  # a repeat of the same phase keeps every repeat's output
+        path = os.path.join(directory, f"{stem}-{k}{ext}")
+        k += 1
+    return path
+
+
+class FioEngine(Engine):
+    """Runs phases with fio (``--output-format=json+``)."""
+
+    name = "fio"
+
+    @classmethod
+    def available(cls) -> tuple[bool, str | None]:
+        if shutil.which("fio") is None:
+            return False, "fio is not on PATH"
+        return True, None
+
+    def version(self) -> str | None:
+        from .registry import fio_version
+
+        return fio_version()
+
+    def supports(self, op: str) -> bool:
+        return op in FIO_OPS
+
+    def why_not(self, phase: PhaseSpec) -> str | None:
+        """Why this engine cannot run ``phase`` faithfully; None when it can."""
+        return why_not(phase)
+
+    def run(self, phase: PhaseSpec, ctx: EngineContext) -> PhaseResult:
+        exe = shutil.which("fio")
+        if exe is None:
+            err = _failed(phase, "fio is not on PATH")
+            err.hint = "install fio (apt-get install fio) or use --engine posix"
+            raise err
+        plan = build_plan(phase, ctx.run_dir)
+        if not phase.op.endswith("write"):
+            self._check_inputs(phase, plan)
+        with tempfile.TemporaryDirectory(prefix="iobench-fio-") as tmp:
+            jobfile = os.path.join(tmp, "job.fio")
+            output = os.path.join(tmp, "out.json")
+            with open(jobfile, "w") as f:
+                f.write(plan.text())
+            total = (
+                None
+                if phase.time_s
+                else sum(j.io_bytes or j.length * len(j.paths) for j in plan.jobs)
+            )
+            ctx.progress.start(phase.name, total, None)
+            try:
+                rc, stderr, stdout, stopped, timed_out = self._execute(
+                    exe, jobfile, output, phase, ctx
+                )
+            finally:
+                ctx.progress.close()
+            text = ""
+            if os.path.exists(output):
+                with open(output, errors="replace") as f:
+                    text = f.read()
+            raw_path = self._keep_raw(ctx, phase, text, plan)
+        return self._result(
+            phase, plan, ctx, rc, text, stderr, stdout, stopped, timed_out, raw_path
+        )
+
+    # -- running fio -------------------------------------------------------------------------
+    def _check_inputs(self, phase: PhaseSpec, plan: FioPlan) -> None:
+        """Reads need files already written: fio would otherwise lay them out itself."""
+        for j in plan.jobs:
+            for p in j.paths:
+                try:
+                    size = os.stat(p).st_size
+                except OSError as e:
+                    raise _failed(phase, f"cannot read {p}: {e.strerror or e}") from None
+                if size < j.offset + j.length:
+                    raise _failed(
+                        phase,
+                        f"{p} holds {size} bytes, fewer than the {j.offset + j.length} the "
+                        "phase reads (write the files before reading them)",
+                    )
+
+    def _execute(
+        self, exe: str, jobfile: str, output: str, phase: PhaseSpec, ctx: EngineContext
+    ) -> tuple[int, str, str, bool, bool]:
+        cmd = [exe, "--output-format=json+", f"--output={output}", "--eta=never", jobfile]
+        limit = phase.time_s + max(60.0, phase.time_s) if phase.time_s else None
+        with tempfile.TemporaryFile() as err_f, tempfile.TemporaryFile() as out_f:
+            try:
+                proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, stdin=subprocess.DEVNULL)
+            except OSError as e:
+                raise _failed(phase, f"cannot start fio ({exe}): {e.strerror or e}") from None
+            t0 = time.monotonic()
+            stopped = timed_out = False
+            try:
+                while proc.poll() is None:
+                    try:
+                        proc.wait(POLL_S)
+                    except subprocess.TimeoutExpired:
+                        pass
+                    if proc.returncode is not None:
+                        break
+                    if ctx.stop.is_set() and not stopped:
+                        stopped = True
+                        self._interrupt(proc)
+                    elif limit is not None and time.monotonic() - t0 > limit and not timed_out:
+                        timed_out = True
+                        self._interrupt(proc)
+            except BaseException:  # Ctrl-C in this thread: fio must not outlive us
+                self._interrupt(proc)
+                raise
+            # a terminal's Ctrl-C reaches fio too: it may have ended before we saw the flag
+            stopped = stopped or ctx.stop.is_set()
+            err_f.seek(0)
+            out_f.seek(0)
+            stderr = err_f.read().decode(errors="replace")
+            stdout = out_f.read().decode(errors="replace")
+        return proc.returncode, stderr, stdout, stopped, timed_out
+
+    @staticmethod
+    def _interrupt(proc: subprocess.Popen) -> None:
+        """SIGINT (fio stops its jobs and writes what they did), then SIGKILL if it lingers."""
+        if proc.poll() is not None:
+            return
+        try:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        except OSError:
+            pass
+
+    def _keep_raw(
+        self, ctx: EngineContext, phase: PhaseSpec, text: str, plan: FioPlan
+    ) -> str | None:
+        if not ctx.raw_dir or not text:
+            return None
+        try:
+            os.makedirs(ctx.raw_dir, exist_ok=True)
+            stem = "fio-" + re.sub(r"[^A-Za-z0-9_.-]", "_", phase.name)
+            path = _unique_path(ctx.raw_dir, stem, ".json")
+            with open(path, "w") as f:
+                f.write(text)
+            with open(path[: -len(".json")] + ".fio", "w") as f:
+                f.write(plan.text())
+            return path
+        except OSError:
+            return None  # keeping fio's JSON is a courtesy; the figures are already parsed
+
+    def _result(
+        self,
+        phase: PhaseSpec,
+        plan: FioPlan,
+        ctx: EngineContext,
+        rc: int,
+        text: str,
+        stderr: str,
+        stdout: str,
+        stopped: bool,
+        timed_out: bool,
+        raw_path: str | None,
+    ) -> PhaseResult:
+        data: dict[str, Any] | None = None
+        parse_error = None
+        try:
+            data = parse_output(text)
+        except ValueError as e:
+            parse_error = str(e) or "malformed JSON"
+        res = to_phase_result(phase, data, plan) if data is not None else _empty(phase)
+        res.extra["engine"] = self.name
+        res.extra["fio_ioengine"] = plan.global_opts["ioengine"]
+        if raw_path:
+            res.extra["fio_json"] = raw_path
+        if phase.drop_cache_after:
+            for j in plan.jobs:
+                for p in j.paths:
+                    drop_file_cache(p)
+        job_errors = [
+            (j.get("jobname", "?"), int(j.get("error", 0) or 0))
+            for j in (data or {}).get("jobs", [])
+            if int(j.get("error", 0) or 0) and not (stopped and int(j.get("error", 0)) == 4)
+        ]  # EINTR is how a job stopped by SIGINT ends
+        problem = None
+        if timed_out:
+            problem = "fio did not finish in time and was stopped"
+        elif job_errors:
+            name, code = job_errors[0]
+            problem = (
+                f"fio job {name} failed with error {code} ({os.strerror(code)}): "
+                + _last_line(stderr, stdout)
+            )
+        elif rc != 0 and not stopped:
+            problem = f"fio exited with status {rc}: {_last_line(stderr, stdout)}"
+        elif data is None:
+            problem = (
+                f"fio's output could not be read ({parse_error}): {_last_line(stderr, stdout)}"
+            )
+        if problem:
+            raise _failed(phase, problem, res)
+        if stopped:
+            res.status = "partial"
+            res.error = "interrupted"
+        return res

@@ -1,0 +1,194 @@
+"""The contract every engine passes: subclass ``EngineContract`` and provide an ``engine`` fixture.
+
+The suite is engine-agnostic: it gets a ``run_dir`` (a local directory by default; an engine for
+object stores overrides the ``run_dir`` fixture and the few hooks below), builds PhaseSpecs with
+small sizes, and checks what every engine promises: the bytes and operations it was asked for,
+figures consistent with each other, a histogram holding every operation, the cache state, the
+per-worker spread, time-based and rate-limited phases, stopping mid-phase, and failing with an
+EngineError that carries the partial result. It asserts no speed: these machines vary too much.
+
+    class TestMyEngine(EngineContract):
+        @pytest.fixture
+        def engine(self):
+            return MyEngine()
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from iobench.engines.base import EngineContext, FileSpec, PhaseSpec
+from iobench.errors import EngineError
+from iobench.results import PhaseResult
+from iobench.target import StopFlag, probe_direct_io
+
+MiB = 1 << 20
+KiB = 1 << 10
+
+
+class EngineContract:
+    """Pytest-style contract tests; subclasses provide the ``engine`` fixture."""
+
+    # -- hooks an engine for another kind of target overrides --------------------------------
+    @pytest.fixture
+    def run_dir(self, tmp_path) -> str:
+        return str(tmp_path)
+
+    def direct_available(self, run_dir: str) -> bool:
+        """Whether O_DIRECT works in ``run_dir`` (ext4 tmp dirs: yes; tmpfs, object stores: no)."""
+        return probe_direct_io(run_dir)[0]
+
+    def file_size(self, run_dir: str, path: str) -> int:
+        return os.stat(os.path.join(run_dir, path)).st_size
+
+    def unwritable(self, run_dir: str) -> FileSpec:
+        """A file no one can create, root included: its parent is a regular file."""
+        with open(os.path.join(run_dir, "blocker"), "w") as f:
+            f.write("not a directory")
+        return FileSpec("blocker/x.dat", 1 * MiB)
+
+    def ctx(self, run_dir: str, stop: StopFlag | None = None) -> EngineContext:
+        """The context every phase gets (override to add storage_options, raw_dir, ...)."""
+        return EngineContext(run_dir=run_dir, stop=stop or StopFlag())
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def write_files(
+        self, engine, run_dir: str, n: int = 2, size: int = 4 * MiB, direct: bool = False
+    ) -> tuple[tuple[FileSpec, ...], PhaseResult]:
+        files = tuple(FileSpec(f"c{i}.dat", size) for i in range(n))
+        res = engine.run(
+            PhaseSpec("c-write", "write", files, jobs=n, block_size=MiB, direct=direct,
+                      fsync="end", seed=3),
+            self.ctx(run_dir),
+        )  # fmt: skip
+        return files, res
+
+    @staticmethod
+    def check_consistent(res: PhaseResult, nbytes: int, bs: int) -> None:
+        """The figures agree with each other and with what was asked."""
+        assert res.status == "ok", res.error
+        assert res.bytes == nbytes
+        assert res.ops == nbytes // bs
+        assert res.histogram["count"] == res.ops
+        assert sum(res.histogram["buckets"].values()) == res.ops
+        assert res.elapsed_s > 0
+        assert res.bandwidth_bps == pytest.approx(res.bytes / res.elapsed_s, rel=1e-9)
+        assert res.iops == pytest.approx(res.ops / res.elapsed_s, rel=1e-9)
+        assert 0 < res.stonewall_s <= res.elapsed_s
+        lat = res.latency_s
+        assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"]
+        assert lat["p999"] <= lat["max"]
+        assert lat["min"] <= lat["mean"] <= lat["max"]
+
+    # -- the contract ------------------------------------------------------------------------
+    def test_write_then_read_back(self, engine, run_dir):
+        direct = self.direct_available(run_dir)
+        files, w = self.write_files(engine, run_dir, direct=direct)
+        self.check_consistent(w, 8 * MiB, MiB)
+        assert w.op == "write" and w.name == "c-write"
+        assert w.concurrency == 2 and w.block_size == MiB
+        for f in files:
+            assert self.file_size(run_dir, f.path) == f.size
+        r = engine.run(
+            PhaseSpec("c-read", "read", files, jobs=2, block_size=MiB, direct=direct),
+            self.ctx(run_dir),
+        )
+        self.check_consistent(r, 8 * MiB, MiB)
+        assert r.files == 2
+
+    def test_block_size_sets_op_count(self, engine, run_dir):
+        files, _ = self.write_files(engine, run_dir, n=1, size=2 * MiB)
+        r = engine.run(
+            PhaseSpec("c-read-256k", "read", files, block_size=256 * KiB), self.ctx(run_dir)
+        )
+        self.check_consistent(r, 2 * MiB, 256 * KiB)
+
+    def test_cache_state(self, engine, run_dir):
+        direct = self.direct_available(run_dir)
+        files, w = self.write_files(engine, run_dir, n=1, size=MiB, direct=direct)
+        if direct:
+            assert w.cache == "direct"
+        r = engine.run(PhaseSpec("c-read", "read", files, block_size=MiB), self.ctx(run_dir))
+        assert r.cache in ("buffered", "dropped", "none")
+
+    def test_per_worker_spread(self, engine, run_dir):
+        files, w = self.write_files(engine, run_dir, n=3, size=MiB)
+        spread = w.per_worker
+        assert set(spread) >= {"min", "median", "max"}
+        assert 0 < spread["min"] <= spread["median"] <= spread["max"]
+
+    def test_random_reads(self, engine, run_dir):
+        if not engine.supports("randread"):
+            pytest.skip(f"{engine.name} has no random reads")
+        direct = self.direct_available(run_dir)
+        files, _ = self.write_files(engine, run_dir, n=1, size=4 * MiB, direct=direct)
+        r = engine.run(
+            PhaseSpec("c-rand", "randread", files, jobs=2, block_size=4 * KiB, size=MiB,
+                      direct=direct, mode="shared", seed=5),
+            self.ctx(run_dir),
+        )  # fmt: skip
+        self.check_consistent(r, 2 * MiB, 4 * KiB)  # each of 2 workers moves 1 MiB
+        assert r.op == "randread"
+
+    def test_time_based_phase_stops_near_its_time(self, engine, run_dir):
+        files, _ = self.write_files(engine, run_dir, n=1, size=MiB)
+        t0 = time.monotonic()
+        r = engine.run(
+            PhaseSpec("c-timed", "read", files, block_size=64 * KiB, time_s=0.5),
+            self.ctx(run_dir),
+        )
+        wall = time.monotonic() - t0
+        assert r.status == "ok"
+        assert r.bytes > MiB  # it went round the 1 MiB file more than once
+        assert 0.4 <= r.elapsed_s <= 2.0
+        assert wall < 10  # generous: a loaded 2-core machine, a tool's start-up
+        assert r.histogram["count"] == r.ops
+
+    def test_rate_limit_is_respected(self, engine, run_dir):
+        rate = 4 * MiB  # per worker
+        files = (FileSpec("c-rate.dat", 2 * MiB),)
+        r = engine.run(
+            PhaseSpec("c-rate", "write", files, block_size=256 * KiB, rate_bps=rate),
+            self.ctx(run_dir),
+        )
+        assert r.bytes == 2 * MiB
+        assert r.bandwidth_bps <= rate * 1.5  # loose: the first block goes at once
+        assert r.elapsed_s >= 0.25  # unthrottled this takes milliseconds
+
+    def test_stop_flag_mid_phase_returns_partial(self, engine, run_dir):
+        files, _ = self.write_files(engine, run_dir, n=2, size=MiB)
+        stop = StopFlag()
+        timer = threading.Timer(0.5, stop.set)
+        timer.start()
+        t0 = time.monotonic()
+        try:
+            r = engine.run(
+                PhaseSpec("c-stopped", "read", files, jobs=2, block_size=64 * KiB, time_s=60),
+                self.ctx(run_dir, stop),
+            )
+        finally:
+            timer.cancel()
+        assert time.monotonic() - t0 < 15  # far less than the 60 s asked for
+        assert r.status == "partial"
+        assert r.ops > 0 and r.histogram["count"] == r.ops
+
+    def test_unwritable_path_is_an_engine_error_with_partial(self, engine, run_dir):
+        bad = self.unwritable(run_dir)
+        with pytest.raises(EngineError) as ei:
+            engine.run(
+                PhaseSpec("c-bad", "write", (bad,), block_size=MiB, fsync="end"),
+                self.ctx(run_dir),
+            )
+        err = ei.value
+        assert int(err.exit_status) == 4
+        partial = getattr(err, "partial", None)
+        assert isinstance(partial, PhaseResult)
+        assert partial.name == "c-bad"
+        assert partial.status in ("failed", "partial")
+        assert partial.error
+        assert "c-bad" in err.one_line()

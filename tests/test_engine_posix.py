@@ -1,0 +1,95 @@
+"""The posix engine: the engine contract with threads and with forked worker processes, and
+the parts that are its own (worker mode choice, chunked recording, errors in a worker process).
+"""
+
+from __future__ import annotations
+
+import pytest
+from engine_contract import EngineContract, MiB
+
+from iobench.engines import posix
+from iobench.engines.base import EngineContext, FileSpec, PhaseSpec
+from iobench.engines.posix import PosixEngine, _Recorder
+from iobench.errors import EngineError
+from iobench.stats import WorkerStats
+from iobench.target import StopFlag
+
+
+class TestPosix(EngineContract):
+    @pytest.fixture
+    def engine(self):
+        return PosixEngine(workers="threads")
+
+
+class TestPosixProcesses(EngineContract):
+    @pytest.fixture
+    def engine(self):
+        return PosixEngine(workers="processes")
+
+    def test_results_say_processes(self, engine, run_dir):
+        _, w = self.write_files(engine, run_dir, n=2, size=MiB)
+        assert w.extra["workers"] == "processes"
+
+
+def test_worker_mode_auto_uses_processes_beyond_the_cpus(monkeypatch):
+    monkeypatch.setattr(posix, "_cpus", lambda: 2)
+    eng = PosixEngine()
+    files = (FileSpec("a", MiB),)
+    assert eng.worker_mode(PhaseSpec("p", "read", files, jobs=1)) == "threads"
+    assert eng.worker_mode(PhaseSpec("p", "read", files, jobs=2)) == "threads"
+    assert eng.worker_mode(PhaseSpec("p", "read", files, jobs=3)) == "processes"
+    assert PosixEngine("threads").worker_mode(PhaseSpec("p", "read", files, jobs=8)) == "threads"
+    assert PosixEngine("processes").worker_mode(PhaseSpec("p", "read", files, jobs=2)) == (
+        "processes"
+    )
+    per_phase = PhaseSpec("p", "read", files, jobs=8, params={"workers": "threads"})
+    assert eng.worker_mode(per_phase) == "threads"
+    with pytest.raises(ValueError):
+        PosixEngine("fibres")
+
+
+def test_recorder_matches_worker_stats_add():
+    """Chunked recording gives exactly what adding each operation would."""
+    origin = 1000.0
+    ops = [(4096 + (i % 3), int((origin + i * 0.013) * 1e9), 1000 + 37 * i) for i in range(9000)]
+    one = WorkerStats(origin=origin)
+    for nbytes, t1, lat in ops:
+        one.add(nbytes, t1 / 1e9, lat)
+    chunked = WorkerStats(origin=origin)
+    rec = _Recorder(chunked)
+    for nbytes, t1, lat in ops:
+        rec.add(nbytes, t1 - lat, t1)
+    rec.flush()
+    assert chunked.bytes == one.bytes and chunked.ops == one.ops == 9000
+    assert chunked.hist.counts == one.hist.counts
+    assert (chunked.hist.min_ns, chunked.hist.max_ns, chunked.hist.sum_ns) == (
+        one.hist.min_ns,
+        one.hist.max_ns,
+        one.hist.sum_ns,
+    )
+    assert chunked.slot_bytes == one.slot_bytes
+    assert chunked.slot_ops == one.slot_ops
+
+
+def test_error_inside_a_worker_process_is_an_engine_error(tmp_path, monkeypatch):
+    def boom(self, *args):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(PosixEngine, "_seq_loop", boom)  # inherited by the forked workers
+    files = (FileSpec("a.dat", MiB), FileSpec("b.dat", MiB))
+    with pytest.raises(EngineError) as ei:
+        PosixEngine("processes").run(
+            PhaseSpec("p-boom", "write", files, jobs=2), EngineContext(str(tmp_path), StopFlag())
+        )
+    assert "disk on fire" in ei.value.one_line()
+    assert ei.value.partial.status == "failed"
+
+
+def test_stop_before_start_in_processes(tmp_path):
+    stop = StopFlag()
+    stop.set()
+    files = (FileSpec("a.dat", MiB), FileSpec("b.dat", MiB))
+    res = PosixEngine("processes").run(
+        PhaseSpec("p-stopped", "write", files, jobs=2), EngineContext(str(tmp_path), stop)
+    )
+    assert res.status == "partial" and res.ops == 0
