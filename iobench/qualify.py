@@ -472,7 +472,8 @@ def _loader_step(
     run.loader = lo.run.loader
     for p in lo.run.phases:
         p.name = f"loader-{p.name}"
-        p.params = {**p.params, "purpose": "loader storage probe"}
+        sweep = "loader-readers" if p.params.get("sweep") else ""
+        p.params = {**p.params, "purpose": "loader storage probe", "sweep": sweep}
         run.phases.append(p)
     run.warnings.extend(
         f"loader: {w}" for w in lo.run.warnings if f"loader: {w}" not in run.warnings

@@ -642,7 +642,8 @@ def _chunks(items: Sequence[Any], n: int = _PER_FIGURE) -> list[Sequence[Any]]:
 def sweep_series(phases: Sequence[PhaseResult], axis: str) -> dict[str, list[tuple[float, float]]]:
     """Bandwidth sweeps along ``axis`` ("block_size" or "concurrency"): label -> [(x, bytes/s)].
 
-    Phases are grouped by ``params["sweep"]`` (else by op) and op; within a group, those that
+    Phases are grouped by ``params["sweep"]`` and op (phases without a sweep tag are not sweep
+    points; "base" joins both the block-size and the jobs sweep); within a group, those that
     share the other parameter and differ along ``axis`` form one series (>= 2 distinct points).
     Repeated points are averaged.
     """
@@ -651,8 +652,12 @@ def sweep_series(phases: Sequence[PhaseResult], axis: str) -> dict[str, list[tup
     for p in phases:
         if p.op in METADATA_OPS or p.status == "failed" or not p.bandwidth_bps > 0:
             continue
-        key = (str((p.params or {}).get("sweep") or p.op), p.op)
-        groups.setdefault(key, []).append(p)
+        sweep_tag = str((p.params or {}).get("sweep") or "")
+        if not sweep_tag:
+            continue  # not a sweep point (a layout write, a one-off phase)
+        # the base configuration is a point of every sweep it anchors
+        for tag in ("block_size", "jobs") if sweep_tag == "base" else (sweep_tag,):
+            groups.setdefault((tag, p.op), []).append(p)
     out: dict[str, list[tuple[float, float]]] = {}
     for (sweep, op), members in groups.items():
         by_other: dict[Any, dict[float, list[float]]] = {}

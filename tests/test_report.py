@@ -274,10 +274,22 @@ def test_sweep_series_groups_by_sweep_and_op():
     assert conc == {
         "seq-jobs (write)": [(1, 700 * MiB), (2, 1300 * MiB), (4, 2100 * MiB), (8, 2400 * MiB)]
     }
-    # without a sweep parameter, phases of one op still form a sweep; a lone phase does not
+    # untagged phases (a dataset layout write beside a loader's) are not sweep points
     plain = [PhaseResult("a", "read", concurrency=c, bandwidth_bps=c * 10.0) for c in (1, 2)]
-    assert report.sweep_series(plain, "concurrency") == {"read": [(1.0, 10.0), (2.0, 20.0)]}
-    assert report.sweep_series(plain[:1], "concurrency") == {}
+    assert report.sweep_series(plain, "concurrency") == {}
+    # the "base" phase anchors both sweeps: block size at its jobs, jobs at its block size
+    base = PhaseResult("b", "read", concurrency=4, block_size=MiB, bandwidth_bps=40.0,
+                       params={"sweep": "base"})  # fmt: skip
+    bs = PhaseResult("c", "read", concurrency=4, block_size=4 * MiB, bandwidth_bps=80.0,
+                     params={"sweep": "block_size"})  # fmt: skip
+    j1 = PhaseResult("d", "read", concurrency=1, block_size=MiB, bandwidth_bps=10.0,
+                     params={"sweep": "jobs"})  # fmt: skip
+    assert report.sweep_series([base, bs, j1], "block_size") == {
+        "block_size (read)": [(MiB, 40.0), (4 * MiB, 80.0)]
+    }
+    assert report.sweep_series([base, bs, j1], "concurrency") == {
+        "jobs (read)": [(1.0, 10.0), (4.0, 40.0)]
+    }
 
 
 # -- HTML --------------------------------------------------------------------------------------

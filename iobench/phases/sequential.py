@@ -89,7 +89,9 @@ def run(params: dict[str, Any], runner: Any) -> None:
             seed=params["seed"],
             mode=params["mode"],
             verify=params["verify"],
-            params={"sweep": "block_size" if "-bs" in suffix else "jobs" if "-j" in suffix else ""},
+            params={
+                "sweep": "block_size" if "-bs" in suffix else "jobs" if "-j" in suffix else "base"
+            },
         )
         runner.execute(
             PhaseSpec(f"seq-write{suffix}", "write", files, fsync=params["fsync"], **common)
