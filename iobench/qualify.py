@@ -271,7 +271,7 @@ def plan_qualify(
         "sequential-write",
         {"size": per_job, "block_size": 1 << 20, "jobs": 4, "block_sizes": block_sizes,
          "jobs_sweep": jobs_sweep, "time": t_seq, "randread": True, "rand_block_size": 4096,
-         "rand_jobs": 8},
+         "rand_jobs": 8, "verify": True},
     )  # fmt: skip
     plan.steps.append(Step("sequential", "sequential-write", gen, params, (n_seq + 1) * t_seq,
                            per_job * 8, f"{n_seq} phases x {t_seq:.1f} s, then 4 KiB random reads"))  # fmt: skip

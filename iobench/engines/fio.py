@@ -90,6 +90,8 @@ def why_not(phase: PhaseSpec) -> str | None:
     """Why fio cannot run this phase faithfully (None when it can)."""
     if phase.op not in FIO_OPS:
         return f"fio has no faithful equivalent of {phase.op!r} phases"
+    if phase.verify:
+        return "--verify uses iobench's own block headers, which fio does not write or check"
     if not phase.block_size:
         return "fio cannot read or write whole files of different sizes in one transfer each"
     if phase.latency_per != "op":

@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import verify as verify_mod
 from ..datagen import DataPool
-from ..errors import EngineError
+from ..errors import EngineError, VerifyError
 from ..results import PhaseResult
 from ..stats import SERIES_RESOLUTION_S, WorkerStats, phase_result
 from ..target import aligned_buffer, drop_file_cache
@@ -477,6 +478,7 @@ class PosixEngine(Engine):
         deadline_ns = int(deadline * 1e9) if deadline else 0
         flags = self._open_flags(phase, write)
         direct = phase.direct
+        verify = phase.verify
         fds: list[int] = []
         view = memoryview(buf) if buf is not None else None
         moved = 0
@@ -505,6 +507,8 @@ class PosixEngine(Engine):
                             if write:
                                 n = min(n, pool.block_size)
                                 data = pool.next_block(seg.file_id, pos, n)
+                                if verify:  # before the clock starts: not part of the I/O
+                                    verify_mod.stamp(data, seg.file_id, pos)
                                 t0 = _perf_ns()
                                 done = os.pwrite(fd, data, pos)
                             else:
@@ -515,6 +519,8 @@ class PosixEngine(Engine):
                             t1 = _perf_ns()
                             if done <= 0:
                                 break  # read past the end of a shorter file
+                            if verify and not write:  # after the clock stopped
+                                _verified(view[:done], seg.path, pos, seg.file_id, state)
                             pos += done
                             moved += done
                             if not per_file:
@@ -666,13 +672,20 @@ class PosixEngine(Engine):
                 t0 = _perf_ns()
                 n = 0
                 if op == "create":
+                    # the first block is cut (and stamped) before the clock starts
+                    first = pool.next_block(seg.file_id, 0, min(pool.block_size, seg.length))
+                    if phase.verify:
+                        verify_mod.stamp(first, seg.file_id, 0)
+                    t0 = _perf_ns()
                     fd = os.open(seg.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                     try:
-                        pos = 0
+                        pos = os.pwrite(fd, first, 0) if seg.length else 0
                         while pos < seg.length:
                             data = pool.next_block(
                                 seg.file_id, pos, min(pool.block_size, seg.length - pos)
                             )
+                            if phase.verify:
+                                verify_mod.stamp(data, seg.file_id, pos)
                             pos += os.pwrite(fd, data, pos)
                         if phase.fsync in ("file", "end"):
                             os.fsync(fd)
@@ -697,6 +710,8 @@ class PosixEngine(Engine):
             except OSError as e:
                 state.fail(_describe_oserror(e, seg.path), e.errno)
                 raise _Stop from None
+            if op == "open_read" and phase.verify:  # blocks as create cut them
+                _verified_blocks(view[:n], seg.path, seg.file_id, VERIFY_BLOCK, state)
             rec.add(n, t0, t1)
             moved += n
             st.files += 1
@@ -766,3 +781,25 @@ def _slot(st: WorkerStats, t_end: float, nbytes: int) -> None:
         st.slot_ops.extend([0] * grow)
     st.slot_bytes[slot] += nbytes
     st.slot_ops[slot] += 1
+
+
+VERIFY_BLOCK = 64 << 20  # create writes files in blocks of up to this (DataPool's cap)
+
+
+def _verified(block: memoryview, path: str, offset: int, file_id: int, state: _PhaseState) -> None:
+    """Check one block read back; a mismatch fails the phase with the file and the offset."""
+    try:
+        verify_mod.check(block, path, offset, file_id)
+    except VerifyError as e:
+        state.fail(e.message, None)
+        raise _Stop from None
+
+
+def _verified_blocks(
+    data: memoryview, path: str, file_id: int, block: int, state: _PhaseState
+) -> None:
+    try:
+        verify_mod.check_blocks(data, path, 0, block, file_id)
+    except VerifyError as e:
+        state.fail(e.message, None)
+        raise _Stop from None

@@ -95,7 +95,10 @@ def _metadata(params: dict[str, Any], runner: Any) -> None:
     files = _small_files(params, runner.rank)
     runner.mkdirs(sorted({os.path.dirname(f.path) for f in files}))
     direct = runner.direct(params["direct"])
-    common = dict(jobs=params["jobs"], block_size=0, seed=params["seed"], latency_per="file")
+    common = dict(
+        jobs=params["jobs"], block_size=0, seed=params["seed"], latency_per="file",
+        verify=params["verify"],
+    )  # fmt: skip
     fsync = "file" if params["fsync"] != "never" else "never"
     runner.execute(PhaseSpec("ckpt-create", "create", files, fsync=fsync, **common))
     runner.execute(PhaseSpec("ckpt-stat", "stat", files, **common))

@@ -71,12 +71,15 @@ def write_dataset(
             PhaseSpec(
                 "dataset-write", "write", files, jobs=params["jobs"], block_size=0,
                 fsync="file", seed=params["seed"], latency_per="file", drop_cache_after=True,
+                verify=params["verify"],
             )
         )  # fmt: skip
         return files
     from ..formats import write_files
 
-    res, files = write_files(params, runner, files)
+    if params["verify"]:
+        runner.warn(f"verify: {params['format']} files are checked by decoding them, not by block")
+    _, files = write_files(params, runner, files)
     return files
 
 
@@ -91,6 +94,7 @@ def run(params: dict[str, Any], runner: Any) -> None:
                     f"dataset-{label}-r{r}", "read", files, jobs=r, block_size=0,
                     direct=direct, seed=params["seed"], order=order, latency_per="file",
                     drop_cache_after=not direct, time_s=params["time"], rate_bps=params["rate"],
+                    verify=params["verify"] and params["format"] == "raw",
                     params={"sweep": "readers", "readers": r, "order": order},
                 )
             )  # fmt: skip

@@ -100,6 +100,15 @@ def run(params: dict[str, Any], runner: Any) -> None:
         if params["read_back"]:
             runner.execute(PhaseSpec(f"seq-read{suffix}", "read", read_files, **common))
         last_files = read_files
+    if (
+        params["randread"]
+        and params["verify"]
+        and params["rand_block_size"] != params["block_size"]
+    ):
+        runner.warn(
+            "verify: random reads of one block size inside blocks written at another cannot be "
+            "checked; the sequential read-back phases were"
+        )
     if params["randread"]:
         jobs = params["rand_jobs"] or params["jobs"]
         runner.execute(
