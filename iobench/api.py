@@ -15,7 +15,7 @@ from .target import is_url
 
 
 def _default_engine(target: str, engine: str | None) -> str:
-    if engine:
+    if engine is not None:  # an empty --engine "$ENGINE" is an unknown engine, not the default
         return engine
     return "fsspec" if is_url(target) else "posix"
 
@@ -52,6 +52,7 @@ def run(
             f"--repeat must be at least 1, got {repeat}", hint="give --repeat 1 or more"
         )
     wl = load_workload(workload, overrides)
+    check_history_url(history)
     from .distributed import hooks_from_env
 
     hooks = hooks_from_env()
@@ -67,13 +68,33 @@ def run(
     return outcome
 
 
+def check_history_url(url: str | None) -> None:
+    """Refuse a history URL that can never be written (unknown protocol, backend missing)
+    before the run starts: bad input is exit 2 with nothing written, not a surprise after."""
+    if url is None:
+        return
+    from . import history as history_mod
+
+    history_mod.check_url(url or None)
+
+
 def append_history(outcome: RunOutcome, url: str) -> None:
-    """Append a run to the history store; a failure there is a warning, not a lost run."""
+    """Append a run to the history store; a failure there is a warning, not a lost run.
+
+    The warning is added to the saved result.json too (re-written atomically).
+    """
     try:
         from . import history as history_mod
     except ImportError:  # history arrives with its own module
         return
     try:
         history_mod.append(outcome.run, url or None)
-    except StoreError as e:
+    except (StoreError, UsageError) as e:
         outcome.run.warnings.append(f"history not updated: {e.one_line()}")
+        if outcome.result_path is not None:
+            from . import results
+
+            try:
+                results.save(outcome.run, outcome.result_path.parent)
+            except OSError:  # the figures are printed and the first save stands
+                pass

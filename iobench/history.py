@@ -260,6 +260,12 @@ def _fs(url: str | None):
     return fs, path.rstrip("/") or "/", isinstance(fs, LocalFileSystem), url
 
 
+def check_url(url: str | None) -> None:
+    """UsageError now when ``url`` names no usable store (unknown protocol, backend missing);
+    nothing is read or written."""
+    _fs(url)
+
+
 def _file_name(run_id: str) -> str:
     if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
         raise StoreError(f"run id {run_id!r} cannot name a history file")

@@ -451,6 +451,7 @@ def _rank_loop_body(
         compute = _GpuBurn(rank)
     epochs = []
     it = None
+    interrupted = False
     try:
         for epoch in range(cfg.epochs):
             sampler.set_epoch(epoch)
@@ -510,13 +511,19 @@ def _rank_loop_body(
                 }
             )
     except Exception:
-        if stop is not None and stop.is_set():  # workers quit on the signal too
-            stop.check()
-        raise
+        if stop is None or not stop.is_set():
+            raise
+        # Interrupted (workers quit on the signal too). Raised outside this block: a second
+        # signal can land inside DataLoader's iterator constructor, and the traceback would
+        # keep that half-built iterator (and its worker processes) alive for as long as the
+        # error is kept; leaving the block frees it, and its finaliser stops the workers.
+        interrupted = True
     finally:
         if it is not None and hasattr(it, "_shutdown_workers"):
             it._shutdown_workers()
         del it, loader
+    if interrupted:
+        stop.check()
     return {"rank": rank, "epochs": epochs}
 
 

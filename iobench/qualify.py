@@ -413,7 +413,11 @@ def run_qualify(
     )
     if budget_s < 5:
         raise UsageError(f"--time {budget} is too short for the suite", hint="give at least 5s")
+    if not math.isfinite(budget_s):
+        raise UsageError(f"--time {budget} is not a finite duration", hint="give e.g. 3m")
     ckpt_full = parse_size(checkpoint, what="--checkpoint") if checkpoint else DEFAULT_CHECKPOINT
+    if ckpt_full <= 0:
+        raise UsageError(f"--checkpoint must be more than 0, got {checkpoint!r}")
     if is_url(target_spec):
         raise UsageError(
             "qualify runs on a mounted directory",

@@ -4,9 +4,11 @@ generator's phases through an engine, keep every result, and always clean up.
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,7 +18,14 @@ from typing import Any
 from . import results as results_mod
 from .engines.base import EngineContext, PhaseSpec, Progress
 from .engines.registry import get_engine
-from .errors import EngineError, Interrupted, IobenchError, UsageError
+from .errors import (
+    DistributedError,
+    EngineError,
+    Interrupted,
+    IobenchError,
+    StoreError,
+    UsageError,
+)
 from .phases import get_generator
 from .plan import Plan
 from .results import PhaseResult, RunResult
@@ -149,7 +158,7 @@ class PhaseRunner:
         engine, why = self._engine_for(spec)
         try:
             res = engine.run(spec, ctx)
-        except EngineError as e:
+        except (EngineError, Interrupted) as e:  # a second signal may carry figures too
             partial = getattr(e, "partial", None)
             if partial is not None:
                 self._finish(spec, partial, engine, why)
@@ -259,7 +268,9 @@ def new_result(command: str | None = None, run_id: str | None = None) -> RunResu
 
 
 def output_dir_for(output: str | None, run_id: str) -> Path:
-    if output:
+    if output is not None:
+        if not str(output).strip():  # --output "$UNSET": not a request for the default
+            raise UsageError("--output is empty", hint="pass a directory, or leave --output out")
         return Path(output)
     return Path("iobench-results") / run_id
 
@@ -300,9 +311,23 @@ class RunSession:
         run = self.run
         if self.runner is not None:
             run.warnings.extend(w for w in self.runner.warnings if w not in run.warnings)
+        run.warnings.extend(w for w in self.target.warnings if w not in run.warnings)
         run.warnings.extend(_honesty_warnings(run, self.target))
         run.finished_at = results_mod.now_iso()
-        path = results_mod.save(run, self.out_dir) if self.save else None
+        if not self.save:
+            return RunOutcome(run, None, self.error)
+        try:
+            path = results_mod.save(run, self.out_dir)
+        except OSError as e:
+            # the figures are still printed; the one line says they were not saved, and why
+            problem = f"the result could not be saved to {self.out_dir}: {e.strerror or e}"
+            if isinstance(self.error, Interrupted):
+                err: IobenchError = Interrupted(f"{self.error.message}; {problem}")
+            elif self.error is not None:
+                err = StoreError(f"{self.error.message}; {problem}")
+            else:
+                err = StoreError(problem, hint="pass a writable --output DIR with free space")
+            return RunOutcome(run, None, err)
         return RunOutcome(run, path, self.error)
 
 
@@ -318,47 +343,170 @@ def run_session(
 ) -> Iterator[RunSession]:
     """Create the run directory, route signals to a stop flag, and always clean up.
 
-    The body sets ``session.runner`` and runs its phases. An engine failure, an interruption
-    or an I/O error ends the body and is kept in ``session.error``, the run marked and its
-    phases so far kept; bad input (UsageError) still raises. The run directory is removed on
-    every path unless ``keep``. ``session.outcome()`` then saves and returns the run.
+    The body sets ``session.runner`` and runs its phases. An engine failure, an interruption,
+    an I/O error or an unexpected exception ends the body and is kept in ``session.error``, the
+    run marked and its phases so far kept; bad input (UsageError) still raises (and the output
+    directory this session created, still empty, is removed). The run directory is removed on
+    every path unless ``keep``; removing it is never cut short by a second signal, and a
+    signal that arrives during the cleanup still ends the run as interrupted.
+    ``session.outcome()`` then saves and returns the run.
     """
     s = RunSession(run, target, out_dir, save, keep)
+    guard = SignalGuard(s.stop)
+    made: list[Path] = []  # output directories this session created, deepest first
 
     def kept_phases() -> None:
         if s.runner is not None:
             run.phases = s.runner.results
 
-    try:
-        with SignalGuard(s.stop):
-            create_run_dir(target, run_dir_id or run.run_id)
-            run.target = target.to_dict()
-            if save:
-                out_dir.mkdir(parents=True, exist_ok=True)
-            yield s
-    except (EngineError, Interrupted) as e:
+    def fail(e: IobenchError) -> None:
+        interrupted = isinstance(e, Interrupted)
+        if not interrupted:
+            e = _name_vanished_run_dir(target, _name_disk_full(e))
         s.error = e
-        run.status = "interrupted" if isinstance(e, Interrupted) else "failed"
+        run.status = "interrupted" if interrupted else "failed"
         run.error = e.one_line()
         if s.runner is not None:
             kept_phases()
-            if any(p.ops for p in run.phases):
-                run.status = "interrupted" if isinstance(e, Interrupted) else "partial"
-    except OSError as e:
-        s.error = EngineError(f"I/O error: {e.strerror or e} ({getattr(e, 'filename', '')})")
-        run.status = "failed"
-        run.error = s.error.one_line()
-        kept_phases()
-    except KeyboardInterrupt:
-        s.error = Interrupted("interrupted by SIGINT")
-        run.status = "interrupted"
-        run.error = s.error.one_line()
-        kept_phases()
+            if any(p.ops for p in run.phases) and not interrupted:
+                run.status = "partial"
+
+    with guard, _thread_errors_as_warnings(run):
+        try:
+            try:
+                with guard.deferred():  # the run dir is ours once it exists: record that first
+                    create_run_dir(target, run_dir_id or run.run_id)
+                run.target = target.to_dict()
+                if save:
+                    made[:] = _missing_dirs(out_dir)
+                    out_dir.mkdir(parents=True, exist_ok=True)
+                yield s
+            finally:
+                guard.defer()  # from here on a signal only sets the flag: cleanup finishes
+        except UsageError:
+            for d in made:  # bad input writes nothing: not even an empty results directory
+                _remove_if_empty(d)
+            raise
+        except (EngineError, Interrupted) as e:
+            fail(e)
+        except OSError as e:
+            where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+            fail(EngineError(f"I/O error: {e.strerror or e}{where}"))
+        except KeyboardInterrupt:
+            fail(Interrupted("interrupted by SIGINT"))
+        except IobenchError as e:  # StoreError and the like: the run failed, its results stay
+            fail(e)
+        except Exception as e:  # noqa: BLE001 - a bug must not cost the phases already measured
+            fail(
+                EngineError(
+                    f"internal error: {type(e).__name__}: {e}",
+                    hint="rerun with --debug and report it",
+                )
+            )
+        finally:
+            if not keep:
+                remove_run_dir(target)
+            elif target.created:
+                run.warnings.append(f"--keep: the run directory {target.run_dir} was left in place")
+        if s.error is None and s.stop.is_set():
+            # a signal after the last phase's check (or during the cleanup): the user asked
+            # to stop, so the run says so even though every phase completed
+            fail(Interrupted(f"interrupted by {_signal_name(s.stop.signal)}"))
+
+
+@contextmanager
+def _thread_errors_as_warnings(run: RunResult) -> Iterator[None]:
+    """A library's own thread that dies (torch.distributed.checkpoint's writer threads on a
+    full disk) would print its traceback on stderr; during a run it becomes a warning in the
+    result instead, and the failure reaches the user through the phase that used the thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = threading.excepthook
+
+    def hook(args: Any) -> None:
+        if args.exc_type is SystemExit:
+            return
+        lines = [ln.strip() for ln in str(args.exc_value).splitlines() if ln.strip()]
+        name = args.thread.name if args.thread is not None else "?"
+        text = f"thread {name} failed: {args.exc_type.__name__}: {lines[-1] if lines else ''}"
+        if text not in run.warnings:
+            run.warnings.append(text)
+
+    threading.excepthook = hook
+    try:
+        yield
     finally:
-        if not keep:
-            remove_run_dir(target)
-        elif target.created:
-            run.warnings.append(f"--keep: the run directory {target.run_dir} was left in place")
+        threading.excepthook = old
+
+
+def _signal_name(signum: int | None) -> str:
+    import signal as signal_mod
+
+    try:
+        return signal_mod.Signals(signum).name if signum is not None else "request"
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """``path`` and those of its parents that do not exist yet, deepest first."""
+    out = []
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        out.append(p)
+        p = p.parent
+    return out
+
+
+def _remove_if_empty(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass
+
+
+def _name_disk_full(e: IobenchError) -> IobenchError:
+    """Say "disk full" when an error was caused by ENOSPC (or EDQUOT) but does not say so
+    (torch.save reports a full disk as a failed write)."""
+    cause: BaseException | None = e
+    seen = 0
+    while cause is not None and seen < 8:
+        if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+            break
+        cause = cause.__cause__ or cause.__context__
+        seen += 1
+    else:
+        return e
+    if cause is None or "disk full" in e.message or "quota exceeded" in e.message:
+        return e
+    what = "disk full (ENOSPC)" if cause.errno == errno.ENOSPC else "quota exceeded (EDQUOT)"
+    err = EngineError(f"{what}: {e.message}", hint=e.hint)
+    if getattr(e, "partial", None) is not None:
+        err.partial = e.partial  # type: ignore[attr-defined]
+    return err
+
+
+def _name_vanished_run_dir(target: Target, e: IobenchError) -> IobenchError:
+    """An I/O failure because someone removed the run directory (or the target) mid-run is
+    named as such: the ENOENT on one file alone does not say what happened."""
+    if target.kind != "posix" or not target.created or os.path.isdir(target.run_dir):
+        return e
+    if isinstance(e, DistributedError):  # ranks remove each other's run dirs on failure
+        return e
+    if getattr(e, "errno", None) != errno.ENOENT and "No such file" not in e.message:
+        return e  # a failure of its own kind, whatever happened to the directory later
+    gone = target.run_dir if os.path.isdir(target.root) else target.root
+    err = EngineError(
+        f"the run directory {target.run_dir} was removed during the run "
+        f"({'it' if gone == target.run_dir else 'the target ' + gone} no longer exists): "
+        f"{e.message}",
+        hint="make sure nothing cleans the target while iobench runs",
+    )
+    partial = getattr(e, "partial", None)
+    if partial is not None:
+        err.partial = partial  # type: ignore[attr-defined]
+    return err
 
 
 def run_workload(

@@ -15,8 +15,10 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -309,10 +311,26 @@ def remove_run_dir(t: Target) -> None:
     if not name.startswith(RUN_DIR_PREFIX) or os.path.dirname(t.run_dir) != t.root:
         return  # paranoia: never remove anything that is not our own run directory
     if os.path.islink(t.run_dir):
-        return
-    shutil.rmtree(t.run_dir, ignore_errors=True)
-    if not os.path.exists(t.run_dir):
+        return  # never follow a link for deletion: our run directory was replaced by it
+    errors: list[str] = []
+
+    def failed(_func: Any, path: str, exc: Any) -> None:
+        e = exc[1] if isinstance(exc, tuple) else exc
+        if not isinstance(e, FileNotFoundError):  # gone already: what we wanted
+            errors.append(f"{path}: {getattr(e, 'strerror', None) or e}")
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(t.run_dir, onexc=failed)
+    else:  # pragma: no cover - Python 3.10/3.11
+        shutil.rmtree(t.run_dir, onerror=failed)
+    if not os.path.lexists(t.run_dir):
         t.created = False
+    elif errors:
+        t.warnings.append(
+            f"could not remove the run directory {t.run_dir} ({errors[0]}"
+            + (f", and {len(errors) - 1} more" if len(errors) > 1 else "")
+            + "): remove it by hand"
+        )
 
 
 class StopFlag:
@@ -356,14 +374,30 @@ class SignalGuard:
         self.stop = stop
         self.on_signal = on_signal
         self._old: dict[int, Any] = {}
+        self._deferring = 0
 
     def _handler(self, signum: int, frame: Any) -> None:
         again = self.stop.is_set()
         self.stop.set(signum)
         if self.on_signal:
             self.on_signal(signum)
-        if again:
+        if again and not self._deferring:
             raise Interrupted(f"interrupted by {_signame(signum)}")
+
+    def defer(self) -> None:
+        """From now on a signal only sets the flag, never raises: what runs next (removing the
+        run directory, saving the result) must not be cut half-way by a second Ctrl-C."""
+        self._deferring += 1
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Signals only set the flag inside this block (e.g. between creating the run
+        directory and recording that we did)."""
+        self._deferring += 1
+        try:
+            yield
+        finally:
+            self._deferring -= 1
 
     def __enter__(self) -> SignalGuard:
         if threading.current_thread() is threading.main_thread():

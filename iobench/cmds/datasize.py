@@ -35,6 +35,8 @@ def datasize(
     if hosts < 1:
         raise UsageError(f"--hosts must be at least 1, got {hosts}")
     mem = parse_size(host_mem, what="--host-mem") if host_mem is not None else physical_memory()
+    if host_mem is not None and mem <= 0:
+        raise UsageError(f"--host-mem must be more than 0, got {host_mem!r}")
     ds = dataset_size(prof.batch_size, gpus, hosts, mem, prof.sample_size, prof.samples_per_file)
     if as_json:
         out(json.dumps({"profile": prof.name, **ds.to_dict()}, indent=2))

@@ -45,9 +45,11 @@ def loader(
     no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
 ) -> int:
     """Measure the accelerator utilisation a DataLoader reaches on TARGET, and predict it."""
-    from ..api import append_history
+    from ..api import append_history, check_history_url
     from ..loader import run_loader
 
+    if not no_history:
+        check_history_url(history or "")
     outcome = run_loader(
         target, profile, sets=set_, gpus=gpus, workers=workers, steps=steps, epochs=epochs,
         compute=compute, direct=direct, output=output, keep=keep,

@@ -42,10 +42,12 @@ def qualify(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> int:
     """Qualify TARGET: every phase, the loader, the estimate, and a pass/fail verdict (exit 0/1)."""
-    from ..api import append_history
+    from ..api import append_history, check_history_url
     from ..errors import ExitStatus
     from ..qualify import run_qualify
 
+    if not no_history:
+        check_history_url(history or "")
     outcome, plan_text = run_qualify(
         target, profile_name=profile, gpus=gpus, require=require, quick=quick, budget=budget,
         dry_run=dry_run, output=output, keep=keep, engine_name=engine,

@@ -1,0 +1,281 @@
+"""SIGINT and SIGTERM in every kind of phase: exit 130, one line, the result kept and marked
+"interrupted", nothing left in the target, user files untouched; a second signal still ends
+the run; a DataLoader worker killed is a failed run, with no process left behind.
+
+The signals are sent to the test's own process from inside the phase (a worker calling a
+patched ``os.pwrite``/``os.preadv``/``os.stat``/``torch.save``/``FileReader.read``), so each
+lands while that phase is in flight, without timing guesses. tests/test_cli_run.py
+::test_signal_mid_phase_cleans_up sends them from outside to a real ``python -m iobench``;
+tests/test_distributed.py::test_torchrun_rank_killed_mid_phase kills a torchrun rank.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from conftest import (
+    SEQ,
+    SMALL,
+    MainThreadTrip,
+    assert_failed_run,
+    children,
+    debris,
+    iobench_cmd,
+    one_line,
+    sub_env,
+    wait_for,
+    wait_no_new_children,
+)
+
+SIGNALS = [signal.SIGINT, signal.SIGTERM]
+SIGNAL_IDS = ["SIGINT", "SIGTERM"]
+
+
+def tiny_profile(tmp_path, **kw) -> str:
+    """24 files of 64 KiB, batch 4, 2 workers, 10 ms compute (as tests/test_loader.py's)."""
+    values = {
+        "format": '"raw"', "sample_size": '"64KiB"', "files": 24, "batch_size": 4,
+        "compute_s": 0.01, "workers": 2, "prefetch": 2, "au_min": 0.9, "epochs": 2, **kw,
+    }  # fmt: skip
+    path = tmp_path / "tiny.toml"
+    path.write_text('description = "tiny"\n' + "".join(f"{k} = {v}\n" for k, v in values.items()))
+    return str(path)
+
+
+# phase kind -> (command args after TARGET, phase prefix, function the worker calls)
+ENGINE_PHASES = {
+    "seq-write": (["run", "sequential-write", *SMALL["sequential-write"]], "seq-write", "pwrite"),
+    "seq-read": (["run", "sequential-write", *SMALL["sequential-write"]], "seq-read", "preadv"),
+    "seq-write-processes": (
+        ["run", "sequential-write", "--set", "size=4MiB", "--set", "jobs=3",
+         "--set", "block_sizes=[]", "--set", "jobs_sweep=[]"],
+        "seq-write", "pwrite",
+    ),  # 3 workers on 2 CPUs: forked worker processes signal the parent
+    "rand-read": (["run", "random-read", *SMALL["random-read"]], "rand-read", "preadv"),
+    "meta-create": (
+        ["run", "checkpoint-smallfile", *SMALL["checkpoint-smallfile"]], "ckpt-create", "pwrite",
+    ),
+    "meta-stat": (
+        ["run", "checkpoint-smallfile", *SMALL["checkpoint-smallfile"]], "ckpt-stat", "stat",
+    ),
+    "dataset-read": (["run", "dataset-read", *SMALL["dataset-read"]], "dataset-read", "preadv"),
+}  # fmt: skip
+
+
+def _args(target, cmd, tmp_path):
+    return [cmd[0], *cmd[1:2], target, *cmd[2:], "--output", tmp_path / "out", "-q"]
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=SIGNAL_IDS)
+@pytest.mark.parametrize("kind", list(ENGINE_PHASES))
+def test_signal_in_engine_phase(cli, planted, tmp_path, trip, kind, sig):
+    cmd, phase, fn = ENGINE_PHASES[kind]
+    t = trip(phase, [sig], on=(os, fn))
+    r = cli(*_args(planted.path, cmd, tmp_path))
+    assert t.fired and t.fired_in.startswith(phase)
+    res = assert_failed_run(r, tmp_path / "out", planted, 130, "interrupted", sig.name)
+    last = res["phases"][-1]
+    assert last["name"].startswith(phase), [p["name"] for p in res["phases"]]
+    assert last["status"] == "partial" and last["error"] == "interrupted"
+    assert all(p["status"] == "ok" for p in res["phases"][:-1])
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=SIGNAL_IDS)
+def test_signal_in_torch_save_checkpoint(cli, planted, tmp_path, trip, sig):
+    import torch
+
+    t = trip(None, [sig], on=(torch, "save"), after=1)
+    r = cli(
+        "run", "checkpoint-smallfile", planted.path, *SMALL["checkpoint-smallfile"],
+        "--output", tmp_path / "out", "-q",
+    )  # fmt: skip
+    assert t.fired
+    res = assert_failed_run(r, tmp_path / "out", planted, 130, "interrupted", sig.name)
+    names = [p["name"] for p in res["phases"]]
+    # the metadata phases before it are kept; no phase after the checkpoint save ran
+    assert names[:4] == ["ckpt-create", "ckpt-stat", "ckpt-open_read", "ckpt-delete"]
+    assert not any(n.startswith(("ckpt-load", "ckpt-dcp")) for n in names)
+
+
+def _arm_loader(monkeypatch, on_read):
+    """Call ``on_read(reader)`` in the measured loop's DataLoader workers (forked: they
+    inherit the patch and the flag set just before the loop starts)."""
+    from iobench import formats, loader
+
+    armed = [False]
+    real_loop = loader.run_loop
+    real_read = formats.FileReader.read
+
+    def run_loop(cfg, stop=None, first_epoch=0):
+        armed[0] = cfg.mode != "cached"  # the calibration loops read cached data
+        return real_loop(cfg, stop, first_epoch)
+
+    def read(self, *a, **k):
+        if armed[0]:
+            on_read()
+        return real_read(self, *a, **k)
+
+    monkeypatch.setattr(loader, "run_loop", run_loop)
+    monkeypatch.setattr(formats.FileReader, "read", read)
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=SIGNAL_IDS)
+def test_signal_in_loader_loop(cli, planted, tmp_path, monkeypatch, sig):
+    pid = os.getpid()
+    marker = tmp_path / "fired"
+
+    def on_read():
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+        os.kill(pid, sig)  # from a DataLoader worker to the loader process
+
+    _arm_loader(monkeypatch, on_read)
+    before = children()
+    r = cli("loader", planted.path, "--profile", tiny_profile(tmp_path), "--output",
+            tmp_path / "out", "-q")  # fmt: skip
+    assert marker.exists()
+    res = assert_failed_run(r, tmp_path / "out", planted, 130, "interrupted", sig.name)
+    assert [p["name"] for p in res["phases"]][:1] == ["dataset-write"]
+    assert res["loader"] is None  # no figures from a loop that did not finish
+    assert wait_no_new_children(before) == set()
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=SIGNAL_IDS)
+def test_signal_in_qualify(cli, planted, tmp_path, trip, sig):
+    t = trip("seq-write", [sig], on=(os, "pwrite"))
+    r = cli("qualify", planted.path, "--quick", "--time", "5s", "--output", tmp_path / "out",
+            "-q", "--no-history")  # fmt: skip
+    assert t.fired
+    res = assert_failed_run(r, tmp_path / "out", planted, 130, "interrupted", sig.name)
+    assert res["phases"][-1]["status"] == "partial"
+    assert res["verdict"]["result"] == "fail"
+    assert any("did not complete (interrupted" in x for x in res["verdict"]["reasons"])
+    assert (tmp_path / "out" / "report.html").is_file()
+
+
+# -- a second signal still ends it --------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["seq-write", "seq-write-processes", "dataset-read"], ids=str)
+def test_second_signal_ends_the_phase_at_once(cli, planted, tmp_path, monkeypatch, kind):
+    """The first signal asks the phase to drain; the second raises in the middle of the
+    engine's coordination loop. Either way: 130, result kept, nothing left."""
+    import iobench.cli
+
+    cmd, phase, _fn = ENGINE_PHASES[kind]
+    cmd = [*cmd, "--set", "rate=2MiB"] if kind.startswith("seq") else cmd
+    mt = MainThreadTrip(phase, [signal.SIGINT, signal.SIGTERM])
+    monkeypatch.setattr(iobench.cli, "progress_factory", mt.factory)
+    before = children()
+    r = cli(*_args(planted.path, cmd, tmp_path))
+    assert mt.fired
+    res = assert_failed_run(r, tmp_path / "out", planted, 130, "interrupted")
+    assert res["phases"] == [] or res["phases"][-1]["name"].startswith(phase[:7])
+    assert wait_no_new_children(before) == set()
+
+
+def test_second_signal_in_the_loader_loop(cli, planted, tmp_path, monkeypatch):
+    from iobench import loader
+
+    real_iter = loader.RankBatchSampler.__iter__
+    armed = [False]
+    real_loop = loader.run_loop
+
+    def run_loop(cfg, stop=None, first_epoch=0):
+        armed[0] = cfg.mode != "cached"
+        return real_loop(cfg, stop, first_epoch)
+
+    def batches(self):
+        for k, b in enumerate(real_iter(self)):
+            if armed[0] and k == 2:  # the main process hands out batch 2: mid-epoch
+                armed[0] = False
+                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), signal.SIGINT)  # raises here, inside the DataLoader
+            yield b
+
+    monkeypatch.setattr(loader, "run_loop", run_loop)
+    monkeypatch.setattr(loader.RankBatchSampler, "__iter__", batches)
+    before = children()
+    r = cli("loader", planted.path, "--profile", tiny_profile(tmp_path), "--output",
+            tmp_path / "out", "-q")  # fmt: skip
+    assert_failed_run(r, tmp_path / "out", planted, 130, "interrupted", "SIGINT")
+    assert wait_no_new_children(before) == set()
+
+
+def test_sigint_then_sigterm_from_outside(planted, tmp_path):
+    """A real process: Ctrl-C, then the scheduler's SIGTERM 50 ms later."""
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        iobench_cmd("run", "sequential-write", planted.path, "--set", "size=64MiB",
+                    "--set", "rate=8MiB", *SEQ, "--output", out, "--quiet"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=sub_env(tmp_path), text=True,
+    )  # fmt: skip
+    try:
+        run_dir = wait_for(lambda: debris(planted.path), timeout=60)[0]
+        seq = planted.path / run_dir / "seq"
+        wait_for(lambda: seq.is_dir() and any(f.stat().st_size for f in seq.iterdir()))
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted" in one_line(err)
+    res = json.loads((out / "result.json").read_text())
+    assert res["status"] == "interrupted" and "interrupted" in res["error"]
+    # the phase in flight is kept only when the engine hands its figures over (see below)
+    assert all(p["status"] == "partial" for p in res["phases"])
+    assert debris(planted.path) == [] and planted.unchanged()
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="posix.py _run_threads/_run_processes re-raise a second signal's Interrupted "
+    "without the in-flight phase's figures (no err.partial); the runner keeps them when given",
+)
+def test_second_signal_keeps_the_figures_of_the_phase_in_flight(
+    cli, planted, tmp_path, monkeypatch
+):
+    import iobench.cli
+
+    mt = MainThreadTrip("seq-write", [signal.SIGINT, signal.SIGINT])
+    monkeypatch.setattr(iobench.cli, "progress_factory", mt.factory)
+    r = cli("run", "sequential-write", planted.path, *SMALL["sequential-write"],
+            "--set", "rate=2MiB", "--output", tmp_path / "out", "-q")  # fmt: skip
+    res = assert_failed_run(r, tmp_path / "out", planted, 130, "interrupted")
+    assert [p["name"] for p in res["phases"]] == ["seq-write"]
+    assert res["phases"][0]["status"] == "partial" and res["phases"][0]["bytes"] > 0
+
+
+# -- a DataLoader worker killed -------------------------------------------------------------
+
+
+def test_dataloader_worker_killed(cli, planted, tmp_path, monkeypatch):
+    marker = tmp_path / "killed"
+
+    def on_read():
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+        os.kill(os.getpid(), signal.SIGKILL)  # this DataLoader worker dies, as the OOM killer does
+
+    _arm_loader(monkeypatch, on_read)
+    before = children()
+    r = cli("loader", planted.path, "--profile", tiny_profile(tmp_path), "--output",
+            tmp_path / "out", "-q")  # fmt: skip
+    assert marker.exists()
+    res = assert_failed_run(r, tmp_path / "out", planted, 4, "data loader", "worker")
+    assert "killed" in res["error"].lower() or "exited unexpectedly" in res["error"]
+    assert [p["name"] for p in res["phases"]][:1] == ["dataset-write"]
+    assert wait_no_new_children(before) == set(), "no DataLoader worker outlives the run"
