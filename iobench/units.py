@@ -64,7 +64,10 @@ def parse_duration(text: str | float, *, what: str = "duration") -> float:
     if not m:
         raise UsageError(f"{what}: expected a duration like 500ms, 30s or 5m, got {text!r}")
     number, unit = m.groups()
-    return float(number) * _DURATION_UNITS[unit or "s"]
+    value = float(number) * _DURATION_UNITS[unit or "s"]
+    if not math.isfinite(value):
+        raise UsageError(f"{what}: duration {text!r} is too large")
+    return value
 
 
 def parse_percent(text: str | float, *, what: str = "percentage") -> float:

@@ -310,7 +310,9 @@ def _empty(phase: PhaseSpec) -> PhaseResult:
 def _failed(phase: PhaseSpec, problem: str, res: PhaseResult | None = None) -> EngineError:
     """An EngineError carrying what was measured (``partial``), as every engine raises it."""
     res = res if res is not None else _empty(phase)
-    res.status = "partial" if res.ops else "failed"
+    res.status = "partial" if res.ops or res.bytes else "failed"
+    if "error 28 (" in problem or "No space left on device" in problem:
+        problem = f"disk full (ENOSPC): {problem}"
     res.error = problem
     res.extra.setdefault("engine", "fio")
     err = EngineError(f"phase {phase.name}: {problem}")

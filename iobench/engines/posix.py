@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import verify as verify_mod
 from ..datagen import DataPool
-from ..errors import EngineError, VerifyError
+from ..errors import EngineError, Interrupted, VerifyError
 from ..results import PhaseResult
 from ..stats import SERIES_RESOLUTION_S, WorkerStats, phase_result
 from ..target import aligned_buffer, drop_file_cache
@@ -238,11 +238,23 @@ class PosixEngine(Engine):
         )
         ctx.progress.start(phase.name, total if not phase.time_s else None, None)
         origin = time.perf_counter()
+        box: list[WorkerStats] = []  # the threads' stats, kept when a second signal cuts in
         try:
             if mode == "processes":
                 stats = self._run_processes(phase, work, state, origin)
             else:
-                stats = self._run_threads(phase, work, state, origin)
+                stats = self._run_threads(phase, work, state, origin, box)
+        except Interrupted as e:
+            if box and getattr(e, "partial", None) is None:
+                # the workers were joined: what they measured until the signal is kept
+                try:
+                    partial = self._result(phase, box, state, ctx, mode)
+                except EngineError as failed:
+                    partial = failed.partial  # type: ignore[attr-defined]
+                partial.status = "partial"
+                partial.error = partial.error or "interrupted"
+                e.partial = partial  # type: ignore[attr-defined]
+            raise
         finally:
             ctx.progress.update(*state.totals())
             ctx.progress.close()
@@ -250,9 +262,16 @@ class PosixEngine(Engine):
 
     # -- coordination ------------------------------------------------------------------------
     def _run_threads(
-        self, phase: PhaseSpec, work: list[list[_Segment]], state: _PhaseState, origin: float
+        self,
+        phase: PhaseSpec,
+        work: list[list[_Segment]],
+        state: _PhaseState,
+        origin: float,
+        box: list[WorkerStats] | None = None,
     ) -> list[WorkerStats]:
         stats = [WorkerStats(origin=origin) for _ in range(phase.jobs)]
+        if box is not None:
+            box.extend(stats)
         barrier = threading.Barrier(phase.jobs + 1)
 
         def ready() -> bool:
@@ -479,7 +498,7 @@ class PosixEngine(Engine):
         flags = self._open_flags(phase, write)
         direct = phase.direct
         verify = phase.verify
-        fds: list[int] = []
+        fds: list[tuple[int, str]] = []  # (dup'd fd, path) to fsync at the end
         view = memoryview(buf) if buf is not None else None
         moved = 0
         done_bytes = state.done_bytes
@@ -537,7 +556,7 @@ class PosixEngine(Engine):
                         raise _Stop from None
                     finally:
                         if write and phase.fsync == "end" and not state.has_failed():
-                            fds.append(os.dup(fd))
+                            fds.append((os.dup(fd), seg.path))
                         os.close(fd)
                     t_end = _perf_ns()
                     if per_file:  # one latency sample per whole file: open to close
@@ -559,12 +578,12 @@ class PosixEngine(Engine):
                 if not segments:
                     return
         finally:
-            for fd in fds:
+            for fd, path in fds:
                 try:
                     if not state.has_failed() and not state.stop_requested():
                         os.fsync(fd)
                 except OSError as e:
-                    state.fail(_describe_oserror(e, "fsync at end"), e.errno)
+                    state.fail(_describe_oserror(e, f"{path} (fsync at end)"), e.errno)
                 finally:
                     os.close(fd)
             if fds:

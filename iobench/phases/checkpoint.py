@@ -13,6 +13,7 @@ with ``torch.distributed.checkpoint`` (the layout FSDP jobs write): ``ckpt-dcp-s
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import posixpath
@@ -69,6 +70,7 @@ def plan(params: dict[str, Any]) -> Plan:
         total = 0
     ck = params["checkpoint_size"]
     if ck:
+        _check_memory(ck)  # at planning: bad input, before anything is written
         p.add("ckpt-save", "ckpt_save", ck, f"{params['shards']} shards via torch.save")
         p.add("ckpt-load", "ckpt_load", ck, "torch.load")
         if params["dcp"]:
@@ -82,7 +84,6 @@ def run(params: dict[str, Any], runner: Any) -> None:
     if params["metadata"]:
         _metadata(params, runner)
     if params["checkpoint_size"]:
-        _check_memory(params["checkpoint_size"])
         state = make_state_dict(
             params["checkpoint_size"], params["shards"], params["tensor_size"], params["seed"]
         )
@@ -170,12 +171,25 @@ def _parallel(n: int, fn: Any, runner: Any) -> list[WorkerStats]:
         while t.is_alive():
             t.join(0.2)
     if errors:
-        e = errors[0]
-        if isinstance(e, OSError):
-            raise EngineError(f"checkpoint I/O failed: {e.strerror or e} ({e.filename})") from e
-        raise EngineError(f"checkpoint failed: {e}") from e
-    runner.stop.check()
-    return stats
+        raise EngineError(_describe_failure(errors[0])) from errors[0]
+    return stats  # the caller records the figures, then honours a stop request
+
+
+def _describe_failure(e: BaseException) -> str:
+    """One short line for a failed save/load, however deep torch wrapped the cause."""
+    text = str(e)
+    if isinstance(e, OSError) and e.errno == errno.ENOSPC or "No space left on device" in text:
+        where = f" writing {e.filename}" if isinstance(e, OSError) and e.filename else ""
+        return f"checkpoint failed: disk full (ENOSPC: No space left on device){where}"
+    if isinstance(e, OSError):
+        where = f" ({e.filename})" if e.filename else ""
+        return f"checkpoint I/O failed: {e.strerror or text}{where}"
+    # torch.distributed.checkpoint wraps each rank's traceback: keep its last line
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip() != "^"]
+    last = lines[-1] if lines else type(e).__name__
+    if len(last) > 300:
+        last = last[:297] + "..."
+    return f"checkpoint failed: {type(e).__name__}: {last}"
 
 
 def _fsync_path(path: str) -> None:
@@ -202,6 +216,7 @@ def _record(
     res.extra["seconds_per_checkpoint"] = res.elapsed_s
     res.extra["host_memory_bytes"] = params["checkpoint_size"]
     runner.record(res)
+    runner.stop.check()  # after recording: a completed save is kept when a signal came
 
 
 def _store(runner: Any) -> tuple[Any, str] | None:

@@ -238,11 +238,6 @@ def test_sigint_then_sigterm_from_outside(planted, tmp_path):
     assert debris(planted.path) == [] and planted.unchanged()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="posix.py _run_threads/_run_processes re-raise a second signal's Interrupted "
-    "without the in-flight phase's figures (no err.partial); the runner keeps them when given",
-)
 def test_second_signal_keeps_the_figures_of_the_phase_in_flight(
     cli, planted, tmp_path, monkeypatch
 ):

@@ -95,12 +95,6 @@ def test_disk_full_in_torch_save(cli, tmpfs, tmp_path, trip):
     assert [p["name"] for p in res["phases"]][:2] == ["ckpt-create", "ckpt-stat"]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="phases/checkpoint.py _parallel: a torch.distributed.checkpoint failure becomes "
-    "'checkpoint failed: CheckpointException ... Traceback ...' (the whole remote traceback "
-    "on one line); it should name the rank's last line (No space left on device)",
-)
 def test_disk_full_in_dcp_save_is_one_short_line(cli, tmpfs, tmp_path, monkeypatch, trip):
     import torch.distributed.checkpoint as dcp
 
