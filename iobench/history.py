@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import StoreError, UsageError
-from .results import SCHEMA_VERSION, RunResult, dumps
+from .results import SCHEMA_VERSION, RunResult, dumps, fsync_dir
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -347,14 +347,7 @@ def _append_local(final: Path, tmp: Path, data: bytes) -> None:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
-    try:
-        dfd = os.open(final.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:  # pragma: no cover - some filesystems refuse fsync on directories
-        pass
+    fsync_dir(final.parent)
 
 
 @dataclass

@@ -824,16 +824,23 @@ def cpu_step_s(compute_s: float, calib: Calibration) -> float:
     return max(compute_s + calib.overhead_s, calib.step_s)
 
 
-def bound_of(au: float, step_s: float, compute_s: float, cpu_s: float) -> str:
+def bound_of(
+    au: float, step_s: float, compute_s: float, cpu_s: float, storage_s: float | None = None
+) -> str:
     """What limited the run: "compute", "cpu" (the loader itself) or "storage".
 
-    Compute when the AU reaches COMPUTE_BOUND_AU. Otherwise the time lost per step beyond
-    compute is split in two: what the loader loses even on cached data (``cpu_s − compute``,
-    per-step overhead and decode, from the calibration) and what the real run lost beyond that
-    (``step_s − cpu_s``, the storage); the larger names the bound.
+    Compute when the AU reaches COMPUTE_BOUND_AU. Otherwise, when the storage probe gave the
+    seconds storage needs per step at the loader's concurrency (``storage_s``), the slower of
+    the two supplies names the bound: storage if it needs longer than the loader's own step on
+    cached data (``cpu_s``), else the loader's CPU. This compares two independent measurements,
+    so a busy host slowing the real run does not turn a CPU bound into a storage one. Without a
+    probe, the time lost per step is split: what the loader loses even on cached data
+    (``cpu_s − compute``) against what the real run lost beyond that (``step_s − cpu_s``).
     """
     if au >= COMPUTE_BOUND_AU:
         return "compute"
+    if storage_s is not None:
+        return "storage" if storage_s > cpu_s else "cpu"
     lost_cpu = max(cpu_s - compute_s, 0.0)
     lost_storage = max(step_s - cpu_s, 0.0)
     return "storage" if lost_storage > lost_cpu else "cpu"
@@ -1018,7 +1025,12 @@ def _summarise(
             f"({res.samples_per_s:,.0f} samples/s)"
         )
     cpu_s = cpu_step_s(c, calib)
-    bound = bound_of(res.au, res.step_s, res.compute_s, cpu_s)
+    supply = loader_params(  # compute does not enter the storage supply; the model wants > 0
+        index, batch_size=res.batch_size, workers=res.workers, prefetch=prof.prefetch,
+        compute_s=max(c, 1e-6), calibration=calib,
+    )  # fmt: skip
+    storage_s = storage_supply_s(supply, sweep, res.gpus) if sweep else None
+    bound = bound_of(res.au, res.step_s, res.compute_s, cpu_s, storage_s)
     wait = res.wait.summary_s()
     loader = {
         "profile": prof.name,
@@ -1044,6 +1056,12 @@ def _summarise(
             f"{format_seconds(calib.step_s)}/step at compute 0): time lost to the loader's CPU "
             f"{format_seconds(max(cpu_s - res.compute_s, 0))}, to storage "
             f"{format_seconds(max(res.step_s - cpu_s, 0))} per step"
+            + (
+                f"; storage needs {format_seconds(storage_s)} per step at the loader's "
+                f"concurrency (probe) against {format_seconds(cpu_s)} for the loader itself"
+                if storage_s is not None
+                else ""
+            )
         ),
         "predicted_au": predicted,
         "prediction_basis": basis,

@@ -232,7 +232,7 @@ def bench(args, where, profile, size, rate, gpus_list, fractions) -> int:
                     res = ld.run_loop(cfg)
                     wall = time.perf_counter() - t0
                     cpu_s = ld.cpu_step_s(c, calib)
-                    bound = ld.bound_of(res.au, res.step_s, res.compute_s, cpu_s)
+                    bound = ld.bound_of(res.au, res.step_s, res.compute_s, cpu_s, storage_s)
                     err = pred.au - res.au
                     rows.append(
                         (gpus, c, pred.au, pred.au_rate_bound, res.au, err, bound, res.steps)

@@ -77,14 +77,16 @@ def snapshot(root: Path) -> dict[str, str]:
     return out
 
 
-@pytest.fixture
-def planted(tmp_path):
-    """A target directory holding user files, including look-alikes of iobench's own names."""
-    target = tmp_path / "target"
-    target.mkdir()
+PLANTED_LOOKALIKE = ".iobench-20200101T000000Z-abcdef"  # not created by the run under test
+
+
+def plant(target: Path):
+    """User files in ``target`` (including a look-alike of iobench's run directories); the
+    returned object's ``unchanged()`` says whether they are all still byte-identical."""
+    target.mkdir(parents=True, exist_ok=True)
     (target / "data.bin").write_bytes(os.urandom(10000))
     (target / "notes.txt").write_text("user notes\n")
-    old = target / ".iobench-20200101T000000Z-abcdef"  # not created by the run under test
+    old = target / PLANTED_LOOKALIKE
     old.mkdir()
     (old / "keep.dat").write_bytes(b"not yours")
     (target / "sub").mkdir()
@@ -99,3 +101,9 @@ def planted(tmp_path):
             return snapshot(target) == before
 
     return Planted
+
+
+@pytest.fixture
+def planted(tmp_path):
+    """A target directory holding user files, including look-alikes of iobench's own names."""
+    return plant(tmp_path / "target")

@@ -351,6 +351,9 @@ def test_bound_names_what_limited_the_run():
     assert bound_of(0.2, 0.10, 0.02, 0.03) == "storage"
     # compute 0: cached 2 ms per step; the real run took 2.2 ms → the loader's own cost rules
     assert bound_of(0.0, 0.0022, 0.0, 0.002) == "cpu"
+    # with the probe's storage time: a busy host stretching the step stays a CPU bound
+    assert bound_of(0.0, 0.009, 0.0, 0.002, storage_s=0.0005) == "cpu"
+    assert bound_of(0.3, 0.08, 0.02, 0.022, storage_s=0.07) == "storage"
 
 
 def _phase(name: str, ops_series: list[float], latencies_ns: list[int]) -> PhaseResult:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from ..results import PhaseResult
 from ..target import StopFlag
@@ -57,6 +60,41 @@ class PhaseSpec:
         if self.op in ("write", "create"):
             return sum(f.size for f in self.files)
         return 0
+
+
+@dataclass
+class Segment:
+    """A contiguous piece of one file (or object) assigned to a worker."""
+
+    file_id: int
+    path: str
+    offset: int
+    length: int
+
+
+def assign(
+    phase: PhaseSpec, root: str, join: Callable[[str, str], str] = os.path.join
+) -> list[list[Segment]]:
+    """Deal the phase's files (or shared-file regions) to its workers, the same for every
+    engine: round-robin in file order (or a seeded shuffle), or in shared mode a contiguous
+    region of every file per worker."""
+    jobs = phase.jobs
+    work: list[list[Segment]] = [[] for _ in range(jobs)]
+    files = list(phase.files)
+    if phase.mode == "shared":
+        for fid, f in enumerate(files):
+            region = f.size // jobs
+            for w in range(jobs):
+                length = region if w < jobs - 1 else f.size - region * (jobs - 1)
+                work[w].append(Segment(fid, join(root, f.path), w * region, length))
+        return work
+    order = list(range(len(files)))
+    if phase.order == "shuffled":
+        np.random.default_rng(phase.seed).shuffle(order)
+    for k, fid in enumerate(order):
+        f = files[fid]
+        work[k % jobs].append(Segment(fid, join(root, f.path), 0, f.size))
+    return work
 
 
 class Progress:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import posixpath
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,20 +32,12 @@ from ..stats import WorkerStats, phase_result
 from ..storage import open_fs
 from ..target import scrub
 from .base import Engine, EngineContext, PhaseSpec
+from .base import Segment as _Segment
+from .base import assign as assign_work
 
 S3_MIN_PART = 5 << 20  # S3 refuses multipart parts below 5 MiB (except the last)
 OPS = ("write", "read", "randread", "create", "stat", "open_read", "delete")
 _perf_ns = time.perf_counter_ns
-
-
-@dataclass
-class _Segment:
-    """A contiguous piece of one object assigned to a worker."""
-
-    file_id: int
-    path: str
-    offset: int
-    length: int
 
 
 def join(root: str, rel: str) -> str:
@@ -58,23 +49,7 @@ def join(root: str, rel: str) -> str:
 
 def assign(phase: PhaseSpec, root: str) -> list[list[_Segment]]:
     """Deal objects (or regions of them, in shared mode) to the phase's workers."""
-    jobs = phase.jobs
-    work: list[list[_Segment]] = [[] for _ in range(jobs)]
-    files = list(phase.files)
-    if phase.mode == "shared":
-        for fid, f in enumerate(files):
-            region = f.size // jobs
-            for w in range(jobs):
-                length = region if w < jobs - 1 else f.size - region * (jobs - 1)
-                work[w].append(_Segment(fid, join(root, f.path), w * region, length))
-        return work
-    order = list(range(len(files)))
-    if phase.order == "shuffled":
-        np.random.default_rng(phase.seed).shuffle(order)
-    for k, fid in enumerate(order):
-        f = files[fid]
-        work[k % jobs].append(_Segment(fid, join(root, f.path), 0, f.size))
-    return work
+    return assign_work(phase, root, join)
 
 
 def describe_error(e: BaseException, path: str) -> str:

@@ -24,7 +24,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,7 +34,8 @@ from ..errors import EngineError, Interrupted, VerifyError
 from ..results import PhaseResult
 from ..stats import SERIES_RESOLUTION_S, WorkerStats, phase_result
 from ..target import aligned_buffer, drop_file_cache
-from .base import OPS_DATA, OPS_META, Engine, EngineContext, PhaseSpec
+from .base import OPS_DATA, OPS_META, Engine, EngineContext, PhaseSpec, assign
+from .base import Segment as _Segment
 
 _perf_ns = time.perf_counter_ns
 
@@ -46,37 +46,6 @@ POLL_S = 0.1  # how often the coordinating thread mirrors ctx.stop and reports p
 _HEADER = 64  # bytes of flags at the start of the shared state page
 _STOP, _FAILED = 0, 1  # flag offsets
 _PER_S = round(1 / SERIES_RESOLUTION_S)  # series slots per second (an int, as WorkerStats.add)
-
-
-@dataclass
-class _Segment:
-    """A contiguous piece of one file assigned to a worker."""
-
-    file_id: int
-    path: str
-    offset: int
-    length: int
-
-
-def assign(phase: PhaseSpec, run_dir: str) -> list[list[_Segment]]:
-    """Deal the phase's files (or shared-file regions) to its workers."""
-    jobs = phase.jobs
-    work: list[list[_Segment]] = [[] for _ in range(jobs)]
-    files = list(phase.files)
-    if phase.mode == "shared":
-        for fid, f in enumerate(files):
-            region = f.size // jobs
-            for w in range(jobs):
-                length = region if w < jobs - 1 else f.size - region * (jobs - 1)
-                work[w].append(_Segment(fid, os.path.join(run_dir, f.path), w * region, length))
-        return work
-    order = list(range(len(files)))
-    if phase.order == "shuffled":
-        np.random.default_rng(phase.seed).shuffle(order)
-    for k, fid in enumerate(order):
-        f = files[fid]
-        work[k % jobs].append(_Segment(fid, os.path.join(run_dir, f.path), 0, f.size))
-    return work
 
 
 def _describe_oserror(e: OSError, path: str, offset: int | None = None) -> str:

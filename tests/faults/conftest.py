@@ -38,7 +38,8 @@ snapshot = _base.snapshot
 CliResult = _base.CliResult
 
 ROOT = Path(__file__).resolve().parents[2]
-PLANTED_LOOKALIKE = ".iobench-20200101T000000Z-abcdef"
+PLANTED_LOOKALIKE = _base.PLANTED_LOOKALIKE
+plant = _base.plant
 
 # a sequential-write run small enough for a second, with no sweeps
 SEQ = ["--set", "jobs=2", "--set", "block_sizes=[]", "--set", "jobs_sweep=[]"]
@@ -134,26 +135,6 @@ def remount_ro(where: Path) -> None:
     p = subprocess.run(["mount", "-o", "remount,ro", str(where)], capture_output=True, text=True)
     if p.returncode:
         pytest.skip(f"cannot remount read-only: {p.stderr.strip()}")
-
-
-def plant(target: Path) -> Any:
-    """User files (and an iobench look-alike) in ``target``, with ``unchanged()`` like ``planted``."""
-    target.mkdir(parents=True, exist_ok=True)
-    (target / "data.bin").write_bytes(os.urandom(10000))
-    (target / "notes.txt").write_text("user notes\n")
-    old = target / PLANTED_LOOKALIKE
-    old.mkdir()
-    (old / "keep.dat").write_bytes(b"not yours")
-    before = snapshot(target)
-
-    class Planted:
-        path = target
-
-        @staticmethod
-        def unchanged() -> bool:
-            return snapshot(target) == before
-
-    return Planted
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 30.0, step: float = 0.01) -> Any:
