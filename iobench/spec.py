@@ -167,6 +167,11 @@ class Workload:
         }
 
 
+def _shown(key: str) -> str:
+    """A key as typed when it prints plainly; quoted (repr) when it holds odd characters."""
+    return key if key and key.isprintable() and key.strip() == key else repr(key)
+
+
 def workloads_dir() -> Path:
     """Where named workloads live: $IOBENCH_WORKLOADS, else the project's workloads/."""
     env = os.environ.get("IOBENCH_WORKLOADS")
@@ -248,14 +253,14 @@ def load_workload(
     for key, value in raw.items():
         if key not in declared:
             raise SpecError(
-                f"{where}: unknown key params.{key}",
+                f"{where}: unknown key params.{_shown(key)}",
                 hint=f"known parameters: {', '.join(sorted(declared))}",
             )
         resolved[key] = coerce(key, declared[key], value, where)
     for key, value in (overrides or {}).items():
         if key not in declared:
             raise SpecError(
-                f"--set {key}: unknown parameter for workload {path.stem}",
+                f"--set {_shown(key)}: unknown parameter for workload {path.stem}",
                 hint=f"known parameters: {', '.join(sorted(declared))}",
             )
         resolved[key] = coerce(key, declared[key], value, "--set")
@@ -333,7 +338,7 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
     for key, value in (overrides or {}).items():
         if key not in PROFILE_PARAMS:
             raise SpecError(
-                f"--set {key}: unknown profile key",
+                f"--set {_shown(key)}: unknown profile key",
                 hint=f"profile keys are {', '.join(sorted(PROFILE_PARAMS))}",
             )
         values[key] = coerce(key, PROFILE_PARAMS[key], value, "--set")
