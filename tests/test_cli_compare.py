@@ -82,7 +82,7 @@ def test_compare_self_history_and_not_comparable(cli, planted, tmp_path):
     r = cli("history", "list")
     assert r.code == 0 and "sequential-write" in r.out and "dataset-read" in r.out
     run_id = json.loads((a / "result.json").read_text())["run_id"]
-    r = cli("history", "show", run_id[:18])
+    r = cli("history", "show", run_id)
     assert r.code == 0 and "seq-write" in r.out
     r = cli("history", "trend", "seq-write.bandwidth", "--svg", tmp_path / "t.svg")
     assert r.code == 0 and "<svg" in (tmp_path / "t.svg").read_text()
