@@ -92,6 +92,18 @@ def hooks_from_env(environ: Mapping[str, str] | None = None) -> DistributedHooks
     return DistributedHooks.join(dist_timeout(env), local_rank=int(env.get("LOCAL_RANK", "0")))
 
 
+def require_single_client(command: str, environ: Mapping[str, str] | None = None) -> None:
+    """Commands that coordinate their own processes refuse a torchrun launch of many ranks
+    (each rank would run the whole command on its own) with one clear line."""
+    world = launched_world(os.environ if environ is None else environ)
+    if world > 1:
+        raise UsageError(
+            f"iobench {command} runs as one client, but torchrun launched {world} ranks",
+            hint=f"run iobench {command} once (its --gpus emulates accelerators on this host); "
+            "use torchrun for iobench run",
+        )
+
+
 # -- the hooks -------------------------------------------------------------------------------
 
 

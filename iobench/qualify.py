@@ -398,9 +398,11 @@ def run_qualify(
     checkpoint: str | None = None,
 ) -> tuple[RunOutcome | None, str | None]:
     """Plan (and unless ``dry_run``) run the suite. Returns (outcome, dry-run text)."""
+    from .distributed import require_single_client
     from .engines.registry import get_engine
     from .units import parse_duration
 
+    require_single_client("qualify")
     if gpus is not None and gpus < 1:
         raise UsageError(f"--gpus must be at least 1, got {gpus}")
     requirements = parse_requirements(require)

@@ -46,7 +46,10 @@ def loader(
 ) -> int:
     """Measure the accelerator utilisation a DataLoader reaches on TARGET, and predict it."""
     from ..api import append_history, check_history_url
+    from ..distributed import require_single_client
     from ..loader import run_loader
+
+    require_single_client("loader")
 
     if not no_history:
         check_history_url(history or "")
