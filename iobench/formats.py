@@ -26,12 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from . import storage
 from .datagen import POOL_MIN, random_bytes
 from .engines.base import FileSpec
 from .errors import EngineError
 from .results import PhaseResult
 from .stats import WorkerStats, phase_result
-from .target import DIRECT_ALIGN, aligned_buffer, drop_file_cache
+from .target import DIRECT_ALIGN, aligned_buffer, drop_file_cache, is_url, scrub
 
 FORMATS = ("raw", "npz", "parquet", "tar")
 EXTENSIONS = {"raw": "bin", "npz": "npz", "parquet": "parquet", "tar": "tar"}
@@ -161,6 +162,8 @@ def write_files(
     if len(sizes) != len(files):
         raise ValueError("sample_sizes needs one list per file")
     runner.mkdirs(sorted({os.path.dirname(f.path) for f in files}))
+    remote = is_url(runner.run_dir)
+    opts = getattr(getattr(runner, "target", None), "storage_options", None) or None
     jobs = max(1, min(int(params.get("jobs", 1)), len(files)))
     source = SampleSource(max((max(s) for s in sizes if s), default=1), int(params.get("seed", 1)))
     stop = runner.stop
@@ -177,22 +180,28 @@ def write_files(
         for i in range(w, len(files), jobs):
             if stop.is_set() or errors:
                 return
-            path = os.path.join(runner.run_dir, files[i].path)
+            path = storage.join(runner.run_dir, files[i].path)
             samples = [source.sample(i, j, n) for j, n in enumerate(sizes[i])]
             keys = [sample_key(i, j) for j in range(len(samples))]
             t0 = time.perf_counter_ns()
             try:
-                with open(path, "wb", buffering=1 << 20) as f:
-                    write_sample_file(f, fmt, samples, keys)
-                    f.flush()
-                    os.fsync(f.fileno())
-                    n = os.fstat(f.fileno()).st_size
-            except OSError as e:
+                if remote:
+                    n = _put_sample_file(path, fmt, samples, keys, opts)
+                else:
+                    with open(path, "wb", buffering=1 << 20) as f:
+                        write_sample_file(f, fmt, samples, keys)
+                        f.flush()
+                        os.fsync(f.fileno())
+                        n = os.fstat(f.fileno()).st_size
+            except Exception as e:  # noqa: BLE001 - fsspec backends raise what they like
+                if not (remote or isinstance(e, OSError)):
+                    raise
                 with lock:
-                    errors.append(f"{e.strerror or e} writing {path}")
+                    errors.append(_write_error(e, path))
                 return
             t1 = time.perf_counter_ns()
-            drop_file_cache(path)
+            if not remote:
+                drop_file_cache(path)
             real[i] = n
             st.bytes += n
             st.ops += 1
@@ -227,7 +236,7 @@ def write_files(
         stats,
         concurrency=jobs,
         block_size=0,
-        cache="dropped",
+        cache="none" if remote else "dropped",
         params={
             "format": fmt,
             "samples_per_file": spf,
@@ -248,6 +257,32 @@ def write_files(
     runner.record(res)
     stop.check()
     return res, tuple(FileSpec(f.path, n) for f, n in zip(files, real, strict=True))
+
+
+def _put_sample_file(
+    url: str,
+    fmt: str,
+    samples: Sequence[np.ndarray],
+    keys: Sequence[str],
+    opts: dict[str, Any] | None,
+) -> int:
+    """Serialise one file in memory and upload it whole (objects are written whole anyway;
+    zip and parquet writers want a seekable file, which an upload stream is not)."""
+    buf = io.BytesIO()
+    write_sample_file(buf, fmt, samples, keys)
+    view = buf.getbuffer()
+    try:
+        with storage.open_write(url, opts) as f:
+            f.write(view)
+        return len(view)
+    finally:
+        view.release()
+
+
+def _write_error(e: BaseException, path: str) -> str:
+    if isinstance(e, OSError):
+        return scrub(f"{e.strerror or e} writing {path}")
+    return scrub(f"{type(e).__name__}: {e} writing {path}".replace("\n", " "))
 
 
 def _slot(st: WorkerStats, t_end: float, nbytes: int) -> None:
@@ -319,12 +354,21 @@ class FileReader:
 
     ``direct``: O_DIRECT into a page-aligned buffer; otherwise buffered, and with
     ``drop_cache`` the file's pages are dropped (fadvise DONTNEED) after each read.
-    ``last_read_s`` / ``last_decode_s`` time the last call's two parts.
+    ``last_read_s`` / ``last_decode_s`` time the last call's two parts. A URL path (an fsspec
+    target) is read through ``iobench.storage`` as one whole-object GET with
+    ``storage_options`` (default: the environment's); O_DIRECT and the page cache do not apply.
+    The filesystem is opened on first use, in the process that reads (fork-safe).
     """
 
-    def __init__(self, direct: bool = False, drop_cache: bool = False):
+    def __init__(
+        self,
+        direct: bool = False,
+        drop_cache: bool = False,
+        storage_options: dict[str, Any] | None = None,
+    ):
         self.direct = direct
         self.drop_cache = drop_cache
+        self.storage_options = storage_options
         self._buf: Any = None
         self.last_read_s = 0.0
         self.last_decode_s = 0.0
@@ -332,6 +376,8 @@ class FileReader:
 
     def read_bytes(self, path: str) -> Any:
         """The whole file, as a bytes-like object valid until the next call."""
+        if is_url(path):
+            return storage.read_bytes(path, self.storage_options or None)
         flags = os.O_RDONLY | (os.O_DIRECT if self.direct else 0)
         fd = os.open(path, flags)
         try:
@@ -382,7 +428,14 @@ class FileReader:
 
 
 def read_samples(
-    path: str, fmt: str, direct: bool = False, sizes: Sequence[int] | None = None
+    path: str,
+    fmt: str,
+    direct: bool = False,
+    sizes: Sequence[int] | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> list[np.ndarray]:
-    """Read one dataset file whole (O_DIRECT when ``direct``) and decode its samples."""
-    return FileReader(direct).read(path, fmt, sizes)
+    """Read one dataset file (a local path or an fsspec URL) whole (O_DIRECT when ``direct``,
+    local only) and decode its samples."""
+    return FileReader(direct and not is_url(path), storage_options=storage_options).read(
+        path, fmt, sizes
+    )

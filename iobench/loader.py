@@ -20,8 +20,10 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -31,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from . import formats
+from . import formats, storage
 from . import starvation as sv
 from .datagen import dataset_paths, sample_sizes
 from .engines.base import FileSpec, PhaseSpec, Progress
@@ -48,7 +50,7 @@ from .runner import (
 from .spec import Profile, load_profile, parse_overrides
 from .stats import Histogram
 from .sweep import sweep_from_phases
-from .target import StopFlag, check_free_space, drop_file_cache, fs_class, resolve
+from .target import StopFlag, check_free_space, drop_file_cache, fs_class, is_url, resolve
 from .units import format_bytes, format_seconds
 
 #: The bound is "compute" when the measured AU reaches this.
@@ -75,12 +77,23 @@ COMPUTE_KINDS = ("sleep", "gpu")
 class DatasetIndex:
     """The generated files and their samples: what a Dataset (and its workers) needs."""
 
-    run_dir: str
+    run_dir: str  # a local directory or an fsspec URL
     fmt: str
     paths: tuple[str, ...]  # relative to run_dir
     sizes: tuple[tuple[int, ...], ...]  # sample payload bytes, per file
     file_bytes: tuple[int, ...]  # on disk
     samples_per_file: int
+    #: fsspec options (endpoint, credentials) for a URL run_dir; never written to results
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def remote(self) -> bool:
+        """The files are objects behind fsspec (no O_DIRECT, no page cache)."""
+        return is_url(self.run_dir)
+
+    def path(self, f: int) -> str:
+        """File ``f``'s path or URL."""
+        return storage.join(self.run_dir, self.paths[f])
 
     @property
     def n_files(self) -> int:
@@ -111,6 +124,7 @@ class DatasetIndex:
             self.sizes[:n],
             self.file_bytes[:n],
             self.samples_per_file,
+            self.storage_options,
         )
 
 
@@ -152,6 +166,7 @@ def generate_dataset(
         tuple(tuple(s) for s in sizes),
         tuple(f.size for f in written),
         profile.samples_per_file,
+        dict(getattr(runner.target, "storage_options", None) or {}),
     )
 
 
@@ -203,7 +218,9 @@ class SampleDataset:
     """A map-style torch Dataset: item ``i`` is sample ``i % spf`` of file ``i // spf``.
 
     ``mode``: "direct" (O_DIRECT whole-file reads), "dropped" (buffered, pages dropped after
-    each read) or "cached"/"buffered" (page cache left alone). Each item comes with the
+    each read) or "cached"/"buffered" (page cache left alone; the only one for a URL run dir,
+    whose files are read through fsspec, the filesystem opened lazily in each worker). Each
+    item comes with the
     seconds its worker spent reading and decoding; for multi-sample files the last decoded
     file is kept, so a worker reading a file's samples in a row reads it once.
     """
@@ -225,9 +242,14 @@ class SampleDataset:
         if self._last is not None and self._last[0] == f:
             return self._last[1][j], 0.0, 0.0
         if self._reader is None:
-            self._reader = formats.FileReader(self.mode == "direct", self.mode == "dropped")
-        path = os.path.join(idx.run_dir, idx.paths[f])
-        samples = self._reader.read(path, idx.fmt, idx.sizes[f] if idx.fmt == "raw" else None)
+            local = not idx.remote
+            self._reader = formats.FileReader(
+                local and self.mode == "direct",
+                local and self.mode == "dropped",
+                storage_options=idx.storage_options or None,
+            )
+        sizes = idx.sizes[f] if idx.fmt == "raw" else None
+        samples = self._reader.read(idx.path(f), idx.fmt, sizes)
         if idx.samples_per_file > 1:
             self._last = (f, samples)
         return samples[j], self._reader.last_read_s, self._reader.last_decode_s
@@ -731,7 +753,21 @@ def calibrate(
         < 2
     ):
         sub = index
-    paths = [os.path.join(index.run_dir, p) for p in sub.paths]
+    local_copy = None
+    if sub.remote:
+        # no page cache in front of an object store: the cached data is a local copy
+        local_copy = tempfile.mkdtemp(prefix="iobench-calibration-")
+        try:
+            for i, rel in enumerate(sub.paths):
+                dest = os.path.join(local_copy, rel)
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                with open(dest, "wb") as fh:
+                    fh.write(storage.read_bytes(sub.path(i), sub.storage_options or None))
+        except BaseException:
+            shutil.rmtree(local_copy, ignore_errors=True)
+            raise
+        sub = replace(sub, run_dir=local_copy, storage_options={})
+    paths = [os.path.join(sub.run_dir, p) for p in sub.paths]
     reader = formats.FileReader(direct=False)
     for p in paths:
         reader.read_bytes(p)
@@ -748,8 +784,11 @@ def calibrate(
         sleep_s = max(CALIBRATION_SLEEP_S, 2 * ceiling.step_s)
         paced = loop(sleep_s, 2)
     finally:
-        for p in paths:
-            drop_file_cache(p)
+        if local_copy is not None:
+            shutil.rmtree(local_copy, ignore_errors=True)
+        else:
+            for p in paths:
+                drop_file_cache(p)
     return Calibration(
         step_s=ceiling.step_s,
         overhead_s=max(paced.step_s - paced.compute_s, 0.0),
@@ -941,10 +980,18 @@ def run_loader(
 
     run.engine = {"name": "torch-dataloader", "version": torch.__version__}
     with run_session(run, tgt, out_dir, keep=keep, save=save) as s:
-        from .engines.posix import PosixEngine
+        remote = tgt.kind == "fsspec"
+        if remote:  # probe reads through fsspec, as the loader's workers do
+            from .engines.registry import get_engine
 
-        runner = s.runner = PhaseRunner(tgt, PosixEngine(), s.stop, progress_factory or Progress)
-        use_direct = runner.direct(True if direct is None else direct)
+            engine = get_engine("fsspec")
+        else:
+            from .engines.posix import PosixEngine
+
+            engine = PosixEngine()
+        runner = s.runner = PhaseRunner(tgt, engine, s.stop, progress_factory or Progress)
+        # O_DIRECT by default on local targets; on URLs only --direct asks (and is refused)
+        use_direct = runner.direct(not remote if direct is None else direct)
         cache = runner.cache_state(use_direct)
         mode = "direct" if use_direct else ("dropped" if cache == "dropped" else "buffered")
         index = generate_dataset(runner, prof, files, sizes, seed)
@@ -968,7 +1015,7 @@ def run_loader(
         )
         for note in notes:
             runner.warn(note)
-        if not use_direct:
+        if not use_direct and not remote:
             _cache_warning(runner, index)
         cpus = os.cpu_count() or 1
         if gpus * (w + 1) > cpus:
