@@ -203,11 +203,8 @@ def write_files(
             if not remote:
                 drop_file_cache(path)
             real[i] = n
-            st.bytes += n
-            st.ops += 1
+            st.add(n, t1 / 1e9, t1 - t0)
             st.files += 1
-            st.hist.record(t1 - t0)
-            _slot(st, t1 / 1e9, n)
             st.end = t1 / 1e9
 
     total = sum(sum(s) for s in sizes)
@@ -283,16 +280,6 @@ def _write_error(e: BaseException, path: str) -> str:
     if isinstance(e, OSError):
         return scrub(f"{e.strerror or e} writing {path}")
     return scrub(f"{type(e).__name__}: {e} writing {path}".replace("\n", " "))
-
-
-def _slot(st: WorkerStats, t_end: float, nbytes: int) -> None:
-    slot = int((t_end - st.origin) * 10)
-    if slot >= len(st.slot_bytes):
-        grow = slot + 1 - len(st.slot_bytes)
-        st.slot_bytes.extend([0] * grow)
-        st.slot_ops.extend([0] * grow)
-    st.slot_bytes[slot] += nbytes
-    st.slot_ops[slot] += 1
 
 
 # -- reading -----------------------------------------------------------------------------------

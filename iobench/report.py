@@ -483,21 +483,19 @@ def _bullets(items: Iterable[str], width: int = TERMINAL_WIDTH) -> list[str]:
     return out
 
 
+def _sections(run: RunResult) -> list[_Table]:
+    """The tables every rendering shows, in order: phases, metadata, loader, estimate."""
+    sections: list[_Table] = [_phase_table(run)] if run.phases else []
+    sections += [t for t in (_metadata_table(run), _loader_table(run)) if t]
+    return sections + _estimate_tables(run)
+
+
 def render_terminal(run: RunResult) -> str:
     """The plain-text summary printed after a run (no colours; at most 120 columns)."""
     out = [f"iobench {run.iobench_version} - run {run.run_id} - {run.status}"]
     info = _Table("", ["", ""], _run_info(run)[1:], "ll", kv=True)
     out += _terminal_kv(info)
-    sections: list[_Table] = []
-    if run.phases:
-        sections.append(_phase_table(run))
-    meta = _metadata_table(run)
-    if meta:
-        sections.append(meta)
-    loader = _loader_table(run)
-    if loader:
-        sections.append(loader)
-    sections.extend(_estimate_tables(run))
+    sections = _sections(run)
     for t in sections:
         out += ["", t.title]
         out += _terminal_kv(t) if t.kv else _terminal_grid(t)
@@ -546,16 +544,7 @@ def render_markdown(run: RunResult) -> str:
         out.append(f"**Verdict: {verdict[0]}**")
         out += [""] + [f"- {_md_cell(r)}" for r in verdict[1]] + [""]
     out += _md_table(_Table("", ["", ""], _run_info(run), "ll", kv=True))
-    sections: list[_Table] = []
-    if run.phases:
-        sections.append(_phase_table(run))
-    meta = _metadata_table(run)
-    if meta:
-        sections.append(meta)
-    loader = _loader_table(run)
-    if loader:
-        sections.append(loader)
-    sections.extend(_estimate_tables(run))
+    sections = _sections(run)
     for t in sections:
         out += ["", f"## {t.title}", ""]
         if t.note:

@@ -233,6 +233,11 @@ class WorkerStats:
         self.bytes += nbytes
         self.ops += 1
         self.hist.record(lat_ns)
+        self.slot_add(t_end, nbytes)
+
+    def slot_add(self, t_end: float, nbytes: int) -> None:
+        """Put ``nbytes`` and one op in the series slot of ``t_end`` (a whole file's worth,
+        when its latency was recorded separately)."""
         # slot k holds ops completed in (k, k+1] tenths of a second after the origin
         slot = max(int((t_end - self.origin) * 10 - 1e-9), 0)
         sb = self.slot_bytes

@@ -294,7 +294,7 @@ class FsspecEngine(Engine):
                 if per_file:
                     st.hist.record(t_end - t_file)
                     st.ops += 1
-                    _slot(st, t_end / 1e9, done)
+                    st.slot_add(t_end / 1e9, done)
                 st.files += 1
                 state.done_ops[w] = st.ops
                 st.end = t_end / 1e9
@@ -468,14 +468,3 @@ def _abort(f: Any) -> None:
         f.closed = True
     except Exception:  # noqa: BLE001 - best effort; the run prefix is removed afterwards
         pass
-
-
-def _slot(st: WorkerStats, t_end: float, nbytes: int) -> None:
-    """Put a whole object's bytes and one op in the series slot of its end time."""
-    slot = int((t_end - st.origin) * 10)
-    if slot >= len(st.slot_bytes):
-        grow = slot + 1 - len(st.slot_bytes)
-        st.slot_bytes.extend([0] * grow)
-        st.slot_ops.extend([0] * grow)
-    st.slot_bytes[slot] += nbytes
-    st.slot_ops[slot] += 1

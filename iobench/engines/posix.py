@@ -532,7 +532,7 @@ class PosixEngine(Engine):
                         st.hist.record(t_end - t_file)
                         st.ops += 1
                         st.bytes += pos - seg.offset
-                        _slot(st, t_end / 1e9, pos - seg.offset)
+                        st.slot_add(t_end / 1e9, pos - seg.offset)
                     st.files += 1
                     state.done_ops[w] = st.ops + rec.n
                     if phase.drop_cache_after:
@@ -758,17 +758,6 @@ def _child_main(
 
 class _Stop(Exception):
     """Internal: leave the worker loop (stop requested or error recorded)."""
-
-
-def _slot(st: WorkerStats, t_end: float, nbytes: int) -> None:
-    """Put a whole file's bytes and one op in the series slot of its end time."""
-    slot = max(int((t_end - st.origin) * _PER_S - 1e-9), 0)
-    if slot >= len(st.slot_bytes):
-        grow = slot + 1 - len(st.slot_bytes)
-        st.slot_bytes.extend([0] * grow)
-        st.slot_ops.extend([0] * grow)
-    st.slot_bytes[slot] += nbytes
-    st.slot_ops[slot] += 1
 
 
 VERIFY_BLOCK = 64 << 20  # create writes files in blocks of up to this (DataPool's cap)
