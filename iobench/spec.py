@@ -61,6 +61,8 @@ def coerce(name: str, p: Param, value: Any, where: str) -> Any:
 
     def bad(detail: str | None = None) -> SpecError:
         msg = f"{where}: {name} = {value!r} is not valid"
+        if detail and "expected" in detail:  # the parser already said what it expected
+            return SpecError(f"{msg} ({detail.split(': ', 1)[-1]})")
         return SpecError(msg + (f" ({detail})" if detail else ""), hint=f"expected {_expected(p)}")
 
     if p.optional and (value is None or value == "" or value == "none"):
