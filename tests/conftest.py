@@ -107,3 +107,34 @@ def plant(target: Path):
 def planted(tmp_path):
     """A target directory holding user files, including look-alikes of iobench's own names."""
     return plant(tmp_path / "target")
+
+
+# -- a stand-in fio ---------------------------------------------------------------------------
+
+FIO_STUB = """#!/bin/sh
+if [ "$1" = "--version" ]; then echo fio-3.33; exit 0; fi
+out=""
+for a in "$@"; do case "$a" in --output=*) out="${a#--output=}";; esac; done
+"""
+
+
+@pytest.fixture
+def fake_fio(tmp_path, monkeypatch):
+    """Put a shell script named fio first on PATH ; returns a function taking its body."""
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir()
+
+    def install(body: str) -> Path:
+        from iobench.engines import registry
+
+        path = bindir / "fio"
+        path.write_text(FIO_STUB + body + "\n")
+        path.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+        registry.fio_version.cache_clear()
+        return path
+
+    yield install
+    from iobench.engines import registry
+
+    registry.fio_version.cache_clear()

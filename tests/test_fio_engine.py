@@ -6,7 +6,6 @@ real fio, and a run through the CLI next to the posix engine.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -249,27 +248,6 @@ def test_parse_output_skips_junk_and_rejects_truncation():
 
 
 # -- errors, with a stand-in fio on PATH ------------------------------------------------------
-STUB = """#!/bin/sh
-if [ "$1" = "--version" ]; then echo fio-3.33; exit 0; fi
-out=""
-for a in "$@"; do case "$a" in --output=*) out="${a#--output=}";; esac; done
-"""
-
-
-@pytest.fixture
-def fake_fio(tmp_path, monkeypatch):
-    """Put a shell script named fio first on PATH; returns a function taking its body."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-
-    def install(body: str) -> Path:
-        path = bindir / "fio"
-        path.write_text(STUB + body + "\n")
-        path.chmod(0o755)
-        monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
-        return path
-
-    return install
 
 
 def _write_spec() -> PhaseSpec:

@@ -97,6 +97,15 @@ def assign(
     return work
 
 
+def cache_label(phase: PhaseSpec) -> str:
+    """How a local phase met the page cache: O_DIRECT, dropped (fadvise) or buffered."""
+    if phase.direct:
+        return "direct"
+    if phase.drop_cache_after or phase.params.get("cache_dropped"):
+        return "dropped"
+    return "buffered"
+
+
 class Progress:
     """Progress callback: engines call ``update(done_bytes, done_ops)`` with running totals."""
 

@@ -29,7 +29,7 @@ from ..errors import EngineError
 from ..results import PhaseResult
 from ..stats import Histogram, spread
 from ..target import drop_file_cache
-from .base import Engine, EngineContext, PhaseSpec
+from .base import Engine, EngineContext, PhaseSpec, cache_label
 from .posix import assign
 
 FIO_OPS = {"write": "write", "read": "read", "randread": "randread", "randwrite": "randwrite"}
@@ -255,12 +255,7 @@ def to_phase_result(
         j.io_bytes * min(1.0, first / rt) for j, rt in zip(active, runtimes, strict=True)
     )
     files_by_name = {j.name: len(j.paths) for j in plan.jobs} if plan else {}
-    if phase.direct:
-        cache = "direct"
-    elif phase.drop_cache_after or phase.params.get("cache_dropped"):
-        cache = "dropped"
-    else:
-        cache = "buffered"
+    cache = cache_label(phase)
     end_epoch = float(data.get("timestamp_ms", time.time() * 1000)) / 1000.0
     extra: dict[str, Any] = {
         "fio_version": data.get("fio version"),

@@ -34,7 +34,7 @@ from ..errors import EngineError, Interrupted, VerifyError
 from ..results import PhaseResult
 from ..stats import SERIES_RESOLUTION_S, WorkerStats, phase_result
 from ..target import aligned_buffer, drop_file_cache
-from .base import OPS_DATA, OPS_META, Engine, EngineContext, PhaseSpec, assign
+from .base import OPS_DATA, OPS_META, Engine, EngineContext, PhaseSpec, assign, cache_label
 from .base import Segment as _Segment
 
 _perf_ns = time.perf_counter_ns
@@ -372,12 +372,7 @@ class PosixEngine(Engine):
         ctx: EngineContext,
         mode: str = "threads",
     ) -> PhaseResult:
-        if phase.direct:
-            cache = "direct"
-        elif phase.drop_cache_after or phase.params.get("cache_dropped"):
-            cache = "dropped"
-        else:
-            cache = "buffered"
+        cache = cache_label(phase)
         res = phase_result(
             phase.name,
             phase.op,

@@ -362,36 +362,5 @@ def sub_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-# -- a stand-in fio ---------------------------------------------------------------------------
-
-FIO_STUB = """#!/bin/sh
-if [ "$1" = "--version" ]; then echo fio-3.33; exit 0; fi
-out=""
-for a in "$@"; do case "$a" in --output=*) out="${a#--output=}";; esac; done
-"""
-
-
-@pytest.fixture
-def fake_fio(tmp_path, monkeypatch):
-    """Put a shell script named fio first on PATH (as tests/test_fio_engine.py's fixture)."""
-    bindir = tmp_path / "fakebin"
-    bindir.mkdir()
-
-    def install(body: str) -> Path:
-        from iobench.engines import registry
-
-        path = bindir / "fio"
-        path.write_text(FIO_STUB + body + "\n")
-        path.chmod(0o755)
-        monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
-        registry.fio_version.cache_clear()
-        return path
-
-    yield install
-    from iobench.engines import registry
-
-    registry.fio_version.cache_clear()
-
-
 def have(tool: str) -> bool:
     return shutil.which(tool) is not None
