@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 
@@ -60,6 +59,12 @@ def progress_factory(quiet: bool):
     return lambda: TqdmProgress(enabled=not quiet)
 
 
+def _lead() -> bool:
+    from .distributed import is_lead_rank
+
+    return is_lead_rank()
+
+
 def _render_run(run, as_json: bool) -> str:
     from . import report, results
 
@@ -73,7 +78,9 @@ def finish_run(outcome, as_json: bool, quiet: bool = False) -> int:
 
     Under torchrun only rank 0 prints: the other ranks' figures are inside its aggregate.
     """
-    if os.environ.get("RANK", "0") != "0" and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    from .distributed import is_lead_rank
+
+    if not is_lead_rank():
         if outcome.error is not None:
             raise outcome.error
         return ExitStatus.OK
@@ -123,7 +130,8 @@ def run(
     outcome = api.run(
         workload, target, engine=engine, sets=set_, jobs=jobs, direct=direct, time=time_,
         repeat=repeat, output=output, keep=keep, verify=verify,
-        progress_factory=progress_factory(quiet), history=None if no_history else (history or ""),
+        progress_factory=progress_factory(quiet or not _lead()),
+        history=None if no_history else (history or ""),
     )  # fmt: skip
     return finish_run(outcome, as_json, quiet)
 

@@ -18,8 +18,10 @@ the ranks in step and turn their results into one, as IOR does:
   ``IOBENCH_DIST_TIMEOUT``): the survivors raise DistributedError (exit 4), keep their partial
   results and remove every rank's run directory they can see.
 
-Other modules (the loader) use ``rank``, ``world``, ``local_rank``, ``hostname``, ``hosts``,
-``barrier()``, ``all_gather_object()`` and ``broadcast_object()`` of the hooks.
+Other modules (the loader, qualify) use ``rank``, ``world``, ``local_rank``, ``hostname``,
+``hosts``, ``barrier()``, ``all_gather_object()``, ``broadcast_object()``, ``agree()`` (input
+checks refused on any rank end every rank with exit 2) and ``StepBarrier`` (the loader's
+per-step barrier, which stops every rank at the same step).
 """
 
 from __future__ import annotations
@@ -92,16 +94,27 @@ def hooks_from_env(environ: Mapping[str, str] | None = None) -> DistributedHooks
     return DistributedHooks.join(dist_timeout(env), local_rank=int(env.get("LOCAL_RANK", "0")))
 
 
-def require_single_client(command: str, environ: Mapping[str, str] | None = None) -> None:
-    """Commands that coordinate their own processes refuse a torchrun launch of many ranks
-    (each rank would run the whole command on its own) with one clear line."""
-    world = launched_world(os.environ if environ is None else environ)
-    if world > 1:
-        raise UsageError(
-            f"iobench {command} runs as one client, but torchrun launched {world} ranks",
-            hint=f"run iobench {command} once (its --gpus emulates accelerators on this host); "
-            "use torchrun for iobench run",
-        )
+def is_lead_rank(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this process prints and writes results: rank 0, or the only client."""
+    env = os.environ if environ is None else environ
+    return launched_world(env) <= 1 or env.get("RANK", "0") == "0"
+
+
+def agreed(hooks: DistributedHooks | None, check: Callable[[], Any]) -> Any:
+    """Run ``check`` (input checks that may differ between hosts: the target, free space, the
+    output directory); under torchrun every rank raises when any rank's check refused, so no
+    rank goes on to wait for peers that have already given up. Returns what ``check`` returns.
+    """
+    if hooks is None:
+        return check()
+    error: UsageError | None = None
+    value = None
+    try:
+        value = check()
+    except UsageError as e:
+        error = e
+    hooks.agree(error)
+    return value
 
 
 # -- the hooks -------------------------------------------------------------------------------
@@ -125,6 +138,7 @@ class DistributedHooks:
         self.hostname = hostname or socket.gethostname()
         self.timeout_s = timeout_s
         self.hosts: list[str] = [self.hostname]
+        self.pids: list[int] = []  # every rank's process id (setup), for peer_failure()
         self.clock_offsets: list[float] = [0.0] * self.world  # rank's clock - rank 0's clock
         self.clock_rtts: list[float] = [0.0] * self.world
         self.run_id: str | None = None
@@ -145,10 +159,11 @@ class DistributedHooks:
         return hooks
 
     def setup(self) -> None:
-        """Collective: gather hostnames, measure clock offsets. Every rank calls it once."""
-        self.hosts = [
-            str(h) for h in self._collective("host exchange", self.comm.all_gather, self.hostname)
-        ]
+        """Collective: gather hostnames and pids, measure clock offsets. Every rank calls it
+        once."""
+        who = self._collective("host exchange", self.comm.all_gather, (self.hostname, os.getpid()))
+        self.hosts = [str(h) for h, _ in who]
+        self.pids = [int(p) for _, p in who]
         self.measure_clocks()
 
     def measure_clocks(self, rounds: int = CLOCK_ROUNDS) -> None:
@@ -273,6 +288,41 @@ class DistributedHooks:
     def broadcast_object(self, obj: Any, src: int = 0) -> Any:
         return self._collective("broadcast", self.comm.broadcast, obj, src)
 
+    def agree(self, error: UsageError | None) -> None:
+        """Collective: raise on every rank when any rank's inputs were refused (this rank's
+        own error first, else the lowest refusing rank's, named)."""
+        refused = self.all_gather_object(None if error is None else (error.message, error.hint))
+        if error is not None:
+            raise error
+        for k, r in enumerate(refused):
+            if r is not None:
+                raise UsageError(f"rank {k}: {r[0]}", hint=r[1])
+
+    def any_stopping(self, stopping: bool) -> bool:
+        """Collective: whether any rank was asked to stop (the loader's per-step barrier)."""
+        return bool(self._collective("step barrier", self.comm.any_flag, bool(stopping)))
+
+    def peer_failure(self) -> str | None:
+        """Which rank on this host has died, if one has ("rank 1 (pid 123) exited").
+
+        torchrun stops every rank with SIGTERM when one dies, and a rank between collectives
+        sees only the signal; this tells that case (exit 4, the dead rank named) from a user
+        stopping the run (exit 130). Ranks on other hosts cannot be checked from here; their
+        death shows at the next collective.
+        """
+        if len(self.pids) != self.world or len(self.hosts) != self.world:
+            return None
+        for k, (host, pid) in enumerate(zip(self.hosts, self.pids, strict=True)):
+            if k != self.rank and host == self.hostname and not _alive(pid):
+                return f"rank {k} (pid {pid}) exited"
+        return None
+
+    def abandon(self, reason: str) -> None:
+        """This rank failed on its own: make its later collectives fail at once instead of
+        pairing with whatever collective the other ranks are in (they notice when it exits)."""
+        if not self.failed:
+            self.failed = f"rank {self.rank}: {reason}"
+
     def _check_signal(self) -> None:
         if self.terminated is not None:
             raise Interrupted(f"interrupted by {signal.Signals(self.terminated).name}")
@@ -303,6 +353,21 @@ class DistributedHooks:
                 pass
             self._old_handler = None
         self.comm.close()
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _why_collective_failed(e: BaseException, timeout_s: float) -> str:
@@ -345,6 +410,27 @@ def peer_files(files: Sequence[Any], prefix: str) -> tuple[Any, ...]:
     if not prefix:
         return tuple(files)
     return tuple(type(f)(prefix + f.path, f.size) for f in files)
+
+
+# -- the loader's step barrier ----------------------------------------------------------------
+
+
+class StepBarrier:
+    """The loader's barrier at the end of every step across ranks (the emulated all-reduce of
+    a data-parallel step), which also carries the stop flag: when any rank was asked to stop
+    (Ctrl-C, SIGTERM), every rank stops at the same step instead of waiting for a peer that
+    will never arrive."""
+
+    checks_stop = True
+
+    def __init__(self, hooks: DistributedHooks, stop: Any):
+        self.hooks = hooks
+        self.stop = stop
+
+    def wait(self) -> None:
+        if self.hooks.any_stopping(self.stop.is_set()):
+            self.stop.check()  # this rank's own signal, named
+            raise Interrupted("interrupted: another rank was stopped")
 
 
 # -- aggregation across ranks (pure) ----------------------------------------------------------
@@ -587,6 +673,9 @@ class Comm:
     def broadcast(self, obj: Any, src: int) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def any_flag(self, flag: bool) -> bool:
+        return any(self.all_gather(bool(flag)))
+
     def clock_offsets(self, rounds: int) -> tuple[list[float], list[float]]:
         return [0.0] * self.world, [0.0] * self.world
 
@@ -641,6 +730,13 @@ class TorchComm(Comm):
         box = [obj]
         self.dist.broadcast_object_list(box, src=src)
         return box[0]
+
+    def any_flag(self, flag: bool) -> bool:
+        import torch
+
+        t = torch.tensor([1 if flag else 0], dtype=torch.int32)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.MAX)
+        return bool(t.item())
 
     def clock_offsets(self, rounds: int) -> tuple[list[float], list[float]]:
         import torch

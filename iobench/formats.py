@@ -167,6 +167,9 @@ def write_files(
     jobs = max(1, min(int(params.get("jobs", 1)), len(files)))
     source = SampleSource(max((max(s) for s in sizes if s), default=1), int(params.get("seed", 1)))
     stop = runner.stop
+    hooks = getattr(runner, "hooks", None)
+    if hooks is not None:
+        hooks.before_phase(None)  # many ranks: every rank's writers start together
     progress = runner.progress_factory()
     origin = time.perf_counter()
     stats = [WorkerStats(origin=origin) for _ in range(jobs)]

@@ -36,8 +36,9 @@ import numpy as np
 from . import formats, storage
 from . import starvation as sv
 from .datagen import dataset_paths, sample_sizes
+from .distributed import agreed
 from .engines.base import FileSpec, PhaseSpec, Progress
-from .errors import EngineError, Interrupted, UsageError
+from .errors import DistributedError, EngineError, Interrupted, UsageError
 from .runner import (
     PhaseRunner,
     RunOutcome,
@@ -212,6 +213,26 @@ def probe_storage(
 def _worker_init(_worker_id: int) -> None:
     # Ctrl-C reaches the whole process group; the parent stops the run, workers just follow.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this worker the moment its rank process dies.
+
+    A forked worker holds copies of its rank's sockets, the gloo connections to the other
+    ranks among them: while it lives, a rank that was killed still looks connected, and the
+    others notice only when torch's own check (every 5 s) ends the worker. Elsewhere that
+    check still applies.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - no prctl: torch's check remains
+        pass
 
 
 class SampleDataset:
@@ -412,13 +433,20 @@ class LoopConfig:
     epochs: int = 1
     steps: int | None = None  # per epoch and rank (None: every full batch)
     seed: int = 1
+    #: the sampler's (rank, ranks) when not (this rank, gpus): a rank that cannot see the
+    #: others' files shuffles its own as a world of one
+    shard: tuple[int, int] | None = None
+
+    def sampler(self, rank: int) -> RankBatchSampler:
+        r, world = self.shard or (rank, self.gpus)
+        return RankBatchSampler(
+            self.index.n_files, self.index.samples_per_file, self.batch_size, r, world,
+            self.workers, self.seed, self.steps,
+        )  # fmt: skip
 
     @property
     def steps_per_epoch(self) -> int:
-        return RankBatchSampler(
-            self.index.n_files, self.index.samples_per_file, self.batch_size, 0, self.gpus,
-            self.workers, self.seed, self.steps,
-        ).steps  # fmt: skip
+        return self.sampler(0).steps
 
 
 @dataclass
@@ -443,25 +471,30 @@ class LoopResult:
     ranks: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _rank_loop(cfg: LoopConfig, rank: int, barrier: Any, stop: StopFlag | None) -> dict[str, Any]:
-    """One rank's training loop; returns its per-epoch figures (plain data, picklable)."""
+def _rank_loop(
+    cfg: LoopConfig, rank: int, barrier: Any, stop: StopFlag | None, device: int | None = None
+) -> dict[str, Any]:
+    """One rank's training loop; returns its per-epoch figures (plain data, picklable).
+
+    ``barrier.wait()`` ends every step (and starts every epoch); a barrier with
+    ``checks_stop`` carries the stop flag itself (many hosts stop at the same step).
+    ``device``: the CUDA device index for ``--compute gpu`` (default: ``rank``).
+    """
     with warnings.catch_warnings():
         # torch warns on stderr when workers outnumber cores; the run records it once instead
         warnings.filterwarnings(
             "ignore", message="This DataLoader will create", category=UserWarning
         )
-        return _rank_loop_body(cfg, rank, barrier, stop)
+        return _rank_loop_body(cfg, rank, barrier, stop, rank if device is None else device)
 
 
 def _rank_loop_body(
-    cfg: LoopConfig, rank: int, barrier: Any, stop: StopFlag | None
+    cfg: LoopConfig, rank: int, barrier: Any, stop: StopFlag | None, device: int
 ) -> dict[str, Any]:
     from torch.utils.data import DataLoader
 
-    sampler = RankBatchSampler(
-        cfg.index.n_files, cfg.index.samples_per_file, cfg.batch_size, rank, cfg.gpus,
-        cfg.workers, cfg.seed, cfg.steps,
-    )  # fmt: skip
+    sampler = cfg.sampler(rank)
+    check_stop = stop is not None and not getattr(barrier, "checks_stop", False)
     w = cfg.workers
     loader = DataLoader(
         SampleDataset(cfg.index, cfg.mode), batch_sampler=sampler, num_workers=w,
@@ -470,7 +503,7 @@ def _rank_loop_body(
     )  # fmt: skip
     compute: Callable[[float], None] = time.sleep
     if cfg.compute == "gpu":
-        compute = _GpuBurn(rank)
+        compute = _GpuBurn(device)
     epochs = []
     it = None
     interrupted = False
@@ -486,7 +519,7 @@ def _rank_loop_body(
             compute_sum = cpu_sum = read_sum = decode_sum = 0.0
             samples = nbytes = 0
             for k in range(sampler.steps):
-                if stop is not None:
+                if check_stop:
                     stop.check()
                 t0 = time.perf_counter()
                 c0 = time.thread_time()
@@ -532,9 +565,9 @@ def _rank_loop_body(
                     "wait": wait.to_dict(),
                 }
             )
-    except Exception:
-        if stop is None or not stop.is_set():
-            raise
+    except Exception as e:
+        if stop is None or not stop.is_set() or isinstance(e, DistributedError):
+            raise  # another rank failing is that, even when a stop came with it
         # Interrupted (workers quit on the signal too). Raised outside this block: a second
         # signal can land inside DataLoader's iterator constructor, and the traceback would
         # keep that half-built iterator (and its worker processes) alive for as long as the
@@ -718,6 +751,17 @@ class Calibration:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def mean(cls, calibrations: Sequence[Calibration]) -> Calibration:
+        """Every rank's calibration averaged (a many-client run's loader costs)."""
+        cs = list(calibrations)
+        if len(cs) == 1:
+            return cs[0]
+        d = {k: float(np.mean([getattr(c, k) for c in cs])) for k in asdict(cs[0])}
+        for k in ("steps", "files"):
+            d[k] = int(min(getattr(c, k) for c in cs))
+        return cls(**d)
 
 
 def calibrate(
@@ -907,7 +951,7 @@ def run_loader(
     profile: str | Profile,
     *,
     sets: list[str] | None = None,
-    gpus: int = 1,
+    gpus: int | None = None,
     workers: int | None = None,
     steps: int | None = None,
     epochs: int | None = None,
@@ -920,16 +964,32 @@ def run_loader(
     save: bool = True,
     seed: int = 1,
     probe_time_s: float | None = None,
+    hooks: Any = None,
 ) -> RunOutcome:
     """``iobench loader``: generate the profile's dataset on ``target``, probe it, run the
     DataLoader with emulated compute on ``gpus`` accelerators, predict the same with the model.
+
+    With ``hooks`` (torchrun, many ranks) every rank is one emulated accelerator (``gpus`` is
+    the number of ranks): each writes its share of the files (file ``i`` by rank ``i mod
+    ranks``) into its own run directory, every rank's loader shuffles the whole dataset and
+    reads its shard of it (where the ranks see each other's run directories; else its own
+    files), steps end with a barrier across ranks, and rank 0 writes the one result.
 
     Bad input raises UsageError before anything is written; failures during the run come back
     in ``RunOutcome.error`` with the partial result saved and marked, the run dir removed.
     """
     prof = profile if isinstance(profile, Profile) else load_profile(profile, parse_overrides(sets))
+    world = hooks.world if hooks is not None else 1
+    if gpus is None:
+        gpus = world
     if gpus < 1:
         raise UsageError(f"--gpus must be at least 1, got {gpus}")
+    if hooks is not None and gpus != world:
+        raise UsageError(
+            f"--gpus {gpus} but torchrun launched {world} ranks: under torchrun each rank is "
+            "one emulated accelerator",
+            hint=f"omit --gpus (or give --gpus {world}), or launch {gpus} ranks",
+        )
     if workers is not None and workers < 0:
         raise UsageError(f"--workers must be 0 or more, got {workers}")
     if steps is not None and steps < 2:
@@ -953,12 +1013,20 @@ def run_loader(
             "the loop needs at least 2",
             hint="raise files with --set files=N or lower --gpus",
         )
-    tgt = resolve(target)
-    check_free_space(tgt, planned_bytes(prof, files))
     run = new_result(command)
+    if hooks is not None:
+        run.run_id = hooks.shared_run_id(run.run_id)
+    writer = save and (hooks is None or hooks.rank == 0)
     out_dir = output_dir_for(output, run.run_id)
-    if save:
-        check_output_dir(out_dir)
+
+    def check() -> Any:
+        tgt = resolve(target)
+        check_free_space(tgt, planned_bytes(prof, files))  # many ranks: the whole dataset
+        if writer:
+            check_output_dir(out_dir)
+        return tgt
+
+    tgt = agreed(hooks, check)
     wl_params = {
         **{k: v for k, v in prof.to_dict().items() if k not in ("name", "path", "description")},
         "gpus": gpus,
@@ -979,7 +1047,10 @@ def run_loader(
     import torch
 
     run.engine = {"name": "torch-dataloader", "version": torch.__version__}
-    with run_session(run, tgt, out_dir, keep=keep, save=save) as s:
+    run_dir_id = run.run_id if hooks is None else hooks.run_dir_id(run.run_id)
+    with run_session(
+        run, tgt, out_dir, keep=keep, save=writer, run_dir_id=run_dir_id, hooks=hooks
+    ) as s:
         remote = tgt.kind == "fsspec"
         if remote:  # probe reads through fsspec, as the loader's workers do
             from .engines.registry import get_engine
@@ -989,42 +1060,145 @@ def run_loader(
             from .engines.posix import PosixEngine
 
             engine = PosixEngine()
-        runner = s.runner = PhaseRunner(tgt, engine, s.stop, progress_factory or Progress)
+        if hooks is not None:
+            hooks.attach(tgt)  # every rank's run dir exists: can ranks read each other's?
+        runner = s.runner = PhaseRunner(
+            tgt, engine, s.stop, progress_factory or Progress, hooks=hooks
+        )
         # O_DIRECT by default on local targets; on URLs only --direct asks (and is refused)
         use_direct = runner.direct(not remote if direct is None else direct)
         cache = runner.cache_state(use_direct)
         mode = "direct" if use_direct else ("dropped" if cache == "dropped" else "buffered")
-        index = generate_dataset(runner, prof, files, sizes, seed)
-        levels = sorted({1, max(w, 1), max(w, 1) * gpus})
+        local_gpus = 1 if hooks is not None else gpus  # loader processes this one runs
+        if hooks is None:
+            index = generate_dataset(runner, prof, files, sizes, seed)
+            probe_index = own = index
+        else:
+            mine = range(hooks.rank, prof.files, world)
+            own = generate_dataset(
+                runner, prof, [files[i] for i in mine], [sizes[i] for i in mine],
+                data_seed(seed, hooks.rank),
+            )  # fmt: skip
+            index, probe_index = shard_indexes(hooks, own, prof.files)
+        levels = sorted({1, max(w, 1), max(w, 1) * local_gpus})
         sweep = probe_storage(
-            runner, index, levels, direct=use_direct, seed=seed, time_s=probe_time_s
+            runner, probe_index, levels, direct=use_direct, seed=seed, time_s=probe_time_s
         )
         s.stop.check()
+        if hooks is not None:
+            hooks.barrier()  # every rank calibrates at once, as they will load at once
         calib = calibrate(
-            index, batch_size=prof.batch_size, workers=w, prefetch=prof.prefetch, gpus=gpus,
+            own, batch_size=prof.batch_size, workers=w, prefetch=prof.prefetch, gpus=local_gpus,
             seed=seed, stop=s.stop,
         )  # fmt: skip
+        loop_steps, shard = steps, None
+        if hooks is not None and index is own:  # each rank shuffles its own files
+            loop_steps, shard = own_steps(hooks, own, prof.batch_size, w, steps), (0, 1)
         cfg = LoopConfig(
             index, mode, prof.batch_size, w, prof.prefetch, prof.compute_s, compute, gpus,
-            n_epochs, steps, seed,
+            n_epochs, loop_steps, seed, shard,
         )  # fmt: skip
-        result = run_loop(cfg, s.stop)
+        if hooks is None:
+            result = run_loop(cfg, s.stop)
+        else:
+            calib = Calibration.mean(hooks.all_gather_object(calib))
+            result = aggregate(cfg, _run_distributed(cfg, hooks, s.stop))
+            if index is own:
+                runner.warn(
+                    "the ranks do not see each other's run directories: each rank's loader "
+                    "read the files it wrote, so client caches may inflate the figures"
+                )
         run.phases = list(runner.results)
         run.loader, run.estimate, notes = _summarise(
             prof, index, sweep, calib, result, cache, compute
         )
+        if hooks is not None:
+            run.loader["hosts"] = len(set(hooks.hosts))
         for note in notes:
             runner.warn(note)
         if not use_direct and not remote:
             _cache_warning(runner, index)
         cpus = os.cpu_count() or 1
-        if gpus * (w + 1) > cpus:
+        per_host = hooks.ranks_per_host if hooks is not None else gpus
+        if per_host * (w + 1) > cpus:
             runner.warn(
-                f"{gpus} emulated accelerator(s) × ({w} workers + 1 main loop) = "
-                f"{gpus * (w + 1)} processes on {cpus} CPUs: the loader competes for cores, "
-                "as the calibration measured (see bound)"
+                f"{per_host} emulated accelerator(s) on this host × ({w} workers + 1 main loop) "
+                f"= {per_host * (w + 1)} processes on {cpus} CPUs: the loader competes for "
+                "cores, as the calibration measured (see bound)"
             )
-    return s.outcome()
+    outcome = s.outcome()
+    if hooks is not None and outcome.error is not None:
+        hooks.abandon(outcome.error.one_line())
+    return outcome
+
+
+def data_seed(seed: int, rank: int) -> int:
+    """The seed of the bytes rank ``rank`` writes: every rank's files differ (no dedup)."""
+    return seed + 7919 * rank
+
+
+def shard_indexes(hooks: Any, own: DatasetIndex, n_files: int) -> tuple[DatasetIndex, DatasetIndex]:
+    """(the dataset every rank's loader reads, the files this rank's storage probe reads).
+
+    Collective. File ``i`` was written by rank ``i mod ranks``; where the ranks see each
+    other's run directories the loader's index holds every file, in that global order, with
+    paths from this rank's run directory, and the probe reads the files of the rank this one
+    reads back (IOR -C: not its own, so this client's cache cannot answer). Elsewhere both are
+    this rank's own files.
+    """
+    shards = hooks.all_gather_object((own.paths, own.sizes, own.file_bytes))
+    if not hooks.shared_target:
+        return own, own
+    world = hooks.world
+
+    def of(k: int, i: int) -> tuple[str, tuple[int, ...], int]:
+        paths, sizes, nbytes = shards[k]
+        return hooks.read_prefix(k) + paths[i], tuple(sizes[i]), int(nbytes[i])
+
+    every = [of(i % world, i // world) for i in range(n_files)]
+    src = hooks.read_shift()
+    theirs = [of(src, i) for i in range(len(shards[src][0]))]
+
+    def index(entries: Sequence[tuple[str, tuple[int, ...], int]]) -> DatasetIndex:
+        return replace(
+            own,
+            paths=tuple(e[0] for e in entries),
+            sizes=tuple(e[1] for e in entries),
+            file_bytes=tuple(e[2] for e in entries),
+        )
+
+    return index(every), index(theirs)
+
+
+def own_steps(
+    hooks: Any, own: DatasetIndex, batch_size: int, workers: int, steps: int | None
+) -> int:
+    """Steps per epoch when every rank reads only its own files: the fewest any rank can do,
+    so that no rank waits at a barrier the others never reach (collective)."""
+    mine = RankBatchSampler.available_steps(
+        own.n_files, own.samples_per_file, batch_size, 1, workers
+    )
+    fewest = min(hooks.all_gather_object(min(steps or mine, mine)))
+    if fewest < 2:
+        raise EngineError(
+            f"a rank's own files give {fewest} step(s) of batch {batch_size}; the loop needs 2",
+            hint="raise files with --set files=N",
+        )
+    return fewest
+
+
+def _run_distributed(cfg: LoopConfig, hooks: Any, stop: StopFlag) -> list[dict[str, Any]]:
+    """This rank's loop under torchrun, every rank's figures gathered (collective)."""
+    from .distributed import StepBarrier
+
+    try:
+        mine = _rank_loop(cfg, hooks.rank, StepBarrier(hooks, stop), stop, hooks.local_rank)
+    except (Interrupted, EngineError):
+        raise
+    except (OSError, RuntimeError) as e:
+        raise EngineError(f"data loader: {_last_line(e)}") from None
+    mine["host"] = hooks.hostname
+    return hooks.all_gather_object(mine)
 
 
 def _summarise(
@@ -1126,7 +1300,11 @@ def _summarise(
         },
         "points": [{"gpus": res.gpus, "au": res.au}],
         "ranks": [
-            {"rank": r["rank"], "epochs": [_without(ep, "wait") for ep in r["epochs"]]}
+            {
+                "rank": r["rank"],
+                **({"host": r["host"]} if "host" in r else {}),
+                "epochs": [_without(ep, "wait") for ep in r["epochs"]],
+            }
             for r in res.ranks
         ],
     }

@@ -217,10 +217,12 @@ class QualifyPlan:
     steps: list[Step] = field(default_factory=list)
     loader: dict[str, Any] = field(default_factory=dict)
     checkpoint_full_bytes: int = DEFAULT_CHECKPOINT
+    ranks: int = 1  # torchrun clients, each running every I/O step on its own files
 
     @property
     def space_bytes(self) -> int:
-        return max([s.space_bytes for s in self.steps] + [self.loader.get("space_bytes", 0)])
+        steps = [s.space_bytes * self.ranks for s in self.steps]
+        return max(steps + [self.loader.get("space_bytes", 0)])
 
     @property
     def expected_s(self) -> float:
@@ -229,7 +231,8 @@ class QualifyPlan:
     def spec_hash(self) -> str:
         blob = json.dumps(
             {"steps": [(s.name, s.generator, s.params) for s in self.steps], "loader": self.loader,
-             "profile": self.profile.to_dict(), "gpus": self.gpus},
+             "profile": self.profile.to_dict(), "gpus": self.gpus,
+             **({"ranks": self.ranks} if self.ranks > 1 else {})},
             sort_keys=True, default=str,
         )  # fmt: skip
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -250,13 +253,20 @@ def plan_qualify(
     quick: bool,
     free_bytes: int | None = None,
     checkpoint_full_bytes: int = DEFAULT_CHECKPOINT,
+    ranks: int = 1,
 ) -> QualifyPlan:
-    """Size every step to the time budget (and to a tenth of the free space)."""
+    """Size every step to the time budget (and to a tenth of the free space).
+
+    ``ranks`` > 1 (torchrun): every rank runs each I/O step on its own files, so the space
+    needed is ``ranks`` times a step's, and the loader runs one emulated accelerator per rank.
+    """
     if budget_s <= 0:
         raise UsageError("--time must be positive")
     scale = budget_s / DEFAULT_BUDGET_S
-    space_cap = (free_bytes // 10) if free_bytes else None
-    plan = QualifyPlan(budget_s, quick, profile, gpus, checkpoint_full_bytes=checkpoint_full_bytes)
+    space_cap = (free_bytes // 10 // max(ranks, 1)) if free_bytes else None
+    plan = QualifyPlan(
+        budget_s, quick, profile, gpus, checkpoint_full_bytes=checkpoint_full_bytes, ranks=ranks
+    )
 
     def cap(n: int) -> int:
         return int(min(n, space_cap)) if space_cap else int(n)
@@ -309,16 +319,19 @@ def plan_qualify(
                            int(total * 1.1),
                            f"{n_files} files of {format_bytes(sample)}, readers {readers}"))  # fmt: skip
 
-    plan.loader = _loader_plan(profile, gpus, quick, scale)
+    plan.loader = _loader_plan(profile, gpus, quick, scale, ranks)
     return plan
 
 
-def _loader_plan(profile: Profile, gpus: int, quick: bool, scale: float) -> dict[str, Any]:
+def _loader_plan(
+    profile: Profile, gpus: int, quick: bool, scale: float, ranks: int = 1
+) -> dict[str, Any]:
     """Enough files for a few steps per epoch on every emulated accelerator; several epochs
-    re-read them (with O_DIRECT or dropped caches, so storage still answers)."""
+    re-read them (with O_DIRECT or dropped caches, so storage still answers). Under torchrun
+    every rank is one accelerator."""
     from .loader import RankBatchSampler
 
-    loader_gpus = 1 if quick else min(gpus, 2)
+    loader_gpus = ranks if ranks > 1 else (1 if quick else min(gpus, 2))
     w = max(profile.workers, 1)
     spe = 8 if quick else max(10, int(20 * scale))
     spf = profile.samples_per_file
@@ -396,13 +409,18 @@ def run_qualify(
     progress_factory: Any = None,
     command: str | None = None,
     checkpoint: str | None = None,
+    hooks: Any = None,
 ) -> tuple[RunOutcome | None, str | None]:
-    """Plan (and unless ``dry_run``) run the suite. Returns (outcome, dry-run text)."""
-    from .distributed import require_single_client
+    """Plan (and unless ``dry_run``) run the suite. Returns (outcome, dry-run text).
+
+    With ``hooks`` (torchrun, many ranks) every rank runs each I/O step on its own files, in
+    step, and the phases are the ranks' aggregates; the loader runs one accelerator per rank;
+    rank 0 writes the result, the report and the verdict (the same on every rank).
+    """
+    from .distributed import agreed
     from .engines.registry import get_engine
     from .units import parse_duration
 
-    require_single_client("qualify")
     if gpus is not None and gpus < 1:
         raise UsageError(f"--gpus must be at least 1, got {gpus}")
     requirements = parse_requirements(require)
@@ -426,15 +444,26 @@ def run_qualify(
             hint="use iobench run with the fsspec engine for URLs",
         )
     engine = get_engine(engine_name)
-    target = resolve(target_spec)
-    plan = plan_qualify(profile, n_gpus, budget_s=budget_s, quick=quick, free_bytes=target.free_bytes,
-                        checkpoint_full_bytes=ckpt_full)  # fmt: skip
-    check_free_space(target, plan.space_bytes)
+    ranks = hooks.world if hooks is not None else 1
+    run = new_result(command)
+    if hooks is not None:
+        run.run_id = hooks.shared_run_id(run.run_id)
+    writer = hooks is None or hooks.rank == 0
+    out_dir = output_dir_for(output, run.run_id)
+
+    def check() -> tuple[Target, QualifyPlan]:
+        target = resolve(target_spec)
+        plan = plan_qualify(profile, n_gpus, budget_s=budget_s, quick=quick,
+                            free_bytes=target.free_bytes, checkpoint_full_bytes=ckpt_full,
+                            ranks=ranks)  # fmt: skip
+        check_free_space(target, plan.space_bytes)
+        if writer and not dry_run:
+            check_output_dir(out_dir)
+        return target, plan
+
+    target, plan = agreed(hooks, check)
     if dry_run:
         return None, render_plan(plan, target)
-    run = new_result(command)
-    out_dir = output_dir_for(output, run.run_id)
-    check_output_dir(out_dir)
     run.workload = {
         "name": "qualify",
         "spec_hash": plan.spec_hash(),
@@ -444,26 +473,45 @@ def run_qualify(
     }  # fmt: skip
     run.engine = {"name": engine.name, "version": engine.version()}
     kwargs = {"progress_factory": progress_factory} if progress_factory else {}
-    with run_session(run, target, out_dir, keep=keep) as s:
-        runner = s.runner = PhaseRunner(target, engine, s.stop, raw_dir=str(out_dir), **kwargs)
+    run_dir_id = run.run_id if hooks is None else hooks.run_dir_id(run.run_id)
+    with run_session(
+        run, target, out_dir, keep=keep, save=writer, run_dir_id=run_dir_id, hooks=hooks
+    ) as s:
+        if hooks is not None:
+            hooks.attach(target)  # every rank's run dir exists: can ranks read each other's?
+        runner = s.runner = PhaseRunner(
+            target, engine, s.stop, raw_dir=str(out_dir) if writer else None, hooks=hooks,
+            **kwargs,
+        )  # fmt: skip
         for step in plan.steps:
             get_generator(step.generator).run(step.params, runner)
         run.phases = runner.results
         _checkpoint_estimate(run, plan)
     outcome = s.outcome()
+    if hooks is not None and outcome.error is not None:
+        hooks.abandon(outcome.error.one_line())
     if outcome.error is None:
-        _loader_step(outcome, target_spec, plan, keep, progress_factory)
+        _loader_step(outcome, target_spec, plan, keep, progress_factory, hooks)
     _estimate_step(outcome.run, profile)
     outcome.run.verdict = verdict(outcome.run, requirements, profile, n_gpus)
-    from . import report, results
+    if hooks is not None and outcome.error is None:
+        # one verdict, rank 0's, so every rank exits with the same status
+        outcome.run.verdict = hooks.broadcast_object(outcome.run.verdict)
+    if writer:
+        from . import report, results
 
-    results.save(outcome.run, out_dir)
-    report.write_report(outcome.run, out_dir)
+        results.save(outcome.run, out_dir)
+        report.write_report(outcome.run, out_dir)
     return outcome, None
 
 
 def _loader_step(
-    outcome: RunOutcome, target_spec: str, plan: QualifyPlan, keep: bool, progress_factory: Any
+    outcome: RunOutcome,
+    target_spec: str,
+    plan: QualifyPlan,
+    keep: bool,
+    progress_factory: Any,
+    hooks: Any = None,
 ) -> None:
     """The profile through a real DataLoader (its own run directory, after the I/O steps)."""
     from .loader import run_loader
@@ -472,7 +520,7 @@ def _loader_step(
     prof = replace(plan.profile, files=lp["files"], epochs=lp["epochs"])
     lo = run_loader(
         target_spec, prof, gpus=lp["gpus"], steps=lp["steps"], save=False, keep=keep,
-        progress_factory=progress_factory, command=outcome.run.command,
+        progress_factory=progress_factory, command=outcome.run.command, hooks=hooks,
     )  # fmt: skip
     run = outcome.run
     run.loader = lo.run.loader
@@ -519,7 +567,8 @@ def _checkpoint_estimate(run: Any, plan: QualifyPlan) -> None:
                 "bytes": plan.checkpoint_full_bytes,
                 "seconds": secs,
                 "basis": f"estimate: {format_bytes(plan.checkpoint_full_bytes)} at the {format_rate(p.bandwidth_bps)} "
-                f"measured for a {format_bytes(p.bytes)} checkpoint from one client",
+                f"measured for a {format_bytes(p.bytes)} checkpoint from "
+                + (f"{plan.ranks} clients at once" if plan.ranks > 1 else "one client"),
             }
     if out:
         run.extra["checkpoint_estimate"] = {

@@ -242,6 +242,8 @@ def _loader_table(run: RunResult) -> _Table | None:
             config.append(f"{ld[key]} {label}")
     if ld.get("batch_size") is not None:
         config.append(f"batch {ld['batch_size']}")
+    if ld.get("hosts"):
+        config.append(f"one rank per GPU on {ld['hosts']} host{'s' if ld['hosts'] != 1 else ''}")
     au = _pct(ld.get("au"))
     if _is_num(ld.get("predicted_au")):
         au += f"   (model predicted {_pct(ld['predicted_au'])})"
@@ -339,6 +341,73 @@ def _estimate_tables(run: RunResult) -> list[_Table]:
     return out
 
 
+def _many_client_phases(run: RunResult) -> list[PhaseResult]:
+    return [p for p in run.phases if int((p.extra or {}).get("world") or 1) > 1]
+
+
+def _clients_text(run: RunResult) -> str | None:
+    """ "3 ranks on 1 host (torchrun)" for a many-client run, else None."""
+    phases = _many_client_phases(run)
+    if not phases:
+        return None
+    world = max(int(p.extra["world"]) for p in phases)
+    hosts = max(int(p.extra.get("hosts") or 1) for p in phases)
+    return (
+        f"{world} ranks on {hosts} host{'s' if hosts != 1 else ''} (torchrun): every phase "
+        "is the aggregate, all bytes ÷ (last end − first start), clocks aligned to rank 0"
+    )
+
+
+def _ranks_table(run: RunResult) -> _Table | None:
+    """Per-rank spread of every many-client phase: the aggregate, the stonewall figure (when
+    the first rank finished) and the ranks' own rates, the slowest named (and the hosts'
+    spread when there are several)."""
+    phases = _many_client_phases(run)
+    if not phases:
+        return None
+    many_hosts = any(int(p.extra.get("hosts") or 1) > 1 for p in phases)
+    rows = []
+    for p in phases:
+        sp = p.extra.get("rank_spread") or {}
+        by_bytes = sp.get("unit", "bandwidth_bps") == "bandwidth_bps"
+
+        def fmt(v: Any, by_bytes: bool = by_bytes) -> str:
+            if not _is_num(v) or not v:
+                return "-"
+            return _rate(v) if by_bytes else f"{format_count(v)} ops/s"
+
+        def slowest(d: dict[str, Any], what: str) -> str:
+            if d.get("slowest") is None:
+                return "-"
+            ratio = d.get("max_over_min")
+            return f"{what}{d['slowest']}" + (f" x{ratio:.2f}" if _is_num(ratio) else "")
+
+        row = [
+            p.name,
+            str(p.extra.get("world", "-")),
+            fmt(p.bandwidth_bps if by_bytes else p.iops),
+            fmt(p.bandwidth_stonewall_bps if by_bytes else None),
+            fmt(sp.get("min")),
+            fmt(sp.get("max")),
+            slowest(sp, "rank "),
+        ]
+        if many_hosts:
+            row.append(slowest(p.extra.get("host_spread") or {}, ""))
+        rows.append(row)
+    headers = ["Phase", "Ranks", "Aggregate", "Stonewall", "Rank min", "Rank max", "Slowest"]
+    if many_hosts:
+        headers.append("Slowest host")
+    return _Table(
+        "Clients (per-rank spread)",
+        headers,
+        rows,
+        "lrrrrrl" + ("l" if many_hosts else ""),
+        note="Aggregate: all ranks' bytes over the last end minus the first start; stonewall: "
+        "what all ranks had moved when the first one finished, over that time; slowest: the "
+        "rank with the lowest rate, x the fastest's over its.",
+    )
+
+
 def _run_info(run: RunResult) -> list[list[str]]:
     rows = [["Run", run.run_id]]
     wl = run.workload or {}
@@ -347,6 +416,9 @@ def _run_info(run: RunResult) -> list[list[str]]:
     if run.command:
         rows.append(["Command", run.command])
     rows.append(["Target", _target_text(run.target or {})])
+    clients = _clients_text(run)
+    if clients:
+        rows.append(["Clients", clients])
     host = _host_text(run.host or {})
     if host:
         rows.append(["Host", host])
@@ -486,7 +558,7 @@ def _bullets(items: Iterable[str], width: int = TERMINAL_WIDTH) -> list[str]:
 def _sections(run: RunResult) -> list[_Table]:
     """The tables every rendering shows, in order: phases, metadata, loader, estimate."""
     sections: list[_Table] = [_phase_table(run)] if run.phases else []
-    sections += [t for t in (_metadata_table(run), _loader_table(run)) if t]
+    sections += [t for t in (_ranks_table(run), _metadata_table(run), _loader_table(run)) if t]
     return sections + _estimate_tables(run)
 
 
@@ -1098,6 +1170,10 @@ def render_html(run: RunResult) -> str:
             '<p class="note">Bandwidth is all bytes over first start to last end (last done); '
             "first done is the figure when the first worker finished.</p></section>"
         )
+    ranks_t = _ranks_table(run)
+    if ranks_t is not None:
+        parts.append(f'<section id="clients"><h2>{_e(ranks_t.title)}</h2>')
+        parts.append(_html_table(ranks_t) + f'<p class="note">{_e(ranks_t.note)}</p></section>')
     meta_t = _metadata_table(run)
     if meta_t:
         parts.append(f'<section id="metadata"><h2>{_e(meta_t.title)}</h2>')

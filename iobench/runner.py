@@ -340,6 +340,7 @@ def run_session(
     keep: bool = False,
     save: bool = True,
     run_dir_id: str | None = None,
+    hooks: Any = None,
 ) -> Iterator[RunSession]:
     """Create the run directory, route signals to a stop flag, and always clean up.
 
@@ -348,7 +349,9 @@ def run_session(
     run marked and its phases so far kept; bad input (UsageError) still raises (and the output
     directory this session created, still empty, is removed). The run directory is removed on
     every path unless ``keep``; removing it is never cut short by a second signal, and a
-    signal that arrives during the cleanup still ends the run as interrupted.
+    signal that arrives during the cleanup still ends the run as interrupted. Under torchrun
+    (``hooks``) an interruption while another rank on this host has died is that rank's
+    failure (DistributedError, exit 4): torchrun stops every rank when one dies.
     ``session.outcome()`` then saves and returns the run.
     """
     s = RunSession(run, target, out_dir, save, keep)
@@ -361,6 +364,14 @@ def run_session(
 
     def fail(e: IobenchError) -> None:
         interrupted = isinstance(e, Interrupted)
+        dead = hooks.peer_failure() if interrupted and hooks is not None else None
+        if dead:  # torchrun stopped this rank because another died: a failure, not a stop
+            e = DistributedError(
+                f"{dead}; torchrun stopped rank {hooks.rank} ({e.message})",
+                hint="see that rank's output; torchrun names the first failure",
+            )
+            interrupted = False
+            hooks.remove_peer_run_dirs()  # the dead rank cannot remove its own
         if not interrupted:
             e = _name_vanished_run_dir(target, _name_disk_full(e))
         s.error = e
@@ -529,28 +540,37 @@ def run_workload(
     """
     if repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
-    engine = get_engine(engine_name)
-    target = resolve(target_spec)
-    if target.kind == "fsspec" and engine.name != "fsspec":  # posix/fio need a directory
-        raise UsageError(
-            f"the {engine.name} engine cannot write to {target.path_or_url}",
-            hint="use --engine fsspec (the default for URLs)",
-        )
-    plan = plan_workload(workload)
-    check_free_space(target, plan.space_bytes)
+    from .distributed import agreed
+
     run = new_result(command)
     if hooks is not None:
         run.run_id = hooks.shared_run_id(run.run_id)
     out_dir = output_dir_for(output, run.run_id)
     is_writer = hooks is None or hooks.rank == 0
-    if save and is_writer:
-        check_output_dir(out_dir)
+
+    def check() -> tuple[Any, Target]:
+        # checks that may differ between hosts: under torchrun any rank refusing ends them all
+        engine = get_engine(engine_name)
+        target = resolve(target_spec)
+        if target.kind == "fsspec" and engine.name != "fsspec":  # posix/fio need a directory
+            raise UsageError(
+                f"the {engine.name} engine cannot write to {target.path_or_url}",
+                hint="use --engine fsspec (the default for URLs)",
+            )
+        check_free_space(target, plan_workload(workload).space_bytes)
+        if save and is_writer:
+            check_output_dir(out_dir)
+        return engine, target
+
+    engine, target = agreed(hooks, check)
     run.workload = workload.to_dict()
     run.engine = {"name": engine.name, "version": engine.version()}
     gen = get_generator(workload.generator)
     writes = save and is_writer
     run_dir_id = run.run_id if hooks is None else hooks.run_dir_id(run.run_id)
-    with run_session(run, target, out_dir, keep=keep, save=writes, run_dir_id=run_dir_id) as s:
+    with run_session(
+        run, target, out_dir, keep=keep, save=writes, run_dir_id=run_dir_id, hooks=hooks
+    ) as s:
         # Lustre: stripe the run dir as the workload asks, before any file is created; record
         # the Lustre/GPFS layout in target.layout
         run.warnings.extend(

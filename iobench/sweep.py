@@ -3,7 +3,8 @@
 A ``dataset-read-r<N>`` or ``dataset-shuffled-r<N>`` phase (``iobench run dataset-read``, the
 loader's storage probe, qualify) becomes one ``SweepPoint``: its bandwidth, its files per
 second (whole-file reads: one op per file) and its per-file latency quantiles, taken from the
-phase's mergeable histogram.
+phase's mergeable histogram. In a many-client run (torchrun) the phase is the aggregate of
+every rank's and its level is the readers of all ranks together: ``N`` per rank × ranks.
 """
 
 from __future__ import annotations
@@ -25,10 +26,9 @@ QUANTILES = [i / 100 for i in range(101)]
 
 
 def sweep_point(phase: PhaseResult, readers: int | None = None) -> SweepPoint:
-    """One sweep level from a whole-file read phase."""
-    m = PHASE_RE.match(phase.name)
+    """One sweep level from a whole-file read phase (readers of every rank together)."""
     if readers is None:
-        readers = int(m.group(2)) if m else int(phase.concurrency)
+        readers = total_readers(phase)
     quantiles: list[float] = []
     if phase.histogram:
         hist = Histogram.from_dict(phase.histogram)
@@ -46,6 +46,14 @@ def sweep_point(phase: PhaseResult, readers: int | None = None) -> SweepPoint:
         completions=counts,
         interval_s=interval,
     )
+
+
+def total_readers(phase: PhaseResult) -> int:
+    """Concurrent readers of a ``dataset-*-r<N>`` phase over every rank (N × ranks)."""
+    m = PHASE_RE.match(phase.name)
+    if not m:
+        return int(phase.concurrency)
+    return int(m.group(2)) * max(int(phase.params.get("ranks", 1) or 1), 1)
 
 
 def completions(phase: PhaseResult) -> tuple[tuple[float, ...], float]:
@@ -69,7 +77,7 @@ def sweep_from_phases(phases: Sequence[PhaseResult], prefer: str = "shuffled") -
         m = PHASE_RE.match(p.name)
         if not m or p.status == "failed" or p.bandwidth_bps <= 0 or p.ops <= 0:
             continue
-        level = int(m.group(2))
+        level = total_readers(p)
         have = by_level.get(level)
         if have is None or (m.group(1) == prefer and not have.name.startswith(f"dataset-{prefer}")):
             by_level[level] = p

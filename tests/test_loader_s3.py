@@ -100,3 +100,34 @@ def test_formats_round_trip_through_a_url():
         fs, path = fsspec.core.url_to_fs(root)
         if fs.exists(path):
             fs.rm(path, recursive=True)
+
+
+@pytest.mark.slow
+def test_torchrun_loader_on_s3_two_ranks(s3, tmp_path):  # noqa: F811
+    """Two ranks, each one accelerator, reading the whole dataset (both ranks' objects) through
+    fsspec; the probe reads the other rank's objects; only the user's objects are left."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    prof = tiny_profile(tmp_path, files=16, workers=1, epochs=2)
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    env["PYTHONPATH"] = str(repo)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "iobench", "loader", f"s3://{s3.name}/x", "--profile", str(prof),
+           "--output", str(out), "--no-history", "-q"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    _no_secrets(proc.stdout, proc.stderr)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    res = json.loads((out / "result.json").read_text())
+    ld = _check_common(res)
+    assert ld["gpus"] == 2 and ld["steps"] == 2 and ld["dataset"]["files"] == 16
+    assert [r["rank"] for r in ld["ranks"]] == [0, 1]
+    probe = res["phases"][1]
+    assert [r["read_from"] for r in probe["ranks"]] == [1, 0]
+    assert probe["ops"] == 16  # every object, each rank the other's half
+    assert not any("do not see each other" in w for w in res["warnings"])
+    assert s3.keys() == s3.user_keys

@@ -15,8 +15,11 @@ def loader(
         ..., "--profile", help="Profile name (see `iobench workloads`) or TOML path."
     ),
     set_: list[str] | None = typer.Option(None, "--set", help="Override a profile key: KEY=VALUE."),
-    gpus: int = typer.Option(
-        1, "--gpus", help="Emulated accelerators on this host (one process each)."
+    gpus: int | None = typer.Option(
+        None,
+        "--gpus",
+        help="Emulated accelerators (default 1): one process each on this host; under "
+        "torchrun, one per rank across hosts.",
     ),
     workers: int | None = typer.Option(
         None, "--workers", help="DataLoader workers per accelerator (default: the profile's)."
@@ -46,18 +49,16 @@ def loader(
 ) -> int:
     """Measure the accelerator utilisation a DataLoader reaches on TARGET, and predict it."""
     from ..api import append_history, check_history_url
-    from ..distributed import require_single_client
+    from ..distributed import hooks_from_env, is_lead_rank
     from ..loader import run_loader
-
-    require_single_client("loader")
 
     if not no_history:
         check_history_url(history or "")
     outcome = run_loader(
         target, profile, sets=set_, gpus=gpus, workers=workers, steps=steps, epochs=epochs,
         compute=compute, direct=direct, output=output, keep=keep,
-        progress_factory=progress_factory(quiet),
+        progress_factory=progress_factory(quiet or not is_lead_rank()), hooks=hooks_from_env(),
     )  # fmt: skip
-    if not no_history:
+    if not no_history and is_lead_rank():
         append_history(outcome, history or "")
     return finish_run(outcome, as_json, quiet)

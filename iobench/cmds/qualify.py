@@ -43,19 +43,27 @@ def qualify(
 ) -> int:
     """Qualify TARGET: every phase, the loader, the estimate, and a pass/fail verdict (exit 0/1)."""
     from ..api import append_history, check_history_url
+    from ..distributed import hooks_from_env, is_lead_rank
     from ..errors import ExitStatus
     from ..qualify import run_qualify
 
+    lead = is_lead_rank()  # under torchrun rank 0 prints, appends and writes the report
     if not no_history:
         check_history_url(history or "")
     outcome, plan_text = run_qualify(
         target, profile_name=profile, gpus=gpus, require=require, quick=quick, budget=budget,
         dry_run=dry_run, output=output, keep=keep, engine_name=engine,
-        progress_factory=progress_factory(quiet), checkpoint=checkpoint,
+        progress_factory=progress_factory(quiet or not lead), checkpoint=checkpoint,
+        hooks=None if dry_run else hooks_from_env(),
     )  # fmt: skip
     if plan_text is not None:
-        out(plan_text)
+        if lead:
+            out(plan_text)
         return ExitStatus.OK
+    if not lead:
+        if outcome.error is not None:
+            raise outcome.error
+        return ExitStatus.OK if outcome.run.verdict["result"] == "pass" else ExitStatus.FAILED
     if not no_history:
         append_history(outcome, history or "")
     from .. import report, results
