@@ -277,6 +277,17 @@ def test_different_workload_name_is_not_comparable():
     assert not report.comparable and "seq-read vs rand-read" in report.reason
 
 
+def test_different_client_counts_are_not_comparable():
+    base = _run()
+    cur = _run("20250102T000000Z-bbbbbb")
+    for p in cur.phases:
+        p.params = {**p.params, "ranks": 8}
+        p.extra = {**p.extra, "world": 8}
+    report = compare_runs(base, cur)
+    assert not report.comparable and "clients differ: 1 vs 8 torchrun ranks" in report.reason
+    assert compare_runs(cur, cur).comparable
+
+
 def test_environment_differences_warn_but_compare():
     base = _run()
     host = {**base.host, "cpus": 32, "hostname": "other"}
