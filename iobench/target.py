@@ -658,10 +658,13 @@ def parse_lfs_getstripe(text: str) -> dict[str, Any]:
     top: dict[str, Any] = {}
     cur: dict[str, Any] | None = None
     for key, value in _KV.findall(text):
+        key = key.removeprefix("lmm_")  # a file's layout (and older clients) name keys lmm_*
         if key == "lcme_id":
             cur = {}
             components.append(cur)
         v = _int_or_str(value) if key in _LFS_INT else value
+        if key == "pattern" and value == "1":  # older clients print LOV_PATTERN_RAID0 as 1
+            v = "raid0"
         if key == "lcme_extent.e_end" and value.upper() == "EOF":
             v = None
         dest = cur if cur is not None else top

@@ -85,6 +85,18 @@ def test_parse_lfs_getstripe_progressive_layout():
     assert got["components"][2]["pool"] == "capacity"
 
 
+def test_parse_lfs_getstripe_older_client_and_file_forms():
+    old = parse_lfs_getstripe((DATA / "lustre" / "lfs-getstripe-d-old.txt").read_text())
+    assert old == {"stripe_count": 8, "stripe_size": 1 << 20, "stripe_offset": -1}
+    lmm = parse_lfs_getstripe((DATA / "lustre" / "lfs-getstripe-lmm.txt").read_text())
+    assert lmm == {
+        "stripe_count": 2,
+        "stripe_size": 16 << 20,
+        "pattern": "raid0",
+        "stripe_offset": 7,
+    }
+
+
 def test_parse_mmlsattr():
     got = parse_mmlsattr((DATA / "gpfs" / "mmlsattr-L.txt").read_text())
     assert got == {
