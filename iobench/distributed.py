@@ -14,9 +14,11 @@ the ranks in step and turn their results into one, as IOR does:
   per-rank records and per-rank/per-host spread with the straggler named;
 - read-back phases read the files another rank wrote (IOR ``-C``): rank r reads rank
   ``(r + ranks_per_host) % world`` (``(r + 1) % world`` on one host), where the target is shared;
-- a rank that dies or hangs makes the collectives fail within the timeout (default 60 s,
-  ``IOBENCH_DIST_TIMEOUT``): the survivors raise DistributedError (exit 4), keep their partial
-  results and remove every rank's run directory they can see.
+- ranks may reach the end of a phase minutes apart: each beats a heartbeat into the job's
+  store (PeerWatch) and the others wait for a straggler as long as it beats; a rank that dies
+  or hangs (silent for ``IOBENCH_DIST_TIMEOUT``, default 60 s; a death on this host at once,
+  a closed connection at the next collective) makes the survivors raise DistributedError
+  (exit 4), keep their partial results and remove every rank's run directory they can see.
 
 Other modules (the loader, qualify) use ``rank``, ``world``, ``local_rank``, ``hostname``,
 ``hosts``, ``barrier()``, ``all_gather_object()``, ``broadcast_object()``, ``agree()`` (input
@@ -46,6 +48,11 @@ ENV_TIMEOUT = "IOBENCH_DIST_TIMEOUT"
 DEFAULT_TIMEOUT_S = 60.0
 CLOCK_ROUNDS = 5
 STRAGGLER_RATIO = 1.5
+#: Seconds between a rank's heartbeats in the job's store.
+HEARTBEAT_S = 1.0
+#: Collectives that wait for every rank with heartbeats first (ranks may reach them minutes
+#: apart: the end of a phase); the loader's step barrier and the set-up ones do not.
+WATCHED = ("barrier", "gather", "broadcast")
 READ_OPS = ("read", "randread", "open_read", "stat")
 
 
@@ -146,16 +153,19 @@ class DistributedHooks:
         self.shared_target = False  # every rank sees the run dir of the rank it reads back
         self.failed: str | None = None
         self.terminated: int | None = None
+        self.watch: PeerWatch | None = None  # heartbeats through the job's store
         self._old_handler: Any = None
 
     # -- set-up ---------------------------------------------------------------------------
     @classmethod
     def join(cls, timeout_s: float, local_rank: int = 0) -> DistributedHooks:
         """Join the torchrun process group (gloo), learn the hosts and the clock offsets."""
-        hooks = cls(TorchComm.init(timeout_s), local_rank=local_rank, timeout_s=timeout_s)
+        comm = TorchComm.init(timeout_s)
+        hooks = cls(comm, local_rank=local_rank, timeout_s=timeout_s)
         hooks.install_signal_handler()
         atexit.register(hooks.close)
         hooks.setup()
+        hooks.watch = PeerWatch.start(comm.open_store, comm.rank, comm.world, timeout_s)
         return hooks
 
     def setup(self) -> None:
@@ -331,13 +341,16 @@ class DistributedHooks:
         if self.failed:
             raise DistributedError(self.failed)
         try:
+            if self.watch is not None and what in WATCHED:
+                self.watch.wait_all(self._check_signal, self.peer_failure)
             return fn(*args)
         except (Interrupted, KeyboardInterrupt):
             raise
         except Exception as e:  # noqa: BLE001 - gloo raises RuntimeError subclasses
+            why = e.message if isinstance(e, DistributedError) else None
             self.failed = (
                 f"rank {self.rank}: {what} across {self.world} ranks failed: "
-                f"{_why_collective_failed(e, self.timeout_s)}"
+                f"{why or _why_collective_failed(e, self.timeout_s)}"
             )
             self.remove_peer_run_dirs()
             raise DistributedError(
@@ -345,7 +358,10 @@ class DistributedHooks:
             ) from None
 
     def close(self) -> None:
-        """Leave the process group and restore the SIGTERM handler."""
+        """Stop the heartbeats, leave the process group and restore the SIGTERM handler."""
+        if self.watch is not None:
+            self.watch.stop()
+            self.watch = None
         if self._old_handler is not None:
             try:
                 signal.signal(signal.SIGTERM, self._old_handler)
@@ -654,6 +670,108 @@ def _fmt_rate(v: float, by_bytes: bool) -> str:
     return f"{format_bytes(v)}/s" if by_bytes else f"{v:,.0f} ops/s"
 
 
+# -- liveness: heartbeats in the job's store --------------------------------------------------
+
+
+class PeerWatch:
+    """Every rank's heartbeat in the job's key-value store (torchrun's TCPStore), so that ranks
+    may reach the end of a phase minutes apart without a collective timing out, while a rank
+    that stops answering is still noticed within the timeout.
+
+    Each rank bumps ``hb/<rank>`` every HEARTBEAT_S from a thread of its own. Before a watched
+    collective, a rank counts itself in at ``arrive/<n>`` and polls until every rank has; it
+    gives up only when a rank stayed silent (its counter did not move) for ``timeout_s``, or
+    when ``dead()`` names a rank of this host that exited. The collective itself then starts
+    with every rank present, well inside the gloo timeout.
+
+    ``store_factory`` makes a client with ``add(key, n) -> int`` (one per thread).
+    """
+
+    def __init__(self, store_factory: Callable[[], Any], rank: int, world: int, timeout_s: float):
+        self.store_factory = store_factory
+        self.store = store_factory()
+        self.rank = rank
+        self.world = world
+        self.timeout_s = timeout_s
+        self.seq = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def start(
+        cls, store_factory: Callable[[], Any], rank: int, world: int, timeout_s: float
+    ) -> PeerWatch | None:
+        """A running watch, or None where the store cannot be reached (the collectives'
+        own timeout then bounds every wait)."""
+        try:
+            watch = cls(store_factory, rank, world, timeout_s)
+            watch.beat(watch.store)
+        except Exception:  # noqa: BLE001 - no store: plain collectives
+            return None
+        watch._thread = threading.Thread(
+            target=watch._beat_forever, name="iobench-heartbeat", daemon=True
+        )
+        watch._thread.start()
+        return watch
+
+    def beat(self, store: Any) -> None:
+        store.add(f"iobench/hb/{self.rank}", 1)
+
+    def _beat_forever(self) -> None:
+        try:
+            store = self.store_factory()
+            while not self._stop.wait(HEARTBEAT_S):
+                self.beat(store)
+        except Exception:  # noqa: BLE001 - the store is gone: the job is ending; go silent
+            return
+
+    def beats(self) -> list[int]:
+        return [int(self.store.add(f"iobench/hb/{k}", 0)) for k in range(self.world)]
+
+    def wait_all(
+        self,
+        check_signal: Callable[[], None] | None = None,
+        dead: Callable[[], str | None] | None = None,
+    ) -> None:
+        """Until every rank has reached this point (raises DistributedError naming a rank
+        that stopped answering)."""
+        self.seq += 1
+        key = f"iobench/arrive/{self.seq}"
+        arrived = int(self.store.add(key, 1))
+        if arrived >= self.world:
+            return
+        last = self.beats()
+        window_end = time.monotonic() + self.timeout_s
+        next_dead_check = time.monotonic() + 1.0
+        pause = 0.001
+        while arrived < self.world:
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
+            arrived = int(self.store.add(key, 0))
+            if check_signal is not None:
+                check_signal()
+            now = time.monotonic()
+            if dead is not None and now >= next_dead_check:
+                next_dead_check = now + 1.0
+                gone = dead()
+                if gone:
+                    raise DistributedError(gone)
+            if now >= window_end and arrived < self.world:
+                beats = self.beats()
+                silent = [k for k in range(self.world) if k != self.rank and beats[k] == last[k]]
+                if silent:
+                    raise DistributedError(
+                        f"rank {silent[0]} stopped answering (no heartbeat for "
+                        f"{self.timeout_s:g} s, {ENV_TIMEOUT})"
+                    )
+                last, window_end = beats, now + self.timeout_s
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2 * HEARTBEAT_S)
+
+
 # -- the communicator ------------------------------------------------------------------------
 
 
@@ -675,6 +793,10 @@ class Comm:
 
     def any_flag(self, flag: bool) -> bool:
         return any(self.all_gather(bool(flag)))
+
+    def open_store(self) -> Any:
+        """A client of the job's key-value store (for PeerWatch)."""
+        raise NotImplementedError
 
     def clock_offsets(self, rounds: int) -> tuple[list[float], list[float]]:
         return [0.0] * self.world, [0.0] * self.world
@@ -730,6 +852,16 @@ class TorchComm(Comm):
         box = [obj]
         self.dist.broadcast_object_list(box, src=src)
         return box[0]
+
+    def open_store(self) -> Any:
+        """A new client of the TCPStore at MASTER_ADDR:MASTER_PORT: torchrun's (its agent
+        hosts it) or rank 0's when the ranks were started by hand with torchrun's variables."""
+        import datetime
+
+        return self.dist.TCPStore(
+            os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+            timeout=datetime.timedelta(seconds=self.timeout_s), wait_for_workers=False,
+        )  # fmt: skip
 
     def any_flag(self, flag: bool) -> bool:
         import torch
