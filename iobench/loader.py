@@ -1196,6 +1196,13 @@ def _run_distributed(cfg: LoopConfig, hooks: Any, stop: StopFlag) -> list[dict[s
     except (Interrupted, EngineError):
         raise
     except (OSError, RuntimeError) as e:
+        # torchrun's SIGTERM after a rank died can reach this rank's workers first
+        dead = hooks.peer_failure()
+        if dead:
+            raise DistributedError(
+                f"{dead}; torchrun stopped rank {hooks.rank} ({_last_line(e)})",
+                hint="see that rank's output; torchrun names the first failure",
+            ) from None
         raise EngineError(f"data loader: {_last_line(e)}") from None
     mine["host"] = hooks.hostname
     return hooks.all_gather_object(mine)
