@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -357,15 +358,18 @@ SEQ = ["--set", "jobs=1", "--set", "block_sizes=[]", "--set", "jobs_sweep=[]", "
 
 
 def _env(**extra: str) -> dict[str, str]:
+    """This environment without a launcher's variables, iobench importable, plus ``extra``."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.pop("WORLD_SIZE", None)
+    for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
     env.update(extra)
     return env
 
 
-def _torchrun(args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=3",
+def _torchrun(args: list[str], env: dict[str, str], n: int = 3) -> subprocess.Popen:
+    """``torchrun --standalone`` of ``n`` iobench ranks, output (both streams) piped."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}",
            "-m", "iobench", *args]  # fmt: skip
     return subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -402,6 +406,31 @@ def _child_with_rank(parent: int, rank: int) -> int:
         if ppid == parent and f"RANK={rank}".encode() in env:
             return pid
     raise AssertionError(f"no child of {parent} with RANK={rank}")
+
+
+def _kill_rank(
+    proc: subprocess.Popen, ready: Callable[[], None], after_s: float, rank: int = 1
+) -> tuple[str, float]:
+    """SIGKILL torchrun's rank ``rank`` ``after_s`` seconds after ``ready()`` returns; the
+    launch's output and the seconds from the kill to torchrun's exit."""
+    try:
+        ready()
+        time.sleep(after_s)
+        os.kill(_child_with_rank(proc.pid, rank), signal.SIGKILL)
+        killed_at = time.monotonic()
+        log, _ = proc.communicate(timeout=120)
+        return log, time.monotonic() - killed_at
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _exit_codes(log: str) -> dict[int, int]:
+    """Every rank's exit code from torchrun's failure report."""
+    return {
+        int(rank): int(code)
+        for rank, code in re.findall(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", log)
+    }
 
 
 @pytest.mark.slow
@@ -442,23 +471,11 @@ def test_torchrun_rank_killed_mid_phase(tmp_path):
     args = ["run", "sequential-write", str(target), "--set", "size=16MiB", "--set", "rate=4MiB",
             *SEQ, "--output", str(out)]  # fmt: skip
     proc = _torchrun(args, _env(IOBENCH_DIST_TIMEOUT="15"))
-    try:
-        _wait_for_rank_file(target, 1, proc)
-        time.sleep(0.5)  # mid-phase: each rank's write lasts 4 s at 4 MiB/s
-        os.kill(_child_with_rank(proc.pid, 1), signal.SIGKILL)
-        killed_at = time.monotonic()
-        log, _ = proc.communicate(timeout=120)
-        took = time.monotonic() - killed_at
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    # mid-phase: each rank's write lasts 4 s at 4 MiB/s
+    log, took = _kill_rank(proc, lambda: _wait_for_rank_file(target, 1, proc), 0.5)
     assert took <= 60, log[-3000:]
     assert proc.returncode != 0
-    codes = {
-        int(rank): int(code)
-        for rank, code in re.findall(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", log)
-    }
-    assert codes == {0: 4, 1: -9, 2: 4}, log[-3000:]
+    assert _exit_codes(log) == {0: 4, 1: -9, 2: 4}, log[-3000:]
     assert set(os.listdir(target)) == before  # every rank's run dir is gone, nothing else
     res = json.loads((out / "result.json").read_text())
     assert res["status"] == "partial"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -14,7 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
-from test_distributed import FakeComm
+from test_distributed import (
+    FakeComm,
+    _env,
+    _exit_codes,
+    _free_port,
+    _kill_rank,
+    _torchrun,
+    _user_target,
+)
 from test_loader import tiny_profile
 
 from iobench.datagen import dataset_paths
@@ -224,47 +231,14 @@ def test_report_names_the_clients_and_their_spread():
 # -- real launches -------------------------------------------------------------------------------
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(k, None)
-    env.update(extra)
-    return env
-
-
-def _torchrun(n: int, args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}",
-           "-m", "iobench", *args]  # fmt: skip
-    return subprocess.Popen(
-        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-
-
-def _user_target(tmp_path: Path) -> tuple[Path, set[str]]:
-    target = tmp_path / "target"
-    target.mkdir()
-    (target / "user.dat").write_bytes(b"user data")
-    (target / f"{RUN_DIR_PREFIX}20200101T000000Z-abcdef").mkdir()  # a look-alike, not ours
-    return target, set(os.listdir(target))
-
-
-def _exit_codes(log: str) -> dict[int, int]:
-    return {
-        int(rank): int(code)
-        for rank, code in re.findall(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", log)
-    }
-
-
 @pytest.mark.slow
 def test_torchrun_loader_three_ranks_one_result(tmp_path):
     target, before = _user_target(tmp_path)
     prof = tiny_profile(tmp_path, files=36, workers=1, epochs=2)
     out = tmp_path / "out"
-    proc = _torchrun(
-        3, ["loader", str(target), "--profile", str(prof), "--output", str(out), "--no-history",
-            "-q"], _env(),
-    )  # fmt: skip
+    args = ["loader", str(target), "--profile", str(prof), "--output", str(out), "--no-history",
+            "-q"]  # fmt: skip
+    proc = _torchrun(args, _env(), 3)
     log, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, log[-3000:]
     assert sorted(os.listdir(out)) == ["result.json"]
@@ -294,9 +268,8 @@ def test_torchrun_loader_three_ranks_one_result(tmp_path):
 def test_torchrun_qualify_two_ranks(tmp_path):
     target, before = _user_target(tmp_path)
     out = tmp_path / "out"
-    proc = _torchrun(
-        2, ["qualify", str(target), "--quick", "--output", str(out), "--no-history", "-q"], _env()
-    )
+    args = ["qualify", str(target), "--quick", "--output", str(out), "--no-history", "-q"]
+    proc = _torchrun(args, _env(), 2)
     log, _ = proc.communicate(timeout=400)
     assert proc.returncode == 0, log[-3000:]
     assert sorted(os.listdir(out)) == ["report.html", "result.json"]
@@ -319,24 +292,18 @@ def test_torchrun_loader_rank_killed_mid_loop(tmp_path):
     prof = tiny_profile(tmp_path, files=36, workers=1, epochs=20, compute_s=0.2)
     out = tmp_path / "out"
     tag = f"killed-{os.getpid()}-{time.time_ns()}"
-    proc = _torchrun(
-        3, ["loader", str(target), "--profile", str(prof), "--output", str(out), "--no-history",
-            "-q"], _env(IOBENCH_DIST_TIMEOUT="15", IOBENCH_TEST_TAG=tag),
-    )  # fmt: skip
-    try:
+    args = ["loader", str(target), "--profile", str(prof), "--output", str(out), "--no-history",
+            "-q"]  # fmt: skip
+    proc = _torchrun(args, _env(IOBENCH_DIST_TIMEOUT="15", IOBENCH_TEST_TAG=tag), 3)
+
+    def dataset_written() -> None:
         deadline = time.monotonic() + 120
         while not list(target.glob(f"{RUN_DIR_PREFIX}*-r1/data")):
             assert time.monotonic() < deadline and proc.poll() is None, "rank 1 never wrote"
             time.sleep(0.05)
-        time.sleep(8)  # past the probe and the calibration: inside the training loop
-        victim = _child_with_rank(proc.pid, 1)
-        os.kill(victim, signal.SIGKILL)
-        killed_at = time.monotonic()
-        log, _ = proc.communicate(timeout=120)
-        took = time.monotonic() - killed_at
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+
+    # 8 s on: past the probe and the calibration, inside the training loop
+    log, took = _kill_rank(proc, dataset_written, 8)
     assert took <= 60, log[-3000:]
     codes = _exit_codes(log)
     assert codes[1] == -9 and codes[0] == 4 and codes[2] == 4, log[-3000:]
@@ -345,12 +312,6 @@ def test_torchrun_loader_rank_killed_mid_loop(tmp_path):
     assert res["status"] in ("failed", "partial")
     assert "rank" in res["error"]
     assert _tagged(tag) == []  # no rank or DataLoader worker left behind
-
-
-def _child_with_rank(parent: int, rank: int) -> int:
-    from test_distributed import _child_with_rank as find
-
-    return find(parent, rank)
 
 
 def _tagged(tag: str) -> list[int]:
@@ -371,8 +332,6 @@ def test_ranks_on_unshared_storage_read_their_own_files(tmp_path):
     """torchrun's environment by hand, each rank given its own directory (node-local disks):
     the ranks cannot see each other's files, so each loader reads the files it wrote, with the
     same number of steps on every rank, and the result says so."""
-    from test_distributed import _free_port
-
     prof = tiny_profile(tmp_path, files=21, workers=1, epochs=1)  # ranks get 11 and 10 files
     out = tmp_path / "out"
     port = str(_free_port())
