@@ -163,7 +163,9 @@ class DistributedHooks:
         comm = TorchComm.init(timeout_s)
         hooks = cls(comm, local_rank=local_rank, timeout_s=timeout_s)
         hooks.install_signal_handler()
-        atexit.register(hooks.close)
+        # at exit the SIGTERM torchrun sends when another rank failed must not turn this
+        # rank's own status (4, or 130) into death by signal: keep deferring it
+        atexit.register(hooks.close, restore_signals=False)
         hooks.setup()
         hooks.watch = PeerWatch.start(comm.open_store, comm.rank, comm.world, timeout_s)
         return hooks
@@ -357,12 +359,13 @@ class DistributedHooks:
                 self.failed, hint="see the other ranks' output; torchrun names the first failure"
             ) from None
 
-    def close(self) -> None:
-        """Stop the heartbeats, leave the process group and restore the SIGTERM handler."""
+    def close(self, restore_signals: bool = True) -> None:
+        """Stop the heartbeats, leave the process group and (unless told not to) restore the
+        SIGTERM handler."""
         if self.watch is not None:
             self.watch.stop()
             self.watch = None
-        if self._old_handler is not None:
+        if self._old_handler is not None and restore_signals:
             try:
                 signal.signal(signal.SIGTERM, self._old_handler)
             except ValueError:  # pragma: no cover - not the main thread
