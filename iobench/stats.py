@@ -339,7 +339,9 @@ def aggregate_workers(workers: Sequence[WorkerStats], *, max_points: int = 600) 
     # Trim to the measured window and coarsen so the series stays short and readable.
     first_slot = int((t0 - origin) / SERIES_RESOLUTION_S)
     slot_b, slot_o = slot_b[first_slot:], slot_o[first_slot:]
-    factor = 10 if len(slot_b) > 50 else 1  # 1 s intervals for runs over 5 s
+    # 0.1 s intervals up to 10 s, 1 s beyond: at least 10 intervals either way, enough for
+    # the starvation model to judge how steady completions were (sweep.MIN_INTERVALS)
+    factor = 10 if len(slot_b) > 100 else 1
     while len(slot_b) / factor > max_points:
         factor *= 2
     interval = SERIES_RESOLUTION_S * factor

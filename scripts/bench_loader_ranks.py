@@ -102,6 +102,13 @@ def main() -> int:
             ld = res["loader"]
             err = ld["predicted_au"] - ld["au"]
             rows.append((c, ld["predicted_au"], ld["au"], err, ld["bound"], ld["steps"]))
+            probes = [p for p in res["phases"] if p["name"].startswith("dataset-shuffled-r")]
+            print("  probe: " + ", ".join(
+                f"{p['concurrency']} readers {format_rate(p['bandwidth_bps'])} "
+                f"(stonewall {format_rate(p.get('bandwidth_stonewall_bps') or 0)})"
+                for p in probes
+            ) + f"; calibration overhead {ld['calibration']['overhead_s'] * 1e3:.2f} ms/step, "
+                f"decode {ld['calibration']['decode_s_per_sample'] * 1e6:.0f} us/sample")  # fmt: skip
             print(
                 f"  compute {c * 1e3:6.1f} ms: predicted {ld['predicted_au']:6.1%} measured "
                 f"{ld['au']:6.1%} error {err * 100:+5.1f} pts  [{ld['bound']}, {ld['steps']} "
