@@ -365,9 +365,13 @@ class DistributedHooks:
         if self.watch is not None:
             self.watch.stop()
             self.watch = None
-        if self._old_handler is not None and restore_signals:
+        if self._old_handler is not None:
             try:
-                signal.signal(signal.SIGTERM, self._old_handler)
+                # at exit, ignore it: Python resets handlers to the default while it shuts
+                # down, and a SIGTERM then would still kill the process
+                signal.signal(
+                    signal.SIGTERM, self._old_handler if restore_signals else signal.SIG_IGN
+                )
             except ValueError:  # pragma: no cover - not the main thread
                 pass
             self._old_handler = None

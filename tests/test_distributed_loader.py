@@ -265,6 +265,25 @@ def test_torchrun_loader_three_ranks_one_result(tmp_path):
 
 
 @pytest.mark.slow
+def test_torchrun_refusal_on_rank_0_is_exit_2_everywhere(tmp_path):
+    """Only rank 0 writes the result, so only it checks the output directory: every rank
+    refuses with it, exits 2 (none killed by torchrun's teardown), and nothing is written."""
+    target, before = _user_target(tmp_path)
+    prof = tiny_profile(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "result.json").write_text("{}")
+    args = ["loader", str(target), "--profile", str(prof), "--output", str(out), "--no-history",
+            "-q"]  # fmt: skip
+    proc = _torchrun(args, _env(), 2)
+    log, _ = proc.communicate(timeout=120)
+    assert _exit_codes(log) == {0: 2, 1: 2}, log[-3000:]
+    assert f"rank 0: {out} already holds a result.json" in log
+    assert (out / "result.json").read_text() == "{}"
+    assert set(os.listdir(target)) == before
+
+
+@pytest.mark.slow
 def test_torchrun_qualify_two_ranks(tmp_path):
     target, before = _user_target(tmp_path)
     out = tmp_path / "out"
