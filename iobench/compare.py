@@ -389,14 +389,6 @@ def _samples(run: RunResult) -> dict[tuple[str, str], dict[str, Any]]:
     return out
 
 
-def clients(run: RunResult) -> int:
-    """The torchrun ranks a run's phases were aggregated over (1 for one client)."""
-    n = 1
-    for p in run.phases:
-        n = max(n, int((p.params or {}).get("ranks") or 1), int((p.extra or {}).get("world") or 1))
-    return n
-
-
 def _comparability(baseline: RunResult, current: RunResult) -> tuple[bool, str | None, list[str]]:
     bw, cw = baseline.workload or {}, current.workload or {}
     warnings = []
@@ -405,7 +397,7 @@ def _comparability(baseline: RunResult, current: RunResult) -> tuple[bool, str |
         return False, f"workload spec differs: spec_hash {b_hash} vs {c_hash}", warnings
     if bw.get("name") != cw.get("name"):
         return False, f"different workloads: {bw.get('name')} vs {cw.get('name')}", warnings
-    b_clients, c_clients = clients(baseline), clients(current)
+    b_clients, c_clients = baseline.clients()[0], current.clients()[0]
     if b_clients != c_clients:
         return False, f"clients differ: {b_clients} vs {c_clients} torchrun ranks", warnings
     if not (b_hash and c_hash):

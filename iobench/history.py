@@ -111,14 +111,19 @@ def default_history_url() -> str:
 
 
 def host_class(run: RunResult) -> str:
-    """What kind of machine ran it: cpus, memory (GiB, rounded), os, machine; not the hostname."""
+    """What kind of machine ran it: cpus, memory (GiB, rounded), os, machine; not the hostname.
+    A many-client run (torchrun) adds its ranks and hosts: ``…/x86_64 x8 ranks/2 hosts``."""
     host = run.host or {}
     mem = host.get("mem_bytes")
     mem_gib = f"{round(mem / (1 << 30))}GiB" if isinstance(mem, (int, float)) and mem else "?GiB"
     cpus = host.get("cpus")
-    return (
+    text = (
         f"{cpus if cpus else '?'}cpu/{mem_gib}/{host.get('os') or '?'}/{host.get('machine') or '?'}"
     )
+    ranks, hosts = run.clients()
+    if ranks > 1:
+        text += f" x{ranks} ranks/{hosts} host{'s' if hosts != 1 else ''}"
+    return text
 
 
 def fs_identity(run: RunResult) -> str:

@@ -346,12 +346,10 @@ def _many_client_phases(run: RunResult) -> list[PhaseResult]:
 
 
 def _clients_text(run: RunResult) -> str | None:
-    """ "3 ranks on 1 host (torchrun)" for a many-client run, else None."""
-    phases = _many_client_phases(run)
-    if not phases:
+    """``3 ranks on 1 host (torchrun)`` for a many-client run, else None."""
+    world, hosts = run.clients()
+    if world <= 1:
         return None
-    world = max(int(p.extra["world"]) for p in phases)
-    hosts = max(int(p.extra.get("hosts") or 1) for p in phases)
     return (
         f"{world} ranks on {hosts} host{'s' if hosts != 1 else ''} (torchrun): every phase "
         "is the aggregate, all bytes ÷ (last end − first start), clocks aligned to rank 0"

@@ -92,6 +92,17 @@ class RunResult:
         d = dataclasses.asdict(self)
         return d
 
+    def clients(self) -> tuple[int, int]:
+        """(torchrun ranks, hosts) the phases were aggregated over; (1, 1) for one client."""
+        ranks = hosts = 1
+        for p in self.phases:
+            extra = p.extra or {}
+            ranks = max(
+                ranks, int((p.params or {}).get("ranks") or 1), int(extra.get("world") or 1)
+            )
+            hosts = max(hosts, int(extra.get("hosts") or 1))
+        return ranks, hosts
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunResult:
         if not isinstance(d, dict) or "run_id" not in d:

@@ -83,6 +83,16 @@ def test_env_fingerprint_ignores_hostname_but_not_hardware_or_storage():
     assert len(prints) == 3
 
 
+def test_many_client_runs_are_another_setup():
+    base = make_run()
+    many = make_run("m")
+    for p in many.phases:
+        p.params = {**p.params, "ranks": 16}
+        p.extra = {**p.extra, "world": 16, "hosts": 2}
+    assert history.host_class(many) == "64cpu/512GiB/Linux 6.1.0/x86_64 x16 ranks/2 hosts"
+    assert history.env_fingerprint(many) != history.env_fingerprint(base)
+
+
 # --- metric rows ---------------------------------------------------------------------------------
 
 
