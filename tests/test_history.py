@@ -85,7 +85,7 @@ def test_env_fingerprint_ignores_hostname_but_not_hardware_or_storage():
 
 def test_many_client_runs_are_another_setup():
     base = make_run()
-    many = make_run("m")
+    many = make_run("m", phases=[make_phase("seq-read", "read", bandwidth=[1e9])])
     for p in many.phases:
         p.params = {**p.params, "ranks": 16}
         p.extra = {**p.extra, "world": 16, "hosts": 2}
