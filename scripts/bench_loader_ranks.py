@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_starvation import NICE, TOLERANCE, blkio_throttle, loop_filesystem
+from bench_starvation import NICE, TOLERANCE, add_bench_args, blkio_throttle, loop_filesystem
 
 from iobench.units import format_rate, parse_size
 
@@ -62,17 +62,8 @@ def launch(args, where: str, prof: Path, out: Path) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dir", default="/var/tmp", help="where the run directories go (disk)")
-    ap.add_argument("--device", choices=("disk", "loop"), default="disk")
+    add_bench_args(ap, FRACTIONS)
     ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("--files", type=int, default=600)
-    ap.add_argument("--size", default="2MiB", help="bytes per file (one sample each)")
-    ap.add_argument("--rate", default="200MiB", help="read throttle, bytes/s (all ranks)")
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--prefetch", type=int, default=2)
-    ap.add_argument("--epochs", type=int, default=1)
-    ap.add_argument("--fractions", default=",".join(str(f) for f in FRACTIONS))
     args = ap.parse_args()
     size, rate = parse_size(args.size), parse_size(args.rate)
     fractions = [float(f) for f in args.fractions.split(",")]

@@ -122,8 +122,8 @@ def blkio_throttle(path: str, read_bps: int) -> Iterator[str | None]:
             print(f"WARNING: could not remove cgroup {cg}", file=sys.stderr)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_bench_args(ap: argparse.ArgumentParser, fractions: tuple[float, ...]) -> None:
+    """The options both model benches take: where, the dataset, the throttle, the loader."""
     ap.add_argument("--dir", default="/var/tmp", help="where the run directory goes (disk)")
     ap.add_argument(
         "--device",
@@ -135,13 +135,18 @@ def main() -> int:
     # 600 files: at 2 GPUs each rank still does 37 steps, so start-up is a small part of a run
     ap.add_argument("--files", type=int, default=600)
     ap.add_argument("--size", default="2MiB", help="bytes per file (one sample each)")
-    ap.add_argument("--rate", default="200MiB", help="read throttle, bytes/s")
+    ap.add_argument("--rate", default="200MiB", help="read throttle, bytes/s (all ranks)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--prefetch", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--fractions", default=",".join(str(f) for f in fractions))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_bench_args(ap, FRACTIONS)
     ap.add_argument("--gpus", default="1,2")
-    ap.add_argument("--fractions", default=",".join(str(f) for f in FRACTIONS))
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     size = parse_size(args.size)
