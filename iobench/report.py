@@ -262,12 +262,27 @@ def _loader_table(run: RunResult) -> _Table | None:
     epochs = ld.get("au_per_epoch") or []
     if epochs:
         rows.append(["AU per epoch", ", ".join(_pct(a) for a in epochs)])
+    per_rank = _loader_rank_au(ld)
+    if len(per_rank) > 1:
+        (lo, lo_who), (hi, hi_who) = min(per_rank), max(per_rank)
+        rows.append(["AU per rank", f"min {_pct(lo)} ({lo_who}), max {_pct(hi)} ({hi_who})"])
     points = _loader_points(run)
     if len(points) > 1:
         rows.append(["Measured points", ", ".join(f"{_gpus(g)}: {_pct(a)}" for g, a in points)])
     if ld.get("cache"):
         rows.append(["Cache", str(ld["cache"])])
     return _Table("Data loader (measured)", ["", ""], rows, "ll", kv=True)
+
+
+def _loader_rank_au(ld: dict[str, Any]) -> list[tuple[float, str]]:
+    """(mean AU over the epochs, "rank k on host") of every rank of a loader run."""
+    out = []
+    for r in ld.get("ranks") or []:
+        aus = [e["au"] for e in r.get("epochs") or [] if _is_num(e.get("au"))]
+        if aus:
+            who = f"rank {r.get('rank')}" + (f" on {r['host']}" if r.get("host") else "")
+            out.append((sum(aus) / len(aus), who))
+    return out
 
 
 def _loader_points(run: RunResult) -> list[tuple[float, float]]:

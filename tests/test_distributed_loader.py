@@ -226,6 +226,13 @@ def test_report_names_the_clients_and_their_spread():
     assert "rank 2 x2.00" in line and "45.0 MiB/s" in line and "b x1.50" in line
     html = report.render_html(run)
     assert "Clients (per-rank spread)" in html and "3 ranks on 2 hosts" in html
+    run.loader = {
+        "profile": "p", "gpus": 2, "au": 0.7,
+        "ranks": [{"rank": 0, "host": "a", "epochs": [{"au": 0.9}, {"au": 0.8}]},
+                  {"rank": 1, "host": "b", "epochs": [{"au": 0.5}, {"au": 0.6}]}],
+    }  # fmt: skip
+    text = report.render_terminal(run)
+    assert "min 55.0% (rank 1 on b), max 85.0% (rank 0 on a)" in text
 
 
 # -- real launches -------------------------------------------------------------------------------
