@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_starvation import NICE, TOLERANCE, add_bench_args, blkio_throttle, loop_filesystem
+from bench_starvation import NICE, TOLERANCE, add_bench_args, bench_device, blkio_throttle
 
 from iobench.units import format_rate, parse_size
 
@@ -73,13 +73,9 @@ def main() -> int:
     storage_s = args.ranks * args.batch * size / rate
     rows = []
     with contextlib.ExitStack() as stack:
-        where = args.dir
-        if args.device == "loop":
-            if os.geteuid() != 0:
-                print("--device loop needs root")
-                return 2
-            need = int(args.files * size * 1.3) + (256 << 20)
-            where = stack.enter_context(loop_filesystem(need))
+        where = bench_device(stack, args, size)
+        if where is None:
+            return 2
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="iobench-bench-")))
         throttle = stack.enter_context(blkio_throttle(where, rate))
         print(f"{args.ranks} ranks on {where}; throttle: {throttle or 'none'}; storage needs "

@@ -165,14 +165,23 @@ def main() -> int:
         os.setpriority(os.PRIO_PROCESS, 0, NICE)
         print(f"priority: nice {NICE} (root)")
     with contextlib.ExitStack() as stack:
-        where = args.dir
-        if args.device == "loop":
-            if os.geteuid() != 0:
-                print("--device loop needs root")
-                return 2
-            where = stack.enter_context(loop_filesystem(int(args.files * size * 1.3) + (256 << 20)))
-            print(f"device: ext4 on a loop device over /dev/shm, mounted at {where}")
+        where = bench_device(stack, args, size)
+        if where is None:
+            return 2
         return bench(args, where, profile, size, rate, gpus_list, fractions)
+
+
+def bench_device(stack: contextlib.ExitStack, args: argparse.Namespace, size: int) -> str | None:
+    """Where the bench writes: ``--dir``, or with ``--device loop`` a private ext4 (root),
+    removed when ``stack`` closes; None when that is refused."""
+    if args.device != "loop":
+        return args.dir
+    if os.geteuid() != 0:
+        print("--device loop needs root")
+        return None
+    where = stack.enter_context(loop_filesystem(int(args.files * size * 1.3) + (256 << 20)))
+    print(f"device: ext4 on a loop device over /dev/shm, mounted at {where}")
+    return where
 
 
 def bench(args, where, profile, size, rate, gpus_list, fractions) -> int:
