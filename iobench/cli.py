@@ -78,9 +78,7 @@ def finish_run(outcome, as_json: bool, quiet: bool = False) -> int:
 
     Under torchrun only rank 0 prints: the other ranks' figures are inside its aggregate.
     """
-    from .distributed import is_lead_rank
-
-    if not is_lead_rank():
+    if not _lead():
         if outcome.error is not None:
             raise outcome.error
         return ExitStatus.OK

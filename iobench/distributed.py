@@ -16,9 +16,10 @@ the ranks in step and turn their results into one, as IOR does:
   ``(r + ranks_per_host) % world`` (``(r + 1) % world`` on one host), where the target is shared;
 - ranks may reach the end of a phase minutes apart: each beats a heartbeat into the job's
   store (PeerWatch) and the others wait for a straggler as long as it beats; a rank that dies
-  or hangs (silent for ``IOBENCH_DIST_TIMEOUT``, default 60 s; a death on this host at once,
-  a closed connection at the next collective) makes the survivors raise DistributedError
-  (exit 4), keep their partial results and remove every rank's run directory they can see.
+  or hangs (silent for ``IOBENCH_DIST_TIMEOUT``, default 60 s, noticed within twice that; a
+  death on this host at once, a closed connection at the next collective) makes the survivors
+  raise DistributedError (exit 4), keep their partial results and remove every rank's run
+  directory they can see.
 
 Other modules (the loader, qualify) use ``rank``, ``world``, ``local_rank``, ``hostname``,
 ``hosts``, ``barrier()``, ``all_gather_object()``, ``broadcast_object()``, ``agree()`` (input
@@ -687,8 +688,9 @@ class PeerWatch:
 
     Each rank bumps ``hb/<rank>`` every HEARTBEAT_S from a thread of its own. Before a watched
     collective, a rank counts itself in at ``arrive/<n>`` and polls until every rank has; it
-    gives up only when a rank stayed silent (its counter did not move) for ``timeout_s``, or
-    when ``dead()`` names a rank of this host that exited. The collective itself then starts
+    gives up only when a rank stayed silent (its counter did not move) over a window of
+    ``timeout_s`` (so within twice that), or when ``dead()`` names a rank of this host that
+    exited. The collective itself then starts
     with every rank present, well inside the gloo timeout.
 
     ``store_factory`` makes a client with ``add(key, n) -> int`` (one per thread).
@@ -747,7 +749,10 @@ class PeerWatch:
         arrived = int(self.store.add(key, 1))
         if arrived >= self.world:
             return
-        last = self.beats()
+        # heartbeats are read only once a wait outlasts the timeout (every rank reading every
+        # rank's counter at every collective would load the store as ranks²); a silent rank
+        # is one whose counter did not move over a whole window: noticed within 2 × timeout
+        last: list[int] | None = None
         window_end = time.monotonic() + self.timeout_s
         next_dead_check = time.monotonic() + 1.0
         pause = 0.001
@@ -765,7 +770,11 @@ class PeerWatch:
                     raise DistributedError(gone)
             if now >= window_end and arrived < self.world:
                 beats = self.beats()
-                silent = [k for k in range(self.world) if k != self.rank and beats[k] == last[k]]
+                silent = [
+                    k
+                    for k in range(self.world)
+                    if last is not None and k != self.rank and beats[k] == last[k]
+                ]
                 if silent:
                     raise DistributedError(
                         f"rank {silent[0]} stopped answering (no heartbeat for "

@@ -613,15 +613,22 @@ def _rank_entry(cfg: LoopConfig, rank: int, barrier: Any, conn: Any) -> None:
         conn.close()
 
 
+def _loop_here(
+    cfg: LoopConfig, rank: int, barrier: Any, stop: StopFlag, device: int | None = None
+) -> dict[str, Any]:
+    """One rank's loop in this process; a DataLoader's failure as one EngineError line."""
+    try:
+        return _rank_loop(cfg, rank, barrier, stop, device)
+    except (Interrupted, EngineError):
+        raise
+    except (OSError, RuntimeError) as e:
+        raise EngineError(f"data loader: {_last_line(e)}") from None
+
+
 def _run_ranks(cfg: LoopConfig, stop: StopFlag) -> list[dict[str, Any]]:
     """Run ``cfg.gpus`` ranks (in this process when one) and collect their figures."""
     if cfg.gpus == 1:
-        try:
-            return [_rank_loop(cfg, 0, None, stop)]
-        except (Interrupted, EngineError):
-            raise
-        except (OSError, RuntimeError) as e:
-            raise EngineError(f"data loader: {_last_line(e)}") from None
+        return [_loop_here(cfg, 0, None, stop)]
     ctx = mp.get_context("spawn" if cfg.compute == "gpu" else "fork")
     barrier = ctx.Barrier(cfg.gpus)
     procs, conns = [], []
@@ -1191,19 +1198,7 @@ def _run_distributed(cfg: LoopConfig, hooks: Any, stop: StopFlag) -> list[dict[s
     """This rank's loop under torchrun, every rank's figures gathered (collective)."""
     from .distributed import StepBarrier
 
-    try:
-        mine = _rank_loop(cfg, hooks.rank, StepBarrier(hooks, stop), stop, hooks.local_rank)
-    except (Interrupted, EngineError):
-        raise
-    except (OSError, RuntimeError) as e:
-        # torchrun's SIGTERM after a rank died can reach this rank's workers first
-        dead = hooks.peer_failure()
-        if dead:
-            raise DistributedError(
-                f"{dead}; torchrun stopped rank {hooks.rank} ({_last_line(e)})",
-                hint="see that rank's output; torchrun names the first failure",
-            ) from None
-        raise EngineError(f"data loader: {_last_line(e)}") from None
+    mine = _loop_here(cfg, hooks.rank, StepBarrier(hooks, stop), stop, hooks.local_rank)
     mine["host"] = hooks.hostname
     return hooks.all_gather_object(mine)
 

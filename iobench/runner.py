@@ -350,8 +350,9 @@ def run_session(
     directory this session created, still empty, is removed). The run directory is removed on
     every path unless ``keep``; removing it is never cut short by a second signal, and a
     signal that arrives during the cleanup still ends the run as interrupted. Under torchrun
-    (``hooks``) an interruption while another rank on this host has died is that rank's
-    failure (DistributedError, exit 4): torchrun stops every rank when one dies.
+    (``hooks``) an interruption or error while another rank on this host has died is that
+    rank's failure (DistributedError, exit 4): torchrun stops every rank, and its workers, when
+    one dies.
     ``session.outcome()`` then saves and returns the run.
     """
     s = RunSession(run, target, out_dir, save, keep)
@@ -364,8 +365,12 @@ def run_session(
 
     def fail(e: IobenchError) -> None:
         interrupted = isinstance(e, Interrupted)
-        dead = hooks.peer_failure() if interrupted and hooks is not None else None
-        if dead:  # torchrun stopped this rank because another died: a failure, not a stop
+        dead = None
+        if hooks is not None and not isinstance(e, DistributedError):
+            dead = hooks.peer_failure()
+        if dead:
+            # torchrun stopped this rank (or its DataLoader workers) because another rank
+            # died: that rank's failure, not a stop or an error of this rank's own
             e = DistributedError(
                 f"{dead}; torchrun stopped rank {hooks.rank} ({e.message})",
                 hint="see that rank's output; torchrun names the first failure",

@@ -109,15 +109,23 @@ def test_parse_mmlsattr():
     }
 
 
+def _parallel_fs(tmp_path, monkeypatch, name: str, tool: str, recording: Path):
+    """An empty target dir ``name`` and a stand-in ``tool`` on PATH replaying ``recording``
+    and logging its calls: (root, log)."""
+    root = tmp_path / name
+    root.mkdir()
+    log = tmp_path / f"{tool}.log"
+    _standin(tmp_path / "bin", tool, recording, log)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    return root, log
+
+
 @pytest.fixture
 def lustre(tmp_path, monkeypatch):
     """A target dir seen as Lustre, with a stand-in lfs replaying a recorded getstripe."""
-    root = tmp_path / "lustre"
-    root.mkdir()
-    log = tmp_path / "lfs.log"
-    _standin(tmp_path / "bin", "lfs", DATA / "lustre" / "lfs-getstripe-d.txt", log)
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    return root, log
+    return _parallel_fs(
+        tmp_path, monkeypatch, "lustre", "lfs", DATA / "lustre" / "lfs-getstripe-d.txt"
+    )
 
 
 def test_setstripe_before_any_file_then_layout_recorded(lustre):
@@ -168,11 +176,9 @@ def test_refused_setstripe_is_one_line_target_error(lustre):
 
 
 def test_gpfs_attributes_recorded_and_stripes_ignored(tmp_path, monkeypatch):
-    root = tmp_path / "gpfs"
-    root.mkdir()
-    log = tmp_path / "mm.log"
-    _standin(tmp_path / "bin", "mmlsattr", DATA / "gpfs" / "mmlsattr-L.txt", log)
-    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    root, log = _parallel_fs(
+        tmp_path, monkeypatch, "gpfs", "mmlsattr", DATA / "gpfs" / "mmlsattr-L.txt"
+    )
     t = resolve(str(root), mountinfo=_mounts_at("gpfs", root))
     create_run_dir(t, "20260101T000000Z-dddddd")
     try:

@@ -305,6 +305,19 @@ class FsspecEngine(Engine):
             if not deadline and (budget is None or moved >= budget):
                 return
 
+    def _block_done(self, phase, st, state, w, n, t0, t1, total, deadline) -> bool:
+        """Count a block of a sequential object (into the file's total, or as an op with its
+        latency), publish the worker's progress and pace it; True at the deadline."""
+        if phase.latency_per == "file":
+            st.bytes += n
+        else:
+            st.add(n, t1 / 1e9, t1 - t0)
+        state.done_bytes[w] = total
+        if deadline and t1 / 1e9 >= deadline:
+            return True
+        self._pace(phase, st)
+        return False
+
     def _n(self, phase, pos, end, moved, budget, deadline) -> int:
         n = min(phase.block_size or (end - pos), end - pos)
         if budget is not None and not deadline:
@@ -313,7 +326,6 @@ class FsspecEngine(Engine):
 
     def _write_object(self, fs, phase, w, seg, st, state, pool, part, moved, budget, deadline):
         """Stream one object; returns (bytes, budget or deadline reached)."""
-        per_file = phase.latency_per == "file"
         f = fs.open(seg.path, "wb", block_size=part)
         pos, end, done, ok, reached = seg.offset, seg.offset + seg.length, 0, False, False
         try:
@@ -330,15 +342,9 @@ class FsspecEngine(Engine):
                 t1 = _perf_ns()
                 pos += n
                 done += n
-                if per_file:
-                    st.bytes += n
-                else:
-                    st.add(n, t1 / 1e9, t1 - t0)
-                state.done_bytes[w] = moved + done
-                if deadline and t1 / 1e9 >= deadline:
+                if self._block_done(phase, st, state, w, n, t0, t1, moved + done, deadline):
                     reached = True
                     break
-                self._pace(phase, st)
             f.close()  # the last part and the multipart completion: timed with the object
             ok = True
             st.end = _perf_ns() / 1e9
@@ -349,7 +355,6 @@ class FsspecEngine(Engine):
 
     def _read_object(self, fs, phase, w, seg, st, state, moved, budget, deadline):
         """Read one object whole (block_size 0) or in ranged GETs; (bytes, limit reached)."""
-        per_file = phase.latency_per == "file"
         pos, end, done = seg.offset, seg.offset + seg.length, 0
         while pos < end:
             if state.should_stop():
@@ -369,14 +374,8 @@ class FsspecEngine(Engine):
                 break  # past the end of a shorter object
             pos += got
             done += got
-            if per_file:
-                st.bytes += got
-            else:
-                st.add(got, t1 / 1e9, t1 - t0)
-            state.done_bytes[w] = moved + done
-            if deadline and t1 / 1e9 >= deadline:
+            if self._block_done(phase, st, state, w, got, t0, t1, moved + done, deadline):
                 return done, True
-            self._pace(phase, st)
         return done, False
 
     def _random_loop(self, fs, phase, w, segments, st, state) -> None:

@@ -177,6 +177,20 @@ class Background(threading.Thread):
 # -- signals sent from inside a chosen phase ---------------------------------------------------
 
 
+def first_time(marker, note: bytes = b"") -> bool:
+    """Create ``marker`` (with ``note`` in it) unless it exists: True for the one caller, in
+    any process, that created it."""
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    try:
+        os.write(fd, note)
+    finally:
+        os.close(fd)
+    return True
+
+
 class Trip:
     """Do ``action`` once, from inside the phase whose name starts with ``phase`` (any phase
     when None), on the ``after``-th call of a patched function: send signals to this (the
@@ -218,13 +232,9 @@ class Trip:
         self.calls += 1
         if self.calls < self.after:
             return
-        try:
-            fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            return
-        os.write(fd, self.current[0].encode())  # (a forked worker may be the one firing)
-        os.close(fd)
-        self.action()
+        # (a forked worker may be the one firing)
+        if first_time(self.marker, self.current[0].encode()):
+            self.action()
 
     @property
     def fired(self) -> bool:

@@ -25,6 +25,7 @@ from conftest import (
     assert_failed_run,
     children,
     debris,
+    first_time,
     iobench_cmd,
     one_line,
     sub_env,
@@ -130,11 +131,8 @@ def test_signal_in_loader_loop(cli, planted, tmp_path, monkeypatch, sig):
     marker = tmp_path / "fired"
 
     def on_read():
-        try:
-            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            return
-        os.kill(pid, sig)  # from a DataLoader worker to the loader process
+        if first_time(marker):
+            os.kill(pid, sig)  # from a DataLoader worker to the loader process
 
     _arm_loader(monkeypatch, on_read)
     before = children()
@@ -259,11 +257,8 @@ def test_dataloader_worker_killed(cli, planted, tmp_path, monkeypatch):
     marker = tmp_path / "killed"
 
     def on_read():
-        try:
-            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            return
-        os.kill(os.getpid(), signal.SIGKILL)  # this DataLoader worker dies, as the OOM killer does
+        if first_time(marker):
+            os.kill(os.getpid(), signal.SIGKILL)  # this worker dies, as the OOM killer does
 
     _arm_loader(monkeypatch, on_read)
     before = children()
