@@ -55,6 +55,11 @@ class PhaseSpec:
     params: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
+    def result_params(self) -> dict[str, Any]:
+        """What a result records of the spec: its own params, how latency was taken, the mode."""
+        return {**self.params, "latency_per": self.latency_per, "mode": self.mode}
+
+    @property
     def planned_bytes(self) -> int:
         """Bytes this phase writes to the target (0 for reads)."""
         if self.op in ("write", "create"):

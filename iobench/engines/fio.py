@@ -290,7 +290,7 @@ def to_phase_result(
         histogram=hist.to_dict(),
         per_worker=spread([j.io_bytes / rt for j, rt in zip(active, runtimes, strict=True)]),
         cache=cache,
-        params={**phase.params, "latency_per": phase.latency_per, "mode": phase.mode},
+        params=phase.result_params,
         extra=extra,
     )
 

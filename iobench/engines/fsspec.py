@@ -188,7 +188,7 @@ class FsspecEngine(Engine):
         part: int | None,
     ) -> PhaseResult:
         local = _is_local(fs)
-        params = {**phase.params, "latency_per": phase.latency_per, "mode": phase.mode}
+        params = phase.result_params
         if part is not None:
             params["part_size"] = part
         res = phase_result(

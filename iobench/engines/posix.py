@@ -380,7 +380,7 @@ class PosixEngine(Engine):
             concurrency=phase.jobs,
             block_size=phase.block_size,
             cache=cache,
-            params={**phase.params, "latency_per": phase.latency_per, "mode": phase.mode},
+            params=phase.result_params,
         )
         res.extra["workers"] = mode
         if state.error:
