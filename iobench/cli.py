@@ -9,21 +9,9 @@ from __future__ import annotations
 import sys
 import traceback
 
-import click
 import typer
 
 from .errors import ExitStatus, IobenchError
-
-try:  # typer >= 0.24 vendors click; its exceptions are its own classes
-    from typer._click import exceptions as _tclick
-except ImportError:  # pragma: no cover - older typer uses click itself
-    _tclick = click.exceptions
-
-_NoArgsIsHelp = (click.exceptions.NoArgsIsHelpError, _tclick.NoArgsIsHelpError)
-_ClickUsage = (click.exceptions.UsageError, _tclick.UsageError)
-_Abort = (click.exceptions.Abort, getattr(typer, "Abort", click.exceptions.Abort))
-_Exit = (click.exceptions.Exit, getattr(typer, "Exit", click.exceptions.Exit))
-
 
 app = typer.Typer(
     add_completion=False,
@@ -156,12 +144,25 @@ def _register_optional_commands() -> None:
     register_all()
 
 
+def _click_exceptions():
+    """The exception module of the click that typer itself runs on.
+
+    typer >= 0.26 vendors click as ``typer._click``; older releases import click, their own
+    dependency. Taking whichever typer.core holds needs neither declared nor guessed.
+    """
+    import typer.core
+
+    click = getattr(typer.core, "_click", None) or typer.core.click
+    return click.exceptions
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, map every error to one line and an exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     _state["debug"] = debug
     code: int
+    cx = _click_exceptions()
     try:
         _register_optional_commands()
         cmd = typer.main.get_command(app)
@@ -172,10 +173,10 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         err(f"iobench: error: {e.one_line()}")
         code = int(e.exit_status)
-    except _NoArgsIsHelp as e:
+    except cx.NoArgsIsHelpError as e:
         err(e.format_message())
         code = int(ExitStatus.USAGE)
-    except _ClickUsage as e:
+    except cx.UsageError as e:
         msg = e.format_message().replace("\n", " ")
         hint = (
             f" (see iobench {e.ctx.info_name} --help)"
@@ -184,10 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         err(f"iobench: error: {msg}{hint}")
         code = int(ExitStatus.USAGE)
-    except _Abort:
+    except (typer.Abort, getattr(cx, "Abort", typer.Abort)):
         err("iobench: error: interrupted")
         code = int(ExitStatus.INTERRUPTED)
-    except _Exit as e:
+    except (typer.Exit, getattr(cx, "Exit", typer.Exit)) as e:
         code = int(e.exit_code)
     except KeyboardInterrupt:
         err("iobench: error: interrupted by SIGINT")

@@ -1,0 +1,98 @@
+"""What iobench imports is what pyproject.toml declares.
+
+A module that arrived only through the test extras (click, via moto's Flask) once broke
+``./scripts/run.sh`` on fresh machines while every test passed. Here every third-party import of
+``iobench/`` must come from a runtime dependency, or from a non-test extra and then only lazily
+(inside a function or a ``try: … except ImportError``), so the plain install never needs it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import tomllib
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirement_names(reqs: list[str]) -> set[str]:
+    return {_norm(re.match(r"[A-Za-z0-9_.\-]+", r).group(0)) for r in reqs}
+
+
+def _declared() -> tuple[set[str], set[str]]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = _requirement_names(project["dependencies"])
+    extras = project.get("optional-dependencies", {})
+    optional = set()
+    for extra, reqs in extras.items():
+        if extra != "test":
+            optional |= _requirement_names(reqs)
+    return runtime, optional
+
+
+def _imports(tree: ast.AST):
+    """(top-level module name, lazy?) for every absolute import in a module."""
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(
+            isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError")
+            for h in node.handlers
+        ):
+            guarded |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    lazy: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lazy |= {id(n) for n in ast.walk(node) if n is not node}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            yield name.split(".")[0], id(node) in lazy or id(node) in guarded
+
+
+def _third_party():
+    std = set(sys.stdlib_module_names)
+    for path in sorted((ROOT / "iobench").rglob("*.py")):
+        for top, lazy in _imports(ast.parse(path.read_text(), str(path))):
+            if top in std or top == "iobench" or top.startswith("_"):
+                continue
+            yield path.relative_to(ROOT), top, lazy
+
+
+def test_every_import_of_iobench_is_declared():
+    runtime, optional = _declared()
+    dists = packages_distributions()
+    problems = []
+    for path, top, lazy in _third_party():
+        names = {_norm(d) for d in dists.get(top, [top])}
+        if names & runtime:
+            continue
+        if names & optional:
+            if not lazy:
+                problems.append(f"{path}: {top} is an optional extra but imported eagerly")
+            continue
+        problems.append(f"{path}: imports {top}, which no runtime dependency or extra declares")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_check_sees_an_undeclared_import(tmp_path):
+    """The checker itself: an import of click at module level is found, a lazy one is marked."""
+    tree = ast.parse("import click\n\ndef f():\n    import matplotlib\n")
+    assert list(_imports(tree)) == [("click", False), ("matplotlib", True)]
+
+
+def test_ci_runs_the_readme_commands_in_a_new_users_order():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "scripts/run.sh" in ci and "scripts/test.sh" in ci
+    assert ci.index("scripts/run.sh") < ci.index("scripts/test.sh")
