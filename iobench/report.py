@@ -689,7 +689,7 @@ _PER_FIGURE = 8  # lines per figure before a group is split, so legends stay rea
 
 
 def _rc() -> dict[str, Any]:
-    from cycler import cycler
+    from matplotlib import cycler  # matplotlib re-exports its own dependency
 
     rc = dict(_RC)
     rc["axes.prop_cycle"] = cycler(color=_COLOURS)

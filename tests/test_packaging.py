@@ -11,8 +11,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
-import tomllib
-from importlib.metadata import packages_distributions
+from importlib.metadata import packages_distributions, requires
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,18 +21,17 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _requirement_names(reqs: list[str]) -> set[str]:
-    return {_norm(re.match(r"[A-Za-z0-9_.\-]+", r).group(0)) for r in reqs}
-
-
 def _declared() -> tuple[set[str], set[str]]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    runtime = _requirement_names(project["dependencies"])
-    extras = project.get("optional-dependencies", {})
-    optional = set()
-    for extra, reqs in extras.items():
-        if extra != "test":
-            optional |= _requirement_names(reqs)
+    """(runtime, optional-but-not-test) distribution names, as the installed metadata says."""
+    runtime: set[str] = set()
+    optional: set[str] = set()
+    for req in requires("iobench") or []:
+        name = _norm(re.match(r"[A-Za-z0-9_.\-]+", req).group(0))
+        extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", req)
+        if extra is None:
+            runtime.add(name)
+        elif extra.group(1) != "test":
+            optional.add(name)
     return runtime, optional
 
 
