@@ -1,7 +1,8 @@
 """Result history: one immutable Parquet file per run on any fsspec URL, and queries over it.
 
 Each file ``<run_id>.parquet`` holds the run's metrics in long form (one row per run x phase x
-metric x repeat, see :func:`metric_rows`) and, in the file's key-value metadata, the full result
+metric x repeat, plus one ``aggregate`` row per run x phase x metric holding the median over
+the repeats, see :func:`metric_rows`) and, in the file's key-value metadata, the full result
 JSON (``iobench.result``) so a stored run can be turned back into a :class:`RunResult`.
 
 Files are never rewritten or deleted: a corrupt file, a foreign Parquet file or one written by a
@@ -22,10 +23,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import StoreError, UsageError
-from .results import SCHEMA_VERSION, RunResult, dumps, fsync_dir
+from .results import SCHEMA_VERSION, RunResult, dumps, fsync_dir, schema_version_problem
+from .results import figure as _lookup
+from .stats import Summary, summarize
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -36,7 +39,7 @@ RESULT_KEY = b"iobench.result"
 SCHEMA_KEY = b"iobench.schema_version"
 FORMAT_KEY = b"iobench.format"
 FORMAT = b"history-1"
-SUMMARY_REPEAT = -1  # the `repeat` of a phase's aggregate row
+SUMMARY_REPEAT = -1  # the `repeat` of a phase's aggregate row (also marked `aggregate`)
 
 # name -> (where it comes from, unit, direction); phase metrics in the order they are reported
 PHASE_METRICS: dict[str, tuple[str, str, str]] = {
@@ -73,6 +76,7 @@ COLUMNS: tuple[str, ...] = (
     "unit",
     "direction",
     "repeat",
+    "aggregate",
     "env_fingerprint",
     "host_class",
     "fs_type",
@@ -84,6 +88,10 @@ COLUMNS: tuple[str, ...] = (
 )
 _INT_COLUMNS = {"repeat", "schema_version"}
 _FLOAT_COLUMNS = {"value"}
+_BOOL_COLUMNS = {"aggregate"}
+# Columns added after the first stored files: an older file without one still reads (its
+# value is derived on read), where a missing required column means "not an iobench file".
+_LATER_COLUMNS = {"aggregate"}
 
 
 def _arrow_schema():
@@ -94,6 +102,8 @@ def _arrow_schema():
             return pa.int64()
         if name in _FLOAT_COLUMNS:
             return pa.float64()
+        if name in _BOOL_COLUMNS:
+            return pa.bool_()
         return pa.string()
 
     return pa.schema([pa.field(name, typ(name)) for name in COLUMNS])
@@ -141,19 +151,6 @@ def env_fingerprint(run: RunResult) -> str:
 # --- long-form metric rows ---------------------------------------------------------------------
 
 
-def _lookup(d: dict[str, Any] | None, key: str) -> float | None:
-    """``latency_s.p99`` -> d["latency_s"]["p99"] as a finite float, else None."""
-    cur: Any = d
-    for part in key.split("."):
-        if not isinstance(cur, dict):
-            return None
-        cur = cur.get(part)
-    if isinstance(cur, bool) or not isinstance(cur, (int, float)):
-        return None
-    value = float(cur)
-    return value if math.isfinite(value) else None
-
-
 def _source_values(
     source: dict[str, Any], table: dict[str, tuple[str, str, str]], phase: dict[str, Any] | None
 ) -> dict[str, float]:
@@ -184,32 +181,47 @@ def _group_rows(
     phase: dict[str, Any] | None,
     base: dict[str, Any],
 ) -> list[dict[str, Any]]:
+    sources = [(i, r) for i, r in enumerate(repeats) if isinstance(r, dict)]
+    per_repeat = [(i, _source_values(r, table, phase)) for i, r in sources]
+    own = _source_values(summary, table, phase)
+    if not any(values for _i, values in per_repeat):
+        per_repeat = [(0, own)]  # a single measurement is its own only repeat
     rows = []
-    sources: list[tuple[int, dict[str, Any]]] = [(SUMMARY_REPEAT, summary)]
-    if repeats:
-        sources += [(i, r) for i, r in enumerate(repeats) if isinstance(r, dict)]
-    else:
-        sources.append((0, summary))  # a single measurement is its own only repeat
-    for repeat, source in sources:
-        for metric, value in _source_values(source, table, phase).items():
-            _key, unit, direction = table[metric]
-            rows.append(
-                {
-                    **base,
-                    "phase": name,
-                    "op": op,
-                    "metric": metric,
-                    "value": value,
-                    "unit": unit,
-                    "direction": direction,
-                    "repeat": repeat,
-                }
-            )
+
+    def row(metric: str, value: float, repeat: int) -> dict[str, Any]:
+        _key, unit, direction = table[metric]
+        return {
+            **base,
+            "phase": name,
+            "op": op,
+            "metric": metric,
+            "value": value,
+            "unit": unit,
+            "direction": direction,
+            "repeat": repeat,
+            "aggregate": repeat == SUMMARY_REPEAT,
+        }
+
+    for metric in table:
+        values = [v[metric] for _i, v in per_repeat if metric in v]
+        if not values and metric in own:
+            values = [own[metric]]  # the repeats lacked it: the phase's own figure stands
+            per_metric = [(0, own[metric])]
+        else:
+            per_metric = [(i, v[metric]) for i, v in per_repeat if metric in v]
+        summary_of = summarize(values)
+        if summary_of is None:
+            continue
+        rows.append(row(metric, summary_of.median, SUMMARY_REPEAT))
+        rows += [row(metric, value, i) for i, value in per_metric]
     return rows
 
 
 def metric_rows(run: RunResult) -> list[dict[str, Any]]:
-    """One row per run x phase x metric x repeat (repeat -1 is the phase's aggregate).
+    """One row per run x phase x metric x repeat, and before them one aggregate row per
+    run x phase x metric (``aggregate`` true, ``repeat`` -1) holding the median over the repeats
+    (:func:`stats.summarize`, the value every rendering shows). Count or average only the rows
+    with ``aggregate`` false: those are the measurements.
 
     A phase without ``repeats`` counts as its own repeat 0. Phase names repeated within one run
     get ``#2``, ``#3``... so their figures never mix.
@@ -422,7 +434,7 @@ def _check_footer(fs, path: str) -> tuple[Any, dict[bytes, bytes]]:
     except Exception as e:  # corrupt footer, truncated file, I/O error: all mean "skip"
         raise _Skip(f"cannot read it ({type(e).__name__}: {e})") from None
     meta = schema.metadata or {}
-    missing = [c for c in COLUMNS if c not in schema.names]
+    missing = [c for c in COLUMNS if c not in schema.names and c not in _LATER_COLUMNS]
     if missing or RESULT_KEY not in meta:
         what = ", ".join(missing) if missing else "iobench.result metadata"
         raise _Skip(f"not an iobench history file (missing {what})")
@@ -430,11 +442,9 @@ def _check_footer(fs, path: str) -> tuple[Any, dict[bytes, bytes]]:
         version = int(meta.get(SCHEMA_KEY, b"1"))
     except ValueError:
         raise _Skip(f"bad schema_version {meta.get(SCHEMA_KEY)!r}") from None
-    if version > SCHEMA_VERSION:
-        raise _Skip(
-            f"schema_version {version} is newer than this iobench reads ({SCHEMA_VERSION}); "
-            "upgrade iobench"
-        )
+    problem = schema_version_problem(version)
+    if problem:
+        raise _Skip(problem + ("; upgrade iobench" if version > SCHEMA_VERSION else ""))
     return schema, meta
 
 
@@ -460,11 +470,10 @@ def _scan(url: str | None, on_warning: Warn) -> Iterator[StoredRun]:
                 version = d.get("schema_version", 1)
             except (ValueError, KeyError, TypeError) as e:
                 raise _Skip(f"stored result is unreadable ({e})") from None
-            if not isinstance(version, int) or version > SCHEMA_VERSION:
-                raise _Skip(
-                    f"schema_version {version!r} is newer than this iobench reads "
-                    f"({SCHEMA_VERSION}); upgrade iobench"
-                )
+            problem = schema_version_problem(version)
+            if problem:
+                newer = "newer" in problem
+                raise _Skip(problem + ("; upgrade iobench" if newer else ""))
             if run_id in seen:
                 raise _Skip(f"run {run_id} is stored twice; using the first file")
         except _Skip as e:
@@ -492,7 +501,12 @@ def read_history(url: str | None = None) -> tuple[pa.Table, list[str]]:
     for stored in _scan(url, warnings.append):
         try:
             with fs.open(stored.path, "rb") as f:
-                table = pq.read_table(f, columns=list(COLUMNS))
+                names = pq.ParquetFile(f).schema_arrow.names
+                table = pq.read_table(f, columns=[c for c in COLUMNS if c in names])
+            if "aggregate" not in table.column_names:  # written before the column existed
+                import pyarrow.compute as pc
+
+                table = table.append_column("aggregate", pc.equal(table["repeat"], SUMMARY_REPEAT))
             table = table.select(list(COLUMNS)).cast(schema)
         except Exception as e:  # a corrupt data page shows only now
             _warn(warnings.append, stored.path, f"cannot read it ({type(e).__name__}: {e})")
@@ -610,6 +624,15 @@ def split_metric(metric: str, phase: str | None = None) -> tuple[str | None, str
     raise UsageError(f"unknown metric {metric!r}", hint=f"use one of {known} (or PHASE.METRIC)")
 
 
+class TrendPoint(NamedTuple):
+    """One run's value of a metric: the median over its repeats, with their spread."""
+
+    started_at: str
+    run_id: str
+    value: float
+    spread: Summary
+
+
 def trend(
     metric: str,
     url: str | None = None,
@@ -617,8 +640,9 @@ def trend(
     workload: str | None = None,
     *,
     on_warning: Warn = None,
-) -> list[tuple[str, str, float]]:
-    """``(started_at, run_id, value)`` of one metric's aggregate across stored runs, oldest first.
+) -> list[TrendPoint]:
+    """One metric across stored runs, oldest first: per run the median over its repeats
+    (the measurement rows, never the aggregate row), with n, min-max and CV.
 
     ``metric`` may be ``PHASE.METRIC``. When the metric occurs in several phases and none is
     named, that is a :class:`UsageError` listing them.
@@ -630,7 +654,7 @@ def trend(
     for w in warnings:
         if on_warning is not None:
             on_warning(w)
-    mask = pc.and_(pc.equal(table["metric"], metric), pc.equal(table["repeat"], SUMMARY_REPEAT))
+    mask = pc.and_(pc.equal(table["metric"], metric), pc.invert(table["aggregate"]))
     if workload is not None:
         mask = pc.and_(
             mask,
@@ -643,20 +667,25 @@ def trend(
             f"metric {metric} occurs in phases {', '.join(phases)}",
             hint=f"name one, e.g. {phases[0]}.{metric}",
         )
-    points = [
-        (r["started_at"], r["run_id"], r["value"])
-        for r in rows
-        if phase is None or r["phase"] == phase
-    ]
-    points.sort(key=lambda p: _time_key(p[0], p[1]))
+    runs: dict[str, tuple[str, list[float]]] = {}
+    for r in rows:
+        if phase is None or r["phase"] == phase:
+            runs.setdefault(r["run_id"], (r["started_at"], []))[1].append(r["value"])
+    points = []
+    for run_id, (started_at, values) in runs.items():
+        summary = summarize(values)
+        if summary is not None:
+            points.append(TrendPoint(started_at, run_id, summary.median, summary))
+    points.sort(key=lambda p: _time_key(p.started_at, p.run_id))
     return points
 
 
 _PLOT_SCALE = {"B/s": (1 << 20, "MiB/s"), "s": (1e-3, "ms"), "fraction": (0.01, "%")}
 
 
-def trend_svg(points: list[tuple[str, str, float]], metric: str, unit: str) -> str:
-    """An SVG line plot of :func:`trend` points (needs matplotlib: ``iobench[plot]``)."""
+def trend_svg(points: list[TrendPoint], metric: str, unit: str) -> str:
+    """An SVG line plot of :func:`trend` points, min-max bars where a run had repeats
+    (needs matplotlib: ``iobench[plot]``)."""
     try:
         # Figure + savefig use the Agg/SVG canvases directly: no pyplot, no global backend.
         from matplotlib.figure import Figure
@@ -666,16 +695,25 @@ def trend_svg(points: list[tuple[str, str, float]], metric: str, unit: str) -> s
         raise UsageError(f"no stored values of {metric} to plot")
     scale, label = _PLOT_SCALE.get(unit, (1, unit))
     xs = []
-    for started_at, run_id, _v in points:
+    for started_at, run_id, *_rest in points:
         key = _time_key(started_at, run_id)[0]
         xs.append(_dt.datetime.fromtimestamp(key, _dt.timezone.utc) if math.isfinite(key) else None)
     use_dates = all(x is not None for x in xs)
     if not use_dates:
         xs = list(range(len(points)))
-    ys = [v / scale for _t, _r, v in points]
+    ys = [p.value / scale for p in points]
     fig = Figure(figsize=(8, 3.2))
     ax = fig.add_subplot()
     ax.plot(xs, ys, marker="o", linewidth=1.5)
+    ranged = [i for i, p in enumerate(points) if p.spread.n > 1]
+    if ranged:
+        lo = [ys[i] - points[i].spread.min / scale for i in ranged]
+        hi = [points[i].spread.max / scale - ys[i] for i in ranged]
+        ax.errorbar(
+            [xs[i] for i in ranged], [ys[i] for i in ranged], yerr=[lo, hi], fmt="none",
+            ecolor="0.5", capsize=3, linewidth=1, label="min-max of the repeats",
+        )  # fmt: skip
+        ax.legend(loc="lower right", fontsize="small")
     ax.set_title(metric)
     ax.set_ylabel(label)
     ax.set_ylim(bottom=0)

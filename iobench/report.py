@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .results import PhaseResult, RunResult, atomic_write_bytes
-from .units import format_bytes, format_count, format_rate, format_seconds
+from .results import PhaseResult, RunResult, atomic_write_bytes, metric_summary, metric_value
+from .units import format_bytes, format_count, format_rate, format_seconds, format_spread
 
 METADATA_OPS = ("create", "stat", "open_read", "delete")
 TERMINAL_WIDTH = 120
@@ -130,6 +130,32 @@ def metadata_rates(phase: PhaseResult) -> dict[str, float]:
     return rates
 
 
+def _value(p: PhaseResult, key: str) -> float | None:
+    """A phase figure as every rendering shows it: the median over the repeats."""
+    return metric_value(p, key)
+
+
+def _has_repeats(run: RunResult) -> bool:
+    return any(len(p.repeats or []) > 1 for p in run.phases)
+
+
+def _repeat_spread(p: PhaseResult) -> str:
+    """n, min-max and CV over the repeats of the phase's headline figure (bandwidth, or
+    ops/s where it moved no bytes)."""
+    if _value(p, "bandwidth_bps"):
+        s = metric_summary(p, "bandwidth_bps")
+        return format_spread(s.n, s.min, s.max, s.cv, format_rate, span=_rate_range)
+    s = metric_summary(p, "iops")
+    return "-" if s is None else format_spread(s.n, s.min, s.max, s.cv, format_count)
+
+
+_SPREAD_HEADER = "Over repeats"
+_SPREAD_NOTE = (
+    "Figures are medians over the repeats; 'Over repeats' gives n, min-max and the coefficient "
+    "of variation of the bandwidth (ops/s where no bytes moved)."
+)
+
+
 def _phase_table(run: RunResult) -> _Table:
     headers = [
         "Phase",
@@ -143,28 +169,33 @@ def _phase_table(run: RunResult) -> _Table:
         "Cache",
         "Status",
     ]
+    spread = _has_repeats(run)
+    if spread:
+        headers.insert(6, _SPREAD_HEADER)
     rows, classes = [], []
     for p in run.phases:
-        lat = p.latency_s or {}
-        ops = _count(p.iops)
+        ops = _count(_value(p, "iops"))
         if p.op in METADATA_OPS and ops != "-":
             ops += " ops/s"
-        rows.append(
-            [
-                p.name,
-                p.op,
-                str(p.concurrency),
-                _block(p.block_size),
-                _rate(p.bandwidth_bps),
-                ops,
-                _secs(lat.get("p50")),
-                _secs(lat.get("p99")),
-                p.cache or "-",
-                _STATUS_MARK.get(p.status, p.status.upper()),
-            ]
-        )
+        row = [
+            p.name,
+            p.op,
+            str(p.concurrency),
+            _block(p.block_size),
+            _rate(_value(p, "bandwidth_bps")),
+            ops,
+            _secs(_value(p, "latency_s.p50")),
+            _secs(_value(p, "latency_s.p99")),
+            p.cache or "-",
+            _STATUS_MARK.get(p.status, p.status.upper()),
+        ]
+        if spread:
+            row.insert(6, _repeat_spread(p))
+        rows.append(row)
         classes.append("" if p.status == "ok" else "bad")
-    return _Table("Phases", headers, rows, "llrrrrrrll", row_classes=classes)
+    align = "llrrrrrrrll" if spread else "llrrrrrrll"
+    note = _SPREAD_NOTE if spread else ""
+    return _Table("Phases", headers, rows, align, note=note, row_classes=classes)
 
 
 def _phase_detail_table(run: RunResult) -> _Table:
@@ -186,36 +217,41 @@ def _phase_detail_table(run: RunResult) -> _Table:
         "Cache",
         "Status",
     ]
+    repeated = _has_repeats(run)
+    if repeated:
+        headers.insert(7, _SPREAD_HEADER)
     rows, classes = [], []
     for p in run.phases:
-        lat = p.latency_s or {}
         pw = p.per_worker or {}
         spread = "-"
         if _is_num(pw.get("min")) and _is_num(pw.get("max")) and pw["max"] > 0:
             spread = _rate_range(pw["min"], pw["max"])
         moved = format_bytes(p.bytes) if p.bytes else (f"{p.ops:,} ops" if p.ops else "-")
-        ops = _count(p.iops)
-        rows.append(
-            [
-                p.name,
-                p.op,
-                str(p.concurrency),
-                _block(p.block_size),
-                moved,
-                _secs(p.elapsed_s) if p.elapsed_s else "-",
-                _rate(p.bandwidth_bps),
-                _rate(p.bandwidth_stonewall_bps),
-                spread,
-                ops,
-                _secs(lat.get("p50")),
-                _secs(lat.get("p99")),
-                _secs(lat.get("p999")),
-                p.cache or "-",
-                _STATUS_MARK.get(p.status, p.status.upper()),
-            ]
-        )
+        ops = _count(_value(p, "iops"))
+        row = [
+            p.name,
+            p.op,
+            str(p.concurrency),
+            _block(p.block_size),
+            moved,
+            _secs(p.elapsed_s) if p.elapsed_s else "-",
+            _rate(_value(p, "bandwidth_bps")),
+            _rate(_value(p, "bandwidth_stonewall_bps")),
+            spread,
+            ops,
+            _secs(_value(p, "latency_s.p50")),
+            _secs(_value(p, "latency_s.p99")),
+            _secs(_value(p, "latency_s.p999")),
+            p.cache or "-",
+            _STATUS_MARK.get(p.status, p.status.upper()),
+        ]
+        if repeated:
+            row.insert(7, _repeat_spread(p))
+        rows.append(row)
         classes.append("" if p.status == "ok" else "bad")
-    return _Table("Phases", headers, rows, "llrrrrrrrrrrrll", row_classes=classes)
+    align = "llrrrrrrrrrrrrll" if repeated else "llrrrrrrrrrrrll"
+    note = _SPREAD_NOTE if repeated else ""
+    return _Table("Phases", headers, rows, align, note=note, row_classes=classes)
 
 
 def _metadata_table(run: RunResult) -> _Table | None:
@@ -1178,10 +1214,13 @@ def render_html(run: RunResult) -> str:
 
     if run.phases:
         parts.append('<section id="phases"><h2>Summary</h2>')
-        parts.append(_html_table(_phase_detail_table(run), status_col=14, wide=True))
+        detail = _phase_detail_table(run)
+        parts.append(_html_table(detail, status_col=len(detail.headers) - 1, wide=True))
         parts.append(
             '<p class="note">Bandwidth is all bytes over first start to last end (last done); '
-            "first done is the figure when the first worker finished.</p></section>"
+            "first done is the figure when the first worker finished."
+            + (f" {_e(detail.note)}" if detail.note else "")
+            + "</p></section>"
         )
     ranks_t = _ranks_table(run)
     if ranks_t is not None:

@@ -10,17 +10,20 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import socket
 import tempfile
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 from .errors import StoreError, UsageError
+from .stats import Summary, summarize
 
 SCHEMA_VERSION = 1
 
@@ -55,6 +58,9 @@ class PhaseResult:
     extra: dict[str, Any] = field(default_factory=dict)  # engine- or phase-specific figures
     status: str = "ok"  # "ok" | "partial" | "failed"
     error: str | None = None
+    # figure key -> stats.Summary.to_dict() over the repeats (n, median, min, max, cv); only
+    # with repeats. Renderings recompute it with metric_summary, so older results show it too.
+    spread: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -107,12 +113,11 @@ class RunResult:
     def from_dict(cls, d: dict[str, Any]) -> RunResult:
         if not isinstance(d, dict) or "run_id" not in d:
             raise StoreError("not an iobench result (no run_id)")
-        version = d.get("schema_version", 1)
-        if not isinstance(version, int) or version > SCHEMA_VERSION:
+        problem = schema_version_problem(d.get("schema_version", 1))
+        if problem:
             raise StoreError(
-                f"result schema_version {version!r} is newer than this iobench understands "
-                f"({SCHEMA_VERSION})",
-                hint="upgrade iobench",
+                f"result {problem}",
+                hint="upgrade iobench" if "newer" in problem else "pass an iobench result.json",
             )
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in d.items() if k in names and k != "phases"}
@@ -124,6 +129,72 @@ class RunResult:
 
     def phase(self, name: str) -> PhaseResult | None:
         return next((p for p in self.phases if p.name == name), None)
+
+
+def schema_version_problem(version: Any) -> str | None:
+    """Why ``version`` is not a schema_version this iobench reads (None when it is)."""
+    if isinstance(version, bool) or not isinstance(version, int):
+        return f"schema_version {version!r} is not a version number"
+    if version < 1:
+        return f"schema_version {version} is not valid (iobench results start at 1)"
+    if version > SCHEMA_VERSION:
+        return f"schema_version {version} is newer than this iobench understands ({SCHEMA_VERSION})"
+    return None
+
+
+# --- a figure's value over repeats -------------------------------------------------------------
+
+# The figures a phase keeps per repeat, as dotted keys into PhaseResult.to_dict().
+REPEAT_FIGURES: tuple[str, ...] = (
+    "bandwidth_bps",
+    "iops",
+    "bandwidth_stonewall_bps",
+    "latency_s.mean",
+    "latency_s.p50",
+    "latency_s.p90",
+    "latency_s.p99",
+    "latency_s.p999",
+    "latency_s.max",
+    "latency_s.min",
+)
+
+
+def figure(source: Mapping[str, Any] | None, key: str) -> float | None:
+    """``latency_s.p99`` -> source["latency_s"]["p99"] as a finite float, else None."""
+    cur: Any = source
+    for part in key.split("."):
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(part)
+    if isinstance(cur, bool) or not isinstance(cur, (int, float)):
+        return None
+    value = float(cur)
+    return value if math.isfinite(value) else None
+
+
+def repeat_values(
+    summary: Mapping[str, Any], repeats: Sequence[Mapping[str, Any]], key: str
+) -> list[float]:
+    """A figure's value in each repeat that has it; the summary's own value when none does
+    (a single measurement is its own only repeat)."""
+    values = [
+        v for r in repeats if isinstance(r, Mapping) for v in [figure(r, key)] if v is not None
+    ]
+    if values:
+        return values
+    own = figure(summary, key)
+    return [] if own is None else [own]
+
+
+def metric_summary(phase: PhaseResult, key: str) -> Summary | None:
+    """``key``'s median over the phase's repeats with n, min-max and CV (None: not measured)."""
+    return summarize(repeat_values(phase.to_dict(), phase.repeats or [], key))
+
+
+def metric_value(phase: PhaseResult, key: str) -> float | None:
+    """A phase figure's value in this run: the median over its repeats (the one rule)."""
+    s = metric_summary(phase, key)
+    return None if s is None else s.median
 
 
 def new_run_id() -> str:

@@ -219,7 +219,13 @@ def plan_workload(workload: Workload) -> Plan:
 
 
 def merge_repeats(repeats: list[list[PhaseResult]]) -> list[PhaseResult]:
-    """One PhaseResult per phase name: the median-bandwidth repeat, with every repeat kept."""
+    """One PhaseResult per phase name, every repeat kept in ``repeats``.
+
+    Each figure of :data:`results.REPEAT_FIGURES` is its median over the repeats (the one rule,
+    :func:`results.metric_value`), with n, min-max and CV in ``spread``. What cannot be a
+    median (volume, time, histogram, series, per-worker spread) comes from the repeat whose
+    bandwidth is the median, named in ``extra["detail_repeat"]``.
+    """
     if len(repeats) == 1:
         return repeats[0]
     by_name: dict[str, list[PhaseResult]] = {}
@@ -232,9 +238,9 @@ def merge_repeats(repeats: list[list[PhaseResult]]) -> list[PhaseResult]:
     merged = []
     for name in order:
         runs = by_name[name]
-        key = sorted(runs, key=lambda p: p.bandwidth_bps or p.iops)
-        chosen = key[len(key) // 2]
-        out = PhaseResult.from_dict(chosen.to_dict())
+        ranked = sorted(range(len(runs)), key=lambda i: runs[i].bandwidth_bps or runs[i].iops)
+        detail = ranked[len(ranked) // 2]
+        out = PhaseResult.from_dict(runs[detail].to_dict())
         out.repeats = [
             {
                 "repeat": i,
@@ -249,6 +255,18 @@ def merge_repeats(repeats: list[list[PhaseResult]]) -> list[PhaseResult]:
             }
             for i, p in enumerate(runs)
         ]
+        out.spread = {}
+        for key in results_mod.REPEAT_FIGURES:
+            summary = results_mod.metric_summary(out, key)
+            if summary is None:
+                continue
+            out.spread[key] = summary.to_dict()
+            head, _, tail = key.partition(".")
+            if tail:
+                getattr(out, head)[tail] = summary.median
+            else:
+                setattr(out, head, summary.median)
+        out.extra = {**out.extra, "detail_repeat": detail}
         merged.append(out)
     return merged
 

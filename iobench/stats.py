@@ -307,6 +307,43 @@ def spread(values: Sequence[float]) -> dict[str, float]:
     return {"min": float(s[0]), "median": float(med), "max": float(s[-1])}
 
 
+@dataclass(frozen=True)
+class Summary:
+    """One metric over a run's repeats: the value (their median) and its spread beside it.
+
+    ``cv`` is the coefficient of variation, sample standard deviation / mean (None for one
+    value or a zero mean).
+    """
+
+    n: int
+    median: float
+    min: float
+    max: float
+    cv: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "median": self.median, "min": self.min, "max": self.max, "cv": self.cv}
+
+
+def summarize(values: Iterable[float]) -> Summary | None:
+    """The median over repeats with n, min, max and CV; None for no (finite) values.
+
+    This is the one rule for a metric's value in a run with repeats: every rendering, the
+    history, compare and the verdict use it.
+    """
+    vals = sorted(float(v) for v in values if v is not None and math.isfinite(float(v)))
+    if not vals:
+        return None
+    n = len(vals)
+    med = vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2
+    cv = None
+    mean = sum(vals) / n
+    if n > 1 and mean != 0:
+        var = sum((v - mean) ** 2 for v in vals) / (n - 1)
+        cv = math.sqrt(var) / abs(mean)
+    return Summary(n=n, median=med, min=vals[0], max=vals[-1], cv=cv)
+
+
 def aggregate_workers(workers: Sequence[WorkerStats], *, max_points: int = 600) -> Aggregate:
     """Combine workers that share one time origin (one host, or clocks already aligned).
 

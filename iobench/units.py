@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 from .errors import UsageError
 
@@ -171,3 +172,28 @@ def format_seconds(s: float | None) -> str:
     if s < 120:
         return f"{s:.2f} s"
     return f"{s / 60:.1f} min"
+
+
+def format_spread(
+    n: int,
+    lo: float,
+    hi: float,
+    cv: float | None,
+    fmt: Callable[[float], str],
+    span: Callable[[float, float], str] | None = None,
+) -> str:
+    """The spread beside a median over repeats: ``n=6, 559.0–1320.0 MiB/s, CV 29 %``.
+
+    ``n=1`` alone for a single measurement (no spread to show). The range shares its unit
+    label when both ends have the same one; ``span`` formats it instead where given.
+    """
+    if n <= 1:
+        return "n=1"
+    if span is not None:
+        text = span(lo, hi)
+    else:
+        a, b = fmt(lo), fmt(hi)
+        a_num, _, a_unit = a.partition(" ")
+        text = f"{a_num}–{b}" if a_unit and a_unit == b.partition(" ")[2] else f"{a}–{b}"
+    cv_text = f", CV {cv * 100:.0f} %" if cv is not None else ""
+    return f"n={n}, {text}{cv_text}"

@@ -16,6 +16,7 @@ from factories import GiB, MiB, make_phase, make_run, noisy
 from iobench import history
 from iobench.errors import StoreError, UsageError
 from iobench.results import SCHEMA_VERSION, PhaseResult
+from iobench.stats import summarize
 
 DAY = [f"2025-01-0{i}T00:00:00.000+00:00" for i in range(1, 10)]
 
@@ -102,8 +103,8 @@ def test_metric_rows_long_format_with_repeats():
     )
     rows = history.metric_rows(run)
     assert {tuple(sorted(r)) for r in rows} == {tuple(sorted(history.COLUMNS))}
-    bw = [(r["repeat"], r["value"]) for r in rows if r["metric"] == "bandwidth"]
-    assert bw == [(-1, 110.0), (0, 100.0), (1, 110.0), (2, 120.0)]
+    bw = [(r["repeat"], r["aggregate"], r["value"]) for r in rows if r["metric"] == "bandwidth"]
+    assert bw == [(-1, True, 110.0), (0, False, 100.0), (1, False, 110.0), (2, False, 120.0)]
     first = rows[0]
     assert first["run_id"] == run.run_id
     assert first["workload"] == "seq-read" and first["spec_hash"] == "spec-1"
@@ -113,6 +114,26 @@ def test_metric_rows_long_format_with_repeats():
     assert first["fs_type"] == "lustre" and first["schema_version"] == SCHEMA_VERSION
     assert first["env_fingerprint"] == history.env_fingerprint(run)
     assert {r["metric"] for r in rows} == {"bandwidth", "iops"}
+
+
+def test_aggregate_row_is_marked_and_holds_the_median_over_repeats():
+    # six repeats: the median is the mean of the middle two (845), not any one repeat
+    bws = [559.0, 780.0, 800.0, 890.0, 903.0, 1320.0]
+    run = make_run(phases=[make_phase("seq-read", "read", bandwidth=bws)])
+    rows = [r for r in history.metric_rows(run) if r["metric"] == "bandwidth"]
+    aggregate = [r for r in rows if r["aggregate"]]
+    measured = [r["value"] for r in rows if not r["aggregate"]]
+    assert [(r["repeat"], r["value"]) for r in aggregate] == [(-1, 845.0)]
+    assert measured == bws  # count and median over the measurements: n = 6, not 7
+    assert len(measured) == 6
+
+
+def test_aggregate_row_uses_the_repeats_even_when_the_phase_holds_another_figure():
+    # a result written before the median rule: the phase held the median-bandwidth repeat
+    phase = make_phase("w", "write", bandwidth=[100.0, 200.0, 300.0, 400.0])
+    phase.bandwidth_bps = 300.0
+    rows = history.metric_rows(make_run(phases=[phase]))
+    assert [r["value"] for r in rows if r["aggregate"]] == [250.0]
 
 
 def test_metric_rows_single_measurement_is_repeat_zero_and_all_phase_metrics():
@@ -261,18 +282,46 @@ def test_trend(url):
     for run in _runs():
         history.append(run, url)
     points = history.trend("seq-read.bandwidth", url)
-    assert [(t, v) for t, _r, v in points] == [
+    assert [(p.started_at, p.value) for p in points] == [
         (DAY[0], pytest.approx(1000 * MiB)),
         (DAY[1], pytest.approx(900 * MiB)),
         (DAY[2], pytest.approx(1100 * MiB)),
     ]
     assert points == history.trend("bandwidth", url, phase="seq-read", workload="seq-read")
-    assert [v for *_x, v in history.trend("iops", url)] == [pytest.approx(20000.0)]
+    assert [p.value for p in history.trend("iops", url)] == [pytest.approx(20000.0)]
     assert history.trend("iops", url, workload="seq-read") == []
     with pytest.raises(UsageError, match="occurs in phases seq-read, seq-write"):
         history.trend("bandwidth", url)
     with pytest.raises(UsageError, match="unknown metric 'speed'"):
         history.trend("speed", url)
+
+
+def test_trend_value_is_the_median_over_repeats_with_its_spread(url):
+    bws = [559.0, 780.0, 800.0, 890.0, 903.0, 1320.0]
+    run = make_run(phases=[make_phase("seq-read", "read", bandwidth=[b * MiB for b in bws])])
+    history.append(run, url)
+    (point,) = history.trend("seq-read.bandwidth", url)
+    assert point.value == pytest.approx(845 * MiB)
+    assert point.spread.n == 6
+    assert (point.spread.min, point.spread.max) == (559 * MiB, 1320 * MiB)
+    assert point.spread.cv == pytest.approx(0.28608, abs=1e-5)  # sample sd / mean
+
+
+def test_a_file_written_before_the_aggregate_column_still_reads(tmp_path):
+    url = str(tmp_path / "h")
+    run = make_run(phases=[make_phase("seq-read", "read", bandwidth=[100.0, 200.0, 600.0])])
+    history.append(run, url)
+    path = Path(url) / f"{run.run_id}.parquet"
+    old = pq.read_table(path)
+    old = old.drop_columns(["aggregate"]).replace_schema_metadata(old.schema.metadata)
+    path.unlink()
+    pq.write_table(old, path)
+    table, warnings = history.read_history(url)
+    assert warnings == []
+    got = sorted(zip(table["repeat"].to_pylist(), table["aggregate"].to_pylist(), strict=True))
+    assert got == [(-1, True), (0, False), (1, False), (2, False)]
+    (point,) = history.trend("bandwidth", url)
+    assert point.value == 200.0 and point.spread.n == 3
 
 
 def test_trend_svg(tmp_path):
@@ -299,7 +348,10 @@ def test_trend_svg_without_matplotlib(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     with pytest.raises(UsageError, match=r"matplotlib is missing; install iobench\[plot\]"):
-        history.trend_svg([("2025-01-01T00:00:00+00:00", "r", 1.0)], "m", "B/s")
+        one = summarize([1.0])
+        history.trend_svg(
+            [history.TrendPoint("2025-01-01T00:00:00+00:00", "r", 1.0, one)], "m", "B/s"
+        )
 
 
 # --- files it must skip and leave alone ----------------------------------------------------------

@@ -26,7 +26,7 @@ def history(
     """Runs kept in the Parquet history, one immutable file per run."""
     from .. import history as hist
     from .. import report, results
-    from ..units import format_count, format_rate, format_seconds
+    from ..units import format_count, format_rate, format_seconds, format_spread
 
     warn = lambda text: err(f"iobench: warning: {text}")  # noqa: E731
     if action == "list":
@@ -58,9 +58,13 @@ def history(
             return 0
         unit = hist.ALL_METRICS.get(metric, (None, ""))[1]
         fmt = {"B/s": format_rate, "s": format_seconds}.get(unit, lambda v: format_count(v))
-        out(f"{'started':<25} {'run id':<28} {arg}")
-        for started, run_id, value in points:
-            out(f"{started[:24]:<25} {run_id:<28} {fmt(value)}")
+        values = [fmt(p.value) for p in points]
+        width = max(len(arg), *(len(v) for v in values))
+        out(f"{'started':<25} {'run id':<28} {arg:>{width}}  over repeats")
+        for p, value in zip(points, values, strict=True):
+            s = p.spread
+            spread = format_spread(s.n, s.min, s.max, s.cv, fmt)
+            out(f"{p.started_at[:24]:<25} {p.run_id:<28} {value:>{width}}  {spread}")
         if svg:
             results.atomic_write_bytes(Path(svg), hist.trend_svg(points, arg, unit).encode())
             out(f"plot: {svg}")
