@@ -76,8 +76,10 @@ def test_compare_self_history_and_not_comparable(cli, planted, tmp_path):
     assert r.code == 0 and "no regressions" in r.out
     r = cli("compare", a, b, "--strict")
     assert r.code == 3 and "not comparable" in r.err
-    r = cli("compare", a, b)
-    assert r.code in (0, 1) and "not comparable" in r.err
+    r = cli("compare", a, b)  # no phase in common: nothing compared, a gate must not pass
+    assert r.code == 3 and "not comparable" in r.err
+    assert "different workloads: sequential-write vs dataset-read" in r.err
+    assert "nothing compared" in r.out
     # history: both runs were appended (IOBENCH_HISTORY points into tmp_path)
     r = cli("history", "list")
     assert r.code == 0 and "sequential-write" in r.out and "dataset-read" in r.out
