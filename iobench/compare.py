@@ -764,7 +764,7 @@ def history_noise(
     spec = (current.workload or {}).get("spec_hash")
     fingerprint = history.env_fingerprint(current)
     basis = {
-        "url": url,
+        "url": url or history.default_history_url(),
         "spec_hash": spec,
         "host_class": history.host_class(current),
         "fs_identity": history.fs_identity(current),

@@ -97,15 +97,29 @@ def read_throttle(where: str, rate: int):
             print(f"WARNING: could not remove cgroup {group}", file=sys.stderr)
 
 
+def evidence(r: dict[str, Any]) -> str:
+    """What decided a compare row (its JSON form): the test, the noise floor, the margin."""
+    if r["test"] == "history":
+        text = f"noise ×{r['noise']['factor']:.3g} ({r['noise']['runs']} runs)"
+    elif r["test"]:
+        text = r["test"]
+    else:
+        text = "no test"
+    return text + ("; beyond the margin" if r["margin"] else "")
+
+
 def row(label: str, code: int, report: dict[str, Any], a: dict, b: dict) -> str:
     marks = {r["phase"] + "." + r["metric"]: r["mark"] for r in report["rows"]}
+    read = next(
+        r for r in report["rows"] if r["phase"] == READ_PHASE and r["metric"] == "bandwidth"
+    )
     regs = report["regressions"]
     runs = (report.get("noise_basis") or {}).get("runs", 0)
     w = [format_rate(bandwidth(x, "seq-write")) for x in (a, b)]
     r = [format_rate(bandwidth(x, READ_PHASE)) for x in (a, b)]
     return (
         f"| {label} | {runs} | {w[0]} → {w[1]} `{marks.get('seq-write.bandwidth', '')}` "
-        f"| {r[0]} → {r[1]} `{marks.get(READ_PHASE + '.bandwidth', '')}` "
+        f"| {r[0]} → {r[1]} `{marks.get(READ_PHASE + '.bandwidth', '')}` | {evidence(read)} "
         f"| {len(regs)}{': ' + ', '.join(regs) if regs else ''} "
         f"| {len(report['unconfirmed'])} | {code} |"
     )
@@ -130,9 +144,9 @@ def main() -> int:
     empty_history = str(work / "no-history")
     env = {**os.environ, "PYTHONPATH": str(REPO), "IOBENCH_HISTORY": history}
     lines = [
-        "| comparison | earlier runs | seq-write bandwidth | seq-read bandwidth | regressions "
-        "| unconfirmed | exit |",
-        "|---|---:|---|---|---|---:|---:|",
+        "| comparison | earlier runs | seq-write bandwidth | seq-read bandwidth "
+        "| its evidence | regressions | unconfirmed | exit |",
+        "|---|---:|---|---|---|---|---:|---:|",
     ]
     ok = True
     started = time.monotonic()
