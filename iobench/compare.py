@@ -17,7 +17,8 @@ confirmed, by the first of these that applies:
 
 Whatever the evidence, a move beyond the large margin is confirmed: ×10 for throughput
 (``large_factor``: −90 % or +900 %), ×100 for latency (``large_factor_latency``). Identical runs
-on a shared virtual disk were seen to differ by up to ×7 in bandwidth and ×16 in p99 latency.
+on a shared 2-core VM differed by up to ×4.4 in bandwidth back to back (×13 over twenty runs),
+and p99 latency by ×16 over six.
 
 Marks: ``+`` worse, ``-`` better, ``~`` beyond the threshold but within the noise, ``?`` beyond
 the threshold, unconfirmed, blank within the threshold, ``x`` measured on one side only.

@@ -12,8 +12,8 @@ exits 0 when the pairs report 0 regressions and the throttled run is a regressio
 read metrics (seq-read.bandwidth among them), else 1.
 
 ``--device loop`` (default) puts the target on a private ext4 over a loop device in /dev/shm:
-the throttle then limits a device nobody else uses (the shared virtual disk swings ×7 between
-identical runs, a throttled read at 40 MiB/s can come within ×10 of an unthrottled one there).
+the throttle then limits a device nobody else uses (the shared virtual disk swung ×4 over six
+identical runs here, and its slow moments bring an unthrottled read near a throttled one).
 ``--device disk`` uses ``--dir`` on the local disk. Needs root (loop device, blkio cgroup).
 
     .venv/bin/python scripts/bench_compare.py [--pairs 10] [--device loop|disk] [--rate 40MiB]
