@@ -292,7 +292,7 @@ class Noise:
     @property
     def factor(self) -> float:
         """The floor as a ratio: a move within ×factor is within the noise."""
-        return math.exp(self.floor)
+        return math.exp(min(self.floor, 700.0))  # beyond e^700 a float overflows
 
     @classmethod
     def of(cls, values: Sequence[float], alpha: float) -> Noise | None:

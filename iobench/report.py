@@ -152,7 +152,8 @@ def _repeat_spread(p: PhaseResult) -> str:
 _SPREAD_HEADER = "Over repeats"
 _SPREAD_NOTE = (
     "Figures are medians over the repeats; 'Over repeats' gives n, min-max and the coefficient "
-    "of variation of the bandwidth (ops/s where no bytes moved)."
+    "of variation of the bandwidth (ops/s where no bytes moved). Volume, time, worker spread and "
+    "the plots come from one repeat: the one whose bandwidth is the median."
 )
 
 
