@@ -11,6 +11,8 @@ import pytest
 import throttle
 from conftest import SMALL
 
+from iobench.units import format_rate
+
 SEQ = [
     "--set", "size=16MiB", "--set", "jobs=1", "--set", "block_sizes=[]",
     "--set", "jobs_sweep=[]", "--repeat", "3", "--quiet",
@@ -136,7 +138,7 @@ def test_repeats_one_value_everywhere_with_its_spread(cli, planted, tmp_path):
     assert write["spread"]["bandwidth_bps"]["min"] == bws[0]
     r = cli("history", "trend", "seq-write.bandwidth")
     assert r.code == 0 and "over repeats" in r.out
-    assert f"{write['bandwidth_bps'] / (1 << 20):.1f} MiB/s  n=3, " in r.out
+    assert f"{format_rate(write['bandwidth_bps'])}  n=3, " in r.out
     assert cli(*args, "--output", b).code == 0
     r = cli("compare", a, b)
     assert r.code in (0, 1), r.err
