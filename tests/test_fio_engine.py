@@ -502,3 +502,31 @@ def test_a_phase_named_global_runs_as_a_fio_job(tmp_path):
     assert (res.bytes, res.ops, res.status) == (2 * MiB, 2, "ok")
     assert (tmp_path / "run" / "g.dat").stat().st_size == 2 * MiB
     assert res.extra["fio_cwd"] == str(tmp_path / "run")
+
+
+@needs_fio
+def test_block_size_1MB_moves_the_same_bytes_on_both_engines(cli, tmp_path):
+    """1MB is 10**6 bytes in iobench; fio's own default (kb_base=1024) would read it as
+    2**20, so the job file holds byte counts: both engines move exactly the same bytes."""
+    target = tmp_path / "t"
+    target.mkdir()
+    args = ["--set", "block_size=1MB", "--set", "size=8MB", "--set", "block_sizes=[]",
+            "--set", "jobs_sweep=[]", "--jobs", "2", "--buffered", "-q"]  # fmt: skip
+    got = {}
+    for engine in ("posix", "fio"):
+        out = tmp_path / engine
+        r = cli("run", "sequential-write", target, *args, "--engine", engine, "--output", out)
+        assert r.code == 0, r.err
+        phases = json.loads((out / "result.json").read_text())["phases"]
+        got[engine] = [(p["name"], p["bytes"], p["ops"], p["block_size"]) for p in phases]
+        assert {p["extra"]["engine"] for p in phases} == {engine}
+    assert (
+        got["posix"]
+        == got["fio"]
+        == [
+            ("seq-write", 2 * 8 * 10**6, 16, 10**6),
+            ("seq-read", 2 * 8 * 10**6, 16, 10**6),
+        ]
+    )
+    job = sections((tmp_path / "fio" / "fio-seq-write.fio").read_text())
+    assert job["global"]["bs"] == "1000000" and job["seq-write.w0"]["size"] == "8000000"
