@@ -105,3 +105,39 @@ def test_a_relative_temp_dir_starting_with_a_dash_is_not_an_option_to_fio(
     _assert_ran_with_fio(r, out)
     assert planted.unchanged() and debris(planted.path) == []
     assert os.listdir(tmp_path / "-tmp") == []  # the job directory was removed
+
+
+def test_a_file_list_longer_than_a_fio_line_runs_with_posix_and_says_why(planted):
+    """600 files in every random reader's list: a filename= line of 9,000 characters, longer
+    than the 8,191 fio reads in one line (the rest would be parsed as a line of its own). The
+    phase runs with the posix engine and records why."""
+    from iobench.engines.base import FileSpec, PhaseSpec
+    from iobench.engines.fio import FioEngine
+    from iobench.engines.posix import PosixEngine
+    from iobench.runner import PhaseRunner
+    from iobench.target import StopFlag, create_run_dir, remove_run_dir, resolve
+
+    t = resolve(str(planted.path))
+    create_run_dir(t, "20261201T000000Z-longfl")
+    try:
+        files = tuple(FileSpec(f"seq/r0-w{i:03d}.dat", 8192) for i in range(600))
+        os.makedirs(t.path("seq"))
+        PosixEngine().run(PhaseSpec("w", "write", files, jobs=4, block_size=8192), _ctx(t))
+        runner = PhaseRunner(t, FioEngine(), StopFlag())
+        res = runner.execute(
+            PhaseSpec("rand-read", "randread", files, jobs=2, block_size=4096, size=64 << 10,
+                      mode="shared", seed=1)
+        )  # fmt: skip
+        assert (res.status, res.bytes, res.extra["engine"]) == ("ok", 2 * (64 << 10), "posix")
+        assert "8191 characters fio reads" in res.extra["engine_fallback"]
+        assert any("ran with the posix engine" in w for w in runner.warnings)
+    finally:
+        remove_run_dir(t)
+    assert debris(planted.path) == [] and planted.unchanged()
+
+
+def _ctx(t):
+    from iobench.engines.base import EngineContext
+    from iobench.target import StopFlag
+
+    return EngineContext(t.run_dir, StopFlag())
