@@ -583,8 +583,10 @@ def run_workload(
     with run_session(
         run, target, out_dir, keep=keep, save=writes, run_dir_id=run_dir_id, hooks=hooks
     ) as s:
-        # the probe may need more than the device's logical block size (btrfs: its sectors)
-        check_direct_alignment(plan_workload(workload).direct_sizes, target)
+        # the probe may need more than the device's logical block size (btrfs: its sectors);
+        # under torchrun every rank refuses when one does
+        direct_sizes = plan_workload(workload).direct_sizes
+        agreed(hooks, lambda: check_direct_alignment(direct_sizes, target))
         # Lustre: stripe the run dir as the workload asks, before any file is created; record
         # the Lustre/GPFS layout in target.layout
         run.warnings.extend(

@@ -10,10 +10,11 @@ names files relative to it, with names iobench made. fio's job-file parser cuts 
 treats ``:`` in ``filename=`` as a separator and expands ``${VAR}`` and ``$mb_memory``-like
 keywords, so a target path such as ``DIR/A\nfilename=DIR/victim`` written there would name
 another file. Every value iobench writes is checked against a plain character set
-(``check_value``); anything else is refused (UsageError, exit 2) rather than escaped. Latency is fio's
-completion latency (clat); the json+ ``bins`` of every job are merged into one iobench
-histogram (fio uses the same log-linear layout, 64 sub-buckets per power of two), never
-averaged percentiles. fio's raw JSON is kept beside result.json.
+(``check_value``); anything else is refused (UsageError, exit 2) rather than escaped.
+
+Latency is fio's completion latency (clat); the json+ ``bins`` of every job are merged into
+one iobench histogram (fio uses the same log-linear layout, 64 sub-buckets per power of two),
+never averaged percentiles. fio's raw JSON is kept beside result.json.
 
 Phases fio cannot express faithfully (whole-file transfers, metadata operations, files of
 different sizes in one worker) are refused through ``why_not``; the runner then runs them with
