@@ -31,10 +31,12 @@ from .plan import Plan
 from .results import PhaseResult, RunResult
 from .spec import Workload
 from .target import (
+    DIRECT_ALIGN,
     SignalGuard,
     StopFlag,
     Target,
     apply_layout,
+    check_direct_alignment,
     check_free_space,
     create_run_dir,
     drop_file_cache,
@@ -149,6 +151,7 @@ class PhaseRunner:
             stop=self.stop,
             progress=self.progress_factory(),
             direct_supported=self.target.direct_io is True,
+            direct_align=self.target.direct_align or DIRECT_ALIGN,
             fs_type=self.target.fs_type,
             storage_options=self.target.storage_options,  # fsspec URL targets (endpoint)
             raw_dir=self.raw_dir,
@@ -580,7 +583,11 @@ def run_workload(
                 f"the {engine.name} engine cannot write to {target.path_or_url}",
                 hint="use --engine fsspec (the default for URLs)",
             )
-        check_free_space(target, plan_workload(workload).space_bytes)
+        plan = plan_workload(workload)
+        check_free_space(target, plan.space_bytes)
+        # direct I/O that cannot be aligned: refused before anything is written, at the
+        # device's logical block size; again below at what the run directory's probe measured
+        check_direct_alignment(plan.direct_sizes, target)
         if save and is_writer:
             check_output_dir(out_dir)
         return engine, target
@@ -594,6 +601,10 @@ def run_workload(
     with run_session(
         run, target, out_dir, keep=keep, save=writes, run_dir_id=run_dir_id, hooks=hooks
     ) as s:
+        # the probe may need more than the device's logical block size (btrfs: its sectors);
+        # under torchrun every rank refuses when one does
+        direct_sizes = plan_workload(workload).direct_sizes
+        agreed(hooks, lambda: check_direct_alignment(direct_sizes, target))
         # Lustre: stripe the run dir as the workload asks, before any file is created; record
         # the Lustre/GPFS layout in target.layout
         run.warnings.extend(

@@ -134,15 +134,27 @@ class Histogram:
 
     # -- reading ---------------------------------------------------------------------------
     def percentile_ns(self, q: float) -> float:
-        """Value at quantile ``q`` (0..1): midpoint of the bucket holding that rank."""
+        """Value at quantile ``q`` (0..1): the nearest-rank order statistic, the smallest
+        sample with at least ``q`` of the samples at or below it (fio's and HdrHistogram's
+        rule, numpy's "inverted_cdf"), given as the midpoint of its bucket; the first and last
+        ranks are the exact min and max.
+
+        An order statistic never invents a value between two modes; the nearest rank makes a
+        p99 of fewer than 100 samples their maximum (the rank below it, as a "lower" rule
+        takes, would call the second largest of 7 steps their p99, under the mean of a run with
+        one long stall)."""
         if self.count == 0:
             return 0.0
         if q <= 0:
             return float(self.min_ns)
         if q >= 1:
             return float(self.max_ns)
-        rank = q * (self.count - 1)  # numpy's "linear" rank convention
-        target = math.floor(rank) + 1
+        # round first: 0.07 * 100 is 7.000000000000001 in floating point, rank 7 all the same
+        target = min(max(math.ceil(round(q * self.count, 9)), 1), self.count)
+        if target == self.count:
+            return float(self.max_ns)
+        if target == 1:
+            return float(self.min_ns)
         seen = 0
         for i, n in enumerate(self.counts):
             if n:

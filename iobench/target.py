@@ -17,17 +17,18 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import EngineUnavailable, Interrupted, TargetError
-from .units import format_bytes
+from .errors import EngineUnavailable, Interrupted, TargetError, UsageError
+from .units import format_bytes, format_size
 
 RUN_DIR_PREFIX = ".iobench-"
 DIRECT_ALIGN = 4096
+DIRECT_ALIGN_CANDIDATES = (512, 1024, 2048, 4096)  # offset/length alignments O_DIRECT may need
 FREE_SPACE_MARGIN = 0.05  # keep 5 % (and at least 64 MiB) of headroom beyond the plan
 FREE_SPACE_MIN_HEADROOM = 64 << 20
 
@@ -162,6 +163,102 @@ def probe_direct_io(directory: str) -> tuple[bool, str | None]:
             pass
 
 
+def probe_direct_alignment(directory: str) -> int:
+    """The smallest offset and length alignment O_DIRECT accepts in ``directory``, measured:
+    an aligned probe file is written, then read at 512, 1024, 2048 bytes... until a read is
+    not refused (EINVAL). ext4 and XFS take the device's logical block size, btrfs its sector
+    size, NFS any; 4096 when none smaller works. Call after ``probe_direct_io`` succeeded."""
+    probe = os.path.join(directory, ".direct-align-probe")
+    size = 2 * DIRECT_ALIGN
+    buf = aligned_buffer(size)
+    buf.write(os.urandom(size))
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o600)
+    except OSError:
+        return DIRECT_ALIGN
+    try:
+        os.pwrite(fd, buf, 0)
+        with memoryview(buf) as view:
+            for a in DIRECT_ALIGN_CANDIDATES:
+                try:
+                    with view[:a] as part:
+                        os.preadv(fd, [part], a)
+                    return a
+                except OSError as e:
+                    if e.errno != errno.EINVAL:
+                        break
+        return DIRECT_ALIGN
+    except OSError:
+        return DIRECT_ALIGN
+    finally:
+        os.close(fd)
+        buf.close()
+        try:
+            os.unlink(probe)
+        except OSError:
+            pass
+
+
+def device_logical_block_size(path: str, sysfs: str = "/sys") -> int | None:
+    """The logical block size of the block device holding ``path``, from sysfs, read without
+    writing anything; None for filesystems on no block device (tmpfs, NFS, FUSE, btrfs's
+    anonymous devices) or when sysfs does not say."""
+    try:
+        dev = os.stat(path).st_dev
+    except OSError:
+        return None
+    if os.major(dev) == 0:
+        return None
+    base = os.path.join(sysfs, "dev", "block", f"{os.major(dev)}:{os.minor(dev)}")
+    # a partition has no queue/ of its own: its disk's is one level up
+    for q in ("queue/logical_block_size", "../queue/logical_block_size"):
+        try:
+            with open(os.path.join(base, q)) as f:
+                value = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if value > 0:
+            return value
+    return None
+
+
+def direct_alignment(t: Target) -> tuple[int, str] | None:
+    """(alignment O_DIRECT needs on ``t``, what it was measured from), or None when the run
+    will not use O_DIRECT there (URL targets, memory filesystems, O_DIRECT refused) or the
+    alignment is not known yet. Before the run directory exists, the device's logical block
+    size (sysfs, nothing written); after it, what the probe measured in it."""
+    if t.kind != "posix" or fs_class(t.fs_type) == "memory":
+        return None
+    on = f"{t.mount_source or t.root} ({t.fs_type})"
+    if t.direct_io is True:
+        return (t.direct_align or DIRECT_ALIGN), f"O_DIRECT on {on}, measured in the run directory"
+    if t.direct_io == "unsupported":
+        return None
+    lbs = device_logical_block_size(t.root)
+    return (lbs, f"the logical block size of {on}") if lbs else None
+
+
+def check_direct_alignment(sizes: Mapping[str, int], t: Target) -> None:
+    """Refuse (UsageError, exit 2) a size or offset that O_DIRECT I/O on ``t`` cannot take:
+    ``sizes`` maps a parameter name to bytes that reach O_DIRECT reads or writes as lengths
+    or offsets (a block size, the bytes per worker that fix file sizes and regions)."""
+    if not sizes:
+        return
+    known = direct_alignment(t)
+    if known is None:
+        return
+    align, basis = known
+    for name, value in sizes.items():
+        if value % align:
+            param = name.split("[")[0]
+            fit = max(align, round(value / align) * align)
+            raise UsageError(
+                f"{name}={value} bytes cannot be aligned for direct I/O: O_DIRECT needs "
+                f"multiples of {align} bytes ({basis})",
+                hint=f"use --buffered, or an aligned {param} such as {format_size(fit)}",
+            )
+
+
 def drop_file_cache(path: str) -> bool:
     """Ask the kernel to drop a file's cached pages (after fsync). True when it could."""
     try:
@@ -194,6 +291,7 @@ class Target:
     free_bytes: int = 0
     direct_io: bool | str = False  # True, False, or "unsupported"
     direct_reason: str | None = None
+    direct_align: int | None = None  # bytes O_DIRECT offsets and lengths are multiples of
     kind: str = "posix"  # "posix" or "fsspec"
     layout: dict[str, Any] = field(default_factory=dict)  # Lustre/GPFS striping
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # fsspec only
@@ -211,6 +309,7 @@ class Target:
             "free_bytes": self.free_bytes,
             "direct_io": self.direct_io,
             "direct_reason": self.direct_reason,
+            **({"direct_align": self.direct_align} if self.direct_align else {}),
             "run_dir": self.run_dir,
             "layout": self.layout,
         }
@@ -297,6 +396,7 @@ def create_run_dir(t: Target, run_id: str) -> str:
     ok, reason = probe_direct_io(run_dir)
     t.direct_io = True if ok else "unsupported"
     t.direct_reason = reason
+    t.direct_align = probe_direct_alignment(run_dir) if ok else None
     return run_dir
 
 

@@ -87,8 +87,11 @@ def assign(
     work: list[list[Segment]] = [[] for _ in range(jobs)]
     files = list(phase.files)
     if phase.mode == "shared":
+        rand = phase.op in ("randread", "randwrite") and phase.block_size
         for fid, f in enumerate(files):
             region = f.size // jobs
+            if rand:  # offsets are region + k * block: on the file's block grid (O_DIRECT)
+                region -= region % phase.block_size
             for w in range(jobs):
                 length = region if w < jobs - 1 else f.size - region * (jobs - 1)
                 work[w].append(Segment(fid, join(root, f.path), w * region, length))
@@ -132,6 +135,7 @@ class EngineContext:
     stop: StopFlag
     progress: Progress = field(default_factory=Progress)
     direct_supported: bool = True
+    direct_align: int = 4096  # O_DIRECT lengths are multiples of it (the target's, measured)
     fs_type: str = "unknown"
     storage_options: dict[str, Any] = field(default_factory=dict)
     raw_dir: str | None = None  # where an engine may keep raw tool output (fio JSON)

@@ -461,6 +461,7 @@ class PosixEngine(Engine):
         deadline_ns = int(deadline * 1e9) if deadline else 0
         flags = self._open_flags(phase, write)
         direct = phase.direct
+        align = state.ctx.direct_align
         verify = phase.verify
         fds: list[tuple[int, str]] = []  # (dup'd fd, path) to fsync at the end
         view = memoryview(buf) if buf is not None else None
@@ -495,8 +496,9 @@ class PosixEngine(Engine):
                                 t0 = _perf_ns()
                                 done = os.pwrite(fd, data, pos)
                             else:
-                                # O_DIRECT wants aligned lengths: ask for whole pages, take n
-                                req = -(-n // 4096) * 4096 if direct else n
+                                # O_DIRECT wants aligned lengths: n is, but at a file's end
+                                # (whole-file reads): ask for whole blocks there, take n
+                                req = -(-n // align) * align if direct else n
                                 t0 = _perf_ns()
                                 done = min(os.preadv(fd, [view[:req]], pos), n)
                             t1 = _perf_ns()
