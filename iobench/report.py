@@ -1103,7 +1103,10 @@ footer { color: var(--muted); font-size: 12px; margin-top: 40px; border-top: 1px
 
 
 def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+    """Every text of the HTML page: credentials masked (iobench.redact), UTF-8-safe, escaped."""
+    from .redact import redact_text, storable
+
+    return html.escape(storable(redact_text(text)), quote=True)
 
 
 def _html_table(t: _Table, status_col: int | None = None, wide: bool = False) -> str:
