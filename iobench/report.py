@@ -1103,10 +1103,11 @@ footer { color: var(--muted); font-size: 12px; margin-top: 40px; border-top: 1px
 
 
 def _e(text: Any) -> str:
-    """Every text of the HTML page: credentials masked (iobench.redact), UTF-8-safe, escaped."""
-    from .redact import redact_text, storable
+    """Every text of the HTML page: credentials masked and control characters escaped as on
+    the terminal (iobench.redact), then HTML-escaped."""
+    from .redact import for_terminal
 
-    return html.escape(storable(redact_text(text)), quote=True)
+    return html.escape(for_terminal(text), quote=True)
 
 
 def _html_table(t: _Table, status_col: int | None = None, wide: bool = False) -> str:

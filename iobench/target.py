@@ -435,14 +435,31 @@ def scrub(text: str, extra: list[str] | None = None) -> str:
 
 
 def check_url_credentials(url: str, what: str) -> None:
-    """TargetError for ``s3://KEY:SECRET@bucket/...``: object-store URLs take no credentials."""
+    """TargetError (exit 2, the URL masked) for credentials no backend can take safely:
+
+    - any user information in an object-store URL (``s3://KEY:SECRET@bucket/...``): s3fs,
+      gcsfs and adlfs take credentials from the environment, and would read ``KEY:SECRET@``
+      as part of the bucket name and quote it back in their errors;
+    - a ``/`` in the user information of any URL (``ftp://user:pa/ss@host``): not a valid URL
+      (RFC 3986: percent-encode it as ``%2F``); backends split it at the ``/`` and quote the
+      pieces, which no redaction can recognise.
+    """
     protocol = url_protocol(url)
-    if protocol in NO_USERINFO and userinfo(url) is not None:
+    info = userinfo(url)
+    if info is None:
+        return
+    if protocol in NO_USERINFO:
         raise TargetError(
             f"{what} {redact_url(url)} has credentials (or an '@') before the bucket name; "
             f"{protocol}:// URLs take none",
-            hint="give them in the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or "
-            "~/.aws, and the URL as s3://BUCKET/prefix",
+            hint="give them in the environment or the backend's configuration (for S3: "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or ~/.aws), the URL as "
+            f"{protocol}://BUCKET/prefix",
+        )
+    if "/" in info and protocol not in ("memory", "file", "local"):  # paths, not hosts, there
+        raise TargetError(
+            f"{what} {redact_url(url)} has a '/' in its user name or password",
+            hint="percent-encode it there as %2F (and '@' as %40, ':' in the user name as %3A)",
         )
 
 
