@@ -55,7 +55,7 @@ _QUERY_NAME = rf"[^=&;#?\s]*(?:{_SECRET_WORDS})[^=&;#?\s]*"
 _QUERY = re.compile(rf"(?i)(?P<sep>&amp;|[?&;])(?P<name>{_QUERY_NAME})=(?P<value>[^&;#\s'\"<>]*)")
 _PAIR = re.compile(
     r"(?i)\b(?P<name>[\w.-]*(?:secret|token|signature|password|passwd|credential|access_?key"
-    r"|api_?key)[\w.-]*)=(?P<value>[^\s&;,'\")\]}]+)"
+    r"|api_?key)(?:_?(?:id|value|key))?)=(?P<value>[^\s&;,'\")\]}]+)"
 )
 
 _remembered: set[str] = set()
