@@ -560,10 +560,14 @@ def _terminal_kv(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> lis
 
 
 def _bullets(items: Iterable[str], width: int = TERMINAL_WIDTH) -> list[str]:
+    from .redact import for_terminal  # before wrapping: a URL cut in two is no longer one
+
     out = []
     for item in items:
         out.extend(
-            textwrap.wrap(item, width=width, initial_indent="  - ", subsequent_indent="    ")
+            textwrap.wrap(
+                for_terminal(item), width=width, initial_indent="  - ", subsequent_indent="    "
+            )
         )
     return out
 

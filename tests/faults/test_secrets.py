@@ -311,3 +311,19 @@ def test_a_target_named_with_escapes_and_undecodable_bytes_runs_and_prints_escap
     assert len(list(hist.glob("*.parquet"))) == 1
     listed = cli("history", "list", "--history", hist)
     assert listed.code == 0 and res["run_id"] in listed.out
+
+
+def test_a_long_warning_is_masked_before_it_is_wrapped():
+    """The table wraps warnings at 120 columns: a URL cut in two would escape the masking at
+    stdout, so bullets are masked first."""
+    secret = "Zq7/Vb:3@Xk%9" + "w" * 150  # longer than a line
+    url = f"memory://{KEY}:{secret}@bucket/x"
+    run = RunResult(
+        run_id="20260101T000000Z-aaaaaa",
+        command="iobench run x",
+        started_at="2026-01-01T00:00:00+00:00",
+        warnings=[f"history not updated: cannot write run to history {url}: boom"],
+    )
+    text = report.render_terminal(run)
+    assert "history not updated: cannot write run to history memory://***@bucket/x: boom" in text
+    assert "wwwww" not in text and "Zq7" not in text
