@@ -542,13 +542,15 @@ def _terminal_grid(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> l
 
 
 def _terminal_kv(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> list[str]:
+    from .redact import for_terminal  # before wrapping, as _bullets
+
     label_w = max(len(r[0]) for r in t.rows)
     out = []
     for label, value in t.rows:
         first = " " * indent + label.ljust(label_w) + "  "
         out.extend(
             textwrap.wrap(
-                value,
+                for_terminal(value),
                 width=width,
                 initial_indent=first,
                 subsequent_indent=" " * len(first),

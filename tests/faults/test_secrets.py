@@ -327,3 +327,22 @@ def test_a_long_warning_is_masked_before_it_is_wrapped():
     text = report.render_terminal(run)
     assert "history not updated: cannot write run to history memory://***@bucket/x: boom" in text
     assert "wwwww" not in text and "Zq7" not in text
+
+
+def test_a_stored_result_from_before_the_masking_is_shown_masked(cli, tmp_path):
+    """A result.json written by an older iobench still holds the URL: `iobench report` shows
+    it masked, also where the Command line wraps (the masking comes before the wrapping)."""
+    secret = "Zq7/Vb:3@Xk%9" + "w" * 130
+    url = f"memory://{KEY}:{secret}@bucket/x"
+    run = RunResult(
+        run_id="20260101T000000Z-aaaaaa",
+        command=f"iobench run sequential-write {url} --set size=1MiB",
+        started_at="2026-01-01T00:00:00+00:00",
+        target={"path_or_url": url, "fs_type": "memory"},
+    )
+    (tmp_path / "result.json").write_text(json.dumps(run.to_dict()))
+    r = cli("report", tmp_path / "result.json")
+    assert r.code == 0, r.err
+    assert "iobench run sequential-write memory://***@bucket/x --set size=1MiB" in r.out
+    assert_no_secret(secret, r.out, r.err)
+    assert "wwwww" not in r.out
