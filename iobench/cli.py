@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+import errno
+import io
+import os
 import sys
 import traceback
 
@@ -31,14 +34,81 @@ def _root(
     _state["debug"] = debug
 
 
+_stdout_lost: list[str] = []  # why stdout stopped taking text (said once on stderr)
+
+
 def out(text: str) -> None:
-    """Write a line to stdout."""
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    """Write a line to stdout: credentials masked, control characters escaped
+    (:func:`iobench.redact.for_terminal`). A stdout that cannot be written (closed, a full
+    disk, a closed pipe) is said once on stderr and changes no exit status: that is decided
+    by what the command did (a run by its own outcome; its result.json has the figures)."""
+    if _stdout_lost:
+        return
+    line = _terminal(text)
+    try:
+        if sys.stdout is None:  # started with fd 1 closed (`>&-`)
+            raise OSError(errno.EBADF, "it is closed")
+        sys.stdout.write(line)
+        sys.stdout.flush()  # a full disk shows now, not in the interpreter's last flush
+    except (OSError, ValueError) as e:
+        _lose_stdout(e)
 
 
 def err(text: str) -> None:
-    """Write a line to stderr."""
-    sys.stderr.write(text if text.endswith("\n") else text + "\n")
+    """Write a line to stderr (masked and escaped as :func:`out`); never raises."""
+    try:
+        if sys.stderr is not None:
+            sys.stderr.write(_terminal(text))
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        pass  # nowhere left to say anything
+
+
+def out_flush() -> None:
+    """Flush stdout (what a broken stdout left unsaid is said by :func:`out`'s rules)."""
+    try:
+        if sys.stdout is not None and not _stdout_lost:
+            sys.stdout.flush()
+    except (OSError, ValueError) as e:
+        _lose_stdout(e)
+
+
+def _terminal(text: str) -> str:
+    from .redact import for_terminal
+
+    return for_terminal(text if text.endswith("\n") else text + "\n")
+
+
+def _lose_stdout(e: BaseException) -> None:
+    """Stop writing stdout; point fd 1 at /dev/null so that the interpreter's final flush of
+    what is still buffered cannot fail again. A closed pipe (`| head`) is normal: silent."""
+    epipe = isinstance(e, BrokenPipeError) or getattr(e, "errno", None) == errno.EPIPE
+    reason = "the pipe is closed" if epipe else (getattr(e, "strerror", None) or str(e))
+    _stdout_lost.append(reason)
+    try:
+        fd = sys.stdout.fileno() if sys.stdout is not None else -1
+        if fd >= 0:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, fd)
+            os.close(null)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass  # no descriptor (a test's capture): nothing to flush later
+    if not epipe:
+        err(f"iobench: warning: cannot write to standard output ({reason}); nothing more is "
+            "printed there")  # fmt: skip
+
+
+def _std_fds_open() -> None:
+    """Started with stdin, stdout or stderr closed: put /dev/null there, so that no file the
+    run opens can take fd 0-2 (a tool writing "its stdout" would write into our data)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one
+            except OSError:
+                pass
 
 
 def progress_factory(quiet: bool):
@@ -159,6 +229,12 @@ def _click_exceptions():
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, map every error to one line and an exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    _std_fds_open()
+    _stdout_lost.clear()
+    from .redact import forget, remember_argv
+
+    forget()
+    remember_argv(args)  # the credentials typed in URLs are masked wherever they show up
     debug = "--debug" in args
     _state["debug"] = debug
     code: int
@@ -170,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         code = int(rv) if isinstance(rv, int) else 0
     except IobenchError as e:
         if debug:
-            traceback.print_exc()
+            err(traceback.format_exc())
         err(f"iobench: error: {e.one_line()}")
         code = int(e.exit_status)
     except cx.NoArgsIsHelpError as e:
@@ -197,12 +273,13 @@ def main(argv: list[str] | None = None) -> int:
         code = 0
     except Exception as e:  # noqa: BLE001 - the one place that reports what nobody expected
         if debug:
-            traceback.print_exc()
+            err(traceback.format_exc())  # masked like every other line (README, "Secrets")
+        what = " ".join(str(e).split())
         err(
-            f"iobench: error: internal error: {type(e).__name__}: {e} (rerun with --debug and report it)"
+            f"iobench: error: internal error: {type(e).__name__}: {what} (rerun with --debug and report it)"
         )
         code = int(ExitStatus.RUN_FAILED)
-    sys.stdout.flush()
+    out_flush()
     if argv is None:
         sys.exit(code)
     return code

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .errors import StoreError, UsageError
+from .errors import IobenchError, StoreError, UsageError
 from .results import SCHEMA_VERSION, RunResult, dumps, fsync_dir, schema_version_problem
 from .results import figure as _lookup
 from .stats import Summary, summarize
@@ -262,14 +262,26 @@ def metric_rows(run: RunResult) -> list[dict[str, Any]]:
 
 
 def _fs(url: str | None):
+    """(filesystem, root path, local?, url) of a history location. An S3 history takes its
+    endpoint from the environment as targets do (IOBENCH_S3_ENDPOINT, AWS_ENDPOINT_URL…);
+    credentials in an object-store URL are refused (a UsageError: exit 2, before any run)."""
     import fsspec
     from fsspec.implementations.local import LocalFileSystem
+
+    from .target import check_url_credentials, storage_options_from_env, url_protocol
 
     url = url or default_history_url()
     if "://" not in url and "::" not in url:
         url = os.path.expanduser(url)
+    opts: dict[str, Any] = {}
+    if "://" in url:
+        try:
+            check_url_credentials(url, "history")
+        except UsageError as e:
+            raise UsageError(e.message, hint=e.hint) from None
+        opts = storage_options_from_env(url_protocol(url))
     try:
-        fs, path = fsspec.core.url_to_fs(url)
+        fs, path = fsspec.core.url_to_fs(url, **opts)
     except (ImportError, ValueError) as e:
         raise UsageError(
             f"history {url}: {e}", hint="install the matching fsspec backend"
@@ -278,8 +290,9 @@ def _fs(url: str | None):
 
 
 def check_url(url: str | None) -> None:
-    """UsageError now when ``url`` names no usable store (unknown protocol, backend missing);
-    nothing is read or written."""
+    """UsageError now when ``url`` names no usable store (unknown protocol, backend missing,
+    credentials in an object-store URL); nothing is read, written or reached over the network
+    (a missing bucket shows when the run is appended: a warning, never a created bucket)."""
     _fs(url)
 
 
@@ -293,6 +306,8 @@ def _to_parquet_bytes(run: RunResult) -> bytes:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from .redact import redact_obj, storable
+
     schema = _arrow_schema().with_metadata(
         {
             RESULT_KEY: dumps(run).encode(),
@@ -300,7 +315,13 @@ def _to_parquet_bytes(run: RunResult) -> bytes:
             FORMAT_KEY: FORMAT,
         }
     )
-    table = pa.Table.from_pylist(metric_rows(run), schema=schema)
+    # the rows get what result.json gets: no credentials, and text UTF-8 can hold (a path
+    # with an undecodable byte is written \xff, as the terminal shows it)
+    rows = [
+        {k: storable(v) if isinstance(v, str) else v for k, v in redact_obj(row).items()}
+        for row in metric_rows(run)
+    ]
+    table = pa.Table.from_pylist(rows, schema=schema)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
     return sink.getvalue().to_pybytes()
@@ -309,21 +330,34 @@ def _to_parquet_bytes(run: RunResult) -> bytes:
 def append(run: RunResult, url: str | None = None) -> str:
     """Store ``run`` as ``<run_id>.parquet`` under ``url``; return the file's path or URL.
 
-    Never replaces an existing file: a run id already stored is a :class:`StoreError`.
+    Never replaces an existing file: a run id already stored is a :class:`StoreError`. Never
+    creates a bucket: an object-store history whose bucket is missing is a StoreError. Any
+    failure (I/O, a backend's own exception, missing credentials) is a StoreError with one
+    line naming it; the caller turns it into a warning.
     """
     fs, root, local, _url = _fs(url)
-    name = _file_name(run.run_id)
-    data = _to_parquet_bytes(run)
+    where = url or root
+    try:
+        name = _file_name(run.run_id)
+        data = _to_parquet_bytes(run)
+    except IobenchError:  # StoreError; Interrupted (a second Ctrl-C) is not a failed append
+        raise
+    except Exception as e:  # noqa: BLE001 - pyarrow refusing a value is a failed append
+        raise StoreError(f"cannot store run {run.run_id} in history {where}: {_why(e)}") from None
     final = posixpath.join(root, name)
     tmp = posixpath.join(root, f".{name}.{uuid.uuid4().hex}.tmp")
     try:
         if local:
             _append_local(Path(final), Path(tmp), data)
             return final
-        fs.makedirs(root, exist_ok=True)
+        if hasattr(fs, "split_path"):  # an object store: buckets are made by people, not us
+            _check_bucket(fs, root, where)
+        else:
+            fs.makedirs(root, exist_ok=True)
         if fs.exists(final):
-            where = fs.unstrip_protocol(final)
-            raise StoreError(f"history already holds run {run.run_id} ({where})")
+            raise StoreError(
+                f"history already holds run {run.run_id} ({fs.unstrip_protocol(final)})"
+            )
         fs.pipe_file(tmp, data)
         try:
             # Object stores have no no-replace rename; run ids are unique, so the window
@@ -335,9 +369,29 @@ def append(run: RunResult, url: str | None = None) -> str:
             except Exception:
                 pass
             raise
-    except OSError as e:
-        raise StoreError(f"cannot write run {run.run_id} to history {url or root}: {e}") from None
+    except IobenchError:  # StoreError; Interrupted (a second Ctrl-C) is not a failed append
+        raise
+    except Exception as e:  # noqa: BLE001 - botocore/aiohttp errors have no common base
+        raise StoreError(f"cannot write run {run.run_id} to history {where}: {_why(e)}") from None
     return fs.unstrip_protocol(final)
+
+
+def _why(e: BaseException) -> str:
+    """One line: the exception's type and message (a backend's may span lines)."""
+    text = " ".join(str(e).split())[:300]
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _check_bucket(fs, root: str, where: str) -> None:
+    bucket = fs.split_path(root)[0]
+    try:
+        fs.info(bucket)
+    except FileNotFoundError:
+        raise StoreError(
+            f"history bucket {bucket!r} does not exist ({where})",
+            hint="create it first, or fix --history / IOBENCH_HISTORY (iobench never creates "
+            "buckets)",
+        ) from None
 
 
 def _append_local(final: Path, tmp: Path, data: bytes) -> None:

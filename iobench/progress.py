@@ -11,7 +11,7 @@ class TqdmProgress(Progress):
     """One bar per phase on stderr; silent when stderr is not a terminal or --quiet."""
 
     def __init__(self, enabled: bool = True):
-        self.enabled = enabled and sys.stderr.isatty()
+        self.enabled = enabled and sys.stderr is not None and sys.stderr.isatty()
         self.bar = None
         self._last = 0
 
@@ -20,8 +20,10 @@ class TqdmProgress(Progress):
             return
         from tqdm import tqdm
 
+        from .redact import for_terminal
+
         self.bar = tqdm(
-            total=total_bytes, desc=name, unit="B", unit_scale=True, unit_divisor=1024,
+            total=total_bytes, desc=for_terminal(name), unit="B", unit_scale=True, unit_divisor=1024,
             leave=False, file=sys.stderr, dynamic_ncols=True,
         )  # fmt: skip
 

@@ -579,13 +579,15 @@ def _terminal_grid(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> l
 
 
 def _terminal_kv(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> list[str]:
+    from .redact import for_terminal  # before wrapping, as _bullets
+
     label_w = max(len(r[0]) for r in t.rows)
     out = []
     for label, value in t.rows:
         first = " " * indent + label.ljust(label_w) + "  "
         out.extend(
             textwrap.wrap(
-                value,
+                for_terminal(value),
                 width=width,
                 initial_indent=first,
                 subsequent_indent=" " * len(first),
@@ -597,10 +599,14 @@ def _terminal_kv(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> lis
 
 
 def _bullets(items: Iterable[str], width: int = TERMINAL_WIDTH) -> list[str]:
+    from .redact import for_terminal  # before wrapping: a URL cut in two is no longer one
+
     out = []
     for item in items:
         out.extend(
-            textwrap.wrap(item, width=width, initial_indent="  - ", subsequent_indent="    ")
+            textwrap.wrap(
+                for_terminal(item), width=width, initial_indent="  - ", subsequent_indent="    "
+            )
         )
     return out
 
@@ -1140,7 +1146,11 @@ footer { color: var(--muted); font-size: 12px; margin-top: 40px; border-top: 1px
 
 
 def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+    """Every text of the HTML page: credentials masked and control characters escaped as on
+    the terminal (iobench.redact), then HTML-escaped."""
+    from .redact import for_terminal
+
+    return html.escape(for_terminal(text), quote=True)
 
 
 def _html_table(t: _Table, status_col: int | None = None, wide: bool = False) -> str:

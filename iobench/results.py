@@ -270,7 +270,13 @@ def fsync_dir(directory: Path) -> None:
 
 
 def dumps(run: RunResult) -> str:
-    return json.dumps(run.to_dict(), indent=2, sort_keys=False, default=_json_default) + "\n"
+    """The result as JSON text: what result.json, ``--json`` and the history hold. Every
+    string passes through :func:`iobench.redact.redact_obj` here, the one writer of results,
+    so a credential in a URL, a command line or a backend's message is never stored."""
+    from .redact import redact_obj
+
+    d = redact_obj(run.to_dict())
+    return json.dumps(d, indent=2, sort_keys=False, default=_json_default) + "\n"
 
 
 def _json_default(o: Any) -> Any:

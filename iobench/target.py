@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import EngineUnavailable, Interrupted, TargetError, UsageError
+from .redact import ENDPOINT_ENV, redact_obj, redact_text, redact_url, userinfo
 from .units import format_bytes, format_size
 
 RUN_DIR_PREFIX = ".iobench-"
@@ -299,6 +300,9 @@ class Target:
     created: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        return redact_obj(self._fields())  # a URL's credentials never reach a result
+
+    def _fields(self) -> dict[str, Any]:
         return {
             "path_or_url": self.path_or_url,
             "fs_type": self.fs_type,
@@ -514,19 +518,49 @@ class SignalGuard:
 # -- fsspec URL targets (object stores and any fsspec filesystem) ----------------------------
 
 URL_MARKER = ".iobench-run"  # a small object that makes the run "directory" exist on a store
-S3_ENDPOINT_ENV = ("IOBENCH_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
-SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN")
+S3_ENDPOINT_ENV = ENDPOINT_ENV  # IOBENCH_S3_ENDPOINT, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL
 PROBE_TIMEOUT_S = 5
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+# stores whose URLs cannot carry credentials: user information there is a mistake that the
+# backend would take for part of the bucket name (and quote back in its error text)
+NO_USERINFO = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss"}
 
 
 def scrub(text: str, extra: list[str] | None = None) -> str:
-    """``text`` without credentials: URL user-info and the values of the AWS secret variables."""
-    out = _USERINFO.sub(r"\g<scheme>***@", str(text))
-    for value in [os.environ.get(k, "") for k in SECRET_ENV] + list(extra or []):
+    """``text`` without credentials (see :mod:`iobench.redact`), and without ``extra``."""
+    out = redact_text(text)
+    for value in extra or []:
         if value and len(value) >= 4:
             out = out.replace(value, "***")
     return out
+
+
+def check_url_credentials(url: str, what: str) -> None:
+    """TargetError (exit 2, the URL masked) for credentials no backend can take safely:
+
+    - any user information in an object-store URL (``s3://KEY:SECRET@bucket/...``): s3fs,
+      gcsfs and adlfs take credentials from the environment, and would read ``KEY:SECRET@``
+      as part of the bucket name and quote it back in their errors;
+    - a ``/`` in the user information of any URL (``ftp://user:pa/ss@host``): not a valid URL
+      (RFC 3986: percent-encode it as ``%2F``); backends split it at the ``/`` and quote the
+      pieces, which no redaction can recognise.
+    """
+    protocol = url_protocol(url)
+    info = userinfo(url)
+    if info is None:
+        return
+    if protocol in NO_USERINFO:
+        raise TargetError(
+            f"{what} {redact_url(url)} has credentials (or an '@') before the bucket name; "
+            f"{protocol}:// URLs take none",
+            hint="give them in the environment or the backend's configuration (for S3: "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or ~/.aws), the URL as "
+            f"{protocol}://BUCKET/prefix",
+        )
+    if "/" in info and protocol not in ("memory", "file", "local"):  # paths, not hosts, there
+        raise TargetError(
+            f"{what} {redact_url(url)} has a '/' in its user name or password",
+            hint="percent-encode it there as %2F (and '@' as %40, ':' in the user name as %3A)",
+        )
 
 
 def url_protocol(url: str) -> str:
@@ -579,6 +613,7 @@ def resolve_url(url: str, storage_options: dict[str, Any] | None = None) -> Targ
 
     safe = scrub(url)
     protocol = url_protocol(url)
+    check_url_credentials(url, "target")
     try:
         cls = fsspec.get_filesystem_class(protocol)
     except ValueError:

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from factories import GiB, MiB, make_phase, make_run, noisy
+from fsspec.implementations.memory import MemoryFileSystem
 
 from iobench import history
 from iobench.errors import StoreError, UsageError
@@ -239,6 +240,66 @@ def test_read_history_table(url):
     assert table.num_rows == expected
     assert table.schema.field("value").type == pa.float64()
     assert table.schema.field("repeat").type == pa.int64()
+
+
+class _Bucketed(MemoryFileSystem):
+    """A memory filesystem that answers like an object store: buckets, no directories."""
+
+    protocol = "bucketed"
+    made: list[str] = []
+
+    @staticmethod
+    def split_path(path: str) -> tuple[str, str, None]:
+        bucket, _, key = path.strip("/").partition("/")
+        return bucket, key, None
+
+    def makedirs(self, path, exist_ok=False):  # creating a bucket, on a real store
+        type(self).made.append(path)
+        return super().makedirs(path, exist_ok=exist_ok)
+
+
+def test_append_to_an_object_store_never_creates_the_bucket(monkeypatch):
+    fs = _Bucketed(skip_instance_cache=True)
+    _Bucketed.made = []
+    monkeypatch.setattr(history, "_fs", lambda url: (fs, "/nobucket-x/h", False, url))
+    with pytest.raises(StoreError, match="history bucket 'nobucket-x' does not exist") as e:
+        history.append(_runs()[0], "bucketed://nobucket-x/h")
+    assert "never creates buckets" in (e.value.hint or "")
+    assert _Bucketed.made == [] and not fs.exists("/nobucket-x")
+    fs.mkdir("/bucket-y")  # a bucket someone made
+    monkeypatch.setattr(history, "_fs", lambda url: (fs, "/bucket-y/h", False, url))
+    history.append(_runs()[0], "bucketed://bucket-y/h")
+    assert _Bucketed.made == [] and fs.ls("/bucket-y/h", detail=False)
+
+
+def test_append_turns_any_backend_exception_into_one_store_error(monkeypatch, tmp_path):
+    def boom(*a, **k):
+        raise RuntimeError("first line\nsecond line")
+
+    monkeypatch.setattr(history, "_append_local", boom)
+    with pytest.raises(StoreError) as e:
+        history.append(_runs()[0], str(tmp_path / "h"))
+    assert e.value.one_line().endswith(": RuntimeError: first line second line")
+
+
+def test_append_stores_no_credentials_and_any_path():
+    """The stored result and the rows are masked like result.json; a path that is not UTF-8
+    (an undecodable byte, ``\\udcff``) is stored as ``\\xff`` instead of failing."""
+    url = f"memory://hist-{uuid.uuid4().hex[:8]}/h"
+    secret_url = "memory://KEY:Zq7/Vb:3@Xk%9@bucket/x"
+    run = make_run(phases=[make_phase("seq-read", bandwidth=[1.0])])
+    run.command = f"iobench run x {secret_url} /data/t\udcff"
+    run.target = {"path_or_url": secret_url, "run_dir": secret_url + "/.iobench-1"}
+    history.append(run, url)
+    fs, root = _fs_and_root(url)
+    (path,) = fs.ls(root, detail=False)
+    table = pq.read_table(fs.open(path, "rb"))
+    blob = fs.cat_file(path).decode("latin-1")
+    assert "Zq7" not in blob and "Xk%9" not in blob
+    assert set(table.column("command").to_pylist()) == {
+        "iobench run x memory://***@bucket/x /data/t\\xff"
+    }
+    assert history.get_run(run.run_id, url).target["path_or_url"] == "memory://***@bucket/x"
 
 
 def test_append_refuses_to_overwrite(url):
