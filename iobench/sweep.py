@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from .errors import UsageError
 from .results import PhaseResult, RunResult
 from .starvation import SweepPoint
-from .stats import Histogram
+from .stats import Histogram, indicative_reason
+from .units import format_bytes
 
 PHASE_RE = re.compile(r"^dataset-(read|shuffled)-r(\d+)$")
 #: Intervals of a phase's series needed to judge how steady its completions were.
@@ -161,7 +163,11 @@ def estimate_from_result(
         if (run.loader or {}).get("profile") == prof.name
         else None
     )
-    est = estimate_for(prof, sweep, listed, thr, calib, f"result {run.run_id}")
+    est = estimate_for(
+        prof, sweep, listed, thr, calib, f"result {run.run_id}",
+        file_bytes=sweep_file_bytes(run.phases),
+        indicative_notes=indicative_sweep(run.phases, sweep),
+    )  # fmt: skip
     return est, sweep, run
 
 
@@ -172,8 +178,13 @@ def estimate_for(
     threshold: float,
     calib: dict[str, Any] | None,
     source: str,
+    *,
+    file_bytes: float | None = None,
+    indicative_notes: Sequence[str] = (),
 ) -> Any:
-    """The starvation estimate for a profile from a sweep, with the basis spelled out."""
+    """The starvation estimate for a profile from a sweep, with the basis spelled out, its
+    bootstrap interval, and warnings: indicative sweep phases, a sweep of files of another
+    size than the profile's (``file_bytes``: the sweep's mean), storage unstable meanwhile."""
     from . import starvation as sv
 
     params = sv.LoaderParams(
@@ -190,11 +201,61 @@ def estimate_for(
     text = f"sweep from {source} ({', '.join(f'{p.readers}' for p in sweep)} readers)"
     if calib:
         text += "; loader overhead and decode from that run's calibration"
-    return sv.Estimate(
-        demand_bps_per_gpu=est.demand_bps_per_gpu,
-        au_at=est.au_at,
-        max_gpus=est.max_gpus,
-        threshold=est.threshold,
-        basis=f"{est.basis}; {text}",
-        profile=est.profile,
+    warnings = list(indicative_notes)
+    mismatch = size_mismatch(file_bytes, prof.sample_size * prof.samples_per_file, prof.name)
+    if mismatch:
+        warnings.append(mismatch)
+    est = replace(est, basis=f"{est.basis}; {text}", warnings=tuple(warnings))
+    est = sv.with_interval(params, sweep, est)
+    if est.interval is not None and est.interval.spread > sv.UNSTABLE_SPREAD:
+        est = replace(
+            est,
+            warnings=(
+                *est.warnings,
+                f"storage unstable during the sweep: a level's resampled bandwidth spreads "
+                f"±{est.interval.spread:.0%} (over ±{sv.UNSTABLE_SPREAD:.0%}); the interval "
+                "may not cover another run",
+            ),
+        )
+    return est
+
+
+#: The sweep's mean file size and the profile's file size may differ by this factor before the
+#: estimate says that its per-sample times were scaled from files of another size.
+SIZE_MISMATCH_FACTOR = 2.0
+
+
+def size_mismatch(file_bytes: float | None, profile_file_bytes: float, profile: str) -> str | None:
+    """A warning when the sweep read files of another size than the profile's (or None)."""
+    if not file_bytes or file_bytes <= 0:
+        return None
+    ratio = profile_file_bytes / file_bytes
+    if 1 / SIZE_MISMATCH_FACTOR <= ratio <= SIZE_MISMATCH_FACTOR:
+        return None
+    return (
+        f"the sweep read {format_bytes(file_bytes)} files; {profile} reads "
+        f"{format_bytes(profile_file_bytes)} files ({ratio:.3g}× over the "
+        f"{SIZE_MISMATCH_FACTOR:g}× allowed): the prediction assumed per-file time scales with "
+        "size at the measured bandwidth (transfer-dominated), which ignores per-file latency "
+        "and the bandwidth files of that size get; measure the right size with "
+        f"`iobench qualify TARGET --profile {profile}` or `iobench loader TARGET --profile {profile}`"
     )
+
+
+def sweep_file_bytes(phases: Sequence[PhaseResult]) -> float | None:
+    """Mean bytes per file the sweep's phases read (None when they read none)."""
+    files = sum(p.ops for p in phases if PHASE_RE.match(p.name) and p.ops > 0)
+    nbytes = sum(p.bytes for p in phases if PHASE_RE.match(p.name) and p.ops > 0)
+    return nbytes / files if files else None
+
+
+def indicative_sweep(phases: Sequence[PhaseResult], sweep: Sequence[SweepPoint]) -> list[str]:
+    """One note per sweep phase whose figures are indicative (``stats.indicative_reason``)."""
+    levels = {p.readers for p in sweep}
+    notes = []
+    for p in phases:
+        if PHASE_RE.match(p.name) and total_readers(p) in levels:
+            why = indicative_reason(p)
+            if why:
+                notes.append(f"indicative: {p.name} {why}")
+    return notes
