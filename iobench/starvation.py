@@ -223,21 +223,28 @@ class EstimateInterval:
     blocks: tuple[tuple[int, int, int], ...]  # (readers, intervals, block length)
     fixed_levels: tuple[int, ...]
     spread: float  # the resampled bandwidth's relative half-width at the widest level
+    level_bounds: tuple[tuple[int, float, float], ...] = ()  # (readers, low, high) bandwidth
 
     @property
     def basis(self) -> str:
+        if not self.blocks:
+            return (
+                "no interval: no sweep level has a series of completions to resample (phases "
+                "too short), so the interval is the point estimate alone"
+            )
         resampled = ", ".join(
             f"{r} readers: {n} intervals in blocks of {b}" for r, n, b in self.blocks
         )
         text = (
             f"{self.level:.0%} bootstrap interval: {self.resamples} resamples (seed {self.seed}) "
             f"of each sweep level's files completed per interval, by moving blocks "
-            f"({resampled or 'none'}); bandwidth and files/s scaled by each resample's mean, "
-            "latencies by its inverse; the model rerun on each"
+            f"({resampled}); bandwidth and files/s scaled by each resample's mean, "
+            "latencies by its inverse; the model rerun on each with the same simulation seed; "
+            "not resampled: the latency distribution's shape and the loader's calibration"
         )
         if self.fixed_levels:
             text += (
-                f"; not resampled (no series: phase too short): "
+                "; levels not resampled (no series: phase too short): "
                 f"{', '.join(str(r) for r in self.fixed_levels)} readers"
             )
         return text
@@ -254,6 +261,9 @@ class EstimateInterval:
                 "blocks": [{"readers": r, "intervals": n, "block": b} for r, n, b in self.blocks],
                 "fixed_levels": list(self.fixed_levels),
                 "spread": self.spread,
+                "level_bounds_bps": [
+                    {"readers": r, "low": lo, "high": hi} for r, lo, hi in self.level_bounds
+                ],
                 "basis": self.basis,
             },
         }
@@ -918,7 +928,35 @@ def estimate_interval(
         blocks=blocks,
         fixed_levels=fixed,
         spread=spread,
+        level_bounds=tuple(
+            (p.readers, p.bandwidth_bps * float(lo), p.bandwidth_bps * float(hi))
+            for p, lo, hi in zip(points, f_lo, f_hi, strict=True)
+        ),
     )
+
+
+def unstable_reasons(interval: EstimateInterval) -> list[str]:
+    """Signs in the sweep itself that the storage changed while it was measured.
+
+    - a level whose resampled bandwidth spreads wider than ``UNSTABLE_SPREAD`` either side;
+    - superlinear scaling: a level's per-reader bandwidth, at its interval's low end, above
+      the per-reader bandwidth of a smaller level at that one's high end. Readers sharing one
+      stable device cannot each go faster because more of them read; the device changed speed
+      between the levels, which no within-level interval can cover.
+    """
+    out = []
+    if interval.spread > UNSTABLE_SPREAD:
+        out.append(
+            f"a sweep level's resampled bandwidth spreads ±{interval.spread:.0%} "
+            f"(over ±{UNSTABLE_SPREAD:.0%})"
+        )
+    for (ra, _, hi_a), (rb, lo_b, _) in pairwise(sorted(interval.level_bounds)):
+        if lo_b / rb > hi_a / ra:
+            out.append(
+                f"{rb} readers each read faster ({format_rate(lo_b / rb)} at the interval's low "
+                f"end) than {ra} did ({format_rate(hi_a / ra)} at its high end)"
+            )
+    return out
 
 
 def with_interval(

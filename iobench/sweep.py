@@ -207,17 +207,37 @@ def estimate_for(
         warnings.append(mismatch)
     est = replace(est, basis=f"{est.basis}; {text}", warnings=tuple(warnings))
     est = sv.with_interval(params, sweep, est)
-    if est.interval is not None and est.interval.spread > sv.UNSTABLE_SPREAD:
-        est = replace(
-            est,
-            warnings=(
-                *est.warnings,
-                f"storage unstable during the sweep: a level's resampled bandwidth spreads "
-                f"±{est.interval.spread:.0%} (over ±{sv.UNSTABLE_SPREAD:.0%}); the interval "
-                "may not cover another run",
-            ),
+    unstable = sv.unstable_reasons(est.interval) if est.interval is not None else []
+    if unstable:
+        note = (
+            f"unstable: the storage was unstable during the sweep ({'; '.join(unstable)}): "
+            "the interval covers this run's variability, not another run's"
         )
+        est = replace(est, warnings=(*est.warnings, note))
+    contended = cpu_contended(calib)
+    if contended:
+        est = replace(est, warnings=(*est.warnings, contended))
     return est
+
+
+#: The loader calibration's sleeps may overshoot by this share of the sleep before the host's
+#: CPUs count as contended while it measured (its overhead and decode terms then vary).
+CONTENDED_OVERSHOOT = 0.5
+
+
+def cpu_contended(calib: dict[str, Any] | None) -> str | None:
+    """A warning when the loader calibration's timed sleeps overshot (CPU contention)."""
+    if not calib:
+        return None
+    sleep, over = calib.get("sleep_s"), calib.get("sleep_overshoot_s")
+    if not sleep or over is None or over <= CONTENDED_OVERSHOOT * sleep:
+        return None
+    return (
+        f"unstable: the host's CPUs were contended during the loader calibration (sleeps of "
+        f"{sleep * 1e3:.1f} ms overshot by {over * 1e3:.1f} ms): its overhead "
+        f"({calib.get('overhead_s', 0) * 1e3:.1f} ms/step) and decode terms are taken as "
+        "measured, not resampled, and may not repeat"
+    )
 
 
 #: The sweep's mean file size and the profile's file size may differ by this factor before the
