@@ -254,6 +254,11 @@ def verdict(
             "NOTE: this verdict rests on indicative figures (phases that did not reach steady "
             "state or ran too short): rerun without --quick, or with a longer --time"
         )
+    if any("unstable" in w for w in (run.estimate or {}).get("warnings") or []):
+        reasons.append(
+            "NOTE: the storage (or the host) was unstable during the measurement: the "
+            "estimate's interval covers this run's variability and may not cover another run"
+        )
     if quick:
         reasons.append(
             "NOTE: --quick is a smoke test: its phases are too short to reach steady state, "

@@ -276,6 +276,9 @@ def indicative_sweep(phases: Sequence[PhaseResult], sweep: Sequence[SweepPoint])
     for p in phases:
         if PHASE_RE.match(p.name) and total_readers(p) in levels:
             why = indicative_reason(p)
-            if why:
+            if why and p.steady is False:
+                # not steady within its limit: the storage's rate drifted while it was measured
+                notes.append(f"indicative, storage unstable: {p.name} {why}")
+            elif why:
                 notes.append(f"indicative: {p.name} {why}")
     return notes

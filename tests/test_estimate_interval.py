@@ -208,3 +208,22 @@ def test_verdict_says_when_it_rests_on_indicative_figures_and_quick_is_a_smoke_t
     quick = verdict(_run(None, [steady]), [], None, None, quick=True)
     assert quick["smoke_test"] is True
     assert any(r.startswith("NOTE: --quick is a smoke test") for r in quick["reasons"])
+
+
+def test_sweep_notes_tell_unsteady_from_short_and_the_verdict_says_unstable():
+    from iobench.sweep import indicative_sweep
+
+    drifting = PhaseResult("dataset-shuffled-r2", "read", ops=9, elapsed_s=3.0, steady=False,
+                           steady_criterion="bw_slope:10%")  # fmt: skip
+    short = PhaseResult("dataset-shuffled-r1", "read", ops=9, elapsed_s=0.1)
+    fine = PhaseResult("dataset-shuffled-r4", "read", ops=9, elapsed_s=3.0, steady=True)
+    sweep = [point(1, 1e8), point(2, 2e8), point(4, 3e8)]
+    assert indicative_sweep([short, drifting, fine], sweep) == [
+        "indicative: dataset-shuffled-r1 ran 0.10 s, under the 1 s minimum",
+        "indicative, storage unstable: dataset-shuffled-r2 did not reach steady state in "
+        "3.00 s (bw_slope:10%)",
+    ]
+    est = {"max_gpus": 3, "max_gpus_low": 3, "max_gpus_high": 3, "warnings": ["unstable: x"]}
+    v = verdict(_run(est), [], load_profile("retinanet-b200"), 1)
+    assert v["reasons"][0].endswith("; unstable: x")
+    assert any(r.startswith("NOTE: the storage (or the host) was unstable") for r in v["reasons"])

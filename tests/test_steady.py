@@ -116,19 +116,23 @@ def test_watch_calls_on_steady_once_after_ramp_and_window():
     for k in range(1, 40):
         clock.t = k * 0.1
         w.update(k * 1000, k)
-    # 5 ramp samples, then a window of 20: steady at the 25th report
-    assert hits == [pytest.approx(2.5)]
-    assert w.steady_at_s == pytest.approx(2.5)
+    # time counts from the first report of work (0.1 s); 5 ramp samples, a window of 20 and
+    # the one the recorded series leaves out: steady at the 26th rate after it
+    assert hits == [pytest.approx(2.7)]
+    assert w.steady_at_s == pytest.approx(2.6)
 
 
 def test_watch_ignores_reports_closer_than_half_an_interval():
     clock = _Clock()
     w = SteadyWatch(Progress(), SLOPE, None, 0.1, clock)
     w.start("p", None, None)
-    clock.t = 0.01
-    w.update(10, 1)
-    clock.t = 0.1
-    w.update(100, 1)
+    w.update(0, 0)  # buffers being set up: no work yet, time does not start
+    clock.t = 0.5
+    w.update(10, 1)  # the first work: time starts here
+    clock.t = 0.54
+    w.update(50, 1)  # under half an interval later: no sample
+    clock.t = 0.6
+    w.update(110, 1)
     assert w.rates == [pytest.approx(1000.0)]
 
 

@@ -155,6 +155,7 @@ class SteadyWatch(Progress):
         self.steady_at_s: float | None = None
         self._t0 = self._t = 0.0
         self._last = (0, 0)
+        self._flowing = False
 
     def start(self, name: str, total_bytes: int | None, total_ops: int | None) -> None:
         self._t0 = self._t = self.clock()
@@ -163,6 +164,14 @@ class SteadyWatch(Progress):
     def update(self, done_bytes: int, done_ops: int) -> None:
         self.inner.update(done_bytes, done_ops)
         now = self.clock()
+        if not self._flowing:
+            # the workers set up before the first I/O: time counts from the first report of
+            # work done, as the recorded series counts from the first operation
+            if done_bytes or done_ops:
+                self._flowing = True
+                self._t0 = self._t = now
+                self._last = (done_bytes, done_ops)
+            return
         dt = now - self._t
         if dt < self.interval_s * 0.5 or self.steady_at_s is not None:
             return
@@ -175,7 +184,7 @@ class SteadyWatch(Progress):
         c = self.criterion
         n = max(3, round(c.dur_s / self.interval_s))
         ramp = int(-(-c.ramp_s // self.interval_s))
-        if len(self.rates) < ramp + n:
+        if len(self.rates) < ramp + n + 1:  # + 1: the recorded series leaves its last out
             return
         fig = window_figure(self.rates[-n:], self.interval_s, c.kind)
         if fig is not None and fig < c.limit:
