@@ -1253,8 +1253,11 @@ def render_html(run: RunResult) -> str:
         parts.append(_html_table(_phase_detail_table(run), status_col=14, wide=True))
         parts.append(
             '<p class="note">Bandwidth is all bytes over first start to last end (last done); '
-            "first done is the figure when the first worker finished.</p></section>"
+            "first done is the figure when the first worker finished.</p>"
         )
+        if _indicative_note(run):
+            parts.append(f'<p class="note">{_e(_indicative_note(run))}</p>')
+        parts.append("</section>")
     ranks_t = _ranks_table(run)
     if ranks_t is not None:
         parts.append(f'<section id="clients"><h2>{_e(ranks_t.title)}</h2>')
@@ -1275,6 +1278,8 @@ def render_html(run: RunResult) -> str:
         parts.append(_html_table(est[0]))
         for t in est[1:]:
             parts.append(f"<h3>{_e(t.title)}</h3>{_html_table(t)}")
+            if t.note:
+                parts.append(f'<p class="note">{_e(t.note)}</p>')
         parts.append("</div></section>")
 
     plots = _build_plots(run)
