@@ -653,6 +653,7 @@ def _estimate_step(run: Any, profile: Profile) -> None:
     est = estimate_for(
         profile, sweep, None, profile.au_min, calib, f"qualify run {run.run_id}",
         file_bytes=sweep_file_bytes(phases), indicative_notes=indicative_sweep(phases, sweep),
+        loader=run.loader,
     )  # fmt: skip
     run.estimate = est.to_dict()
 

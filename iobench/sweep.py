@@ -167,6 +167,7 @@ def estimate_from_result(
         prof, sweep, listed, thr, calib, f"result {run.run_id}",
         file_bytes=sweep_file_bytes(run.phases),
         indicative_notes=indicative_sweep(run.phases, sweep),
+        loader=run.loader if calib else None,
     )  # fmt: skip
     return est, sweep, run
 
@@ -181,10 +182,13 @@ def estimate_for(
     *,
     file_bytes: float | None = None,
     indicative_notes: Sequence[str] = (),
+    loader: dict[str, Any] | None = None,
 ) -> Any:
     """The starvation estimate for a profile from a sweep, with the basis spelled out, its
     bootstrap interval, and warnings: indicative sweep phases, a sweep of files of another
-    size than the profile's (``file_bytes``: the sweep's mean), storage unstable meanwhile."""
+    size than the profile's (``file_bytes``: the sweep's mean), storage unstable meanwhile,
+    and a ``loader`` (result.json's block of the same run) whose measured AU the estimate does
+    not reproduce."""
     from . import starvation as sv
 
     params = sv.LoaderParams(
@@ -217,12 +221,41 @@ def estimate_for(
     contended = cpu_contended(calib)
     if contended:
         est = replace(est, warnings=(*est.warnings, contended))
+    disagreement = model_disagreement(est, loader)
+    if disagreement:
+        est = replace(est, warnings=(*est.warnings, disagreement))
     return est
+
+
+#: The model's AU may differ from the loader's measured AU at the same accelerator count by
+#: this much beyond the interval before the measurements count as inconsistent (the model is
+#: within ~2 points of a real DataLoader when nothing changes: reference/starvation-notes.md).
+MODEL_TOLERANCE = 0.05
+
+
+def model_disagreement(est: Any, loader: dict[str, Any] | None) -> str | None:
+    """A warning when the loader measured an AU, at an accelerator count the estimate lists,
+    outside the estimate's band there by more than MODEL_TOLERANCE."""
+    if not loader or loader.get("au") is None or not loader.get("gpus"):
+        return None
+    gpus, au = int(loader["gpus"]), float(loader["au"])
+    point = dict(est.au_at).get(gpus)
+    if point is None:
+        return None
+    band = {g: (lo, hi) for g, lo, hi in est.interval.au_band} if est.interval else {}
+    lo, hi = band.get(gpus, (point, point))
+    if lo - MODEL_TOLERANCE <= au <= hi + MODEL_TOLERANCE:
+        return None
+    return (
+        f"unstable: the loader measured AU {au:.1%} at {gpus} GPU(s) where this estimate gives "
+        f"{point:.1%} ({lo:.1%}–{hi:.1%}), more than {MODEL_TOLERANCE:.0%} apart: the host or "
+        "the storage changed between the measurements the estimate rests on"
+    )
 
 
 #: The loader calibration's sleeps may overshoot by this share of the sleep before the host's
 #: CPUs count as contended while it measured (its overhead and decode terms then vary).
-CONTENDED_OVERSHOOT = 0.5
+CONTENDED_OVERSHOOT = 0.2
 
 
 def cpu_contended(calib: dict[str, Any] | None) -> str | None:

@@ -167,7 +167,7 @@ def test_size_mismatch_names_the_assumption_and_the_command():
 
 def test_cpu_contended_from_the_calibration_sleeps():
     assert cpu_contended(None) is None
-    assert cpu_contended({"sleep_s": 0.01, "sleep_overshoot_s": 0.004}) is None
+    assert cpu_contended({"sleep_s": 0.01, "sleep_overshoot_s": 0.002}) is None
     text = cpu_contended({"sleep_s": 0.005, "sleep_overshoot_s": 0.0069, "overhead_s": 0.0147})
     assert text.startswith("unstable: the host's CPUs were contended")
     assert "sleeps of 5.0 ms overshot by 6.9 ms" in text and "14.7 ms/step" in text
@@ -227,3 +227,18 @@ def test_sweep_notes_tell_unsteady_from_short_and_the_verdict_says_unstable():
     v = verdict(_run(est), [], load_profile("retinanet-b200"), 1)
     assert v["reasons"][0].endswith("; unstable: x")
     assert any(r.startswith("NOTE: the storage (or the host) was unstable") for r in v["reasons"])
+
+
+def test_model_disagreeing_with_the_measured_loader_is_said():
+    from iobench.sweep import model_disagreement
+
+    sweep = [point(1, 150 * MiB, (15.0,) * 20), point(2, 300 * MiB, (30.0,) * 20)]
+    est = estimate(PARAMS, sweep, [1, 2], 0.9)
+    est = dataclasses.replace(est, interval=estimate_interval(PARAMS, sweep, est, resamples=5))
+    au1 = dict(est.au_at)[1]
+    assert model_disagreement(est, None) is None
+    assert model_disagreement(est, {"gpus": 1, "au": au1 - 0.05}) is None  # within tolerance
+    assert model_disagreement(est, {"gpus": 3, "au": 0.1}) is None  # not a count it lists
+    text = model_disagreement(est, {"gpus": 1, "au": au1 - 0.2})
+    assert text.startswith(f"unstable: the loader measured AU {au1 - 0.2:.1%} at 1 GPU(s)")
+    assert f"gives {au1:.1%} ({au1:.1%}–{au1:.1%}), more than 5% apart" in text
