@@ -27,6 +27,7 @@ from .runner import (
     run_session,
 )
 from .spec import Param, Profile, coerce, load_profile
+from .starvation import RESAMPLES
 from .stats import DEFAULT_STEADY
 from .target import Target, check_free_space, is_url, resolve
 from .units import format_bytes, format_count, format_rate, format_seconds, parse_rate, parse_size
@@ -476,7 +477,8 @@ def render_plan(plan: QualifyPlan, target: Target | None) -> str:
         f"{ld['epochs']} epochs x {ld['steps']} steps"
     )
     lines.append(
-        f"  {'estimate':<12} {'starvation model':<22} {'<1 s':>10} {'0 B':>10}  AU vs GPUs from the dataset sweep"
+        f"  {'estimate':<12} {'starvation model':<22} {'~5 s':>10} {'0 B':>10}  AU vs GPUs from the dataset sweep, "
+        f"{RESAMPLES} bootstrap resamples for its interval"
     )
     lines.append("")
     lines.append(
