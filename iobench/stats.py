@@ -502,6 +502,12 @@ def window_figure(values: Sequence[float], interval_s: float, kind: str) -> floa
     return abs(slope) / mean
 
 
+def window_intervals(criterion: SteadyCriterion, interval_s: float) -> tuple[int, int]:
+    """(intervals in the ramp, intervals in a window) for a series of ``interval_s``."""
+    ramp = math.ceil(criterion.ramp_s / interval_s - 1e-9)
+    return ramp, max(3, round(criterion.dur_s / interval_s))
+
+
 def steady_state(
     series: Sequence[float], interval_s: float, criterion: SteadyCriterion = DEFAULT_STEADY
 ) -> SteadyState:
@@ -515,8 +521,7 @@ def steady_state(
     name = criterion.describe()
     if interval_s <= 0:
         return SteadyState(False, None, name)
-    n = max(3, round(criterion.dur_s / interval_s))
-    start = math.ceil(criterion.ramp_s / interval_s - 1e-9)
+    start, n = window_intervals(criterion, interval_s)
     last = None
     for end in range(start + n, len(series) + 1):
         fig = window_figure(series[end - n : end], interval_s, criterion.kind)
@@ -552,12 +557,20 @@ def indicative(steady: bool | None, elapsed_s: float) -> bool:
 
 
 def mark_steady(res: Any, criterion: SteadyCriterion | None = None) -> None:
-    """Record on a PhaseResult whether its series reached steady state (``judge_phase``)."""
+    """Record on a PhaseResult whether its series reached steady state (``judge_phase``).
+
+    An engine that ended the phase because its live progress series met the criterion
+    (``extra["steady_live_at_s"]``, engines.base.SteadyWatch) has it steady from then, when
+    the recorded series, binned by completion time, misses the limit by its own noise."""
     ss = judge_phase(
         res.series or [], res.ops_series or [], res.series_interval_s or 0.0,
         criterion or DEFAULT_STEADY,
     )  # fmt: skip
     res.steady, res.steady_at_s, res.steady_criterion = ss.steady, ss.steady_at_s, ss.criterion
+    live = (res.extra or {}).get("steady_live_at_s")
+    if not ss.steady and live is not None and res.status == "ok":
+        res.steady, res.steady_at_s = True, float(live)
+        res.steady_criterion = f"{ss.criterion}; met on the live progress series"
 
 
 def is_indicative(res: Any) -> bool:

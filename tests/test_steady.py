@@ -171,3 +171,17 @@ def test_start_skew_is_flagged_over_its_share():
     assert indicative_reason(bad.to_dict()).startswith("ran 0.07 s")
     long = bad.to_dict() | {"elapsed_s": 5.0, "steady": True}
     assert indicative_reason(long) == "ranks started 40 ms apart (57% of it)"
+
+
+def test_a_phase_ended_steady_by_the_live_watch_is_recorded_steady():
+    climbing = [100.0 + 10 * i for i in range(40)]  # 100/s on a mean under 500: over 20 %/s
+    p = PhaseResult("x", "read", elapsed_s=4.0, series=climbing, series_interval_s=0.1)
+    mark_steady(p, SLOPE)
+    assert p.steady is False
+    p.extra["steady_live_at_s"] = 2.6
+    mark_steady(p, SLOPE)
+    assert (p.steady, p.steady_at_s) == (True, 2.6)
+    assert p.steady_criterion.endswith("; met on the live progress series")
+    p.status = "partial"  # an interrupted phase is not steady by a live sample
+    mark_steady(p, SLOPE)
+    assert p.steady is False

@@ -179,11 +179,10 @@ class SteadyWatch(Progress):
         moved = done_bytes - self._last[0] if use_bw else done_ops - self._last[1]
         self._t, self._last = now, (done_bytes, done_ops)
         self.rates.append(moved / dt)
-        from ..stats import window_figure
+        from ..stats import window_figure, window_intervals
 
         c = self.criterion
-        n = max(3, round(c.dur_s / self.interval_s))
-        ramp = int(-(-c.ramp_s // self.interval_s))
+        ramp, n = window_intervals(c, self.interval_s)
         if len(self.rates) < ramp + n + 1:  # + 1: the recorded series leaves its last out
             return
         fig = window_figure(self.rates[-n:], self.interval_s, c.kind)

@@ -252,6 +252,8 @@ class PosixEngine(Engine):
         if watch is not None:
             # why the phase ended: its time limit, or steady state seen live (stats.SteadyWatch)
             res.extra["ended"] = "steady" if watch.steady_at_s is not None else "time limit"
+            if watch.steady_at_s is not None:
+                res.extra["steady_live_at_s"] = round(watch.steady_at_s, 3)
         return res
 
     # -- coordination ------------------------------------------------------------------------
