@@ -74,6 +74,12 @@ def sweep_from_phases(phases: Sequence[PhaseResult], prefer: str = "shuffled") -
     At a level measured in both orders the ``prefer`` one is used (shuffled, as a DataLoader
     reads); phases that failed or moved nothing are skipped.
     """
+    by_level = sweep_phases(phases, prefer)
+    return [sweep_point(by_level[r], r) for r in sorted(by_level)]
+
+
+def sweep_phases(phases: Sequence[PhaseResult], prefer: str = "shuffled") -> dict[int, PhaseResult]:
+    """The phase each sweep level comes from (``sweep_from_phases``' choice), by readers."""
     by_level: dict[int, PhaseResult] = {}
     for p in phases:
         m = PHASE_RE.match(p.name)
@@ -83,7 +89,7 @@ def sweep_from_phases(phases: Sequence[PhaseResult], prefer: str = "shuffled") -
         have = by_level.get(level)
         if have is None or (m.group(1) == prefer and not have.name.startswith(f"dataset-{prefer}")):
             by_level[level] = p
-    return [sweep_point(by_level[r], r) for r in sorted(by_level)]
+    return by_level
 
 
 def sweep_from_run(run: RunResult) -> list[SweepPoint]:
@@ -303,11 +309,12 @@ def sweep_file_bytes(phases: Sequence[PhaseResult]) -> float | None:
 
 
 def indicative_sweep(phases: Sequence[PhaseResult], sweep: Sequence[SweepPoint]) -> list[str]:
-    """One note per sweep phase whose figures are indicative (``stats.indicative_reason``)."""
+    """One note per phase the sweep used whose figures are indicative
+    (``stats.indicative_reason``)."""
     levels = {p.readers for p in sweep}
     notes = []
-    for p in phases:
-        if PHASE_RE.match(p.name) and total_readers(p) in levels:
+    for level, p in sorted(sweep_phases(phases).items()):
+        if level in levels:
             why = indicative_reason(p)
             if why and p.steady is False:
                 # not steady within its limit: the storage's rate drifted while it was measured

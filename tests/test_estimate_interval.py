@@ -213,12 +213,14 @@ def test_verdict_says_when_it_rests_on_indicative_figures_and_quick_is_a_smoke_t
 def test_sweep_notes_tell_unsteady_from_short_and_the_verdict_says_unstable():
     from iobench.sweep import indicative_sweep
 
-    drifting = PhaseResult("dataset-shuffled-r2", "read", ops=9, elapsed_s=3.0, steady=False,
-                           steady_criterion="bw_slope:10%")  # fmt: skip
-    short = PhaseResult("dataset-shuffled-r1", "read", ops=9, elapsed_s=0.1)
-    fine = PhaseResult("dataset-shuffled-r4", "read", ops=9, elapsed_s=3.0, steady=True)
+    kw = {"ops": 9, "bandwidth_bps": 1e8}
+    drifting = PhaseResult("dataset-shuffled-r2", "read", elapsed_s=3.0, steady=False,
+                           steady_criterion="bw_slope:10%", **kw)  # fmt: skip
+    short = PhaseResult("dataset-shuffled-r1", "read", elapsed_s=0.1, **kw)
+    fine = PhaseResult("dataset-shuffled-r4", "read", elapsed_s=3.0, steady=True, **kw)
+    unused = PhaseResult("dataset-read-r4", "read", elapsed_s=0.1, **kw)  # shuffled preferred
     sweep = [point(1, 1e8), point(2, 2e8), point(4, 3e8)]
-    assert indicative_sweep([short, drifting, fine], sweep) == [
+    assert indicative_sweep([short, drifting, unused, fine], sweep) == [
         "indicative: dataset-shuffled-r1 ran 0.10 s, under the 1 s minimum",
         "indicative, storage unstable: dataset-shuffled-r2 did not reach steady state in "
         "3.00 s (bw_slope:10%)",
