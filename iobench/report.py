@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .results import PhaseResult, RunResult, atomic_write_bytes, metric_summary, metric_value
+from .stats import DEFAULT_STEADY, MIN_PHASE_S, is_indicative
 from .units import format_bytes, format_count, format_rate, format_seconds, format_spread
 
 METADATA_OPS = ("create", "stat", "open_read", "delete")
@@ -157,6 +158,24 @@ _SPREAD_NOTE = (
 )
 
 
+def _status_cell(p: PhaseResult) -> str:
+    """A phase's status; "indicative" for a complete phase whose figures are (stats)."""
+    if p.status == "ok" and is_indicative(p):
+        return "indicative"
+    return _STATUS_MARK.get(p.status, p.status.upper())
+
+
+def _indicative_note(run: RunResult) -> str:
+    """The phases table's note on "indicative" (empty when no phase is)."""
+    if not any(p.status == "ok" and is_indicative(p) for p in run.phases):
+        return ""
+    return (
+        f"indicative: the phase did not reach steady state ({DEFAULT_STEADY.describe()}, "
+        f"fio's steadystate manner) or ran under {MIN_PHASE_S:g} s, or its ranks started too far "
+        "apart: its figures show the order of magnitude, not a figure to rely on."
+    )
+
+
 def _phase_table(run: RunResult) -> _Table:
     headers = [
         "Phase",
@@ -188,14 +207,14 @@ def _phase_table(run: RunResult) -> _Table:
             _secs(_value(p, "latency_s.p50")),
             _secs(_value(p, "latency_s.p99")),
             p.cache or "-",
-            _STATUS_MARK.get(p.status, p.status.upper()),
+            _status_cell(p),
         ]
         if spread:
             row.insert(6, _repeat_spread(p))
         rows.append(row)
         classes.append("" if p.status == "ok" else "bad")
     align = "llrrrrrrrll" if spread else "llrrrrrrll"
-    note = _SPREAD_NOTE if spread else ""
+    note = " ".join(n for n in (_SPREAD_NOTE if spread else "", _indicative_note(run)) if n)
     return _Table("Phases", headers, rows, align, note=note, row_classes=classes)
 
 
@@ -244,14 +263,14 @@ def _phase_detail_table(run: RunResult) -> _Table:
             _secs(_value(p, "latency_s.p99")),
             _secs(_value(p, "latency_s.p999")),
             p.cache or "-",
-            _STATUS_MARK.get(p.status, p.status.upper()),
+            _status_cell(p),
         ]
         if repeated:
             row.insert(7, _repeat_spread(p))
         rows.append(row)
         classes.append("" if p.status == "ok" else "bad")
     align = "llrrrrrrrrrrrrll" if repeated else "llrrrrrrrrrrrll"
-    note = _SPREAD_NOTE if repeated else ""
+    note = _SPREAD_NOTE if repeated else ""  # the indicative note follows the table in HTML
     return _Table("Phases", headers, rows, align, note=note, row_classes=classes)
 
 
@@ -362,7 +381,12 @@ def _estimate_tables(run: RunResult) -> list[_Table]:
     if thr is not None:
         rows.append(["Threshold", f"AU >= {_pct(thr)}"])
     if est.get("max_gpus") is not None:
-        rows.append([f"Max GPUs at AU >= {_pct(thr)}", str(est["max_gpus"])])
+        rows.append([f"Max GPUs at AU >= {_pct(thr)}", _max_gpus_text(est)])
+    interval = est.get("interval") or {}
+    if interval.get("basis"):
+        rows.append(["Interval", str(interval["basis"])])
+    for w in est.get("warnings") or []:
+        rows.append(["Warning", str(w)])
     rows.append(["Basis", _basis_text(est.get("basis"))])
     out = [
         _Table(
@@ -376,21 +400,45 @@ def _estimate_tables(run: RunResult) -> list[_Table]:
     ]
     au_at = [a for a in est.get("au_at") or [] if isinstance(a, dict)]
     if au_at:
+        banded = any(_is_num(a.get("low")) for a in au_at)
         grid = []
         for a in au_at:
             ok = "-"
-            if _is_num(thr) and _is_num(a.get("au")):
-                ok = "yes" if a["au"] >= thr else "no"
-            grid.append([str(a.get("gpus", "-")), _pct(a.get("au")), ok])
+            # the conservative end decides, as in the verdict
+            judged = a.get("low") if _is_num(a.get("low")) else a.get("au")
+            if _is_num(thr) and _is_num(judged):
+                ok = "yes" if judged >= thr else "no"
+            row = [str(a.get("gpus", "-")), _pct(a.get("au"))]
+            if banded:
+                row.append(
+                    f"{_pct(a.get('low'))}–{_pct(a.get('high'))}" if _is_num(a.get("low")) else "-"
+                )
+            grid.append([*row, ok])
+        level = (est.get("interval") or {}).get("level")
+        headers = ["GPUs", "Estimated AU"]
+        if banded:
+            headers.append(f"{level:.0%} interval" if _is_num(level) else "Interval")
         out.append(
             _Table(
-                "Estimated AU at N GPUs",
-                ["GPUs", "Predicted AU", "Meets threshold"],
+                "Estimated AU at N GPUs (model output)",
+                [*headers, "Meets threshold"],
                 grid,
-                "rrl",
+                "rrrl" if banded else "rrl",
+                note="meets the threshold when the interval's low end does" if banded else "",
             )
         )
     return out
+
+
+def _max_gpus_text(est: dict[str, Any]) -> str:
+    """ "7 (5–9), 90% interval; the verdict uses 5" or the point alone (older results)."""
+    point = est.get("max_gpus")
+    if not _is_num(est.get("max_gpus_low")):
+        return f"{point} (estimate)"
+    lo, hi = est["max_gpus_low"], est.get("max_gpus_high", point)
+    level = (est.get("interval") or {}).get("level")
+    share = f"{level:.0%} interval" if _is_num(level) else "interval"
+    return f"{point} ({lo}–{hi}) estimate, {share}; the verdict uses {lo}"
 
 
 def _many_client_phases(run: RunResult) -> list[PhaseResult]:
@@ -936,6 +984,23 @@ def _au_plot(Figure: Callable[..., Any], run: RunResult) -> Any:
     fig = Figure(figsize=_FIGSIZE, layout="constrained")
     ax = fig.add_subplot()
     xs_all: set[float] = set()
+    band = sorted(
+        (float(a["gpus"]), float(a["low"]), float(a["high"]))
+        for a in est.get("au_at") or []
+        if isinstance(a, dict) and _is_num(a.get("gpus")) and a["gpus"] > 0
+        and _is_num(a.get("low")) and _is_num(a.get("high"))
+    )  # fmt: skip
+    if len(band) > 1:
+        level = (est.get("interval") or {}).get("level")
+        ax.fill_between(
+            [x for x, _, _ in band],
+            [lo for _, lo, _ in band],
+            [hi for _, _, hi in band],
+            color=_COLOURS[0],
+            alpha=0.18,
+            linewidth=0,
+            label=f"{level:.0%} interval" if _is_num(level) else "interval",
+        )
     if curve:
         xs_all.update(x for x, _ in curve)
         ax.plot(
@@ -966,8 +1031,10 @@ def _au_plot(Figure: Callable[..., Any], run: RunResult) -> Any:
     max_gpus = est.get("max_gpus")
     if _is_num(max_gpus) and max_gpus > 0:
         ax.axvline(max_gpus, color="#8c959f", linestyle=":", linewidth=1.0)
+        low, high = est.get("max_gpus_low"), est.get("max_gpus_high")
+        span = f" ({low:g}–{high:g})" if _is_num(low) and _is_num(high) else ""
         ax.annotate(
-            f"max {max_gpus:g} GPUs",
+            f"max {max_gpus:g}{span} GPUs (estimate)",
             (max_gpus, 0.04),
             xytext=(4, 0),
             textcoords="offset points",
@@ -1121,6 +1188,7 @@ th { background: var(--alt); font-weight: 600; border-bottom: 1px solid #afb8c1;
 th.r, td.r { text-align: right; }
 tr.bad td { background: #fff1f0; }
 td.status-PARTIAL, td.status-FAILED { color: var(--fail); font-weight: 650; }
+td.status-indicative { color: var(--warn); font-weight: 650; }
 table.kv th { background: none; border-bottom: 1px solid var(--line); color: var(--muted);
               font-weight: 500; width: 240px; }
 .estimate { border-left: 4px solid var(--model); background: #fbf9ff; padding: 4px 18px 14px;
@@ -1231,8 +1299,11 @@ def render_html(run: RunResult) -> str:
             '<p class="note">Bandwidth is all bytes over first start to last end (last done); '
             "first done is the figure when the first worker finished."
             + (f" {_e(detail.note)}" if detail.note else "")
-            + "</p></section>"
+            + "</p>"
         )
+        if _indicative_note(run):
+            parts.append(f'<p class="note">{_e(_indicative_note(run))}</p>')
+        parts.append("</section>")
     ranks_t = _ranks_table(run)
     if ranks_t is not None:
         parts.append(f'<section id="clients"><h2>{_e(ranks_t.title)}</h2>')
@@ -1253,6 +1324,8 @@ def render_html(run: RunResult) -> str:
         parts.append(_html_table(est[0]))
         for t in est[1:]:
             parts.append(f"<h3>{_e(t.title)}</h3>{_html_table(t)}")
+            if t.note:
+                parts.append(f'<p class="note">{_e(t.note)}</p>')
         parts.append("</div></section>")
 
     plots = _build_plots(run)

@@ -56,6 +56,10 @@ class PhaseResult:
     warnings: list[str] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)  # effective phase parameters
     extra: dict[str, Any] = field(default_factory=dict)  # engine- or phase-specific figures
+    # steady state (stats.steady_state): None in results written before it was recorded
+    steady: bool | None = None
+    steady_at_s: float | None = None  # seconds after the phase's start
+    steady_criterion: str | None = None
     status: str = "ok"  # "ok" | "partial" | "failed"
     error: str | None = None
     # figure key -> stats.Summary.to_dict() over the repeats (n, median, min, max, cv); only

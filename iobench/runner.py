@@ -4,6 +4,7 @@ generator's phases through an engine, keep every result, and always clean up.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import shlex
@@ -30,6 +31,7 @@ from .phases import get_generator
 from .plan import Plan
 from .results import PhaseResult, RunResult
 from .spec import Workload
+from .stats import mark_steady
 from .target import (
     DIRECT_ALIGN,
     SignalGuard,
@@ -70,6 +72,8 @@ class PhaseRunner:
     results: list[PhaseResult] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     hooks: Any = None  # distributed coordination (barriers, gathers), when ranks > 1
+    # a time-based phase ends once steady by this (stats.SteadyCriterion); None: at its time
+    steady: Any = None
     _fallback: Any = field(default=None, repr=False)  # posix engine for phases the engine refuses
 
     @property
@@ -143,6 +147,8 @@ class PhaseRunner:
     def execute(self, spec: PhaseSpec) -> PhaseResult:
         """Run one phase through the engine; keep its result even when it fails."""
         self.stop.check()
+        if self.steady is not None and spec.time_s and spec.steady is None:
+            spec = dataclasses.replace(spec, steady=self.steady)
         reading = spec.op in ("read", "randread", "open_read", "stat")
         if reading and not spec.direct:
             self.drop_cache(spec)  # outside the timed region
@@ -175,6 +181,7 @@ class PhaseRunner:
 
     def record(self, res: PhaseResult) -> PhaseResult:
         """Keep a result measured outside an engine (e.g. torch.save checkpoints)."""
+        mark_steady(res, self.steady)
         if self.hooks:
             res = self.hooks.after_phase(None, res)
         self.results.append(res)
@@ -211,6 +218,7 @@ class PhaseRunner:
         elif spec.direct:
             res.cache = "direct"
         res.extra["engine"] = getattr(engine or self.engine, "name", "?")
+        mark_steady(res, spec.steady or self.steady)
         if why:
             res.extra["engine_fallback"] = why
             res.warnings.append(f"ran with the posix engine: {why}")

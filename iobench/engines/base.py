@@ -52,6 +52,8 @@ class PhaseSpec:
     iodepth: int = 1  # fio's iodepth; the posix engine gets queue depth from threads
     verify: bool = False
     drop_cache_after: bool = False  # fadvise(DONTNEED) each file after it is written/read
+    # with time_s: end the phase early once steady (stats.SteadyCriterion); time_s is the limit
+    steady: Any = None
     params: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -125,6 +127,75 @@ class Progress:
 
     def close(self) -> None:
         pass
+
+
+class SteadyWatch(Progress):
+    """A Progress that also watches the running totals: once the rate they imply meets the
+    phase's steady criterion over its latest window, ``on_steady`` is called (once).
+
+    The engine's coordinating thread reports totals about every ``interval_s``; each report
+    after the last adds one rate (bytes or ops over the time since). Only the stop decision
+    uses these samples: the phase's recorded steady state is judged afterwards from its own
+    series (``stats.judge_phase``).
+    """
+
+    def __init__(
+        self,
+        inner: Progress,
+        criterion: Any,
+        on_steady: Callable[[], None] | None = None,
+        interval_s: float = 0.1,
+        clock: Callable[[], float] | None = None,
+    ):
+        import time
+
+        self.inner = inner
+        self.criterion = criterion
+        self.on_steady = on_steady
+        self.interval_s = interval_s
+        self.clock = clock or time.perf_counter
+        self.rates: list[float] = []
+        self.steady_at_s: float | None = None
+        self._t0 = self._t = 0.0
+        self._last = (0, 0)
+        self._flowing = False
+
+    def start(self, name: str, total_bytes: int | None, total_ops: int | None) -> None:
+        self._t0 = self._t = self.clock()
+        self.inner.start(name, total_bytes, total_ops)
+
+    def update(self, done_bytes: int, done_ops: int) -> None:
+        self.inner.update(done_bytes, done_ops)
+        now = self.clock()
+        if not self._flowing:
+            # the workers set up before the first I/O: time counts from the first report of
+            # work done, as the recorded series counts from the first operation
+            if done_bytes or done_ops:
+                self._flowing = True
+                self._t0 = self._t = now
+                self._last = (done_bytes, done_ops)
+            return
+        dt = now - self._t
+        if dt < self.interval_s * 0.5 or self.steady_at_s is not None:
+            return
+        use_bw = self.criterion.metric == "bw"
+        moved = done_bytes - self._last[0] if use_bw else done_ops - self._last[1]
+        self._t, self._last = now, (done_bytes, done_ops)
+        self.rates.append(moved / dt)
+        from ..stats import window_figure, window_intervals
+
+        c = self.criterion
+        ramp, n = window_intervals(c, self.interval_s)
+        if len(self.rates) < ramp + n + 1:  # + 1: the recorded series leaves its last out
+            return
+        fig = window_figure(self.rates[-n:], self.interval_s, c.kind)
+        if fig is not None and fig < c.limit:
+            self.steady_at_s = now - self._t0
+            if self.on_steady is not None:
+                self.on_steady()
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 @dataclass

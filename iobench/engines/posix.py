@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import array
 import ctypes
+import dataclasses
 import errno
 import mmap
 import multiprocessing
@@ -34,7 +35,16 @@ from ..errors import EngineError, Interrupted, VerifyError
 from ..results import PhaseResult
 from ..stats import SERIES_RESOLUTION_S, WorkerStats, phase_result
 from ..target import aligned_buffer, drop_file_cache
-from .base import OPS_DATA, OPS_META, Engine, EngineContext, PhaseSpec, assign, cache_label
+from .base import (
+    OPS_DATA,
+    OPS_META,
+    Engine,
+    EngineContext,
+    PhaseSpec,
+    SteadyWatch,
+    assign,
+    cache_label,
+)
 from .base import Segment as _Segment
 
 _perf_ns = time.perf_counter_ns
@@ -44,7 +54,7 @@ CHUNK = 4096  # operations recorded before they are added to the histogram and s
 STOP_EVERY = 16  # the random loop looks at the stop flags every this many operations
 POLL_S = 0.1  # how often the coordinating thread mirrors ctx.stop and reports progress
 _HEADER = 64  # bytes of flags at the start of the shared state page
-_STOP, _FAILED = 0, 1  # flag offsets
+_STOP, _FAILED, _STEADY = 0, 1, 2  # flag offsets
 _PER_S = round(1 / SERIES_RESOLUTION_S)  # series slots per second (an int, as WorkerStats.add)
 
 
@@ -73,7 +83,7 @@ class _PhaseState:
 
     def should_stop(self) -> bool:
         f = self.flags
-        return f[_STOP] != 0 or f[_FAILED] != 0 or self.ctx.stop.is_set()
+        return f[_STOP] != 0 or f[_FAILED] != 0 or f[_STEADY] != 0 or self.ctx.stop.is_set()
 
     def stop_requested(self) -> bool:
         return self.flags[_STOP] != 0 or self.ctx.stop.is_set()
@@ -83,6 +93,10 @@ class _PhaseState:
 
     def request_stop(self) -> None:
         self.flags[_STOP] = 1
+
+    def steady_stop(self) -> None:
+        """End the phase as its time limit would: it reached steady state (not a stop)."""
+        self.flags[_STEADY] = 1
 
     def fail(self, msg: str, err_no: int | None) -> None:
         with self.lock:
@@ -200,7 +214,14 @@ class PosixEngine(Engine):
         if phase.op not in OPS_DATA and phase.op not in OPS_META:
             raise EngineError(f"the posix engine cannot run op {phase.op!r}")
         work = assign(phase, ctx.run_dir)
+        watch = None
+        if phase.steady is not None and phase.time_s:
+            metric = "iops" if phase.op in ("stat", "delete") else "bw"
+            watch = SteadyWatch(ctx.progress, phase.steady.for_metric(metric), None, POLL_S)
+            ctx = dataclasses.replace(ctx, progress=watch)
         state = _PhaseState(ctx, phase.jobs)
+        if watch is not None:
+            watch.on_steady = state.steady_stop
         mode = self.worker_mode(phase)
         total = (
             sum(s.length for seg in work for s in seg) if phase.op in ("write", "read") else None
@@ -227,7 +248,13 @@ class PosixEngine(Engine):
         finally:
             ctx.progress.update(*state.totals())
             ctx.progress.close()
-        return self._result(phase, stats, state, ctx, mode)
+        res = self._result(phase, stats, state, ctx, mode)
+        if watch is not None:
+            # why the phase ended: its time limit, or steady state seen live (stats.SteadyWatch)
+            res.extra["ended"] = "steady" if watch.steady_at_s is not None else "time limit"
+            if watch.steady_at_s is not None:
+                res.extra["steady_live_at_s"] = round(watch.steady_at_s, 3)
+        return res
 
     # -- coordination ------------------------------------------------------------------------
     def _run_threads(
