@@ -31,14 +31,46 @@ def _root(
     _state["debug"] = debug
 
 
+# What iobench prints beyond ASCII, as ASCII, for a terminal or pipe that cannot encode it
+# (PYTHONIOENCODING=ascii, a latin-1 locale): output degrades, it never crashes.
+_ASCII = str.maketrans(
+    {"×": "x", "÷": "/", "−": "-", "–": "-", "—": "-", "…": "...", "→": "->", "◀": "<",
+     "≥": ">=", "≤": "<=", "µ": "u", "±": "+/-", "²": "^2", "√": "sqrt", "Σ": "sum",
+     "∈": "in", "⌈": "ceil(", "⌉": ")", "⌊": "floor(", "⌋": ")"}
+)  # fmt: skip
+
+
+def encodable(text: str, stream) -> str:
+    """``text`` as ``stream`` can encode it: known symbols spelled in ASCII, others as ``?``."""
+    enc = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text.encode(enc)
+        return text
+    except UnicodeEncodeError:
+        return text.translate(_ASCII).encode(enc, "replace").decode(enc)
+    except LookupError:  # an encoding Python does not know: plain ASCII is safe
+        return text.translate(_ASCII).encode("ascii", "replace").decode("ascii")
+
+
 def out(text: str) -> None:
     """Write a line to stdout."""
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.write(encodable(text if text.endswith("\n") else text + "\n", sys.stdout))
 
 
 def err(text: str) -> None:
     """Write a line to stderr."""
-    sys.stderr.write(text if text.endswith("\n") else text + "\n")
+    sys.stderr.write(encodable(text if text.endswith("\n") else text + "\n", sys.stderr))
+
+
+def _never_fail_on_encoding() -> None:
+    """Writes that bypass out()/err() (click's help, tqdm) replace what cannot be encoded."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="replace")
+            except (ValueError, OSError):  # pragma: no cover - a stream already in use oddly
+                pass
 
 
 def progress_factory(quiet: bool):
@@ -163,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     _state["debug"] = debug
     code: int
     cx = _click_exceptions()
+    _never_fail_on_encoding()
     try:
         _register_optional_commands()
         cmd = typer.main.get_command(app)
