@@ -206,13 +206,13 @@ def claim_output_file(
     not a writable directory. An existing regular file given explicitly is replaced (as cp and
     curl -o do). Returns the path.
     """
-    path = Path(path)
-    if not str(path).strip():
+    if not str(path).strip():  # before Path(""), which is "."
         raise UsageError(f"{option} is empty", hint=f"pass a file name to {option}")
+    path = Path(path)
     hint = f"pass a new file name to {option}"
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # the directory part is named below
         st = None
     except OSError as e:
         raise UsageError(f"cannot use {path} for {option}: {e.strerror}", hint=hint) from None
