@@ -150,7 +150,7 @@ def _bound(kind: str, top: float) -> str:
         return f"{top:g}s"
     if kind == "percent":
         return f"{top:.0%}"
-    return f"{top:,}" if isinstance(top, int) else f"{top:g}"
+    return f"{top:,}" if isinstance(top, int) and top >= 10**6 else f"{top:g}"
 
 
 # Parameters every generator understands, with the same meaning everywhere (fio's names).
