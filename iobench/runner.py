@@ -381,12 +381,35 @@ class OutputClaim:
             )
 
     def release(self) -> None:
+        if _CLAIMS.get(self.path) is self:
+            del _CLAIMS[self.path]
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
         for d in self.made:  # deepest first; those still empty are ours and unused
             _remove_if_empty(d)
         self.made = []
+
+
+# The claims this process holds, by output directory (one at most per directory: a second
+# acquire of the same directory is refused, even in the same process).
+_CLAIMS: dict[Path, OutputClaim] = {}
+
+
+def claim_output_dir(path: Path) -> OutputClaim:
+    """``check_output_dir``, then hold the directory (OutputClaim) until the run's result is
+    saved (``RunSession.outcome``), its owner releases it, or the process ends."""
+    claim = OutputClaim(path)
+    claim.acquire()
+    _CLAIMS[claim.path] = claim
+    return claim
+
+
+def release_output_dir(path: Path) -> None:
+    """Release this process's claim on ``path``, if it holds one."""
+    claim = _CLAIMS.get(Path(path))
+    if claim is not None:
+        claim.release()
 
 
 @dataclass
@@ -419,8 +442,14 @@ class RunSession:
         run.finished_at = results_mod.now_iso()
         if not self.save:
             return RunOutcome(run, None, self.error)
+        claim = _CLAIMS.get(Path(self.out_dir))
+        if claim is not None and claim.warning and claim.warning not in run.warnings:
+            run.warnings.append(claim.warning)
         try:
-            path = results_mod.save(run, self.out_dir, new=True)  # never another's
+            try:
+                path = results_mod.save(run, self.out_dir, new=True)  # never another's
+            finally:
+                release_output_dir(self.out_dir)  # saved (or not): the next run may have it
         except OSError as e:
             # the figures are still printed; the one line says they were not saved, and why
             problem = f"the result could not be saved to {self.out_dir}: {e.strerror or e}"
@@ -655,7 +684,7 @@ def run_workload(
         run.run_id = hooks.shared_run_id(run.run_id)
     out_dir = output_dir_for(output, run.run_id)
     is_writer = hooks is None or hooks.rank == 0
-    claim = OutputClaim(out_dir)
+    claims: list[OutputClaim] = []
 
     def check() -> tuple[Any, Target]:
         # checks that may differ between hosts: under torchrun any rank refusing ends them all
@@ -667,20 +696,19 @@ def run_workload(
                 hint="use --engine fsspec (the default for URLs)",
             )
         check_free_space(target, plan_workload(workload).space_bytes)
-        if save and is_writer:
-            claim.acquire()  # last: the one check that creates something (the output dir)
+        if save and is_writer:  # last: the one check that creates something (the output dir)
+            claims.append(claim_output_dir(out_dir))
         return engine, target
 
     try:
         engine, target = agreed(hooks, check)
-        if claim.warning:
-            run.warnings.append(claim.warning)
         return _run_claimed(
             run, workload, engine, target, out_dir, repeat=repeat, keep=keep,
             progress_factory=progress_factory, hooks=hooks, writes=save and is_writer,
         )  # fmt: skip
     finally:
-        claim.release()  # after the save; an unused output directory we made is removed
+        for claim in claims:  # released at the save; here on the ways out that never save
+            claim.release()
 
 
 def _run_claimed(

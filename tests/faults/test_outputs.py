@@ -354,3 +354,27 @@ def test_a_claim_refused_or_released_removes_the_directories_it_made(tmp_path):
     (path / "result.json").write_text("{}")
     kept.release()
     assert (path / "result.json").is_file() and _unlocked(path)
+
+
+@pytest.mark.parametrize("command", ["run", "loader", "qualify"])
+def test_every_command_with_output_is_refused_a_held_directory(cli, planted, tmp_path, command):
+    """run, loader and qualify all claim their --output (here held by a claim of this process,
+    as another run's would be): exit 2, nothing written to the target or the directory."""
+    from iobench.runner import OutputClaim
+
+    out = tmp_path / "out"
+    held = OutputClaim(out)
+    held.acquire()
+    try:
+        args = {
+            "run": ["run", "sequential-write", planted.path, "--set", "size=1MiB", *SEQ],
+            "loader": ["loader", planted.path, "--profile", "resnet50-h100"],
+            "qualify": ["qualify", planted.path, "--quick"],
+        }[command]
+        r = cli(*args, "--output", out, "-q", "--no-history")
+        assert r.code == 2, r.err
+        assert "another iobench run is writing its result to" in one_line(r.err)
+        assert r.out == "" and os.listdir(out) == []
+        assert debris(planted.path) == [] and planted.unchanged()
+    finally:
+        held.release()
