@@ -378,3 +378,30 @@ def test_every_command_with_output_is_refused_a_held_directory(cli, planted, tmp
         assert debris(planted.path) == [] and planted.unchanged()
     finally:
         held.release()
+
+
+def test_fio_output_kept_beside_the_result_never_through_a_link(cli, planted, tmp_path, fake_fio):
+    """fio's raw JSON (and job file) kept in --output: links planted there under those names
+    are left as they were, nothing is created where they point, and the output is kept under
+    the next free name."""
+    from conftest import ROOT
+
+    golden = ROOT / "tests" / "golden" / "fio-3.33-seqwrite.json"
+    if not golden.is_file():
+        pytest.skip("tests/golden is not present")
+    fake_fio(f'cat "{golden}" > "$out"')
+    out = tmp_path / "out"
+    out.mkdir()
+    user = _user_files(tmp_path)
+    (out / "fio-seq-write.json").symlink_to(user / "made-by-iobench.json")
+    (out / "fio-seq-write-2.fio").symlink_to(user / "victim.txt")
+    before = snapshot(user)
+    r = cli("run", "sequential-write", planted.path, "--engine", "fio", "--set", "size=4MiB", *SEQ,
+            "--set", "read_back=false", "--output", out, "-q", "--no-history")  # fmt: skip
+    assert r.code == 0, r.err
+    assert snapshot(user) == before
+    assert os.readlink(out / "fio-seq-write.json") == str(user / "made-by-iobench.json")
+    kept = json.loads((out / "result.json").read_text())["phases"][0]["extra"].get("fio_json")
+    # the .fio beside -2.json is a link: that keeping is skipped, and the figures stand
+    assert kept in (None, str(out / "fio-seq-write-2.json"))
+    assert debris(planted.path) == [] and planted.unchanged()
