@@ -30,7 +30,7 @@ from .errors import (
 from .phases import get_generator
 from .plan import Plan
 from .results import PhaseResult, RunResult
-from .spec import Workload, check_memory
+from .spec import Workload, check_duration, check_memory
 from .target import (
     SignalGuard,
     StopFlag,
@@ -218,6 +218,7 @@ class PhaseRunner:
 def plan_workload(workload: Workload) -> Plan:
     """The generator's plan, once the parameters are known to fit in this host's memory."""
     check_memory(workload.params, physical_memory())
+    check_duration(workload.params)
     return get_generator(workload.generator).plan(workload.params)
 
 

@@ -228,6 +228,23 @@ def check_memory(params: dict[str, Any], mem_bytes: int) -> None:
         )
 
 
+def check_duration(params: dict[str, Any]) -> None:
+    """Refuse (SpecError, at planning) a rate limit that makes a size-based phase outlast the
+    duration bound (a week): ``size=128MiB rate=1`` would take four years."""
+    rate, size = params.get("rate"), params.get("size")
+    if not rate or not size or params.get("time"):
+        return
+    top = KIND_MAXIMUM["duration"]
+    if size / rate > top:
+        from .units import format_bytes
+
+        raise SpecError(
+            f"size {format_bytes(size)} at rate {format_bytes(rate)}/s takes "
+            f"{size / rate / 86400:,.0f} days per phase, more than {_bound('duration', top)}",
+            hint="raise rate, lower size, or set time",
+        )
+
+
 @dataclass(frozen=True)
 class Workload:
     """A workload file, its generator and its fully resolved parameters."""

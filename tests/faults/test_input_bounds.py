@@ -99,6 +99,8 @@ CASES: dict[str, tuple[str, str]] = {
     "jobs 100000": (f"run sequential-write {{T}} {S} --set jobs=100000", "must be at most 4096"),
     "au_min 500": ("datasize --profile {P} --gpus 1 --set au_min=500", "must be at most 100%"),
     "workers 1e6": ("loader {T} --profile {P} --set workers=1000000", "must be at most 1024"),
+    "a rate that takes years": (f"run sequential-write {{T}} {S} --set size=128MiB --set rate=1",
+                                "size 128.0 MiB at rate 1 B/s takes 1,553 days per phase"),
     "seed beyond 64 bits": (f"run sequential-write {{T}} {S} --set seed=1e30",
                             "must be at most 9,223,372,036,854,775,807"),
 }  # fmt: skip
