@@ -174,7 +174,7 @@ def host_info() -> dict[str, Any]:
 # regular file or linked into place where nothing may be replaced.
 
 
-def _kind(mode: int) -> str | None:
+def file_kind(mode: int) -> str | None:
     """What a non-regular file is, in words (None for a regular file)."""
     if stat.S_ISREG(mode):
         return None
@@ -217,7 +217,7 @@ def claim_output_file(
     except OSError as e:
         raise UsageError(f"cannot use {path} for {option}: {e.strerror}", hint=hint) from None
     if st is not None:
-        kind = _kind(st.st_mode)
+        kind = file_kind(st.st_mode)
         if kind is not None:
             raise UsageError(f"{path} is {kind}: iobench writes only regular files", hint=hint)
         for i in inputs:
@@ -235,12 +235,12 @@ def claim_output_file(
     if not probe.is_dir():
         raise UsageError(f"cannot write {path}: {probe} is not a directory", hint=hint)
     if not os.access(probe, os.W_OK | os.X_OK):
-        why = "on a read-only filesystem" if _read_only(probe) else "not writable by this user"
+        why = "on a read-only filesystem" if on_read_only_fs(probe) else "not writable by this user"
         raise UsageError(f"cannot write {path}: {probe} is {why}", hint=hint)
     return path
 
 
-def _read_only(path: Path) -> bool:
+def on_read_only_fs(path: Path) -> bool:
     try:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError:  # pragma: no cover
@@ -297,7 +297,7 @@ def _put_in_place(tmp: str, path: Path, replace: bool) -> None:
     except FileNotFoundError:
         st = None
     if st is not None:
-        kind = _kind(st.st_mode)
+        kind = file_kind(st.st_mode)
         if kind is not None:
             raise OSError(errno.EEXIST, f"{path} is {kind}: iobench writes only regular files")
         if not replace:
@@ -369,7 +369,7 @@ def load(path: str | Path) -> RunResult:
         p = p / "result.json"
     try:
         st = os.stat(p)
-        kind = _kind(st.st_mode)
+        kind = file_kind(st.st_mode)
         if kind is not None:  # a FIFO would block, a device never end
             raise UsageError(f"cannot read result {p}: it is {kind}", hint=hint)
         if st.st_size > MAX_RESULT_BYTES:

@@ -310,7 +310,7 @@ def check_output_dir(path: Path) -> None:
                 hint="pass a directory, or a link to one",
             )
         if not path.is_dir():
-            kind = results_mod._kind(os.stat(path).st_mode) or "a file"
+            kind = results_mod.file_kind(os.stat(path).st_mode) or "a file"
             raise UsageError(
                 f"cannot write results to {path}: it is {kind}, not a directory", hint=hint
             )
@@ -324,7 +324,7 @@ def check_output_dir(path: Path) -> None:
                 f"cannot write results to {path}: {probe} is not a directory", hint=hint
             )
     if not os.access(probe, os.W_OK | os.X_OK):
-        ro = results_mod._read_only(probe)
+        ro = results_mod.on_read_only_fs(probe)
         why = "is on a read-only filesystem" if ro else "is not writable by this user"
         raise UsageError(f"cannot write results to {path}: {probe} {why}", hint=hint)
     if os.path.lexists(path / "result.json"):
