@@ -34,6 +34,38 @@ def _root(
     _state["debug"] = debug
 
 
+# What iobench prints beyond ASCII, as ASCII, for a terminal or pipe that cannot encode it
+# (PYTHONIOENCODING=ascii, a latin-1 locale): output degrades, it never crashes.
+_ASCII = str.maketrans(
+    {"×": "x", "÷": "/", "−": "-", "–": "-", "—": "-", "…": "...", "→": "->", "◀": "<",
+     "≥": ">=", "≤": "<=", "µ": "u", "±": "+/-", "²": "^2", "√": "sqrt", "Σ": "sum",
+     "∈": "in", "⌈": "ceil(", "⌉": ")", "⌊": "floor(", "⌋": ")"}
+)  # fmt: skip
+
+
+def encodable(text: str, stream) -> str:
+    """``text`` as ``stream`` can encode it: known symbols spelled in ASCII, others as ``?``."""
+    enc = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text.encode(enc)
+        return text
+    except UnicodeEncodeError:
+        return text.translate(_ASCII).encode(enc, "replace").decode(enc)
+    except LookupError:  # an encoding Python does not know: plain ASCII is safe
+        return text.translate(_ASCII).encode("ascii", "replace").decode("ascii")
+
+
+def _never_fail_on_encoding() -> None:
+    """Writes that bypass out()/err() (click's help, tqdm) replace what cannot be encoded."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="replace")
+            except (ValueError, OSError):  # pragma: no cover - a stream already in use oddly
+                pass
+
+
 _stdout_lost: list[str] = []  # why stdout stopped taking text (said once on stderr)
 
 
@@ -48,7 +80,7 @@ def out(text: str) -> None:
     try:
         if sys.stdout is None:  # started with fd 1 closed (`>&-`)
             raise OSError(errno.EBADF, "it is closed")
-        sys.stdout.write(line)
+        sys.stdout.write(encodable(line, sys.stdout))
         sys.stdout.flush()  # a full disk shows now, not in the interpreter's last flush
     except (OSError, ValueError) as e:
         _lose_stdout(e)
@@ -58,7 +90,7 @@ def err(text: str) -> None:
     """Write a line to stderr (masked and escaped as :func:`out`); never raises."""
     try:
         if sys.stderr is not None:
-            sys.stderr.write(_terminal(text))
+            sys.stderr.write(encodable(_terminal(text), sys.stderr))
             sys.stderr.flush()
     except (OSError, ValueError):
         pass  # nowhere left to say anything
@@ -239,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     _state["debug"] = debug
     code: int
     cx = _click_exceptions()
+    _never_fail_on_encoding()
     try:
         _register_optional_commands()
         cmd = typer.main.get_command(app)

@@ -42,7 +42,7 @@ from .errors import DistributedError, EngineError, Interrupted, UsageError
 from .runner import (
     PhaseRunner,
     RunOutcome,
-    check_output_dir,
+    claim_output_dir,
     new_result,
     output_dir_for,
     physical_memory,
@@ -1040,7 +1040,7 @@ def run_loader(
         tgt = resolve(target)
         check_free_space(tgt, planned_bytes(prof, files))  # many ranks: the whole dataset
         if writer:
-            check_output_dir(out_dir)
+            claim_output_dir(out_dir)  # held until the result is saved
         return tgt
 
     tgt = agreed(hooks, check)

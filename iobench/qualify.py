@@ -21,7 +21,7 @@ from .phases import get_generator
 from .runner import (
     PhaseRunner,
     RunOutcome,
-    check_output_dir,
+    claim_output_dir,
     new_result,
     output_dir_for,
     run_session,
@@ -559,7 +559,7 @@ def run_qualify(
                             ranks=ranks)  # fmt: skip
         check_free_space(target, plan.space_bytes)
         if writer and not dry_run:
-            check_output_dir(out_dir)
+            claim_output_dir(out_dir)  # held until the result is saved
         return target, plan
 
     target, plan = agreed(hooks, check)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import errno
 import json
 import math
 import os
 import platform
 import socket
+import stat
 import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
@@ -182,7 +184,11 @@ def repeat_values(
     """A figure's value in each repeat that has it; the summary's own value when none does
     (a single measurement is its own only repeat)."""
     values = [
-        v for r in repeats if isinstance(r, Mapping) for v in [figure(r, key)] if v is not None
+        v
+        for r in repeats
+        if isinstance(r, Mapping) and not r.get("in_flight")  # a repeat cut short is no figure
+        for v in [figure(r, key)]
+        if v is not None
     ]
     if values:
         return values
@@ -238,8 +244,109 @@ def host_info() -> dict[str, Any]:
     }
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so a reader sees the old file or the new one, never half."""
+# -- files iobench writes: result.json, report.html, --svg plots ----------------------------------
+#
+# Every file iobench writes goes through ``write_output_file`` (or ``save``): it writes only
+# regular files, refuses (exit 2) a path that is a symlink (dangling or not), a directory, a
+# device, a FIFO or socket, or one of the command's inputs, and never writes through a link: the
+# data go to a new temporary file (O_EXCL) in the same directory, which is then renamed over a
+# regular file or linked into place where nothing may be replaced.
+
+
+def file_kind(mode: int) -> str | None:
+    """What a non-regular file is, in words (None for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, word in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def claim_output_file(
+    path: str | Path,
+    *,
+    inputs: tuple[str | Path, ...] = (),
+    replace: bool = True,
+    option: str = "output",
+) -> Path:
+    """Check, before anything is written, that ``path`` may receive a file iobench writes.
+
+    Refused (UsageError, exit 2): a path that is a symbolic link (even a dangling one), a
+    directory, a device, a FIFO or a socket; the very file of one of ``inputs`` (also through
+    a hard link); an existing regular file when ``replace`` is false; a path whose directory is
+    not a writable directory. An existing regular file given explicitly is replaced (as cp and
+    curl -o do). Returns the path.
+    """
+    if not str(path).strip():  # before Path(""), which is "."
+        raise UsageError(f"{option} is empty", hint=f"pass a file name to {option}")
+    path = Path(path)
+    hint = f"pass a new file name to {option}"
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):  # the directory part is named below
+        st = None
+    except OSError as e:
+        raise UsageError(f"cannot use {path} for {option}: {e.strerror}", hint=hint) from None
+    if st is not None:
+        kind = file_kind(st.st_mode)
+        if kind is not None:
+            raise UsageError(f"{path} is {kind}: iobench writes only regular files", hint=hint)
+        for i in inputs:
+            try:
+                if os.path.samestat(st, os.stat(i)):
+                    raise UsageError(f"{path} is the input {i}: it would be replaced", hint=hint)
+            except OSError:
+                continue
+        if not replace:
+            raise UsageError(f"{path} already exists", hint=hint)
+    parent = path.parent
+    probe = parent
+    while not os.path.lexists(probe) and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UsageError(f"cannot write {path}: {probe} is not a directory", hint=hint)
+    if not os.access(probe, os.W_OK | os.X_OK):
+        why = "on a read-only filesystem" if on_read_only_fs(probe) else "not writable by this user"
+        raise UsageError(f"cannot write {path}: {probe} is {why}", hint=hint)
+    return path
+
+
+def on_read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:  # pragma: no cover
+        return False
+
+
+def write_output_file(
+    path: str | Path,
+    data: bytes,
+    *,
+    inputs: tuple[str | Path, ...] = (),
+    replace: bool = True,
+    option: str = "output",
+) -> Path:
+    """``claim_output_file`` then ``atomic_write_bytes``: the one way a command writes a file."""
+    path = claim_output_file(path, inputs=inputs, replace=replace, option=option)
+    atomic_write_bytes(path, data, replace=replace)
+    return path
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, replace: bool = True) -> None:
+    """Write ``data`` to ``path`` so a reader sees the old file or the new one, never half.
+
+    Only a regular file is ever replaced (``replace``); a symlink, directory, device or FIFO
+    found at ``path`` at the last moment is an OSError, and so is any file when ``replace`` is
+    false. The data go to a fresh temporary file (O_EXCL, never through a link) beside ``path``.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -251,7 +358,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        _put_in_place(tmp, path, replace)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -259,6 +366,36 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             pass
         raise
     fsync_dir(path.parent)
+
+
+def _put_in_place(tmp: str, path: Path, replace: bool) -> None:
+    """Rename ``tmp`` to ``path``: over a regular file when ``replace``, else only where there
+    is nothing (a hard link fails with EEXIST when something appeared meanwhile)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        kind = file_kind(st.st_mode)
+        if kind is not None:
+            raise OSError(errno.EEXIST, f"{path} is {kind}: iobench writes only regular files")
+        if not replace:
+            raise FileExistsError(errno.EEXIST, f"{path} already exists")
+        os.replace(tmp, path)
+        return
+    if replace:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise FileExistsError(errno.EEXIST, f"{path} already exists") from None
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
+            raise
+        os.replace(tmp, path)  # a filesystem without hard links: checked just above
+        return
+    os.unlink(tmp)
 
 
 def fsync_dir(directory: Path) -> None:
@@ -293,31 +430,51 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def save(run: RunResult, directory: Path) -> Path:
-    """Write ``result.json`` atomically into ``directory``; return its path."""
+def save(run: RunResult, directory: Path, *, new: bool = False) -> Path:
+    """Write ``result.json`` atomically into ``directory``; return its path.
+
+    ``new``: the run's first save, which never replaces a file (another run's result); later
+    saves of the same run (a warning added, qualify's verdict) replace its own regular file.
+    """
     path = Path(directory) / "result.json"
-    atomic_write_bytes(path, dumps(run).encode())
+    atomic_write_bytes(path, dumps(run).encode(), replace=not new)
     return path
+
+
+# A result.json holds figures and histograms, not samples: even a long qualify run is a few
+# MiB. Anything bigger is not one of ours, and is not read into memory to find that out.
+MAX_RESULT_BYTES = 256 << 20
 
 
 def load(path: str | Path) -> RunResult:
     """Read a result.json (or a directory holding one)."""
     p = Path(path)
+    hint = "pass an iobench result.json"
     if p.is_dir():
         p = p / "result.json"
     try:
-        data = json.loads(p.read_text())
+        st = os.stat(p)
+        kind = file_kind(st.st_mode)
+        if kind is not None:  # a FIFO would block, a device never end
+            raise UsageError(f"cannot read result {p}: it is {kind}", hint=hint)
+        if st.st_size > MAX_RESULT_BYTES:
+            raise UsageError(
+                f"cannot read result {p}: {st.st_size:,} bytes is more than any result "
+                f"({MAX_RESULT_BYTES >> 20} MiB at most)",
+                hint=hint,
+            )
+        with open(p, "rb") as f:
+            data = json.loads(f.read(MAX_RESULT_BYTES + 1).decode("utf-8"))
     except FileNotFoundError:
         raise UsageError(
             f"no result at {p}", hint="pass a result.json, its directory or a run id"
         ) from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UsageError(
-            f"cannot read result {p}: {e}", hint="pass an iobench result.json"
-        ) from None
+    except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError among them
+        detail = e.strerror if isinstance(e, OSError) and e.strerror else e
+        raise UsageError(f"cannot read result {p}: {detail}", hint=hint) from None
     try:
         return RunResult.from_dict(data)
     except StoreError as e:
-        raise UsageError(
-            f"{p}: {e.message}", hint=e.hint or "pass an iobench result.json"
-        ) from None
+        raise UsageError(f"{p}: {e.message}", hint=e.hint or hint) from None
+    except (TypeError, AttributeError, ValueError) as e:  # a JSON of the wrong shape
+        raise UsageError(f"{p}: not an iobench result ({e})", hint=hint) from None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
 from ..cli import app, err, out
@@ -52,6 +50,8 @@ def history(
         if not arg:
             raise UsageError("history trend needs a METRIC", hint="e.g. seq-read.bandwidth")
         phase, metric = hist.split_metric(arg)
+        if svg is not None:  # a path that would be refused is refused before anything else
+            results.claim_output_file(svg, option="--svg")
         points = hist.trend(arg, url, workload=workload, on_warning=warn)
         if not points:
             out(f"no values of {arg} in history")
@@ -65,9 +65,11 @@ def history(
             s = p.spread
             spread = format_spread(s.n, s.min, s.max, s.cv, fmt)
             out(f"{p.started_at[:24]:<25} {p.run_id:<28} {value:>{width}}  {spread}")
-        if svg:
-            results.atomic_write_bytes(Path(svg), hist.trend_svg(points, arg, unit).encode())
-            out(f"plot: {svg}")
+        if svg is not None:
+            path = results.write_output_file(
+                svg, hist.trend_svg(points, arg, unit).encode(), option="--svg"
+            )
+            out(f"plot: {path}")
         return 0
     raise UsageError(
         f"unknown history action {action!r}", hint="use list, show RUN or trend METRIC"

@@ -393,7 +393,7 @@ def _last_line(*texts: str) -> str:
 def _unique_path(directory: str, stem: str, ext: str) -> str:
     path = os.path.join(directory, f"{stem}{ext}")
     k = 2
-    while os.path.exists(path):  # a repeat of the same phase keeps every repeat's output
+    while os.path.lexists(path):  # a repeat of the same phase keeps every repeat's output
         path = os.path.join(directory, f"{stem}-{k}{ext}")
         k += 1
     return path
@@ -544,9 +544,10 @@ class FioEngine(Engine):
             os.makedirs(ctx.raw_dir, exist_ok=True)
             stem = "fio-" + re.sub(r"[^A-Za-z0-9_.-]", "_", phase.name)
             path = _unique_path(ctx.raw_dir, stem, ".json")
-            with open(path, "w") as f:
+            # "x" (O_EXCL): a new file, never through a link planted in the output directory
+            with open(path, "x") as f:
                 f.write(text)
-            with open(path[: -len(".json")] + ".fio", "w") as f:
+            with open(path[: -len(".json")] + ".fio", "x") as f:
                 f.write(plan.text())
             return path
         except OSError:
