@@ -59,6 +59,7 @@ PARAMS: dict[str, Param] = {
 
 POOL_BYTES = 64 << 20
 BASELINE_BLOCK = 4 << 20
+COPY_BYTES = 256 << 20  # the snapshot-rate measurement (twice this in host memory)
 _STAMP = struct.Struct("<QQ")
 
 
@@ -100,9 +101,10 @@ def shards(params: dict[str, Any], world: int = 1, rank: int = 0) -> list[RankSh
 
 
 def memory_needed(total: int) -> int:
-    """Host memory the emulation needs: the ranks' state, and as much again while every rank
-    holds what it loaded (MLPerf Storage does not say; dlio_benchmark issue 308)."""
-    return 2 * total
+    """Host memory the emulation needs: the ranks' state, as much again while every rank
+    holds what it loaded (MLPerf Storage does not say; dlio_benchmark issue 308), and the
+    snapshot-rate buffers."""
+    return 2 * total + 2 * COPY_BYTES
 
 
 def check_memory(total: int, ranks: int, scale: float) -> None:
@@ -225,44 +227,38 @@ def run(params: dict[str, Any], runner: Any) -> None:
         _baseline(params, runner, mine)
     pool = _Pool(params["seed"] + runner.rank)
     states = [make_rank_state(s, params["tensor_size"], pool) for s in mine]
-    copy_bps = _copy_rate(states)
+    copy_bps = _copy_rate(pool) or None
     if params["api"] in ("torch", "both"):
         _torch(params, runner, mine, states, copy_bps)
     if params["api"] in ("dcp", "both"):
         _dcp(params, runner, mine, states, copy_bps)
 
 
-def _copy_rate(states: list[tuple[dict[str, Any], dict[str, Any]]]) -> float | None:
-    """Bytes/s of one rank's snapshot into a preallocated host buffer (as asynchronous
-    checkpointing reuses its staging memory), over its largest tensors up to 256 MiB, the
-    second of two passes (the first faults the buffer in): the asynchronous stall's rate.
-    A device-to-host copy when CUDA is present, a host memory copy otherwise."""
+def _copy_rate(pool: _Pool) -> float:
+    """Bytes/s of a snapshot into a preallocated host buffer (asynchronous checkpointing
+    reuses its staging memory): ``COPY_BYTES`` in 64 MiB tensors, whatever the scale (small
+    tensors would copy from the CPU caches), the second of two passes (the first faults the
+    buffer in). A device-to-host copy when CUDA is present, a host memory copy otherwise."""
     import torch
 
-    tensors = [t for m, o in states[:1] for sd in (m, o) for t in sd.values() if t.numel() > 1]
-    picked, total = [], 0
-    for t in tensors:
-        if total >= 256 << 20:
-            break
-        picked.append(t)
-        total += t.numel()
-    if not total:
-        return None
     cuda = torch.cuda.is_available()
-    src = [t.cuda() for t in picked] if cuda else picked
-    dst = [torch.empty_like(t, device="cpu", pin_memory=cuda) for t in picked]
+    n = COPY_BYTES // (64 << 20)
+    src = [pool.tensor(64 << 20, 0xC0FFEE) for _ in range(n)]
+    if cuda:  # pragma: no cover - needs a GPU
+        src = [t.cuda() for t in src]
+    dst = [torch.empty(64 << 20, dtype=torch.uint8, pin_memory=cuda) for _ in range(n)]
     dt = 0.0
     for _ in range(2):
-        if cuda:  # pragma: no cover - needs a GPU
+        if cuda:  # pragma: no cover
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        for d, s in zip(dst, src, strict=True):
-            d.copy_(s, non_blocking=cuda)
+        for d, t in zip(dst, src, strict=True):
+            d.copy_(t, non_blocking=cuda)
         if cuda:  # pragma: no cover
             torch.cuda.synchronize()
         dt = time.perf_counter() - t0
     del src, dst
-    return total / dt if dt > 0 else None
+    return COPY_BYTES / dt if dt > 0 else 0.0
 
 
 def _paths(runner: Any, sub: str, shard: RankShard) -> tuple[str, str]:
