@@ -168,6 +168,9 @@ def build(
         lay.total_bytes, free_bytes=free, capacity_bytes=opts.capacity_bytes,
         keep_last=opts.keep_last,
     )  # fmt: skip
+    centre = sync.best_interval_s
+    grid = [centre * 10 ** (k / 10) for k in range(-13, 14)]  # 0.05× to 20×, 10 per decade
+    curve = cm.goodput_curve(grid, st, mtbf, rec.total_s)
     block["estimate"] = {
         "label": "estimate",
         "basis": basis,
@@ -189,6 +192,7 @@ def build(
         "sync": sync.to_dict(),
         "async": asyn.to_dict() if asyn else None,
         "capacity": cap.to_dict(),
+        "curve": [{"interval_s": t, "sync": g, "async": a} for t, g, a in curve],
     }
     return block
 

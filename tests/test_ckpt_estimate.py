@@ -132,3 +132,25 @@ def test_older_results_have_no_checkpoint_block():
     d = _run().to_dict()
     del d["checkpoint"]
     assert RunResult.from_dict(d).checkpoint is None
+
+
+def test_goodput_curve_spans_the_best_interval():
+    est = build(_run(), SPEC, scale=1 / 1024, opts=Options(mtbf_s=36000.0))["estimate"]
+    curve = est["curve"]
+    assert len(curve) == 27
+    mid = curve[13]
+    assert mid["interval_s"] == pytest.approx(est["sync"]["best_interval_s"])
+    assert mid["sync"] == pytest.approx(est["sync"]["best_goodput"])
+    assert curve[0]["interval_s"] == pytest.approx(mid["interval_s"] / 10**1.3)
+    assert max(c["sync"] for c in curve) == pytest.approx(mid["sync"], abs=2e-3)
+
+
+def test_html_report_has_the_goodput_plot():
+    from iobench import report
+
+    run = _run()
+    run.checkpoint = build(run, SPEC, scale=1 / 1024, opts=Options(interval_s=1800.0))
+    html = report.render_html(run)
+    assert "Checkpoint goodput vs interval" in html
+    i = html.index("Checkpoint goodput vs interval")
+    assert "<svg" in html[i : i + 5000]
