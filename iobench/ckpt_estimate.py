@@ -89,7 +89,7 @@ def _data_rate(io: dict[str, Any], per_s: float | None) -> tuple[float, float]:
     meta = io["files"] / per_s if per_s else 0.0
     data_s = io["seconds"] - meta
     if data_s <= 0.5 * io["seconds"]:  # metadata would be most of it: keep the plain figure
-        return io["bandwidth_bps"], 0.0
+        return io["bandwidth_bps"], -1.0
     return io["bytes"] / data_s, meta
 
 
@@ -126,7 +126,13 @@ def build(
         f"{format_bytes(spec.total_bytes)} over {spec.ranks} ranks: assumes the storage "
         "sustains the same aggregate rate at full size and rank count",
     ]
-    if save_meta:
+    if save_meta < 0 or load_meta < 0:
+        basis.append(
+            "the measured files at the measured create/open rates would take most of the "
+            "measured time: the plain measured rates were used, so the full-size files' "
+            "metadata is counted twice (a larger --scale avoids this)"
+        )
+    if save_meta > 0:
         basis.append(
             f"the measured save time less {format_seconds(save_meta)} of file creates at the "
             "measured create rate gives the data rate; full-size files are added back at that rate"

@@ -30,6 +30,7 @@ def run_checkpoint(
     opts: Options | None = None,
     output: str | None = None,
     keep: bool = False,
+    repeat: int = 1,
     progress_factory: Any = None,
     hooks: Any = None,
 ) -> RunOutcome:
@@ -48,8 +49,12 @@ def run_checkpoint(
     kwargs: dict[str, Any] = {}
     if progress_factory is not None:
         kwargs["progress_factory"] = progress_factory
+    if repeat < 1:
+        raise UsageError(
+            f"--repeat must be at least 1, got {repeat}", hint="give --repeat 1 or more"
+        )
     outcome = run_workload(wl, target, engine_name="posix", output=output, keep=keep,
-                           hooks=hooks, **kwargs)  # fmt: skip
+                           repeat=repeat, hooks=hooks, **kwargs)  # fmt: skip
     if hooks is not None and hooks.rank != 0:
         return outcome
     from .phases.llm_checkpoint import model_spec

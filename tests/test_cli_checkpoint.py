@@ -49,6 +49,8 @@ def test_checkpoint_run_measures_and_estimates(cli, planted, tmp_path):
     assert est["capacity"]["fit_capacity"] == 9 and est["capacity"]["needed_bytes"] == 315 * GiB
     assert planted.unchanged()
     assert not [p for p in planted.path.iterdir() if p.name.startswith(".iobench-2026")]
+    stored = [p for p in (tmp_path / "history").rglob("*") if p.is_file()]
+    assert stored and res["run_id"] in " ".join(p.name for p in stored)
 
 
 @pytest.mark.parametrize(
@@ -63,6 +65,8 @@ def test_checkpoint_run_measures_and_estimates(cli, planted, tmp_path):
         (["--model", "llama3-8b", "--keep-last", "0"], "--keep-last"),
         (["--model", "llama3-8b", "--api", "mpi"], "api = 'mpi' is not valid"),
         (["--model", "llama3-1t", "--scale", "1"], "need about"),
+        (["--model", "llama3-8b", "--repeat", "0"], "--repeat must be at least 1"),
+        (["--model", "llama3-8b", "--history", "foo://x"], "foo"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_nothing_written(cli, planted, tmp_path, args, message):

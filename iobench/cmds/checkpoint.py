@@ -48,12 +48,20 @@ def checkpoint(
     output: str | None = typer.Option(
         None, "--output", help="Result directory (default ./iobench-results/RUN_ID)."
     ),
+    repeat: int = typer.Option(
+        1, "--repeat", help="Save and load N times (MLPerf: 10); the median run is reported."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print result.json instead of the table."),
     keep: bool = typer.Option(False, "--keep", help="Keep the run directory on the target."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    history: str | None = typer.Option(
+        None, "--history", help="History URL to append this run to."
+    ),
+    no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
 ) -> int:
     """Save and load an LLM checkpoint on TARGET; estimate stall, recovery and goodput."""
     from .. import report, results
+    from ..api import append_history, check_history_url
     from ..ckpt_estimate import Options, parse_failure_rate, render
     from ..ckpt_run import run_checkpoint
     from ..distributed import hooks_from_env, is_lead_rank
@@ -81,12 +89,16 @@ def checkpoint(
     )
     if keep_last is not None and keep_last < 1:
         raise UsageError(f"--keep-last must be at least 1, got {keep_last}")
+    if not no_history:
+        check_history_url(history or "")
     lead = is_lead_rank()
     outcome = run_checkpoint(
         target, model, ranks=ranks, scale=scale, api=api, baseline=baseline, opts=opts,
-        output=output, keep=keep, progress_factory=progress_factory(quiet or not lead),
-        hooks=hooks_from_env(),
+        output=output, keep=keep, repeat=repeat,
+        progress_factory=progress_factory(quiet or not lead), hooks=hooks_from_env(),
     )  # fmt: skip
+    if lead and not no_history:
+        append_history(outcome, history or "")
     if lead:
         if as_json:
             out(results.dumps(outcome.run))
