@@ -49,6 +49,9 @@ def test_checkpoint_run_measures_and_estimates(cli, planted, tmp_path):
     assert est["capacity"]["fit_capacity"] == 9 and est["capacity"]["needed_bytes"] == 315 * GiB
     assert planted.unchanged()
     assert not [p for p in planted.path.iterdir() if p.name.startswith(".iobench-2026")]
+    r = cli("report", out, "--html", tmp_path / "r.html")
+    assert r.code == 0 and "Estimates (labelled" in r.out
+    assert "Checkpoint goodput vs interval" in (tmp_path / "r.html").read_text()
     stored = [p for p in (tmp_path / "history").rglob("*") if p.is_file()]
     assert stored and res["run_id"] in " ".join(p.name for p in stored)
 

@@ -21,6 +21,10 @@ def report(
 
     run = results.load(result)
     out(rep.render_markdown(run) if markdown else rep.render_terminal(run))
+    if run.checkpoint and not markdown:
+        from ..ckpt_estimate import render as render_checkpoint
+
+        out(render_checkpoint(run.checkpoint))
     if html:
         path = Path(html)
         results.atomic_write_bytes(path, rep.render_html(run).encode())
