@@ -41,7 +41,11 @@ def _phase(run: Any, name: str) -> Any:
 def _io(p: Any) -> dict[str, Any]:
     secs = list((p.extra or {}).get("rank_seconds") or [])
     spread = {"min": min(secs), "median": statistics.median(secs), "max": max(secs)} if secs else {}
+    world = int((p.extra or {}).get("world") or 1)
+    # under torchrun a phase keeps process 0's extra: its own ranks' times only
+    scope = "all ranks" if world == 1 else f"process 0's {len(secs)} ranks of {world} processes"
     return {
+        "rank_seconds_scope": scope,
         "phase": p.name,
         "api": (p.params or {}).get("api"),
         "bytes": p.bytes,
@@ -268,9 +272,12 @@ def render(block: dict[str, Any]) -> str:
         if not io:
             continue
         sp = io["rank_seconds"]
+        scope = io.get("rank_seconds_scope", "all ranks")
         spread = (
             f"; per rank {format_seconds(sp['min'])} / {format_seconds(sp['median'])} / "
-            f"{format_seconds(sp['max'])} (min/median/max)"
+            f"{format_seconds(sp['max'])} (min/median/max"
+            + ("" if scope == "all ranks" else f", {scope}")
+            + ")"
             if sp
             else ""
         )

@@ -46,6 +46,7 @@ def test_torchrun_two_processes_write_every_rank(tmp_path):
     assert save["extra"]["world"] == 2
     got = res["checkpoint"]["measured"]["save"]
     assert got["ranks"] == 8 and got["bytes"] == save["bytes"]
+    assert got["rank_seconds_scope"] == "process 0's 4 ranks of 2 processes"
     assert res["checkpoint"]["estimate"]["layout"]["ranks"] == 8
     assert sorted(os.listdir(target)) == ["user.dat"]
     assert not any(n.startswith(RUN_DIR_PREFIX) for n in os.listdir(target))
