@@ -343,6 +343,11 @@ def render(block: dict[str, Any]) -> str:
             f"{_dur(pl['young_s'])}, Daly {_dur(pl['daly_s'])}"
             + (f", at least the write {_dur(pl['min_interval_s'])}" if pl["min_interval_s"] else "")
             + f") → goodput {_pct(pl['best_goodput'])}"
+            + (
+                " (no interval makes progress: stall and recovery too long for this MTBF)"
+                if pl["best_goodput"] <= 0
+                else ""
+            )
         )
         if pl.get("user_interval_s"):
             text += f"; at {_dur(pl['user_interval_s'])}: {_pct(pl['user_goodput'])}"

@@ -154,3 +154,9 @@ def test_html_report_has_the_goodput_plot():
     assert "Checkpoint goodput vs interval" in html
     i = html.index("Checkpoint goodput vs interval")
     assert "<svg" in html[i : i + 5000]
+
+
+def test_render_says_when_no_interval_makes_progress():
+    block = build(_run(), SPEC, scale=1 / 1024, opts=Options(mtbf_s=1200.0, restart_s=600.0))
+    assert block["estimate"]["sync"]["best_goodput"] == 0.0
+    assert "no interval makes progress" in render(block)
