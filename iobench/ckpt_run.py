@@ -41,6 +41,8 @@ def run_checkpoint(
             f"--scale must be in (0, 1], got {scale:g}",
             hint="the fraction of every rank's shard written, e.g. 0.01",
         )
+    if ranks is not None and ranks < 1:
+        raise UsageError(f"--ranks must be at least 1, got {ranks}", hint="e.g. --ranks 8")
     overrides: dict[str, Any] = {"model": prof.path}
     for key, value in (("ranks", ranks), ("scale", scale), ("api", api), ("baseline", baseline)):
         if value is not None:
