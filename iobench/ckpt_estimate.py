@@ -203,6 +203,13 @@ def build(
         "async": asyn.to_dict() if asyn else None,
         "capacity": cap.to_dict(),
         "curve": [{"interval_s": t, "sync": g, "async": a} for t, g, a in curve],
+        "metadata_dominates_from_ranks": (
+            cm.metadata_crossover_ranks(
+                lay.total_bytes, rates.write_bps, rates.create_per_s, dcp_files_per_rank
+            )
+            if rates.create_per_s
+            else None
+        ),
     }
     return block
 
@@ -329,9 +336,12 @@ def render(block: dict[str, Any]) -> str:
     )
     dcp = est["stall_dcp"]
     verdict = "metadata dominates" if dcp["metadata_dominates"] else "bandwidth dominates"
+    cross = est.get("metadata_dominates_from_ranks")
     lines.append(
         f"    DCP layout                {dcp['files']} files: creates {_dur(dcp['metadata_s'])} "
-        f"vs data {_dur(dcp['bandwidth_s'])} ({verdict})"
+        f"vs data {_dur(dcp['bandwidth_s'])} ({verdict}"
+        + (f"; creates would dominate from {cross:,} ranks" if cross else "")
+        + ")"
     )
     lines.append(f"    MTBF                      {_dur(est['mtbf_s'])}: {est['mtbf_basis']}")
     for key in ("sync", "async"):

@@ -278,6 +278,19 @@ def stall(lay: Layout, rates: Rates, *, dcp: bool = False) -> Stall:
     return Stall(bw + meta, bw, meta, files, meta > bw, snap, bw + meta)
 
 
+def metadata_crossover_ranks(
+    total_bytes: int, write_bps: float, create_per_s: float, files_per_rank: int = 1
+) -> int:
+    """The smallest rank count at which a DCP checkpoint's creates (files_per_rank per rank
+    plus one ``.metadata``, at ``create_per_s``) take longer than its data at ``write_bps``."""
+    _check_positive(write_bps=write_bps, create_per_s=create_per_s)
+    if files_per_rank < 1:
+        raise UsageError(f"files per rank must be at least 1, got {files_per_rank}")
+    data_s = total_bytes / write_bps
+    # (N·f + 1)/C > data_s  ⇔  N > (C·data_s − 1)/f
+    return max(1, math.floor((create_per_s * data_s - 1) / files_per_rank) + 1)
+
+
 def async_stall(snapshot_s: float, write_s: float, interval_s: float) -> float:
     """Stall per asynchronous checkpoint with ``interval_s`` of training between checkpoints:
     the snapshot, plus waiting for the previous write to become durable when it outlasts the

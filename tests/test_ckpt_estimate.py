@@ -78,6 +78,8 @@ def test_full_size_estimate_by_hand():
     cap = est["capacity"]
     assert cap["fit_free"] == 16 and cap["needed_bytes"] == 192 * GiB and cap["retention_fits"]
     assert est["label"] == "estimate" and "64.0 GiB over 8 ranks" in est["basis"][0]
+    # creates at 160/s against 921.6 s of data: (N + 1)/160 > 921.6 ⇔ N > 147,455
+    assert est["metadata_dominates_from_ranks"] == 147_456
     json.dumps(block)  # result.json can hold it
 
 

@@ -112,6 +112,17 @@ def test_metadata_dominates_a_many_file_dcp_checkpoint():
     assert st.bandwidth_s == 1.0 and st.metadata_dominates
 
 
+def test_metadata_crossover():
+    # 1 GiB at 1 GiB/s = 1 s of data; 500 creates/s: (N·4 + 1)/500 > 1 ⇔ N > 124.75 → 125
+    assert cm.metadata_crossover_ranks(GiB, GiB, 500.0, 4) == 125
+    lay = cm.layout(cm.ModelSpec("m", GiB // 2, GiB // 2, dp=125), dcp_files_per_rank=4)
+    rates = cm.Rates(write_bps=GiB, read_bps=GiB, create_per_s=500.0)
+    assert cm.stall(lay, rates, dcp=True).metadata_dominates
+    lay = cm.layout(cm.ModelSpec("m", GiB // 2, GiB // 2, dp=124), dcp_files_per_rank=4)
+    assert not cm.stall(lay, rates, dcp=True).metadata_dominates
+    assert cm.metadata_crossover_ranks(1, 1e12, 1.0) == 1  # a tiny checkpoint: from the start
+
+
 def test_async_snapshot_is_the_largest_shard_at_the_copy_rate():
     lay = cm.layout(cm.from_params("x", 8e9, dp=4, tp=2, sharding="optimizer"))
     st = cm.stall(lay, cm.Rates(write_bps=1e9, read_bps=2e9, copy_bps=4e9))
