@@ -50,3 +50,14 @@ def test_torchrun_two_processes_write_every_rank(tmp_path):
     assert res["checkpoint"]["estimate"]["layout"]["ranks"] == 8
     assert sorted(os.listdir(target)) == ["user.dat"]
     assert not any(n.startswith(RUN_DIR_PREFIX) for n in os.listdir(target))
+
+
+def test_memory_check_counts_the_processes_on_a_host(monkeypatch):
+    from iobench.phases.llm_checkpoint import check_memory
+
+    monkeypatch.setattr("iobench.runner.physical_memory", lambda: 8 << 30)
+    check_memory(1 << 30, 4, 0.5, per_host=1)  # 2 GiB + 0.5 GiB of copy buffers: fits
+    with pytest.raises(UsageError, match="4 processes × 4 ranks") as e:
+        check_memory(1 << 30, 4, 0.5, per_host=4)  # 4 × 2.5 GiB > 8 GiB
+    # room per process: 2 GiB − 0.5 GiB = 1.5 GiB for 2 × the state: scale 0.5 × 1.5/2
+    assert "--scale 0.38 or less" in e.value.hint

@@ -69,6 +69,7 @@ def test_checkpoint_run_measures_and_estimates(cli, planted, tmp_path):
         (["--model", "llama3-8b", "--api", "mpi"], "api = 'mpi' is not valid"),
         (["--model", "llama3-1t", "--scale", "1"], "need about"),
         (["--model", "llama3-8b", "--repeat", "0"], "--repeat must be at least 1"),
+        (["--model", "llama3-405b-16k", "--scale", "1e-6"], "16384 ranks would run as threads"),
         (["--model", "llama3-8b", "--ranks", "0"], "--ranks must be at least 1"),
         (["--model", "llama3-8b", "--restart", "-5s"], "--restart"),
         (["--model", "llama3-8b", "--capacity", "big"], "--capacity"),

@@ -59,6 +59,7 @@ PARAMS: dict[str, Param] = {
 
 POOL_BYTES = 64 << 20
 BASELINE_BLOCK = 4 << 20
+MAX_LOCAL_RANKS = 1024  # rank threads in one process
 COPY_BYTES = 256 << 20  # the snapshot-rate measurement (twice this in host memory)
 _STAMP = struct.Struct("<QQ")
 
@@ -95,46 +96,68 @@ def scaled(shard: RankShard, scale: float) -> RankShard:
 def shards(params: dict[str, Any], world: int = 1, rank: int = 0) -> list[RankShard]:
     """This process's ranks' shards at ``scale``."""
     spec, _ = model_spec(params)
-    return [
-        scaled(rank_shard(spec, r), params["scale"]) for r in local_ranks(spec.ranks, world, rank)
-    ]
+    return _shards_of(spec, params["scale"], world, rank)
+
+
+def _shards_of(spec: ModelSpec, scale: float, world: int, rank: int) -> list[RankShard]:
+    return [scaled(rank_shard(spec, r), scale) for r in local_ranks(spec.ranks, world, rank)]
 
 
 def memory_needed(total: int) -> int:
-    """Host memory the emulation needs: the ranks' state, as much again while every rank
-    holds what it loaded (MLPerf Storage does not say; dlio_benchmark issue 308), and the
+    """Host memory one process needs: its ranks' state, as much again while every rank holds
+    what it loaded (MLPerf Storage does not say; dlio_benchmark issue 308), and the
     snapshot-rate buffers."""
     return 2 * total + 2 * COPY_BYTES
 
 
-def check_memory(total: int, ranks: int, scale: float) -> None:
+def check_memory(total: int, ranks: int, scale: float, per_host: int = 1) -> None:
+    """Refuse (exit 2) when ``per_host`` processes of ``total`` bytes each exceed host memory;
+    the hint gives the largest scale that fits."""
     from ..runner import physical_memory
 
     mem = physical_memory()
-    need = memory_needed(total)
+    need = per_host * memory_needed(total)
     if mem and need > mem:
-        fit = scale * mem / need
+        room = mem / per_host - 2 * COPY_BYTES
+        fit = scale * room / (2 * total) if room > 0 else 0.0
+        where = f"{per_host} processes × " if per_host > 1 else ""
         raise UsageError(
-            f"{ranks} ranks' shards at scale {scale:g} need about {need >> 20} MiB of host "
-            f"memory (state + loaded copy) but this host has {mem >> 20} MiB",
-            hint=f"pass --scale {fit:.2g} or less (or spread the ranks over hosts with torchrun)",
+            f"{where}{ranks} ranks' shards at scale {scale:g} need about {need >> 20} MiB of "
+            f"host memory (state + loaded copy) but this host has {mem >> 20} MiB",
+            hint=f"pass --scale {fit:.2g} or less (or spread the ranks over more hosts)",
         )
 
 
 def plan(params: dict[str, Any]) -> Plan:
-    # the plan is per process: under torchrun each emulates ranks / world ranks (the largest
-    # share is checked, on the assumption of one process per host at worst)
+    # under torchrun each process emulates its share of the ranks: memory is checked for the
+    # largest share times the processes on this host; space for the whole scaled checkpoint
+    # (on shared storage every process writes to the same filesystem)
     from ..distributed import launched_world
 
     world = launched_world()
-    mine = shards(params, world, 0)
-    total = sum(s.total_bytes for s in mine)
-    if total == 0:
+    spec, _ = model_spec(params)
+    everyone = _shards_of(spec, params["scale"], 1, 0)
+    total_all = sum(s.total_bytes for s in everyone)
+    if total_all == 0:
         raise UsageError(
             f"scale {params['scale']:g} leaves nothing to write",
             hint="raise --scale (the fraction of each rank's shard written)",
         )
-    check_memory(total, len(mine), params["scale"])
+    share = max(
+        (everyone[r.start : r.stop] for r in (local_ranks(spec.ranks, world, p)
+                                              for p in range(world))),
+        key=lambda ss: sum(s.total_bytes for s in ss),
+    )  # fmt: skip
+    if len(share) > MAX_LOCAL_RANKS:
+        raise UsageError(
+            f"{len(share)} ranks would run as threads of one process (at most {MAX_LOCAL_RANKS})",
+            hint="pass --ranks N (the same checkpoint over fewer ranks) or start more "
+            "processes with torchrun",
+        )
+    total = sum(s.total_bytes for s in share)
+    per_host = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) if world > 1 else 1
+    check_memory(total, len(share), params["scale"], per_host)
+    mine = share
     p = Plan()
     n = len(mine)
     apis = ("torch", "dcp") if params["api"] == "both" else (params["api"],)
@@ -151,7 +174,7 @@ def plan(params: dict[str, Any]) -> Plan:
         how = "torch.save" if api == "torch" else "torch.distributed.checkpoint"
         p.add(f"{pre}-save", "ckpt_save", total, f"{n} ranks via {how}")
         p.add(f"{pre}-load", "ckpt_load", total, f"{n} ranks")
-    p.space_bytes = total
+    p.space_bytes = total_all
     return p
 
 
