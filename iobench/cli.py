@@ -236,6 +236,12 @@ def workloads() -> int:
     out("Profiles (--profile NAME):")
     for name, desc in list_files("profile"):
         out(f"  {name:<24} {desc}")
+    from .ckpt_spec import list_checkpoint_profiles
+
+    out("")
+    out("Checkpoint models (iobench checkpoint TARGET --model NAME):")
+    for name, desc in list_checkpoint_profiles():
+        out(f"  {name:<24} {desc}")
     return ExitStatus.OK
 
 

@@ -1135,6 +1135,14 @@ def _build_plots(run: RunResult) -> list[_Plot] | None:
                 "Line: model estimate; diamonds: measured with the data loader; dashed: threshold."
             )
             add(fig, "AU vs GPUs", caption)
+
+        if run.checkpoint:
+            from .ckpt_plot import goodput_figure
+
+            fig = goodput_figure(Figure, run.checkpoint)
+            if fig is not None:
+                caption = "Estimate (checkpoint model); dots: the best interval (Daly)."
+                add(fig, "Checkpoint goodput vs interval", caption)
     return plots
 
 

@@ -94,6 +94,7 @@ class RunResult:
     phases: list[PhaseResult] = field(default_factory=list)
     loader: dict[str, Any] | None = None
     estimate: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None  # iobench checkpoint: measured + model (ckpt_estimate)
     verdict: dict[str, Any] | None = None  # {"result": "pass"|"fail", "reasons": [...]}
     warnings: list[str] = field(default_factory=list)
     status: str = "complete"  # "complete" | "partial" | "failed" | "interrupted"

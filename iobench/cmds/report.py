@@ -24,6 +24,10 @@ def report(
     if html is not None:  # before anything is printed: a refused path writes nothing
         results.claim_output_file(html, inputs=(source,), option="--html")
     out(rep.render_markdown(run) if markdown else rep.render_terminal(run))
+    if run.checkpoint and not markdown:
+        from ..ckpt_estimate import render as render_checkpoint
+
+        out(render_checkpoint(run.checkpoint))
     if html is not None:
         path = results.write_output_file(
             html, rep.render_html(run).encode(), inputs=(source,), option="--html"
