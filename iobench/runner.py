@@ -36,10 +36,12 @@ from .target import (
     Target,
     apply_layout,
     check_free_space,
+    client_cache,
     create_run_dir,
     drop_file_cache,
     fs_class,
     make_url_dirs,
+    phase_layout,
     remove_run_dir,
     resolve,
     scrub,
@@ -123,6 +125,13 @@ class PhaseRunner:
                 "not storage"
             )
             return "buffered"
+        why = client_cache(self.target.fs_type)
+        if why:
+            self.warn(
+                f"{why}: buffered reads on {self.target.fs_type} may come from the client's "
+                "memory (cache state client-cache); direct=true reads the storage"
+            )
+            return "client-cache"
         return "dropped"
 
     def mkdirs(self, relpaths: list[str]) -> None:
@@ -207,6 +216,12 @@ class PhaseRunner:
             res.cache = self.cache_state(False)
         elif spec.direct:
             res.cache = "direct"
+        elif res.cache == "dropped" and client_cache(self.target.fs_type):
+            res.cache = "client-cache"  # written, then dropped from the kernel only
+        if spec.files:
+            layout = phase_layout(self.target, os.path.join(self.run_dir, spec.files[0].path))
+            if layout:
+                res.extra["layout"] = layout
         res.extra["engine"] = getattr(engine or self.engine, "name", "?")
         if why:
             res.extra["engine_fallback"] = why

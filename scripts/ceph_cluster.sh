@@ -39,7 +39,7 @@ alive() { local s; s=$(pid_state "$1"); [[ -n "$s" && "$s" != Z && "$s" != X ]];
 our_pids() {
     local p cmd
     for p in /proc/[0-9]*; do
-        cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+        cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
         [[ "$cmd" == *" $CONF"* ]] && alive "${p#/proc/}" && echo "${p#/proc/}"
     done
     return 0
@@ -80,6 +80,7 @@ stop_pidfile() {
     rm -f "$f"
 }
 
+our_mounts() { awk -v d="$STATE/mnt/" 'index($2, d) == 1 {print $2}' /proc/mounts; }
 is_mounted() { awk -v m="$1" '$2 == m {f=1} END {exit !f}' /proc/mounts; }
 
 mount_point() { echo "$STATE/mnt/$1"; }
@@ -324,20 +325,18 @@ print_env() {
 
 unmount_all() {
     local m
-    [[ -d "$STATE/mnt" ]] || return 0
-    for m in "$STATE"/mnt/*; do
-        [[ -d "$m" ]] || continue
-        if is_mounted "$m"; then
-            fusermount -u "$m" 2>/dev/null || umount "$m" 2>/dev/null || umount -l "$m" ||
-                log "could not unmount $m"
-        fi
+    # from /proc/mounts, not the directory: a dead FUSE mount fails even `test -d`
+    for m in $(our_mounts); do
+        fusermount -u "$m" 2>/dev/null || umount "$m" 2>/dev/null || umount -l "$m" ||
+            log "could not unmount $m"
     done
     # ceph-fuse exits once its mount is gone
-    local p t0=$SECONDS
+    local p
     for p in $(our_pids); do
-        [[ "$(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null)" == ceph-fuse* ]] && stop_pid "$p" 10
+        if [[ "$(tr '\0' ' ' 2>/dev/null </proc/"$p"/cmdline)" == ceph-fuse* ]]; then
+            stop_pid "$p" 10
+        fi
     done
-    ((SECONDS - t0 >= 0))
 }
 
 stop() {
@@ -352,11 +351,10 @@ stop() {
     stop_pidfile "$STATE/run/mon.a.pid" 20
     local p
     for p in $(our_pids); do  # whatever lost its pid file
-        log "stopping leftover pid $p: $(tr '\0' ' ' </proc/"$p"/cmdline | cut -c1-80)"
+        log "stopping leftover pid $p: $(tr '\0' ' ' 2>/dev/null </proc/"$p"/cmdline | cut -c1-80)"
         stop_pid "$p" 10
     done
-    local m
-    for m in "$STATE"/mnt/*; do is_mounted "$m" && die "$m is still mounted: not removing $STATE"; done
+    [[ -z "$(our_mounts)" ]] || die "still mounted: $(our_mounts | tr '\n' ' '); not removing $STATE"
     rm -rf --one-file-system "$STATE"
     log "stopped; removed $STATE"
 }
