@@ -181,6 +181,8 @@ class PhaseRunner:
 
     def record(self, res: PhaseResult) -> PhaseResult:
         """Keep a result measured outside an engine (e.g. torch.save checkpoints)."""
+        if res.cache == "dropped" and client_cache(self.target.fs_type):
+            res.cache = "client-cache"  # dropped from the kernel only
         if self.hooks:
             res = self.hooks.after_phase(None, res)
         self.results.append(res)
