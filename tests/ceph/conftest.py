@@ -3,8 +3,9 @@
 ``scripts/ceph_cluster.sh start`` runs once per test session (it installs the Debian packages
 when they are missing): a monitor, a manager, two OSDs on file-backed bluestore, an MDS,
 CephFS mounted twice with ceph-fuse (clients ``iobench-a`` and ``iobench-b``) and the RADOS
-Gateway on 127.0.0.1. The session's end stops it and removes its state, also when tests failed.
-A cluster that was already running is used and left running.
+Gateway on 127.0.0.1. The last test of this directory stops it and removes its state (the
+session's end does when it ends early), also when tests failed. A cluster that was already
+running is used and left running.
 
 Where Ceph cannot run here (not root, no /dev/fuse, packages not installable, a start that
 fails), every test in this directory is skipped with the reason: an environment that cannot
@@ -48,24 +49,45 @@ def _why(proc: subprocess.CompletedProcess) -> str:
     return lines[-1].removeprefix("ceph_cluster: ") if lines else f"exit {proc.returncode}"
 
 
+_started: dict[str, str] = {}  # the ceph.conf of the cluster this session started, until stopped
+
+
+def _stop_started() -> None:
+    conf = _started.pop("conf", None)
+    if conf is None:
+        return
+    stop = _script("stop", STOP_TIMEOUT_S)
+    assert stop.returncode == 0, f"scripts/ceph_cluster.sh stop failed: {_why(stop)}"
+    assert leftovers(conf) == ([], [], False)
+
+
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures (a bucket to delete) are gone
+def pytest_runtest_teardown(item, nextitem):
+    """Stop the cluster after the last test of this directory, not at the end of the whole
+    session: the other tests should not share the two cores with idle Ceph daemons."""
+    here = Path(__file__).parent
+    if nextitem is None or here not in Path(str(nextitem.path)).parents:
+        _stop_started()
+
+
 @pytest.fixture(scope="session")
 def ceph_cluster():
     if os.geteuid() != 0:
         pytest.skip("Ceph tests need root (daemons, FUSE mounts); run them as root")
     if not Path("/dev/fuse").exists():
         pytest.skip("no /dev/fuse: ceph-fuse cannot mount CephFS here")
-    started = False
     if _script("status", 120).returncode != 0:
         try:
             proc = _script("start", START_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             _script("stop", STOP_TIMEOUT_S)
             pytest.skip(f"the Ceph cluster did not start in {START_TIMEOUT_S} s")
-        started = True
         if proc.returncode != 0:
             _script("stop", STOP_TIMEOUT_S)  # whatever half-started
             pytest.skip(f"no Ceph cluster: {_why(proc)}")
-    env: dict[str, str] = {}
+        _started["conf"] = str(
+            Path(os.environ.get("IOBENCH_CEPH_DIR", "/var/tmp/iobench-ceph"), "ceph.conf")
+        )
     try:
         env = dict(
             line.split("=", 1) for line in _script("env", 60).stdout.splitlines() if "=" in line
@@ -80,10 +102,7 @@ def ceph_cluster():
             secret_key=env["IOBENCH_CEPH_S3_SECRET_KEY"],
         )
     finally:
-        if started:
-            stop = _script("stop", STOP_TIMEOUT_S)
-            assert stop.returncode == 0, f"scripts/ceph_cluster.sh stop failed: {_why(stop)}"
-            assert leftovers(env.get("CEPH_CONF", "")) == ([], [], False)
+        _stop_started()  # also when the session ends early (-x, Ctrl-C)
 
 
 def leftovers(conf: str) -> tuple[list[str], list[str], bool]:
