@@ -238,3 +238,16 @@ def test_direct_reads_on_ceph_fuse_stay_direct(cli, ceph, tmp_path):
     assert res["target"]["direct_io"] is True
     assert {p["cache"] for p in res["phases"]} == {"direct"}
     assert not any("client-cache" in w for w in res["warnings"])
+
+
+def test_run_with_a_refused_layout_is_exit_2_and_leaves_nothing(cli, ceph, tmp_path):
+    ceph.refuse = errno.EPERM
+    out = tmp_path / "out"
+    r = cli(
+        "run", "sequential-write", ceph.root, "--output", out, "--quiet",
+        "--set", "size=1MiB", "--set", "jobs=1", "--set", "stripe_count=2",
+    )  # fmt: skip
+    assert r.code == 2, r.err
+    assert r.err.count("\n") == 1 and "the client needs the 'p' capability" in r.err
+    assert os.listdir(ceph.root) == []
+    assert not out.exists()
