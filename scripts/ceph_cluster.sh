@@ -29,7 +29,7 @@ log() { echo "ceph_cluster: $*" >&2; }
 die() { log "$*"; exit 1; }
 unavailable() { log "$*"; exit 3; }
 
-cephc() { timeout 60 ceph -c "$CONF" "$@"; }
+cephc() { timeout 60 ceph -c "$CONF" --connect-timeout 30 "$@"; }
 
 # A pid's state letter from /proc (Z: a zombie, i.e. gone); empty when there is no such pid.
 pid_state() { awk '{print $3}' "/proc/$1/stat" 2>/dev/null || true; }
