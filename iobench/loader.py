@@ -1085,7 +1085,12 @@ def run_loader(
         # O_DIRECT by default on local targets; on URLs only --direct asks (and is refused)
         use_direct = runner.direct(not remote if direct is None else direct)
         cache = runner.cache_state(use_direct)
-        mode = "direct" if use_direct else ("dropped" if cache == "dropped" else "buffered")
+        # client-cache: drop the kernel's pages all the same (the client's own cache stays)
+        mode = (
+            "direct"
+            if use_direct
+            else ("dropped" if cache in ("dropped", "client-cache") else "buffered")
+        )
         local_gpus = 1 if hooks is not None else gpus  # loader processes this one runs
         if hooks is None:
             index = generate_dataset(runner, prof, files, sizes, seed)

@@ -29,7 +29,7 @@ from .runner import (
 from .spec import Param, Profile, coerce, load_profile
 from .starvation import RESAMPLES
 from .stats import DEFAULT_STEADY
-from .target import Target, check_free_space, is_url, resolve
+from .target import Target, apply_layout, check_free_space, is_url, resolve
 from .units import format_bytes, format_count, format_rate, format_seconds, parse_rate, parse_size
 
 QUICK_BUDGET_S = 30.0
@@ -578,6 +578,9 @@ def run_qualify(
     with run_session(
         run, target, out_dir, keep=keep, save=writer, run_dir_id=run_dir_id, hooks=hooks
     ) as s:
+        # the parallel filesystem's layout (Lustre, GPFS, CephFS) in target.layout
+        run.warnings.extend(w for w in apply_layout(target, {}) if w not in run.warnings)
+        run.target = target.to_dict()
         if hooks is not None:
             hooks.attach(target)  # every rank's run dir exists: can ranks read each other's?
         runner = s.runner = PhaseRunner(

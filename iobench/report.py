@@ -32,6 +32,8 @@ _CACHE_MEANING = {
     "direct": "O_DIRECT: the page cache was bypassed",
     "dropped": "page cache dropped before the phase",
     "buffered": "buffered I/O: figures may include page-cache hits",
+    "client-cache": "page cache dropped, but the FUSE client's own cache could not be: "
+    "figures may include client-memory hits",
     "none": "object store: no local page cache involved",
 }
 _STATUS_MARK = {"ok": "ok", "partial": "PARTIAL", "failed": "FAILED"}

@@ -53,7 +53,9 @@ class PhaseResult:
     ops_series: list[float] = field(default_factory=list)  # ops per second per interval
     per_worker: dict[str, float] = field(default_factory=dict)  # bandwidth min/median/max
     ranks: list[dict[str, Any]] = field(default_factory=list)
-    cache: str = "buffered"  # "direct" | "dropped" | "buffered" | "none" (object stores)
+    cache: str = (
+        "buffered"  # "direct" | "dropped" | "client-cache" | "buffered" | "none" (object stores)
+    )
     repeats: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)  # effective phase parameters

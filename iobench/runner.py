@@ -41,10 +41,12 @@ from .target import (
     apply_layout,
     check_direct_alignment,
     check_free_space,
+    client_cache,
     create_run_dir,
     drop_file_cache,
     fs_class,
     make_url_dirs,
+    phase_layout,
     remove_run_dir,
     resolve,
     scrub,
@@ -130,6 +132,13 @@ class PhaseRunner:
                 "not storage"
             )
             return "buffered"
+        why = client_cache(self.target.fs_type)
+        if why:
+            self.warn(
+                f"{why}: buffered reads on {self.target.fs_type} may come from the client's "
+                "memory (cache state client-cache); direct=true reads the storage"
+            )
+            return "client-cache"
         return "dropped"
 
     def mkdirs(self, relpaths: list[str]) -> None:
@@ -182,6 +191,8 @@ class PhaseRunner:
 
     def record(self, res: PhaseResult) -> PhaseResult:
         """Keep a result measured outside an engine (e.g. torch.save checkpoints)."""
+        if res.cache == "dropped" and client_cache(self.target.fs_type):
+            res.cache = "client-cache"  # dropped from the kernel only
         mark_steady(res, self.steady)
         if self.hooks:
             res = self.hooks.after_phase(None, res)
@@ -218,6 +229,12 @@ class PhaseRunner:
             res.cache = self.cache_state(False)
         elif spec.direct:
             res.cache = "direct"
+        elif res.cache == "dropped" and client_cache(self.target.fs_type):
+            res.cache = "client-cache"  # written, then dropped from the kernel only
+        if spec.files:
+            layout = phase_layout(self.target, os.path.join(self.run_dir, spec.files[0].path))
+            if layout:
+                res.extra["layout"] = layout
         res.extra["engine"] = getattr(engine or self.engine, "name", "?")
         mark_steady(res, spec.steady or self.steady)
         if why:

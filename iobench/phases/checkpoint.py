@@ -257,7 +257,7 @@ def _torch_save_load(params: dict[str, Any], runner: Any, state: list[dict[str, 
     for p in paths:
         drop_file_cache(p)
     if runner.cache_state(False) != "dropped":
-        cache = "buffered"
+        cache = "client-cache" if runner.cache_state(False) == "client-cache" else "buffered"
 
     def load(i: int, st: WorkerStats) -> None:
         t0 = time.perf_counter_ns()
