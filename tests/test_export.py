@@ -1,0 +1,250 @@
+"""Exports: CSV per phase, the per-interval series, the history table as CSV/Parquet/JSON, and
+the history schema (timestamps, setup columns) that older files still read into."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from factories import MiB, make_phase, make_run
+
+from iobench import export, history
+from iobench.results import dumps
+
+UTC = dt.timezone.utc
+OLD_COLUMNS = history.COLUMNS[: history.COLUMNS.index("iobench_version") + 1]
+
+
+def _phase(name="seq-read-bs128k", op="read", **kw):
+    p = make_phase(name, op, bandwidth=[100 * MiB, 120 * MiB], latency_p99=[0.002])
+    p.block_size = 128 * 1024
+    p.concurrency = 4
+    p.bytes = 64 * MiB
+    p.ops = 512
+    p.extra = {"engine": "fio"}
+    for k, v in kw.items():
+        setattr(p, k, v)
+    return p
+
+
+def _write_history_1(url: Path, run) -> Path:
+    """A file as iobench wrote it before history-2: started_at a string, no setup columns."""
+    rows = [{c: r[c] for c in OLD_COLUMNS} for r in history.metric_rows(run)]
+    types = {"repeat": pa.int64(), "schema_version": pa.int64(), "value": pa.float64()}
+    types["aggregate"] = pa.bool_()
+    schema = pa.schema([pa.field(c, types.get(c, pa.string())) for c in OLD_COLUMNS])
+    schema = schema.with_metadata(
+        {history.RESULT_KEY: dumps(run).encode(), history.SCHEMA_KEY: b"1"}
+    )
+    url.mkdir(parents=True, exist_ok=True)
+    path = url / f"{run.run_id}.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+    return path
+
+
+# --- the history schema --------------------------------------------------------------------
+
+
+def test_new_files_hold_a_utc_timestamp_and_the_setup_of_each_phase(tmp_path):
+    run = make_run(started_at="2025-03-04T05:06:07.890+02:00", phases=[_phase()])
+    run.verdict = {"result": "fail", "reasons": ["read"]}
+    path = history.append(run, str(tmp_path / "h"))
+    table = pq.read_table(path)
+    assert table.schema.field("started_at").type == pa.timestamp("us", tz="UTC")
+    row = table.to_pylist()[0]
+    assert row["started_at"] == dt.datetime(2025, 3, 4, 3, 6, 7, 890000, tzinfo=UTC)
+    assert (row["block_size"], row["jobs"], row["cache"]) == (131072, 4, "direct")
+    assert (row["phase_engine"], row["engine"], row["verdict"]) == ("fio", "posix", "fail")
+
+
+def test_older_files_read_beside_new_ones(tmp_path):
+    url = tmp_path / "h"
+    old = make_run(
+        "20250101T000000Z-aaaaaa", started_at="2025-01-01T00:00:00.000+00:00", phases=[_phase()]
+    )
+    new = make_run(
+        "20250102T000000Z-bbbbbb", started_at="2025-01-02T00:00:00.000+00:00", phases=[_phase()]
+    )
+    _write_history_1(url, old)
+    history.append(new, str(url))
+    table, warnings = history.read_history(str(url))
+    assert warnings == []
+    assert table.schema == history._arrow_schema()
+    by_run = {r["run_id"]: r for r in table.to_pylist() if r["aggregate"]}
+    assert by_run[old.run_id]["started_at"] == dt.datetime(2025, 1, 1, tzinfo=UTC)
+    assert by_run[old.run_id]["block_size"] is None and by_run[old.run_id]["jobs"] is None
+    assert by_run[new.run_id]["block_size"] == 131072
+    points = history.trend("seq-read-bs128k.bandwidth", str(url))
+    assert [p.started_at for p in points] == [
+        "2025-01-01T00:00:00.000+00:00",
+        "2025-01-02T00:00:00.000+00:00",
+    ]
+    assert [r.run_id for r in history.list_runs(str(url))] == [old.run_id, new.run_id]
+
+
+# --- per-phase and per-interval CSV ---------------------------------------------------------
+
+
+def test_phase_rows_one_per_phase_plus_the_loader():
+    loader = {"au": 0.91, "bytes_per_s": 5e8, "load_wait_s": {"mean": 0.001, "p99": 0.004}}
+    run = make_run(phases=[_phase(), _phase("seq-write", "write", cache="buffered")], loader=loader)
+    rows = export.phase_rows(run)
+    assert [r["phase"] for r in rows] == ["seq-read-bs128k", "seq-write", "loader"]
+    first = rows[0]
+    assert list(first) == list(export.PHASE_COLUMNS)
+    assert (first["block_size"], first["jobs"], first["cache"], first["engine"]) == (
+        131072,
+        4,
+        "direct",
+        "fio",
+    )
+    assert first["bandwidth_bps"] == 110 * MiB and first["repeats"] == 2
+    assert rows[1]["cache"] == "buffered"
+    assert (rows[2]["au"], rows[2]["latency_p99_s"], rows[2]["block_size"]) == (0.91, 0.004, None)
+
+
+def test_csv_round_trips_every_digit_and_leaves_missing_cells_empty():
+    run = make_run(phases=[_phase(bandwidth_bps=123456789.123456789)])
+    text = export.to_csv(export.phase_rows(run), export.PHASE_COLUMNS)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert len(rows) == 1
+    assert float(rows[0]["bandwidth_bps"]) == 123456789.123456789
+    assert rows[0]["au"] == "" and rows[0]["verdict"] == ""
+
+
+def test_series_rows_one_per_interval_with_its_time_span():
+    p = _phase(series=[10.0, 20.0, 30.0], ops_series=[1.0, 2.0], series_interval_s=0.5)
+    rows = export.series_rows(make_run(phases=[p]))
+    got = [
+        (r["interval"], r["t_start_s"], r["t_end_s"], r["bandwidth_bps"], r["iops"]) for r in rows
+    ]
+    assert got == [(0, 0.0, 0.5, 10.0, 1.0), (1, 0.5, 1.0, 20.0, 2.0), (2, 1.0, 1.5, 30.0, None)]
+
+
+def test_write_output_refuses_a_symlink_and_a_directory(tmp_path):
+    from iobench.errors import UsageError
+
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    link = tmp_path / "out.csv"
+    os.symlink(victim, link)
+    with pytest.raises(UsageError, match="symlink"):
+        export.write_output(link, b"x", "--csv")
+    with pytest.raises(UsageError, match="not a regular file"):
+        export.write_output(tmp_path, b"x", "--csv")
+    assert victim.read_text() == "keep"
+    export.write_output(tmp_path / "ok.csv", b"a,b\n", "--csv")
+    assert (tmp_path / "ok.csv").read_bytes() == b"a,b\n"
+
+
+# --- the history command --------------------------------------------------------------------
+
+
+@pytest.fixture
+def stored(tmp_path):
+    url = tmp_path / "history"
+    runs = [
+        make_run(
+            f"2025010{i}T000000Z-abcde{i}",
+            started_at=f"2025-01-0{i}T10:20:30.456+00:00",
+            workload="sequential-write" if i < 3 else "rand-read",
+            phases=[_phase()],
+        )
+        for i in (1, 2, 3)
+    ]
+    _write_history_1(url, runs[0])
+    for r in runs[1:]:
+        history.append(r, str(url))
+    return str(url), runs
+
+
+def test_history_list_prints_whole_timestamps_in_aligned_columns(cli, stored):
+    url, runs = stored
+    r = cli("history", "list", "--history", url)
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[0].split() == [
+        "run",
+        "id",
+        "started",
+        "(UTC)",
+        "workload",
+        "status",
+        "engine",
+        "phases",
+    ]
+    assert lines[1].split() == [runs[0].run_id, "2025-01-01", "10:20:30Z", "sequential-write", "complete", "posix", "1"]  # fmt: skip
+    # every column starts where its header starts
+    starts = [lines[0].index(h) for h in ("started", "workload", "status", "engine")]
+    for line in lines[1:]:
+        assert [line[s - 1] for s in starts] == [" "] * 4
+        assert line[starts[1] :].startswith(("sequential-write", "rand-read"))
+    assert len({len(line) for line in lines[1:]}) == 1
+
+
+def test_history_list_json(cli, stored):
+    url, runs = stored
+    r = cli("history", "list", "--history", url, "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert [d["run_id"] for d in doc] == [x.run_id for x in runs]
+    assert doc[0]["started_at"] == "2025-01-01T10:20:30.456+00:00"
+    assert doc[0]["phases"] == ["seq-read-bs128k"]
+
+
+def test_history_show_latest_as_compare_takes_it(cli, stored):
+    url, runs = stored
+    r = cli("history", "show", "latest", "--history", url, "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["run_id"] == runs[2].run_id
+    r = cli("history", "show", "latest~2", "--history", url, "--json")
+    assert json.loads(r.out)["run_id"] == runs[0].run_id
+    r = cli("history", "show", "latest~5", "--history", url)
+    assert r.code == 2 and "holds 3 runs" in r.err
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+def test_history_export_every_format(cli, stored, tmp_path, fmt):
+    url, runs = stored
+    out = tmp_path / f"all.{fmt}"
+    r = cli("history", "export", "--history", url, "--format", fmt, "--output", out)
+    assert r.code == 0, r.err
+    assert r.err.strip().endswith(f"written to {out}")
+    expected = history.read_history(url)[0]
+    if fmt == "parquet":
+        table = pq.read_table(out)
+        assert table.equals(expected)
+        return
+    if fmt == "csv":
+        rows = list(csv.DictReader(out.open()))
+        assert list(rows[0]) == list(history.COLUMNS)
+    else:
+        rows = json.loads(out.read_text())
+    assert len(rows) == expected.num_rows
+    assert rows[0]["started_at"] == "2025-01-01T10:20:30.456+00:00"
+    assert {r["run_id"] for r in rows} == {x.run_id for x in runs}
+
+
+def test_history_export_to_stdout_and_by_workload(cli, stored):
+    url, runs = stored
+    r = cli("history", "export", "--history", url, "--workload", "rand-read")
+    assert r.code == 0, r.err
+    rows = list(csv.DictReader(io.StringIO(r.out)))
+    assert rows and {row["run_id"] for row in rows} == {runs[2].run_id}
+
+
+def test_history_export_bad_input_writes_nothing(cli, stored, tmp_path):
+    url, _runs = stored
+    r = cli("history", "export", "--history", url, "--format", "parquet")
+    assert (r.code, r.err) == (2, "iobench: error: parquet is binary: give --output FILE\n")
+    r = cli("history", "export", "--history", url, "--format", "xlsx", "--output", tmp_path / "x")
+    assert r.code == 2 and "expected csv, parquet or json" in r.err
+    assert not (tmp_path / "x").exists()
+    assert Path(url).is_dir()
