@@ -61,6 +61,30 @@ def _render_run(run, as_json: bool) -> str:
     return report.render_terminal(run)
 
 
+def check_exports(csv_path: str | None, series_csv: str | None) -> None:
+    """Refuse a bad --csv/--series-csv path before anything runs (exit 2, nothing written)."""
+    from .export import check_output
+
+    for path, flag in ((csv_path, "--csv"), (series_csv, "--series-csv")):
+        if path:
+            check_output(path, flag)
+
+
+def write_exports(run, csv_path: str | None, series_csv: str | None) -> None:
+    """--csv: one row per phase; --series-csv: one row per phase x interval. Rank 0 only;
+    a partial run's rows are written too (its status column says so)."""
+    if run is None or not (csv_path or series_csv) or not _lead():
+        return
+    from . import export
+
+    if csv_path:
+        text = export.to_csv(export.phase_rows(run), export.PHASE_COLUMNS)
+        export.write_output(csv_path, text.encode(), "--csv")
+    if series_csv:
+        text = export.to_csv(export.series_rows(run), export.SERIES_COLUMNS)
+        export.write_output(series_csv, text.encode(), "--series-csv")
+
+
 def finish_run(outcome, as_json: bool, quiet: bool = False) -> int:
     """Print a run's result, then turn its error (if any) into the exit status.
 
@@ -76,6 +100,17 @@ def finish_run(outcome, as_json: bool, quiet: bool = False) -> int:
     if outcome.error is not None:
         raise outcome.error
     return ExitStatus.OK
+
+
+CSV_OPTION = typer.Option(
+    None, "--csv", metavar="FILE", help="Also write one CSV row per phase to FILE."
+)
+SERIES_CSV_OPTION = typer.Option(
+    None,
+    "--series-csv",
+    metavar="FILE",
+    help="Also write the per-interval bandwidth and IOPS of every phase to FILE as CSV.",
+)
 
 
 @app.command()
@@ -109,16 +144,20 @@ def run(
         None, "--history", help="History URL to append this run to."
     ),
     no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
+    csv_path: str | None = CSV_OPTION,
+    series_csv: str | None = SERIES_CSV_OPTION,
 ) -> int:
     """Run one workload against TARGET and print what it measured."""
     from . import api
 
+    check_exports(csv_path, series_csv)
     outcome = api.run(
         workload, target, engine=engine, sets=set_, jobs=jobs, direct=direct, time=time_,
         repeat=repeat, output=output, keep=keep, verify=verify,
         progress_factory=progress_factory(quiet or not _lead()),
         history=None if no_history else (history or ""),
     )  # fmt: skip
+    write_exports(outcome.run, csv_path, series_csv)
     return finish_run(outcome, as_json, quiet)
 
 
@@ -208,4 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-__all__ = ["app", "main", "out", "err", "finish_run", "progress_factory"]
+__all__ = [
+    "app", "main", "out", "err", "finish_run", "progress_factory", "check_exports",
+    "write_exports", "CSV_OPTION", "SERIES_CSV_OPTION",
+]  # fmt: skip

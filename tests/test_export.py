@@ -248,3 +248,37 @@ def test_history_export_bad_input_writes_nothing(cli, stored, tmp_path):
     assert r.code == 2 and "expected csv, parquet or json" in r.err
     assert not (tmp_path / "x").exists()
     assert Path(url).is_dir()
+
+
+# --- --csv and --series-csv on a real run ----------------------------------------------------
+
+
+def test_run_csv_one_row_per_phase_and_the_series(cli, planted, tmp_path):
+    from conftest import SMALL
+
+    out, pcsv, scsv = tmp_path / "out", tmp_path / "phases.csv", tmp_path / "series.csv"
+    args = ["--output", out, "--json", "--quiet", "--csv", pcsv, "--series-csv", scsv]
+    r = cli("run", "sequential-write", planted.path, *SMALL["sequential-write"], *args)
+    assert r.code == 0, r.err
+    res = json.loads(r.out)
+    rows = list(csv.DictReader(pcsv.open()))
+    assert [(x["phase"], x["op"]) for x in rows] == [(p["name"], p["op"]) for p in res["phases"]]
+    for row, p in zip(rows, res["phases"], strict=True):
+        assert float(row["bandwidth_bps"]) == p["bandwidth_bps"]
+        assert int(row["block_size"]) == p["block_size"] and int(row["bytes"]) == p["bytes"]
+        assert row["run_id"] == res["run_id"]
+    series = list(csv.DictReader(scsv.open()))
+    expected = [(p["name"], v) for p in res["phases"] for v in p["series"]]
+    assert [(x["phase"], float(x["bandwidth_bps"])) for x in series] == expected
+    assert len(series) > 0
+
+
+def test_run_csv_bad_path_exit_2_before_the_run(cli, planted, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    os.symlink(victim, tmp_path / "link.csv")
+    out = tmp_path / "out"
+    for bad, why in ((tmp_path / "link.csv", "is a symlink"), (tmp_path, "not a regular file")):
+        r = cli("run", "sequential-write", planted.path, "--output", out, "--csv", bad)
+        assert r.code == 2 and r.err.startswith(f"iobench: error: --csv {bad} ") and why in r.err
+    assert victim.read_text() == "keep" and not out.exists()

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from ..cli import app, out, progress_factory
+from ..cli import (
+    CSV_OPTION,
+    SERIES_CSV_OPTION,
+    app,
+    check_exports,
+    out,
+    progress_factory,
+    write_exports,
+)
 
 
 @app.command()
@@ -40,6 +48,8 @@ def qualify(
     as_json: bool = typer.Option(False, "--json", help="Print result.json instead of the table."),
     keep: bool = typer.Option(False, "--keep", help="Keep the run directory on the target."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    csv_path: str | None = CSV_OPTION,
+    series_csv: str | None = SERIES_CSV_OPTION,
 ) -> int:
     """Qualify TARGET: every phase, the loader, the estimate, and a pass/fail verdict (exit 0/1)."""
     from ..api import append_history, check_history_url
@@ -48,6 +58,8 @@ def qualify(
     from ..qualify import run_qualify
 
     lead = is_lead_rank()  # under torchrun rank 0 prints, appends and writes the report
+    if not dry_run:
+        check_exports(csv_path, series_csv)
     if not no_history:
         check_history_url(history or "")
     outcome, plan_text = run_qualify(
@@ -66,6 +78,7 @@ def qualify(
         return ExitStatus.OK if outcome.run.verdict["result"] == "pass" else ExitStatus.FAILED
     if not no_history:
         append_history(outcome, history or "")
+    write_exports(outcome.run, csv_path, series_csv)
     from .. import report, results
 
     run = outcome.run
