@@ -24,9 +24,24 @@ app = typer.Typer(
 _state = {"debug": False}
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        out(f"iobench {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
 ) -> None:
     _state["debug"] = debug
 
@@ -39,6 +54,19 @@ def out(text: str) -> None:
 def err(text: str) -> None:
     """Write a line to stderr."""
     sys.stderr.write(text if text.endswith("\n") else text + "\n")
+
+
+def deprecated(old: str, new: str, old_value, new_value):
+    """The value of an option renamed from ``old`` to ``new``: the old spelling still works,
+    with one warning line on stderr; giving both is a usage error."""
+    if old_value is None:
+        return new_value
+    err(f"iobench: warning: {old} is deprecated; use {new}")
+    if new_value is not None:
+        from .errors import UsageError
+
+        raise UsageError(f"give {new} once (not also {old}, its old name)")
+    return old_value
 
 
 def progress_factory(quiet: bool):
@@ -195,6 +223,65 @@ def _click_exceptions():
     return click.exceptions
 
 
+# What to type after an option, by option name; others by type (N, X, TEXT).
+METAVARS = {
+    "--set": "KEY=VALUE",
+    "--history": "URL",
+    "--output": "DIR",
+    "--engine": "NAME",
+    "--profile": "NAME",
+    "--workload": "NAME",
+    "--time": "DURATION",
+    "--format": "FORMAT",
+    "--threshold": "PERCENT",
+    "--baseline": "RUN",
+    "--html": "FILE",
+    "--svg": "FILE",
+    "--host-mem": "SIZE",
+    "--require": "KEY=VALUE,...",
+    "--compute": "sleep|gpu",
+    "--fail-on": "regression|never",
+}
+
+
+def _type_name(param) -> str:
+    """The declared Python type of a parameter (typer >= 0.2x) or click's type name."""
+    desc = getattr(param, "type_descriptor", None)
+    ann = getattr(desc, "annotation", None)
+    if ann is not None:
+        return getattr(ann, "__name__", str(ann))
+    return str(getattr(getattr(param, "type", None), "name", "text"))
+
+
+def plain_metavars(command) -> None:
+    """Show what to type, never a Python type: typer >= 0.2x prints ``<bool>`` beside flags and
+    ``<list[str]>`` beside ``--set``. Flags get none, arguments their name in capitals, options
+    :data:`METAVARS` or N / X / TEXT."""
+    for sub in getattr(command, "commands", {}).values():
+        plain_metavars(sub)
+    make_help = getattr(command, "get_help_option", None)
+    if make_help is not None:  # -h/--help is made per call: tidy each one
+
+        def get_help_option(ctx, _make=make_help):
+            option = _make(ctx)
+            if option is not None:
+                option.metavar = ""
+            return option
+
+        command.get_help_option = get_help_option
+    for p in getattr(command, "params", []):
+        if getattr(p, "param_type_name", "") == "argument":
+            if p.metavar is None:
+                p.metavar = (p.name or "").upper()
+            p.display_type_rich = lambda ctx: None  # the name says it all
+        elif getattr(p, "is_flag", False) or getattr(p, "count", False):
+            p.metavar = ""
+        elif p.metavar is None:
+            name = next((o for o in p.opts if o.startswith("--")), "")
+            kind = _type_name(p)
+            p.metavar = METAVARS.get(name) or {"int": "N", "float": "X"}.get(kind, "TEXT")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, map every error to one line and an exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -205,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _register_optional_commands()
         cmd = typer.main.get_command(app)
+        plain_metavars(cmd)
         rv = cmd.main(args=args, prog_name="iobench", standalone_mode=False)
         code = int(rv) if isinstance(rv, int) else 0
     except IobenchError as e:
@@ -249,5 +337,5 @@ def main(argv: list[str] | None = None) -> int:
 
 __all__ = [
     "app", "main", "out", "err", "finish_run", "progress_factory", "check_exports",
-    "write_exports", "CSV_OPTION", "SERIES_CSV_OPTION",
+    "write_exports", "CSV_OPTION", "SERIES_CSV_OPTION", "deprecated",
 ]  # fmt: skip

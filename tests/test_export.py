@@ -214,7 +214,7 @@ def test_history_show_latest_as_compare_takes_it(cli, stored):
 def test_history_export_every_format(cli, stored, tmp_path, fmt):
     url, runs = stored
     out = tmp_path / f"all.{fmt}"
-    r = cli("history", "export", "--history", url, "--format", fmt, "--output", out)
+    r = cli("history", "export", out, "--history", url, "--format", fmt)
     assert r.code == 0, r.err
     assert r.err.strip().endswith(f"written to {out}")
     expected = history.read_history(url)[0]
@@ -232,6 +232,15 @@ def test_history_export_every_format(cli, stored, tmp_path, fmt):
     assert {r["run_id"] for r in rows} == {x.run_id for x in runs}
 
 
+def test_history_export_format_from_the_file_name(cli, stored, tmp_path):
+    url, _runs = stored
+    r = cli("history", "export", tmp_path / "h.parquet", "--history", url)
+    assert r.code == 0, r.err
+    assert pq.read_table(tmp_path / "h.parquet").num_rows == history.read_history(url)[0].num_rows
+    r = cli("history", "export", tmp_path / "h.txt", "--history", url)
+    assert (tmp_path / "h.txt").read_text().startswith("run_id,started_at,")
+
+
 def test_history_export_to_stdout_and_by_workload(cli, stored):
     url, runs = stored
     r = cli("history", "export", "--history", url, "--workload", "rand-read")
@@ -243,8 +252,9 @@ def test_history_export_to_stdout_and_by_workload(cli, stored):
 def test_history_export_bad_input_writes_nothing(cli, stored, tmp_path):
     url, _runs = stored
     r = cli("history", "export", "--history", url, "--format", "parquet")
-    assert (r.code, r.err) == (2, "iobench: error: parquet is binary: give --output FILE\n")
-    r = cli("history", "export", "--history", url, "--format", "xlsx", "--output", tmp_path / "x")
+    expected = "iobench: error: parquet is binary: give a FILE (history export FILE)\n"
+    assert (r.code, r.err) == (2, expected)
+    r = cli("history", "export", tmp_path / "x", "--history", url, "--format", "xlsx")
     assert r.code == 2 and "expected csv, parquet or json" in r.err
     assert not (tmp_path / "x").exists()
     assert Path(url).is_dir()

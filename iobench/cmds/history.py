@@ -19,9 +19,9 @@ def history(
     ),
     arg: str = typer.Argument(
         None,
-        metavar="[RUN|METRIC]",
-        help="RUN for show (run id, prefix, latest or latest~N), METRIC (e.g. "
-        "seq-read.bandwidth) for trend.",
+        metavar="RUN|METRIC|FILE",
+        help="show: RUN (run id, prefix, latest or latest~N); trend: METRIC (e.g. "
+        "seq-read.bandwidth); export: FILE to write (default: stdout).",
     ),
     url: str = typer.Option(
         None,
@@ -39,13 +39,10 @@ def history(
         False, "--json", help="list: the runs as JSON; show: the result JSON."
     ),
     fmt: str = typer.Option(
-        "csv", "--format", metavar="FORMAT", help="export: csv | parquet | json."
-    ),
-    output: str = typer.Option(
         None,
-        "--output",
-        metavar="FILE",
-        help="export: write to FILE (default: stdout; parquet needs a file).",
+        "--format",
+        metavar="FORMAT",
+        help="export: csv | parquet | json (default: FILE's extension, else csv).",
     ),
 ) -> int:
     """Runs kept in the Parquet history, one immutable file per run."""
@@ -69,18 +66,22 @@ def history(
     if action == "export":
         from .. import export
 
+        output = arg
+        if fmt is None:
+            ext = Path(output).suffix.lstrip(".").lower() if output else ""
+            fmt = ext if ext in export.HISTORY_FORMATS else "csv"
         if fmt not in export.HISTORY_FORMATS:
             raise UsageError(f"--format: expected csv, parquet or json, got {fmt!r}")
         if fmt == "parquet" and not output:
-            raise UsageError("parquet is binary: give --output FILE")
+            raise UsageError("parquet is binary: give a FILE (history export FILE)")
         if output:
-            export.check_output(output, "--output")
+            export.check_output(output, "export")
         table, warnings = export.history_rows(url, workload)
         for w in warnings:
             warn(w)
         data = export.encode_history(table, fmt)
         if output:
-            export.write_output(output, data, "--output")
+            export.write_output(output, data, "export")
             err(f"history: {table.num_rows} rows written to {output}")
         else:
             sys.stdout.write(data.decode())
@@ -88,9 +89,12 @@ def history(
     if action == "show":
         if not arg:
             raise UsageError("history show needs a RUN id", hint="see iobench history list")
-        from ..compare import resolve
+        if arg.strip().startswith("latest"):  # as compare takes it; run ids are timestamps
+            from ..compare import resolve
 
-        run = resolve(arg, url, workload, what="run", on_warning=warn)
+            run = resolve(arg, url, workload, what="run", on_warning=warn)
+        else:
+            run = hist.get_run(arg, url, on_warning=warn)
         out(results.dumps(run) if as_json else report.render_terminal(run))
         return 0
     if action == "trend":
@@ -102,13 +106,13 @@ def history(
             out(f"no values of {arg} in history")
             return 0
         unit = hist.ALL_METRICS.get(metric, (None, ""))[1]
-        fmt = {"B/s": format_rate, "s": format_seconds}.get(unit, lambda v: format_count(v))
-        values = [fmt(p.value) for p in points]
+        show = {"B/s": format_rate, "s": format_seconds}.get(unit, lambda v: format_count(v))
+        values = [show(p.value) for p in points]
         width = max(len(arg), *(len(v) for v in values))
         out(f"{'started (UTC)':<20}  {'run id':<28} {arg:>{width}}  over repeats")
         for p, value in zip(points, values, strict=True):
             s = p.spread
-            spread = format_spread(s.n, s.min, s.max, s.cv, fmt)
+            spread = format_spread(s.n, s.min, s.max, s.cv, show)
             out(f"{_when(p.started_at):<20}  {p.run_id:<28} {value:>{width}}  {spread}")
         if svg:
             results.atomic_write_bytes(Path(svg), hist.trend_svg(points, arg, unit).encode())
