@@ -87,6 +87,8 @@ def test_qualify_help_names_the_defaults_the_dry_run_uses(cli, planted, tmp_path
     r = cli("qualify", planted.path, "--dry-run")
     assert r.code == 0, r.err
     assert profile in r.out and profile == qualify.DEFAULT_PROFILE
+    gpus = re.search(r"Accelerators the storage must feed \(default (\d+)\)", text).group(1)
+    assert f"for {profile} x {gpus} GPU(s)" in r.out
     assert "budget 3.0 min" in r.out and parse_duration(budget) == 180.0
     r = cli("qualify", planted.path, "--dry-run", "--quick")
     assert "budget 30.00 s" in r.out
@@ -127,3 +129,63 @@ def test_history_help_matches_its_actions(cli, tmp_path):
     assert r.code == 2 and "list, show RUN, trend METRIC or export" in r.err
     r = cli("history", "list", "--json", "--history", tmp_path / "h")
     assert (r.code, json.loads(r.out)) == (0, [])
+
+
+# Every default a help text names in words, and how the command's behaviour is checked against
+# it (a new "(default ...)" must be added here, with its check).
+def _check_history_default(text: str, monkeypatch) -> None:
+    from pathlib import Path
+
+    from iobench.history import default_history_url
+
+    monkeypatch.delenv("IOBENCH_HISTORY", raising=False)
+    assert default_history_url() == str(Path(text).expanduser())
+
+
+def _check_output_default(text: str, monkeypatch) -> None:
+    from pathlib import Path
+
+    from iobench.runner import output_dir_for
+
+    assert text == "./iobench-results/RUN_ID"
+    assert output_dir_for(None, "RUN_ID") == Path(text)
+
+
+NAMED_DEFAULTS = {
+    ("run", "--engine"): "posix, fsspec for URLs",
+    ("run", "--output"): _check_output_default,
+    ("loader", "--gpus"): "1",
+    ("loader", "--workers"): "the profile's",
+    ("loader", "--steps"): "every full batch",
+    ("loader", "--epochs"): "the profile's",
+    ("loader", "--direct"): "when the target takes them",
+    ("loader", "--output"): _check_output_default,
+    ("estimate", "--gpus"): "doubling until it falls",
+    ("estimate", "--min-au"): "the profile's au_min",
+    ("datasize", "--host-mem"): "this host's RAM",
+    ("qualify", "--profile"): qualify.DEFAULT_PROFILE,  # the dry run's: see the test above
+    ("qualify", "--gpus"): "1",
+    ("qualify", "--budget"): "3m; --quick 30s",
+    ("qualify", "--checkpoint"): "105GB",
+    ("qualify", "--output"): _check_output_default,
+    ("qualify", "--history"): _check_history_default,
+    ("history", "arg"): "stdout",
+    ("history", "--history"): _check_history_default,
+    ("history", "--format"): "FILE's extension, else csv",
+}
+
+
+def test_every_named_default_is_registered_and_true(monkeypatch):
+    found = {}
+    for name, cmd in _commands().items():
+        for p in cmd.params:
+            for m in re.finditer(r"\(default:? ([^)]*)\)", p.help or ""):
+                key = (name, p.opts[0] if p.param_type_name == "option" else p.name)
+                found[key] = m.group(1)
+    assert set(found) == set(NAMED_DEFAULTS)
+    for key, text in found.items():
+        check = NAMED_DEFAULTS[key]
+        if callable(check):
+            check(text, monkeypatch)
+        else:
+            assert text == check, key
