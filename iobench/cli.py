@@ -113,8 +113,14 @@ def write_exports(run, csv_path: str | None, series_csv: str | None) -> None:
         export.write_output(series_csv, text.encode(), "--series-csv")
 
 
-def finish_run(outcome, as_json: bool, quiet: bool = False) -> int:
-    """Print a run's result, then turn its error (if any) into the exit status.
+def finish_run(
+    outcome,
+    as_json: bool,
+    quiet: bool = False,
+    exports: tuple[str | None, str | None] = (None, None),
+) -> int:
+    """Print a run's result, write its --csv/--series-csv ``exports``, then turn its error
+    (if any) into the exit status.
 
     Under torchrun only rank 0 prints: the other ranks' figures are inside its aggregate.
     """
@@ -125,6 +131,7 @@ def finish_run(outcome, as_json: bool, quiet: bool = False) -> int:
     out(_render_run(outcome.run, as_json))
     if outcome.result_path and not as_json:
         out(f"result: {outcome.result_path}")
+    write_exports(outcome.run, *exports)
     if outcome.error is not None:
         raise outcome.error
     return ExitStatus.OK
@@ -185,8 +192,7 @@ def run(
         progress_factory=progress_factory(quiet or not _lead()),
         history=None if no_history else (history or ""),
     )  # fmt: skip
-    write_exports(outcome.run, csv_path, series_csv)
-    return finish_run(outcome, as_json, quiet)
+    return finish_run(outcome, as_json, quiet, (csv_path, series_csv))
 
 
 @app.command()

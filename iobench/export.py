@@ -207,10 +207,19 @@ def check_output(path: str, what: str) -> Path:
     return p
 
 
+def _atomic_write(path: Path, data: bytes) -> None:
+    from .results import atomic_write_bytes
+
+    atomic_write_bytes(path, data)
+
+
 def write_output(path: str | os.PathLike, data: bytes, what: str = "output") -> None:
     """Write one output file (atomically). The single place exports write: the safe-output
     rule (regular files only, never an input, never through a symlink) applies here."""
-    from .results import atomic_write_bytes
+    from .errors import StoreError
 
     p = check_output(str(path), what)
-    atomic_write_bytes(p, data)
+    try:
+        _atomic_write(p, data)
+    except OSError as e:
+        raise StoreError(f"cannot write {what} {path}: {e.strerror or e}") from None

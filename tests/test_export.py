@@ -292,3 +292,20 @@ def test_run_csv_bad_path_exit_2_before_the_run(cli, planted, tmp_path):
         r = cli("run", "sequential-write", planted.path, "--output", out, "--csv", bad)
         assert r.code == 2 and r.err.startswith(f"iobench: error: --csv {bad} ") and why in r.err
     assert victim.read_text() == "keep" and not out.exists()
+
+
+def test_run_csv_write_failure_exit_4_after_the_result(cli, planted, tmp_path, monkeypatch):
+    import errno
+
+    from conftest import SMALL
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    out, pcsv = tmp_path / "out", tmp_path / "phases.csv"
+    monkeypatch.setattr(export, "_atomic_write", full)
+    r = cli("run", "sequential-write", planted.path, *SMALL["sequential-write"], "--output", out,
+            "--quiet", "--csv", pcsv, "--no-history")  # fmt: skip
+    assert r.code == 4
+    assert r.err == f"iobench: error: cannot write --csv {pcsv}: No space left on device\n"
+    assert f"result: {out / 'result.json'}" in r.out and not pcsv.exists()

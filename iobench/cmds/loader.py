@@ -12,7 +12,6 @@ from ..cli import (
     check_exports,
     finish_run,
     progress_factory,
-    write_exports,
 )
 
 
@@ -72,5 +71,4 @@ def loader(
     )  # fmt: skip
     if not no_history and is_lead_rank():
         append_history(outcome, history or "")
-    write_exports(outcome.run, csv_path, series_csv)
-    return finish_run(outcome, as_json, quiet)
+    return finish_run(outcome, as_json, quiet, (csv_path, series_csv))

@@ -101,7 +101,6 @@ def qualify(
         return ExitStatus.OK if outcome.run.verdict["result"] == "pass" else ExitStatus.FAILED
     if not no_history:
         append_history(outcome, history or "")
-    write_exports(outcome.run, csv_path, series_csv)
     from .. import report, results
 
     run = outcome.run
@@ -110,6 +109,7 @@ def qualify(
         out(f"result: {outcome.result_path}")
         out(f"report: {outcome.result_path.parent / 'report.html'}")
         out(f"verdict: {run.verdict['result'].upper()}")
+    write_exports(run, csv_path, series_csv)
     if outcome.error is not None:
         raise outcome.error
     return ExitStatus.OK if run.verdict["result"] == "pass" else ExitStatus.FAILED
