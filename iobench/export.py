@@ -11,6 +11,7 @@ import csv
 import datetime as _dt
 import io
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -154,13 +155,18 @@ def to_csv(rows: list[dict[str, Any]], columns: tuple[str, ...] | list[str]) -> 
 
 
 def to_json(rows: list[dict[str, Any]]) -> str:
-    """A JSON array of row objects; timestamps as ISO 8601 text."""
+    """A JSON array of row objects; timestamps as ISO 8601 text, NaN and infinities as null
+    (strict JSON has neither)."""
 
     def default(o: Any) -> Any:
         if isinstance(o, _dt.datetime):
             return o.isoformat(timespec="milliseconds")
         raise TypeError(f"{type(o).__name__} is not JSON serializable")
 
+    def finite(v: Any) -> Any:
+        return None if isinstance(v, float) and not math.isfinite(v) else v
+
+    rows = [{k: finite(v) for k, v in r.items()} for r in rows]
     return json.dumps(rows, indent=1, default=default, allow_nan=False) + "\n"
 
 

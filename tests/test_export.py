@@ -309,3 +309,12 @@ def test_run_csv_write_failure_exit_4_after_the_result(cli, planted, tmp_path, m
     assert r.code == 4
     assert r.err == f"iobench: error: cannot write --csv {pcsv}: No space left on device\n"
     assert f"result: {out / 'result.json'}" in r.out and not pcsv.exists()
+
+
+def test_json_has_no_nan_and_an_empty_history_exports(cli, tmp_path):
+    when = dt.datetime(2025, 1, 1, tzinfo=UTC)
+    text = export.to_json([{"value": float("nan"), "x": float("inf"), "started_at": when}])
+    assert json.loads(text) == [{"value": None, "x": None, "started_at": "2025-01-01T00:00:00.000+00:00"}]  # fmt: skip
+    for fmt, expected in (("csv", ",".join(history.COLUMNS) + "\n"), ("json", "[]\n")):
+        r = cli("history", "export", "--history", tmp_path / "none", "--format", fmt)
+        assert (r.code, r.out) == (0, expected)
