@@ -95,7 +95,9 @@ def test_older_files_read_beside_new_ones(tmp_path):
 def test_phase_rows_one_per_phase_plus_the_loader():
     loader = {"au": 0.91, "bytes_per_s": 5e8, "load_wait_s": {"mean": 0.001, "p99": 0.004}}
     run = make_run(phases=[_phase(), _phase("seq-write", "write", cache="buffered")], loader=loader)
+    run.verdict = {"result": "pass", "reasons": []}
     rows = export.phase_rows(run)
+    assert {r["verdict"] for r in rows} == {"pass"}
     assert [r["phase"] for r in rows] == ["seq-read-bs128k", "seq-write", "loader"]
     first = rows[0]
     assert list(first) == list(export.PHASE_COLUMNS)
@@ -318,3 +320,14 @@ def test_json_has_no_nan_and_an_empty_history_exports(cli, tmp_path):
     for fmt, expected in (("csv", ",".join(history.COLUMNS) + "\n"), ("json", "[]\n")):
         r = cli("history", "export", "--history", tmp_path / "none", "--format", fmt)
         assert (r.code, r.out) == (0, expected)
+
+
+def test_loader_csv_has_the_loader_row(cli, planted, tmp_path):
+    from test_loader import run_loader_cli, tiny_profile
+
+    pcsv = tmp_path / "loader.csv"
+    res = run_loader_cli(cli, planted, tmp_path, "--profile", tiny_profile(tmp_path), "--csv", pcsv)
+    rows = list(csv.DictReader(pcsv.open()))
+    assert [r["phase"] for r in rows] == [p["name"] for p in res["phases"]] + ["loader"]
+    assert float(rows[-1]["au"]) == res["loader"]["au"]
+    assert float(rows[-1]["bandwidth_bps"]) == res["loader"]["bytes_per_s"]
