@@ -161,13 +161,12 @@ def test_fio_phase_feeds_the_progress(tmp_path):
     from iobench.target import StopFlag
 
     seen = Seen()
-    files = (FileSpec("w0.dat", 48 << 20),)
-    # 48 MiB at 16 MiB/s: about 3 s, so fio prints status lines (once a second) on the way;
-    # iobench reads them every 0.2 s while fio runs
+    files = (FileSpec("w0.dat", 64 << 20),)
+    # 64 MiB at 16 MiB/s: about 4 s. fio prints a status line once a second, with figures once
+    # it has them (after 2-3 s here); iobench reads them every 0.2 s and once more at the end
     phase = PhaseSpec("w", "write", files, block_size=1 << 20, rate_bps=16 << 20)
     ctx = EngineContext(str(tmp_path), StopFlag(), progress=seen)
     res = fio.FioEngine().run(phase, ctx)
-    assert res.bytes == 48 << 20
-    # fed while fio ran (iobench reads its status lines only then), never past the size
-    assert seen.done and 0 < seen.done[0] <= 48 << 20
-    assert seen.done == sorted(seen.done) and seen.done[-1] <= 48 << 20
+    assert res.bytes == 64 << 20
+    assert seen.done and 0 < seen.done[0] <= 64 << 20  # fed from fio's own status lines
+    assert seen.done == sorted(seen.done) and seen.done[-1] <= 64 << 20

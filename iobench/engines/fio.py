@@ -597,6 +597,8 @@ class FioEngine(Engine):
             except BaseException:  # Ctrl-C in this thread: fio must not outlive us
                 self._interrupt(proc)
                 raise
+            if eta is not None:
+                eta.poll(out_f.fileno())  # fio's last status line: the bar ends where fio did
             # a terminal's Ctrl-C reaches fio too: it may have ended before we saw the flag
             stopped = stopped or ctx.stop.is_set()
             err_f.seek(0)
