@@ -27,9 +27,24 @@ app = typer.Typer(
 _state = {"debug": False}
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        out(f"iobench {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
 ) -> None:
     _state["debug"] = debug
 
@@ -143,6 +158,19 @@ def _std_fds_open() -> None:
                 pass
 
 
+def deprecated(old: str, new: str, old_value, new_value):
+    """The value of an option renamed from ``old`` to ``new``: the old spelling still works,
+    with one warning line on stderr; giving both is a usage error."""
+    if old_value is None:
+        return new_value
+    err(f"iobench: warning: {old} is deprecated; use {new}")
+    if new_value is not None:
+        from .errors import UsageError
+
+        raise UsageError(f"give {new} once (not also {old}, its old name)")
+    return old_value
+
+
 def progress_factory(quiet: bool):
     from .progress import TqdmProgress
 
@@ -163,8 +191,38 @@ def _render_run(run, as_json: bool) -> str:
     return report.render_terminal(run)
 
 
-def finish_run(outcome, as_json: bool, quiet: bool = False) -> int:
-    """Print a run's result, then turn its error (if any) into the exit status.
+def check_exports(csv_path: str | None, series_csv: str | None) -> None:
+    """Refuse a bad --csv/--series-csv path before anything runs (exit 2, nothing written)."""
+    from .export import check_output
+
+    for path, flag in ((csv_path, "--csv"), (series_csv, "--series-csv")):
+        if path:
+            check_output(path, flag)
+
+
+def write_exports(run, csv_path: str | None, series_csv: str | None) -> None:
+    """--csv: one row per phase; --series-csv: one row per phase x interval. Rank 0 only;
+    a partial run's rows are written too (its status column says so)."""
+    if run is None or not (csv_path or series_csv) or not _lead():
+        return
+    from . import export
+
+    if csv_path:
+        text = export.to_csv(export.phase_rows(run), export.PHASE_COLUMNS)
+        export.write_output(csv_path, text.encode(), "--csv")
+    if series_csv:
+        text = export.to_csv(export.series_rows(run), export.SERIES_COLUMNS)
+        export.write_output(series_csv, text.encode(), "--series-csv")
+
+
+def finish_run(
+    outcome,
+    as_json: bool,
+    quiet: bool = False,
+    exports: tuple[str | None, str | None] = (None, None),
+) -> int:
+    """Print a run's result, write its --csv/--series-csv ``exports``, then turn its error
+    (if any) into the exit status.
 
     Under torchrun only rank 0 prints: the other ranks' figures are inside its aggregate.
     """
@@ -175,9 +233,21 @@ def finish_run(outcome, as_json: bool, quiet: bool = False) -> int:
     out(_render_run(outcome.run, as_json))
     if outcome.result_path and not as_json:
         out(f"result: {outcome.result_path}")
+    write_exports(outcome.run, *exports)
     if outcome.error is not None:
         raise outcome.error
     return ExitStatus.OK
+
+
+CSV_OPTION = typer.Option(
+    None, "--csv", metavar="FILE", help="Also write one CSV row per phase to FILE."
+)
+SERIES_CSV_OPTION = typer.Option(
+    None,
+    "--series-csv",
+    metavar="FILE",
+    help="Also write the per-interval bandwidth and IOPS of every phase to FILE as CSV.",
+)
 
 
 @app.command()
@@ -211,17 +281,20 @@ def run(
         None, "--history", help="History URL to append this run to."
     ),
     no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
+    csv_path: str | None = CSV_OPTION,
+    series_csv: str | None = SERIES_CSV_OPTION,
 ) -> int:
     """Run one workload against TARGET and print what it measured."""
     from . import api
 
+    check_exports(csv_path, series_csv)
     outcome = api.run(
         workload, target, engine=engine, sets=set_, jobs=jobs, direct=direct, time=time_,
         repeat=repeat, output=output, keep=keep, verify=verify,
         progress_factory=progress_factory(quiet or not _lead()),
         history=None if no_history else (history or ""),
     )  # fmt: skip
-    return finish_run(outcome, as_json, quiet)
+    return finish_run(outcome, as_json, quiet, (csv_path, series_csv))
 
 
 @app.command()
@@ -264,6 +337,65 @@ def _click_exceptions():
     return click.exceptions
 
 
+# What to type after an option, by option name; others by type (N, X, TEXT).
+METAVARS = {
+    "--set": "KEY=VALUE",
+    "--history": "URL",
+    "--output": "DIR",
+    "--engine": "NAME",
+    "--profile": "NAME",
+    "--workload": "NAME",
+    "--time": "DURATION",
+    "--format": "FORMAT",
+    "--threshold": "PERCENT",
+    "--baseline": "RUN",
+    "--html": "FILE",
+    "--svg": "FILE",
+    "--host-mem": "SIZE",
+    "--require": "KEY=VALUE,...",
+    "--compute": "sleep|gpu",
+    "--fail-on": "regression|never",
+}
+
+
+def _type_name(param) -> str:
+    """The declared Python type of a parameter (typer >= 0.2x) or click's type name."""
+    desc = getattr(param, "type_descriptor", None)
+    ann = getattr(desc, "annotation", None)
+    if ann is not None:
+        return getattr(ann, "__name__", str(ann))
+    return str(getattr(getattr(param, "type", None), "name", "text"))
+
+
+def plain_metavars(command) -> None:
+    """Show what to type, never a Python type: typer >= 0.2x prints ``<bool>`` beside flags and
+    ``<list[str]>`` beside ``--set``. Flags get none, arguments their name in capitals, options
+    :data:`METAVARS` or N / X / TEXT."""
+    for sub in getattr(command, "commands", {}).values():
+        plain_metavars(sub)
+    make_help = getattr(command, "get_help_option", None)
+    if make_help is not None:  # -h/--help is made per call: tidy each one
+
+        def get_help_option(ctx, _make=make_help):
+            option = _make(ctx)
+            if option is not None:
+                option.metavar = ""
+            return option
+
+        command.get_help_option = get_help_option
+    for p in getattr(command, "params", []):
+        if getattr(p, "param_type_name", "") == "argument":
+            if p.metavar is None:
+                p.metavar = (p.name or "").upper()
+            p.display_type_rich = lambda ctx: None  # the name says it all
+        elif getattr(p, "is_flag", False) or getattr(p, "count", False):
+            p.metavar = ""
+        elif p.metavar is None:
+            name = next((o for o in p.opts if o.startswith("--")), "")
+            kind = _type_name(p)
+            p.metavar = METAVARS.get(name) or {"int": "N", "float": "X"}.get(kind, "TEXT")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, map every error to one line and an exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -281,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _register_optional_commands()
         cmd = typer.main.get_command(app)
+        plain_metavars(cmd)
         rv = cmd.main(args=args, prog_name="iobench", standalone_mode=False)
         code = int(rv) if isinstance(rv, int) else 0
     except IobenchError as e:
@@ -324,4 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-__all__ = ["app", "main", "out", "err", "finish_run", "progress_factory"]
+__all__ = [
+    "app", "main", "out", "err", "finish_run", "progress_factory", "check_exports",
+    "write_exports", "CSV_OPTION", "SERIES_CSV_OPTION", "deprecated",
+]  # fmt: skip

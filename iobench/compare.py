@@ -814,10 +814,16 @@ _LATEST_RE = re.compile(r"^latest(?:~(\d+))?$")
 
 
 def resolve(
-    spec: str, history_url: str | None = None, workload: str | None = None, *, what: str = "run"
+    spec: str,
+    history_url: str | None = None,
+    workload: str | None = None,
+    *,
+    what: str = "run",
+    on_warning: history.Warn = None,
 ) -> RunResult:
     """A run named by a result.json path or its directory, a stored run id (or unique prefix),
-    ``latest`` or ``latest~N`` (N runs before the latest; of ``workload`` when given)."""
+    ``latest`` or ``latest~N`` (N runs before the latest; of ``workload`` when given).
+    History files skipped on the way are reported through ``on_warning``."""
     s = str(spec).strip()
     url = history_url or history.default_history_url()
     if not s:
@@ -825,7 +831,7 @@ def resolve(
     m = _LATEST_RE.match(s)
     if m:
         back = int(m.group(1) or 0)
-        runs = history.runs_before(url, workload)
+        runs = history.runs_before(url, workload, on_warning=on_warning)
         if len(runs) <= back:
             of = f" of workload {workload}" if workload else ""
             raise UsageError(
@@ -839,7 +845,7 @@ def resolve(
     if "/" in s or s.endswith(".json") or s.startswith((".", "~")):
         raise UsageError(f"{what} {s}: no such result file or directory")
     try:
-        return history.get_run(s, url)
+        return history.get_run(s, url, on_warning=on_warning)
     except UsageError as e:
         if "ambiguous" in e.message:
             raise

@@ -38,7 +38,7 @@ Warn = Callable[[str], None] | None
 RESULT_KEY = b"iobench.result"
 SCHEMA_KEY = b"iobench.schema_version"
 FORMAT_KEY = b"iobench.format"
-FORMAT = b"history-1"
+FORMAT = b"history-2"  # 2: started_at a UTC timestamp; block_size, jobs, cache, ...
 SUMMARY_REPEAT = -1  # the `repeat` of a phase's aggregate row (also marked `aggregate`)
 
 # name -> (where it comes from, unit, direction); phase metrics in the order they are reported
@@ -85,13 +85,20 @@ COLUMNS: tuple[str, ...] = (
     "status",
     "schema_version",
     "iobench_version",
+    "block_size",
+    "jobs",
+    "cache",
+    "phase_engine",
+    "verdict",
 )
-_INT_COLUMNS = {"repeat", "schema_version"}
+_INT_COLUMNS = {"repeat", "schema_version", "block_size", "jobs"}
 _FLOAT_COLUMNS = {"value"}
 _BOOL_COLUMNS = {"aggregate"}
+_TIME_COLUMNS = {"started_at"}  # UTC timestamps; files before schema history-2 held ISO strings
 # Columns added after the first stored files: an older file without one still reads (its
-# value is derived on read), where a missing required column means "not an iobench file".
-_LATER_COLUMNS = {"aggregate"}
+# value is derived on read, or null), where a missing required column means "not an iobench
+# file".
+_LATER_COLUMNS = {"aggregate", "block_size", "jobs", "cache", "phase_engine", "verdict"}
 
 
 def _arrow_schema():
@@ -104,9 +111,25 @@ def _arrow_schema():
             return pa.float64()
         if name in _BOOL_COLUMNS:
             return pa.bool_()
+        if name in _TIME_COLUMNS:
+            return pa.timestamp("us", tz="UTC")
         return pa.string()
 
     return pa.schema([pa.field(name, typ(name)) for name in COLUMNS])
+
+
+def parse_timestamp(text: Any) -> _dt.datetime | None:
+    """An ISO timestamp as an aware UTC datetime (naive ones are taken as UTC); None if not one."""
+    if isinstance(text, _dt.datetime):
+        t = text
+    else:
+        try:
+            t = _dt.datetime.fromisoformat(str(text))
+        except (TypeError, ValueError):
+            return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_dt.timezone.utc)
+    return t.astimezone(_dt.timezone.utc)
 
 
 def default_history_url() -> str:
@@ -180,6 +203,7 @@ def _group_rows(
     table: dict[str, tuple[str, str, str]],
     phase: dict[str, Any] | None,
     base: dict[str, Any],
+    setup: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     sources = [(i, r) for i, r in enumerate(repeats) if isinstance(r, dict)]
     per_repeat = [(i, _source_values(r, table, phase)) for i, r in sources]
@@ -192,6 +216,7 @@ def _group_rows(
         _key, unit, direction = table[metric]
         return {
             **base,
+            **(setup or {}),
             "phase": name,
             "op": op,
             "metric": metric,
@@ -215,6 +240,17 @@ def _group_rows(
         rows.append(row(metric, summary_of.median, SUMMARY_REPEAT))
         rows += [row(metric, value, i) for i, value in per_metric]
     return rows
+
+
+def _setup(run: RunResult, phase) -> dict[str, Any]:
+    """How a phase ran: block size (bytes), workers, cache state and the engine that measured it
+    (fio hands phases it cannot express to posix, so it can differ from the run's)."""
+    return {
+        "block_size": phase.block_size or None,
+        "jobs": phase.concurrency or None,
+        "cache": phase.cache or None,
+        "phase_engine": (phase.extra or {}).get("engine") or (run.engine or {}).get("name"),
+    }
 
 
 def metric_rows(run: RunResult) -> list[dict[str, Any]]:
@@ -242,6 +278,8 @@ def metric_rows(run: RunResult) -> list[dict[str, Any]]:
         "status": run.status,
         "schema_version": run.schema_version,
         "iobench_version": run.iobench_version,
+        "verdict": (run.verdict or {}).get("result") if isinstance(run.verdict, dict) else None,
+        **dict.fromkeys(("block_size", "jobs", "cache", "phase_engine")),
     }
     rows: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
@@ -249,7 +287,9 @@ def metric_rows(run: RunResult) -> list[dict[str, Any]]:
         seen[phase.name] = seen.get(phase.name, 0) + 1
         name = phase.name if seen[phase.name] == 1 else f"{phase.name}#{seen[phase.name]}"
         d = phase.to_dict()
-        rows += _group_rows(name, phase.op, d, phase.repeats, PHASE_METRICS, d, base)
+        rows += _group_rows(
+            name, phase.op, d, phase.repeats, PHASE_METRICS, d, base, _setup(run, phase)
+        )
     if isinstance(run.loader, dict):
         repeats = run.loader.get("repeats") or []
         rows += _group_rows("loader", "loader", run.loader, repeats, LOADER_METRICS, None, base)
@@ -321,6 +361,7 @@ def _to_parquet_bytes(run: RunResult) -> bytes:
         {k: storable(v) if isinstance(v, str) else v for k, v in redact_obj(row).items()}
         for row in metric_rows(run)
     ]
+    rows = [{**r, "started_at": parse_timestamp(r["started_at"])} for r in rows]
     table = pa.Table.from_pylist(rows, schema=schema)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
@@ -557,11 +598,7 @@ def read_history(url: str | None = None) -> tuple[pa.Table, list[str]]:
             with fs.open(stored.path, "rb") as f:
                 names = pq.ParquetFile(f).schema_arrow.names
                 table = pq.read_table(f, columns=[c for c in COLUMNS if c in names])
-            if "aggregate" not in table.column_names:  # written before the column existed
-                import pyarrow.compute as pc
-
-                table = table.append_column("aggregate", pc.equal(table["repeat"], SUMMARY_REPEAT))
-            table = table.select(list(COLUMNS)).cast(schema)
+            table = _upgrade(table, schema)
         except Exception as e:  # a corrupt data page shows only now
             _warn(warnings.append, stored.path, f"cannot read it ({type(e).__name__}: {e})")
             continue
@@ -569,6 +606,24 @@ def read_history(url: str | None = None) -> tuple[pa.Table, list[str]]:
     if not tables:
         return schema.empty_table(), warnings
     return pa.concat_tables(tables), warnings
+
+
+def _upgrade(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A table read from any history file, in this version's columns and types: an older
+    file's string ``started_at`` becomes a timestamp, columns it lacks are derived or null."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if "aggregate" not in table.column_names:  # written before the column existed
+        table = table.append_column("aggregate", pc.equal(table["repeat"], SUMMARY_REPEAT))
+    for name in COLUMNS:
+        if name not in table.column_names:
+            table = table.append_column(name, pa.nulls(len(table), schema.field(name).type))
+    i = table.column_names.index("started_at")
+    if not pa.types.is_timestamp(table.schema.field(i).type):
+        times = [parse_timestamp(v) for v in table["started_at"].to_pylist()]
+        table = table.set_column(i, "started_at", pa.array(times, schema.field("started_at").type))
+    return table.select(list(COLUMNS)).cast(schema)
 
 
 def _stored_runs(url: str | None, on_warning: Warn) -> list[StoredRun]:
@@ -724,7 +779,9 @@ def trend(
     runs: dict[str, tuple[str, list[float]]] = {}
     for r in rows:
         if phase is None or r["phase"] == phase:
-            runs.setdefault(r["run_id"], (r["started_at"], []))[1].append(r["value"])
+            started = r["started_at"]
+            started = started.isoformat(timespec="milliseconds") if started else ""
+            runs.setdefault(r["run_id"], (started, []))[1].append(r["value"])
     points = []
     for run_id, (started_at, values) in runs.items():
         summary = summarize(values)

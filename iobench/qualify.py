@@ -4,7 +4,7 @@ Steps (each a generator run inside one run directory, one result): sequential wr
 a block-size and writer sweep, random 4 KiB reads, small-file checkpoint IOPS and metadata, a
 sharded checkpoint scaled to fit (with the full checkpoint's time at the measured rate,
 labelled an estimate), the dataset sweep shaped like the profile's samples, the loader
-emulation on the profile, and the starvation estimate. ``--time`` sizes the phases to fit;
+emulation on the profile, and the starvation estimate. ``--budget`` sizes the phases to fit;
 ``--dry-run`` prints the plan and writes nothing.
 """
 
@@ -342,7 +342,7 @@ def plan_qualify(
     needed is ``ranks`` times a step's, and the loader runs one emulated accelerator per rank.
     """
     if budget_s <= 0:
-        raise UsageError("--time must be positive")
+        raise UsageError("--budget must be positive")
     scale = budget_s / DEFAULT_BUDGET_S
     space_cap = (free_bytes // 10 // max(ranks, 1)) if free_bytes else None
     plan = QualifyPlan(
@@ -511,6 +511,7 @@ def run_qualify(
     command: str | None = None,
     checkpoint: str | None = None,
     hooks: Any = None,
+    sets: list[str] | None = None,
 ) -> tuple[RunOutcome | None, str | None]:
     """Plan (and unless ``dry_run``) run the suite. Returns (outcome, dry-run text).
 
@@ -525,17 +526,19 @@ def run_qualify(
     if gpus is not None and gpus < 1:
         raise UsageError(f"--gpus must be at least 1, got {gpus}")
     requirements = parse_requirements(require)
-    profile = load_profile(profile_name or DEFAULT_PROFILE)
+    from .spec import parse_overrides
+
+    profile = load_profile(profile_name or DEFAULT_PROFILE, parse_overrides(sets))
     n_gpus = gpus or 1
     budget_s = (
-        parse_duration(budget, what="--time")
+        parse_duration(budget, what="--budget")
         if budget
         else (QUICK_BUDGET_S if quick else DEFAULT_BUDGET_S)
     )
     if budget_s < 5:
-        raise UsageError(f"--time {budget} is too short for the suite", hint="give at least 5s")
+        raise UsageError(f"--budget {budget} is too short for the suite", hint="give at least 5s")
     if not math.isfinite(budget_s):
-        raise UsageError(f"--time {budget} is not a finite duration", hint="give e.g. 3m")
+        raise UsageError(f"--budget {budget} is not a finite duration", hint="give e.g. 3m")
     ckpt_full = parse_size(checkpoint, what="--checkpoint") if checkpoint else DEFAULT_CHECKPOINT
     if ckpt_full <= 0:
         raise UsageError(f"--checkpoint must be more than 0, got {checkpoint!r}")

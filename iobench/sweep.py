@@ -158,9 +158,9 @@ def estimate_from_result(
             f"profile {prof.name}: compute_s is 0, so every AU is 0",
             hint="set a compute time with --set compute_s=...",
         )
-    thr = prof.au_min if threshold is None else parse_percent(threshold, what="--threshold")
+    thr = prof.au_min if threshold is None else parse_percent(threshold, what="--min-au")
     if not 0 < thr <= 1:
-        raise UsageError(f"--threshold must be above 0 and at most 100%, got {threshold!r}")
+        raise UsageError(f"--min-au must be above 0 and at most 100%, got {threshold!r}")
     listed = gpus_list(gpus) if gpus is not None else None
     run = results_mod.load(result)
     sweep = sweep_from_run(run)

@@ -286,7 +286,7 @@ def test_estimate_from_a_dataset_read_result(cli, dataset_result):
     assert [s["readers"] for s in est["sweep"]] == [1, 2]
     assert est["demand_bps_per_gpu"] == pytest.approx(24 / 0.04755 * 322_957)
     assert "taken as 0" in est["basis"]  # no loader calibration in a dataset-read result
-    text = cli("estimate", dataset_result, "--profile", "retinanet-b200", "--threshold", "50%")
+    text = cli("estimate", dataset_result, "--profile", "retinanet-b200", "--min-au", "50%")
     assert text.code == 0
     assert "model output, not measured" in text.out and "AU >= 50%" in text.out
     assert "Max GPUs (estimate)" in text.out and "Basis:" in text.out
@@ -305,8 +305,8 @@ def test_estimate_reads_a_loader_result_and_its_calibration(cli, planted, tmp_pa
 def test_estimate_bad_input(cli, dataset_result, tmp_path):
     r = cli("estimate", tmp_path / "missing.json", "--profile", "retinanet-b200")
     assert r.code == 2 and "no result at" in r.err
-    r = cli("estimate", dataset_result, "--profile", "retinanet-b200", "--threshold", "0")
-    assert r.code == 2 and "--threshold" in r.err
+    r = cli("estimate", dataset_result, "--profile", "retinanet-b200", "--min-au", "0")
+    assert r.code == 2 and "--min-au" in r.err
     r = cli("estimate", dataset_result, "--profile", "retinanet-b200", "--gpus", "0")
     assert r.code == 2 and "--gpus must be at least 1" in r.err
     bare = json.loads(dataset_result.read_text())

@@ -58,7 +58,7 @@ def test_requirements_parse():
 def test_small_qualify_fails_an_impossible_requirement(cli, planted, tmp_path):
     out = tmp_path / "q"
     r = cli(
-        "qualify", planted.path, "--quick", "--time", "6s", "--output", out, "-q",
+        "qualify", planted.path, "--quick", "--budget", "6s", "--output", out, "-q",
         "--require", "read=1PiB/s,stats=1/s",
     )  # fmt: skip
     assert r.code == 1, r.err
@@ -88,8 +88,8 @@ def test_small_qualify_fails_an_impossible_requirement(cli, planted, tmp_path):
         ["--gpus", "0"],
         ["--profile", "nope"],
         ["--require", "speed=9"],
-        ["--time", "1s"],
-        ["--time", "later"],
+        ["--budget", "1s"],
+        ["--budget", "later"],
         ["--checkpoint", "big"],
     ],
 )

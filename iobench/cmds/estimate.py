@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from ..cli import app, out
+from ..cli import app, deprecated, out
 
 
 @app.command()
@@ -21,8 +21,14 @@ def estimate(
     gpus: int | None = typer.Option(
         None, "--gpus", help="Show AU at 1..N accelerators (default: doubling until it falls)."
     ),
-    threshold: str | None = typer.Option(
-        None, "--threshold", help="AU pass line, e.g. 0.9 or 90% (default: the profile's)."
+    min_au: str | None = typer.Option(
+        None,
+        "--min-au",
+        metavar="FRACTION",
+        help="AU pass line, e.g. 0.9 or 90% (default: the profile's au_min).",
+    ),
+    old_threshold: str | None = typer.Option(
+        None, "--threshold", hidden=True, help="Old name of --min-au."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the estimate as JSON."),
 ) -> int:
@@ -30,6 +36,7 @@ def estimate(
     from ..sweep import describe, estimate_from_result
     from ..units import format_rate
 
+    threshold = deprecated("--threshold", "--min-au", old_threshold, min_au)
     est, sweep, run = estimate_from_result(
         result, profile, sets=set_, gpus=gpus, threshold=threshold
     )

@@ -122,6 +122,9 @@ class Progress:
     def start(self, name: str, total_bytes: int | None, total_ops: int | None) -> None:
         pass
 
+    def set_duration(self, seconds: float) -> None:
+        """After ``start``: the phase is time-based and ends after ``seconds``."""
+
     def update(self, done_bytes: int, done_ops: int) -> None:
         pass
 

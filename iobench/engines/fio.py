@@ -382,9 +382,84 @@ def _failed(phase: PhaseSpec, problem: str, res: PhaseResult | None = None) -> E
     return err
 
 
+# fio's status line (--eta=always): "Jobs: 1 (f=1), 0B/s-400MiB/s: [W(1)][42.9%][w=281MiB/s]
+# [w=280 IOPS][eta 00m:04s]"; the range before the colon is the rate limit, not a rate.
+# Before fio has an estimate the percentage reads "-.-%".
+_ETA_RE = re.compile(r"\]\[(?P<pct>\d+(?:\.\d+)?|-\.-)%\]\[(?P<rates>[^\]]*)\]")
+_RATE_RE = re.compile(r"[rwt]=(?P<v>\d+(?:\.\d+)?)(?P<u>[KMGTP]?i?)B/s")
+_RATE_UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50}
+_RATE_UNITS.update({"K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15})
+
+
+def parse_eta(text: str) -> tuple[float | None, float] | None:
+    """The last status line in fio's ``--eta=always`` output: (percent done or None while fio
+    has no estimate, bytes/s now, reads and writes together); None when there is none yet."""
+    last = None
+    for m in _ETA_RE.finditer(text):
+        last = m
+    if last is None:
+        return None
+    rate = sum(
+        float(r.group("v")) * _RATE_UNITS.get(r.group("u"), 1)
+        for r in _RATE_RE.finditer(last.group("rates"))
+    )
+    pct = last.group("pct")
+    return (None if pct == "-.-" else float(pct)), rate
+
+
+def strip_eta(text: str) -> str:
+    """fio's stdout without its status lines (what error messages quote)."""
+    parts = re.split(r"[\r\n]", text or "")
+    return "\n".join(p for p in parts if p.strip() and not p.lstrip().startswith("Jobs:"))
+
+
+class EtaProgress:
+    """Feeds an engine Progress from fio's status lines: done bytes from the percentage when
+    the phase has a size and fio an estimate, else the reported rates summed over time since
+    fio started (a display, never a figure of the result)."""
+
+    def __init__(self, progress, total_bytes: int | None, clock=time.monotonic):
+        self.progress = progress
+        self.total = total_bytes
+        self.clock = clock
+        self.offset = 0
+        self.tail = ""
+        self.done = 0.0
+        self.last_t = clock()
+
+    def feed(self, text: str) -> None:
+        """Take fio's newest stdout text (appended since the last call)."""
+        self.tail = (self.tail + text)[-4096:]
+        eta = parse_eta(self.tail)
+        if eta is None:
+            return
+        pct, rate = eta
+        now = self.clock()
+        if self.total and pct is not None:
+            done = self.total * min(pct, 100.0) / 100.0
+        else:
+            done = self.done + rate * max(0.0, now - self.last_t)
+            if self.total:
+                done = min(done, float(self.total))
+        self.last_t = now
+        if done > self.done:
+            self.done = done
+            self.progress.update(int(done), 0)
+
+    def poll(self, fd: int) -> None:
+        """Read what fio wrote to ``fd`` since the last poll (pread: fio's offset stays put)."""
+        try:
+            data = os.pread(fd, 1 << 16, self.offset)
+        except OSError:
+            return
+        if data:
+            self.offset += len(data)
+            self.feed(data.decode(errors="replace"))
+
+
 def _last_line(*texts: str) -> str:
     for text in texts:
-        lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+        lines = [ln.strip() for ln in strip_eta(text).splitlines() if ln.strip()]
         if lines:
             return lines[-1]
     return "no message"
@@ -445,9 +520,11 @@ class FioEngine(Engine):
                 else sum(j.io_bytes or j.length * len(j.paths) for j in plan.jobs)
             )
             ctx.progress.start(phase.name, total, None)
+            if phase.time_s:
+                ctx.progress.set_duration(phase.time_s)
             try:
                 rc, stderr, stdout, stopped, timed_out = self._execute(
-                    exe, jobfile, output, phase, ctx, plan.cwd
+                    exe, jobfile, output, phase, ctx, plan.cwd, EtaProgress(ctx.progress, total)
                 )
             finally:
                 ctx.progress.close()
@@ -484,8 +561,13 @@ class FioEngine(Engine):
         phase: PhaseSpec,
         ctx: EngineContext,
         cwd: str,
+        eta: EtaProgress | None = None,
     ) -> tuple[int, str, str, bool, bool]:
-        cmd = [exe, "--output-format=json+", f"--output={output}", "--eta=never", jobfile]
+        # the status line goes to stdout (the figures to --output): it feeds the progress bar
+        status = (
+            ["--eta=always", "--eta-newline=1", "--eta-interval=1s"] if eta else ["--eta=never"]
+        )
+        cmd = [exe, "--output-format=json+", f"--output={output}", *status, jobfile]
         limit = phase.time_s + max(60.0, phase.time_s) if phase.time_s else None
         with tempfile.TemporaryFile() as err_f, tempfile.TemporaryFile() as out_f:
             try:
@@ -504,6 +586,8 @@ class FioEngine(Engine):
                         pass
                     if proc.returncode is not None:
                         break
+                    if eta is not None:
+                        eta.poll(out_f.fileno())
                     if ctx.stop.is_set() and not stopped:
                         stopped = True
                         self._interrupt(proc)
@@ -513,6 +597,8 @@ class FioEngine(Engine):
             except BaseException:  # Ctrl-C in this thread: fio must not outlive us
                 self._interrupt(proc)
                 raise
+            if eta is not None:
+                eta.poll(out_f.fileno())  # fio's last status line: the bar ends where fio did
             # a terminal's Ctrl-C reaches fio too: it may have ended before we saw the flag
             stopped = stopped or ctx.stop.is_set()
             err_f.seek(0)

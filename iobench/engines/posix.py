@@ -227,6 +227,8 @@ class PosixEngine(Engine):
             sum(s.length for seg in work for s in seg) if phase.op in ("write", "read") else None
         )
         ctx.progress.start(phase.name, total if not phase.time_s else None, None)
+        if phase.time_s:
+            ctx.progress.set_duration(phase.time_s)
         origin = time.perf_counter()
         box: list[WorkerStats] = []  # the threads' stats, kept when a second signal cuts in
         try:

@@ -148,7 +148,7 @@ def test_signal_in_loader_loop(cli, planted, tmp_path, monkeypatch, sig):
 @pytest.mark.parametrize("sig", SIGNALS, ids=SIGNAL_IDS)
 def test_signal_in_qualify(cli, planted, tmp_path, trip, sig):
     t = trip("seq-write", [sig], on=(os, "pwrite"))
-    r = cli("qualify", planted.path, "--quick", "--time", "5s", "--output", tmp_path / "out",
+    r = cli("qualify", planted.path, "--quick", "--budget", "5s", "--output", tmp_path / "out",
             "-q", "--no-history")  # fmt: skip
     assert t.fired
     res = assert_failed_run(r, tmp_path / "out", planted, 130, "interrupted", sig.name)
