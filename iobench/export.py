@@ -208,14 +208,19 @@ def check_output(path: str, what: str) -> Path:
     return claim_output_file(path, option=what)
 
 
+def _atomic_write(path: Path, data: bytes) -> None:
+    from .results import atomic_write_bytes
+
+    atomic_write_bytes(path, data)
+
+
 def write_output(path: str | os.PathLike, data: bytes, what: str = "output") -> None:
     """Write one output file (atomically). The single place exports write: the safe-output
     rule (regular files only, never an input, never through a symlink) applies here."""
     from .errors import StoreError
-    from .results import atomic_write_bytes
 
     p = check_output(str(path), what)
     try:
-        atomic_write_bytes(p, data)
+        _atomic_write(p, data)
     except OSError as e:
         raise StoreError(f"cannot write {what} {path}: {e.strerror or e}") from None

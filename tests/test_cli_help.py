@@ -151,6 +151,12 @@ def _check_output_default(text: str, monkeypatch) -> None:
     assert output_dir_for(None, "RUN_ID") == Path(text)
 
 
+def _check_checkpoint_scale(text: str, monkeypatch) -> None:
+    from iobench.spec import load_workload
+
+    assert float(text) == load_workload("llm-checkpoint").params["scale"]
+
+
 NAMED_DEFAULTS = {
     ("run", "--engine"): "posix, fsspec for URLs",
     ("run", "--output"): _check_output_default,
@@ -172,6 +178,10 @@ NAMED_DEFAULTS = {
     ("history", "arg"): "stdout",
     ("history", "--history"): _check_history_default,
     ("history", "--format"): "FILE's extension, else csv",
+    ("checkpoint", "--ranks"): "the model's",
+    ("checkpoint", "--scale"): _check_checkpoint_scale,
+    ("checkpoint", "--gpus"): "the ranks",
+    ("checkpoint", "--output"): _check_output_default,
 }
 
 

@@ -137,9 +137,9 @@ def test_write_output_refuses_a_symlink_and_a_directory(tmp_path):
     victim.write_text("keep")
     link = tmp_path / "out.csv"
     os.symlink(victim, link)
-    with pytest.raises(UsageError, match="symlink"):
+    with pytest.raises(UsageError, match="is a symbolic link"):
         export.write_output(link, b"x", "--csv")
-    with pytest.raises(UsageError, match="not a regular file"):
+    with pytest.raises(UsageError, match="is a directory"):
         export.write_output(tmp_path, b"x", "--csv")
     assert victim.read_text() == "keep"
     export.write_output(tmp_path / "ok.csv", b"a,b\n", "--csv")
@@ -290,9 +290,10 @@ def test_run_csv_bad_path_exit_2_before_the_run(cli, planted, tmp_path):
     victim.write_text("keep")
     os.symlink(victim, tmp_path / "link.csv")
     out = tmp_path / "out"
-    for bad, why in ((tmp_path / "link.csv", "is a symlink"), (tmp_path, "not a regular file")):
+    for bad, why in ((tmp_path / "link.csv", "is a symbolic link"), (tmp_path, "is a directory")):
         r = cli("run", "sequential-write", planted.path, "--output", out, "--csv", bad)
-        assert r.code == 2 and r.err.startswith(f"iobench: error: --csv {bad} ") and why in r.err
+        assert r.code == 2 and r.err.startswith(f"iobench: error: {bad} ") and why in r.err
+        assert r.err.rstrip().endswith("--csv")
     assert victim.read_text() == "keep" and not out.exists()
 
 

@@ -24,7 +24,9 @@ def checkpoint(
         None, "--api", help="torch (torch.save files, MLPerf), dcp, or both."
     ),
     baseline: bool | None = typer.Option(
-        None, "--baseline/--no-baseline", help="Also write the same files as a plain write."
+        None,
+        "--plain-write/--no-plain-write",
+        help="Also write the same files as a plain sequential write (torch.save's overhead).",
     ),
     mtbf: str | None = typer.Option(
         None, "--mtbf", help="Mean time between failures of the job, e.g. 3h."
