@@ -20,6 +20,7 @@ from typing import Any
 import tomllib
 
 from .errors import SpecError, UsageError
+from .formats.registry import FORMATS
 from .units import parse_count, parse_duration, parse_percent, parse_size
 
 
@@ -404,7 +405,7 @@ PROFILE_PARAMS: dict[str, Param] = {
     "description": Param("str", "", "one line"),
     "model": Param("str", "custom", "the training workload emulated"),
     "accelerator": Param("str", "custom", "the accelerator emulated"),
-    "format": Param("choice", "raw", "sample file format", ("raw", "npz", "parquet", "tar")),
+    "format": Param("choice", "raw", "sample file format", FORMATS),
     "sample_size": Param("size", 1 << 20, "mean bytes per sample", minimum=1),
     "sample_size_sd": Param("size", 0, "standard deviation of the sample size", minimum=0),
     "samples_per_file": Param("count", 1, "samples stored in one file", minimum=1),

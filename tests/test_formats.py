@@ -69,7 +69,7 @@ def test_formats_are_what_they_say(tmp_path):
 def test_parquet_row_groups_hold_about_row_group_bytes(monkeypatch, tmp_path):
     import pyarrow.parquet as pq
 
-    monkeypatch.setattr(formats, "ROW_GROUP_BYTES", 3000)
+    monkeypatch.setattr(formats.get_format("parquet"), "ROW_GROUP_BYTES", 3000)
     samples = _samples(2, [1000] * 7)
     path = tmp_path / "x.parquet"
     with open(path, "wb") as f:

@@ -15,6 +15,7 @@ from typing import Any
 from ..datagen import dataset_paths, sample_sizes
 from ..distributed import peer_files, read_source
 from ..engines.base import FileSpec, PhaseSpec
+from ..formats.registry import FORMATS, extension
 from ..plan import Plan
 from ..spec import Param
 
@@ -27,7 +28,7 @@ PARAMS: dict[str, Param] = {
     "size_sd": Param("size", 0, "standard deviation of the file size", minimum=0),
     "readers": Param("counts", [1, 2, 4, 8], "reader-count sweep"),
     "orders": Param("choice", "both", "read orders", ("both", "sequential", "shuffled")),
-    "format": Param("choice", "raw", "sample file format", ("raw", "npz", "parquet", "tar")),
+    "format": Param("choice", "raw", "sample file format", FORMATS),
     "samples_per_file": Param(
         "count", 1, "samples per file (parquet row groups, tar members)", minimum=1
     ),
@@ -38,7 +39,7 @@ def layout(params: dict[str, Any], prefix: str = "data") -> tuple[FileSpec, ...]
     sizes = sample_sizes(
         params["files"], params["file_size"], params["size_sd"], params["size_dist"], params["seed"]
     )
-    ext = {"raw": "bin", "npz": "npz", "parquet": "parquet", "tar": "tar"}[params["format"]]
+    ext = extension(params["format"])
     paths = dataset_paths(params["files"], ext, prefix)
     return tuple(FileSpec(p, s) for p, s in zip(paths, sizes, strict=True))
 

@@ -1,0 +1,55 @@
+"""Sample-format registry: name -> lazily imported module, with an install hint for each.
+
+Each format is one module of this package with the same small interface:
+
+- ``EXTENSION``: the file name extension (no dot);
+- ``OVERHEAD_PER_FILE`` / ``OVERHEAD_PER_SAMPLE``: a generous bound on a file's bytes beyond its
+  samples (headers, padding, footers);
+- ``write(f, samples, keys)``: one file of ``samples`` (uint8 arrays) to a binary file object;
+- ``decode(data, sizes)``: the samples of one whole file held in memory, as arrays it owns.
+
+This module is import-light (no numpy): ``spec`` reads the list of names from it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from ..errors import EngineUnavailable, UsageError
+
+#: name -> (module, install hint when the module's library is missing).
+REGISTRY: dict[str, tuple[str, str]] = {
+    "raw": ("iobench.formats.raw", ""),
+    "npz": ("iobench.formats.npz", "install numpy (pip install numpy)"),
+    "parquet": ("iobench.formats.parquet", "install pyarrow (pip install pyarrow)"),
+    "tar": ("iobench.formats.tar", ""),
+}
+FORMATS: tuple[str, ...] = tuple(REGISTRY)
+
+
+def get_format(name: str) -> ModuleType:
+    """A format's module by name; UsageError (unknown) / EngineUnavailable (missing library)."""
+    entry = REGISTRY.get(name)
+    if entry is None:
+        raise UsageError(
+            f"unknown sample format {name!r}", hint=f"choose one of: {', '.join(FORMATS)}"
+        )
+    module, hint = entry
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise EngineUnavailable(
+            f"sample format {name!r} cannot be loaded ({e})", hint=hint or None
+        ) from None
+
+
+def extension(name: str) -> str:
+    """The file name extension (no dot) of format ``name``."""
+    return str(get_format(name).EXTENSION)
+
+
+def overhead_bytes(name: str, samples_per_file: int) -> int:
+    """A generous bound on one file's bytes beyond its samples (headers, padding, footers)."""
+    fmt = get_format(name)
+    return int(fmt.OVERHEAD_PER_FILE) + int(fmt.OVERHEAD_PER_SAMPLE) * samples_per_file

@@ -1,0 +1,240 @@
+"""Write a training dataset's sample files (phase ``dataset-write``), in any registered format.
+
+Sample bytes are incompressible and unique (``SampleSource``); each file is written whole,
+fsynced and dropped from the page cache, or serialised in memory and uploaded whole to an
+fsspec URL.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import storage
+from ..datagen import POOL_MIN, random_bytes
+from ..engines.base import FileSpec
+from ..errors import EngineError
+from ..results import PhaseResult
+from ..stats import WorkerStats, phase_result
+from ..target import DIRECT_ALIGN, drop_file_cache, is_url, scrub
+from .registry import get_format
+
+
+def sample_key(file_index: int, j: int) -> str:
+    """A sample's key inside its file (tar member stem, parquet key column)."""
+    return f"{file_index:07d}-{j:05d}"
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+class SampleSource:
+    """Incompressible sample bytes: slices of one random pool, each stamped to stay unique.
+
+    Generating random bytes costs more than writing them, so a pool is filled once (before the
+    timed region) and each sample is a copy of it from a different, unaligned offset, with a
+    16-byte stamp (file, sample) in front: compression cannot shrink it and block-level
+    deduplication finds no aligned repeats within a file.
+    """
+
+    def __init__(self, max_sample: int, seed: int):
+        size = max(POOL_MIN, int(max_sample) + 2 * DIRECT_ALIGN)
+        self.pool = np.frombuffer(random_bytes(size, seed), dtype=np.uint8)
+        self.seed = seed
+
+    def sample(self, file_index: int, j: int, n: int) -> np.ndarray:
+        span = len(self.pool) - n
+        off = ((file_index * 1_000_003 + j * 7919 + self.seed * 131) * 2_654_435_761) % max(span, 1)
+        out = self.pool[off : off + n].copy()
+        stamp = np.array([file_index, j], dtype="<u8").view(np.uint8)
+        out[: min(16, n)] = stamp[: min(16, n)]
+        return out
+
+
+def write_sample_file(f: Any, fmt: str, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:
+    """Write one file of ``samples`` (uint8 arrays) in ``fmt`` to the binary file object ``f``."""
+    get_format(fmt).write(f, samples, keys)
+
+
+def split_sizes(files: Sequence[FileSpec], samples_per_file: int) -> list[list[int]]:
+    """Per-file sample sizes when a FileSpec's size is the file's payload: spread evenly."""
+    out = []
+    for f in files:
+        base, extra = divmod(max(int(f.size), samples_per_file), samples_per_file)
+        out.append([base + (1 if j < extra else 0) for j in range(samples_per_file)])
+    return out
+
+
+def write_files(
+    params: dict[str, Any],
+    runner: Any,
+    files: Sequence[FileSpec],
+    sample_sizes: Sequence[Sequence[int]] | None = None,
+) -> tuple[PhaseResult, tuple[FileSpec, ...]]:
+    """Write the dataset's files (phase ``dataset-write``); return it and the on-disk FileSpecs.
+
+    ``params``: ``format``, ``samples_per_file`` (default 1), ``jobs`` (writer threads),
+    ``seed``. Sample sizes come from ``sample_sizes`` (one list per file) or, when absent, each
+    FileSpec's size split evenly into ``samples_per_file`` samples. Every file is written whole,
+    fsynced and dropped from the page cache; its latency is open to close. The result is kept
+    with ``runner.record``; an I/O error is kept too (marked) and raised as EngineError.
+    """
+    fmt = params["format"]
+    get_format(fmt)
+    spf = int(params.get("samples_per_file", 1))
+    sizes = [list(s) for s in sample_sizes] if sample_sizes is not None else split_sizes(files, spf)
+    if len(sizes) != len(files):
+        raise ValueError("sample_sizes needs one list per file")
+    runner.mkdirs(sorted({os.path.dirname(f.path) for f in files}))
+    jobs = max(1, min(int(params.get("jobs", 1)), len(files)))
+    writers = _Writers(runner, fmt, files, sizes, jobs, int(params.get("seed", 1)))
+    hooks = getattr(runner, "hooks", None)
+    if hooks is not None:
+        hooks.before_phase(None)  # many ranks: every rank's writers start together
+    writers.run(runner.progress_factory())
+    total = sum(sum(s) for s in sizes)
+    res = phase_result(
+        "dataset-write",
+        "write",
+        writers.stats,
+        concurrency=jobs,
+        block_size=0,
+        cache="none" if writers.remote else "dropped",
+        params={
+            "format": fmt,
+            "samples_per_file": spf,
+            "fsync": "file",
+            "latency_per": "file",
+            "samples": sum(len(s) for s in sizes),
+            "sample_bytes": total,
+        },
+    )
+    res.extra["engine"] = "formats"
+    if writers.errors:
+        res.status = "partial" if res.ops else "failed"
+        res.error = writers.errors[0]
+        runner.record(res)
+        raise EngineError(f"phase dataset-write: {writers.errors[0]}")
+    if runner.stop.is_set():
+        res.status, res.error = "partial", "interrupted"
+    runner.record(res)
+    runner.stop.check()
+    return res, tuple(FileSpec(f.path, n) for f, n in zip(files, writers.real, strict=True))
+
+
+class _Writers:
+    """The writer threads of one ``dataset-write`` phase: file ``i`` goes to thread
+    ``i % jobs``; each keeps its WorkerStats; the first I/O error stops them all."""
+
+    def __init__(
+        self,
+        runner: Any,
+        fmt: str,
+        files: Sequence[FileSpec],
+        sizes: list[list[int]],
+        jobs: int,
+        seed: int,
+    ):
+        self.runner, self.fmt, self.files, self.sizes, self.jobs = runner, fmt, files, sizes, jobs
+        self.remote = is_url(runner.run_dir)
+        self.opts = getattr(getattr(runner, "target", None), "storage_options", None) or None
+        self.source = SampleSource(max((max(s) for s in sizes if s), default=1), seed)
+        self.stop = runner.stop
+        origin = time.perf_counter()
+        self.stats = [WorkerStats(origin=origin) for _ in range(jobs)]
+        self.real = [0] * len(files)
+        self.errors: list[str] = []
+        self.lock = threading.Lock()
+
+    def run(self, progress: Any) -> None:
+        """Run the threads to the end, updating ``progress``; a signal stops and joins them."""
+        stats = self.stats
+        progress.start("dataset-write", sum(sum(s) for s in self.sizes), len(self.files))
+        threads = [
+            threading.Thread(
+                target=self.worker, args=(w,), name=f"iobench-dataset-write-{w}", daemon=True
+            )
+            for w in range(self.jobs)
+        ]
+        for t in threads:
+            t.start()
+        try:
+            while alive := [t for t in threads if t.is_alive()]:
+                alive[0].join(0.2)
+                progress.update(sum(s.bytes for s in stats), sum(s.ops for s in stats))
+        except BaseException:
+            self.stop.set()
+            for t in threads:
+                t.join()
+            raise
+        finally:
+            progress.update(sum(s.bytes for s in stats), sum(s.ops for s in stats))
+            progress.close()
+
+    def worker(self, w: int) -> None:
+        st = self.stats[w]
+        st.start = st.end = time.perf_counter()
+        for i in range(w, len(self.files), self.jobs):
+            if self.stop.is_set() or self.errors:
+                return
+            path = storage.join(self.runner.run_dir, self.files[i].path)
+            samples = [self.source.sample(i, j, n) for j, n in enumerate(self.sizes[i])]
+            keys = [sample_key(i, j) for j in range(len(samples))]
+            t0 = time.perf_counter_ns()
+            try:
+                n = self._write_one(path, samples, keys)
+            except Exception as e:  # noqa: BLE001 - fsspec backends raise what they like
+                if not (self.remote or isinstance(e, OSError)):
+                    raise
+                with self.lock:
+                    self.errors.append(_write_error(e, path))
+                return
+            t1 = time.perf_counter_ns()
+            if not self.remote:
+                drop_file_cache(path)
+            self.real[i] = n
+            st.add(n, t1 / 1e9, t1 - t0)
+            st.files += 1
+            st.end = t1 / 1e9
+
+    def _write_one(self, path: str, samples: list[np.ndarray], keys: list[str]) -> int:
+        """Write one file whole (fsynced, or uploaded whole); its size on the target."""
+        if self.remote:
+            return _put_sample_file(path, self.fmt, samples, keys, self.opts)
+        with open(path, "wb", buffering=1 << 20) as f:
+            write_sample_file(f, self.fmt, samples, keys)
+            f.flush()
+            os.fsync(f.fileno())
+            return os.fstat(f.fileno()).st_size
+
+
+def _put_sample_file(
+    url: str,
+    fmt: str,
+    samples: Sequence[np.ndarray],
+    keys: Sequence[str],
+    opts: dict[str, Any] | None,
+) -> int:
+    """Serialise one file in memory and upload it whole (objects are written whole anyway;
+    zip and parquet writers want a seekable file, which an upload stream is not)."""
+    buf = io.BytesIO()
+    write_sample_file(buf, fmt, samples, keys)
+    view = buf.getbuffer()
+    try:
+        with storage.open_write(url, opts) as f:
+            f.write(view)
+        return len(view)
+    finally:
+        view.release()
+
+
+def _write_error(e: BaseException, path: str) -> str:
+    if isinstance(e, OSError):
+        return scrub(f"{e.strerror or e} writing {path}")
+    return scrub(f"{type(e).__name__}: {e} writing {path}".replace("\n", " "))
