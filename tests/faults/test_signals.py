@@ -121,7 +121,7 @@ def _arm_loader(monkeypatch, on_read):
             on_read()
         return real_read(self, *a, **k)
 
-    monkeypatch.setattr(loader, "run_loop", run_loop)
+    monkeypatch.setattr(loader.ranks, "run_loop", run_loop)
     monkeypatch.setattr(formats.FileReader, "read", read)
 
 
@@ -198,7 +198,7 @@ def test_second_signal_in_the_loader_loop(cli, planted, tmp_path, monkeypatch):
                 os.kill(os.getpid(), signal.SIGINT)  # raises here, inside the DataLoader
             yield b
 
-    monkeypatch.setattr(loader, "run_loop", run_loop)
+    monkeypatch.setattr(loader.ranks, "run_loop", run_loop)
     monkeypatch.setattr(loader.RankBatchSampler, "__iter__", batches)
     before = children()
     r = cli("loader", planted.path, "--profile", tiny_profile(tmp_path), "--output",

@@ -1,0 +1,259 @@
+"""The training loop of one emulated accelerator: wait for the next batch (load), emulated
+compute (a measured sleep or a calibrated CUDA matmul burn), a barrier across ranks; its
+configuration and result, and the calibration figures the model takes."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import DistributedError
+from ..stats import Histogram
+from ..target import StopFlag
+from .dataset import DatasetIndex
+from .torchdata import RankBatchSampler, SampleDataset, _worker_init, collate_samples
+
+
+class _GpuBurn:
+    """Emulated compute on a CUDA device: fp16 matmuls, their count calibrated to the time."""
+
+    def __init__(self, rank: int):
+        import torch
+
+        self.torch = torch
+        self.device = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(self.device)
+        n = 4096
+        self.a = torch.randn(n, n, device=self.device, dtype=torch.float16)
+        self.b = torch.randn(n, n, device=self.device, dtype=torch.float16)
+        self.c = torch.empty_like(self.a)
+        self._run(10)
+        t0 = time.perf_counter()
+        self._run(50)
+        self.per_iter = max((time.perf_counter() - t0) / 50, 1e-7)
+
+    def _run(self, iters: int) -> None:
+        for _ in range(iters):
+            self.torch.mm(self.a, self.b, out=self.c)
+        self.torch.cuda.synchronize(self.device)
+
+    def __call__(self, seconds: float) -> None:
+        iters = max(1, round(seconds / self.per_iter))
+        t0 = time.perf_counter()
+        self._run(iters)
+        # follow clock changes: the measured time counts as compute either way
+        self.per_iter = 0.7 * self.per_iter + 0.3 * (time.perf_counter() - t0) / iters
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """One training-loop run: the dataset, the loader and the emulated accelerators."""
+
+    index: DatasetIndex
+    mode: str  # direct | dropped | cached | buffered
+    batch_size: int
+    workers: int
+    prefetch: int
+    compute_s: float
+    compute: str = "sleep"  # sleep | gpu
+    gpus: int = 1
+    epochs: int = 1
+    steps: int | None = None  # per epoch and rank (None: every full batch)
+    seed: int = 1
+    #: the sampler's (rank, ranks) when not (this rank, gpus): a rank that cannot see the
+    #: others' files shuffles its own as a world of one
+    shard: tuple[int, int] | None = None
+
+    def sampler(self, rank: int) -> RankBatchSampler:
+        r, world = self.shard or (rank, self.gpus)
+        return RankBatchSampler(
+            self.index.n_files, self.index.samples_per_file, self.batch_size, r, world,
+            self.workers, self.seed, self.steps,
+        )  # fmt: skip
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.sampler(0).steps
+
+
+@dataclass
+class LoopResult:
+    """What a training-loop run measured (rates summed over ranks, AU averaged)."""
+
+    gpus: int
+    workers: int
+    batch_size: int
+    epochs: int
+    steps: int  # per epoch and rank
+    au: float
+    au_per_epoch: list[float]
+    samples_per_s: float
+    bytes_per_s: float
+    wait: Histogram
+    compute_s: float  # measured compute per step (mean)
+    step_s: float  # wall per step after the first (mean)
+    main_cpu_s: float  # main-thread CPU per step (mean): the loader's per-step overhead
+    read_s_per_sample: float  # worker seconds reading, per sample
+    decode_s_per_sample: float  # worker seconds decoding and collating, per sample
+    ranks: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _rank_loop(
+    cfg: LoopConfig, rank: int, barrier: Any, stop: StopFlag | None, device: int | None = None
+) -> dict[str, Any]:
+    """One rank's training loop; returns its per-epoch figures (plain data, picklable).
+
+    ``barrier.wait()`` ends every step (and starts every epoch); a barrier with
+    ``checks_stop`` carries the stop flag itself (many hosts stop at the same step).
+    ``device``: the CUDA device index for ``--compute gpu`` (default: ``rank``).
+    """
+    with warnings.catch_warnings():
+        # torch warns on stderr when workers outnumber cores; the run records it once instead
+        warnings.filterwarnings(
+            "ignore", message="This DataLoader will create", category=UserWarning
+        )
+        return _rank_loop_body(cfg, rank, barrier, stop, rank if device is None else device)
+
+
+def _rank_loop_body(
+    cfg: LoopConfig, rank: int, barrier: Any, stop: StopFlag | None, device: int
+) -> dict[str, Any]:
+    from torch.utils.data import DataLoader
+
+    sampler = cfg.sampler(rank)
+    check_stop = stop is not None and not getattr(barrier, "checks_stop", False)
+    w = cfg.workers
+    loader = DataLoader(
+        SampleDataset(cfg.index, cfg.mode), batch_sampler=sampler, num_workers=w,
+        collate_fn=collate_samples, pin_memory=False, prefetch_factor=cfg.prefetch if w else None,
+        persistent_workers=w > 0, worker_init_fn=_worker_init if w else None,
+    )  # fmt: skip
+    compute: Callable[[float], None] = time.sleep
+    if cfg.compute == "gpu":
+        compute = _GpuBurn(device)
+    epochs = []
+    it = None
+    interrupted = False
+    try:
+        for epoch in range(cfg.epochs):
+            sampler.set_epoch(epoch)
+            if barrier is not None:
+                barrier.wait()
+            t_start = time.perf_counter()
+            it = iter(loader)
+            wait = Histogram()
+            first_end = t_start
+            compute_sum = cpu_sum = read_sum = decode_sum = 0.0
+            samples = nbytes = 0
+            for k in range(sampler.steps):
+                if check_stop:
+                    stop.check()
+                t0 = time.perf_counter()
+                c0 = time.thread_time()
+                data, sizes, times = next(it)
+                t1 = time.perf_counter()
+                if cfg.compute_s > 0:
+                    compute(cfg.compute_s)
+                t2 = time.perf_counter()
+                if barrier is not None:
+                    barrier.wait()
+                t3 = time.perf_counter()
+                c3 = time.thread_time()
+                if k == 0:
+                    first_end = t3  # DLIO leaves the first step out
+                    continue
+                wait.record(int((t1 - t0) * 1e9))
+                if cfg.compute_s > 0:
+                    compute_sum += t2 - t1
+                cpu_sum += c3 - c0
+                samples += len(sizes)
+                nbytes += int(data.numel())
+                read_sum += times[0]
+                decode_sum += times[1]
+                del data
+            t_end = time.perf_counter()
+            timed = max(t_end - first_end, 1e-9)
+            n = max(sampler.steps - 1, 0)
+            epochs.append(
+                {
+                    "epoch": epoch,
+                    "steps": sampler.steps,
+                    "au": compute_sum / timed if n else 0.0,
+                    "wall_s": t_end - t_start,
+                    "timed_s": timed,
+                    "first_step_s": first_end - t_start,
+                    "samples": samples,
+                    "bytes": nbytes,
+                    "compute_s": compute_sum,
+                    "main_cpu_s": cpu_sum,
+                    "read_s": read_sum,
+                    "decode_s": decode_sum,
+                    "timed_steps": n,
+                    "wait": wait.to_dict(),
+                }
+            )
+    except Exception as e:
+        if stop is None or not stop.is_set() or isinstance(e, DistributedError):
+            raise  # another rank failing is that, even when a stop came with it
+        # Interrupted (workers quit on the signal too). Raised outside this block: a second
+        # signal can land inside DataLoader's iterator constructor, and the traceback would
+        # keep that half-built iterator (and its worker processes) alive for as long as the
+        # error is kept; leaving the block frees it, and its finaliser stops the workers.
+        interrupted = True
+    finally:
+        if it is not None and hasattr(it, "_shutdown_workers"):
+            it._shutdown_workers()
+        del it, loader
+    if interrupted:
+        stop.check()
+    return {"rank": rank, "epochs": epochs}
+
+
+def _last_line(e: BaseException) -> str:
+    """An error as one line: torch re-raises a worker's error with its whole traceback."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return lines[-1] if lines else type(e).__name__
+
+
+def wait_summary(hist: Histogram) -> dict[str, Any]:
+    """The load-wait statistics of one set of samples (the steps after each epoch's first):
+    mean, min, p50, p99 and max from the same histogram, and how many steps they cover (a
+    p99 of fewer than 100 steps is their maximum)."""
+    s = hist.summary_s()
+    if not s:
+        return {"steps": 0}
+    return {**{k: s[k] for k in ("mean", "min", "p50", "p99", "max")}, "steps": hist.count}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The loader's own CPU costs, measured on cached data (no storage in the way)."""
+
+    step_s: float  # wall per step at compute 0: the loader's ceiling
+    overhead_s: float  # main-loop time per step beside compute, when data is ready
+    decode_s_per_sample: float  # worker decode + collate per sample (paced run)
+    read_s_per_sample: float  # worker read per sample from the page cache (paced run)
+    samples_per_s: float  # at compute 0
+    steps: int
+    files: int
+    sleep_s: float  # the compute of the run that measured overhead_s
+    sleep_overshoot_s: float = 0.0  # how much longer than asked a sleep lasted (mean)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def mean(cls, calibrations: Sequence[Calibration]) -> Calibration:
+        """Every rank's calibration averaged (a many-client run's loader costs)."""
+        cs = list(calibrations)
+        if len(cs) == 1:
+            return cs[0]
+        d = {k: float(np.mean([getattr(c, k) for c in cs])) for k in asdict(cs[0])}
+        for k in ("steps", "files"):
+            d[k] = int(min(getattr(c, k) for c in cs))
+        return cls(**d)

@@ -1,0 +1,406 @@
+"""The data loader: a real torch DataLoader over the generated files, with emulated compute.
+
+``run_loader`` lays a profile's dataset out on the target, probes the storage with the same
+files at the loader's concurrency, measures the loader's own CPU costs on cached data
+(compute 0), then runs the training loop DLIO's way and predicts the same configuration with
+the starvation model, so the measured and the predicted AU sit side by side.
+
+The loop (per emulated accelerator, one process each when ``gpus`` > 1): time the wait for the
+next batch (load), then the emulated compute (a measured ``sleep``, or a calibrated CUDA matmul
+burn), then a barrier across ranks (all-reduce). AU per rank and epoch =
+Σ compute over steps after the first ÷ (wall − the first step's duration); the run's AU is the
+mean over ranks, then over epochs. Every rank reads its own shard of the samples each epoch
+(DistributedSampler-like, reshuffled per epoch with a seed) and does the same number of steps:
+the remainder is dropped, so no rank waits at a barrier the others never reach.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from .. import starvation as sv
+from ..distributed import agreed
+from ..engines.base import Progress
+from ..errors import UsageError
+from ..runner import (
+    PhaseRunner,
+    RunOutcome,
+    claim_output_dir,
+    new_result,
+    output_dir_for,
+    physical_memory,
+    run_session,
+)
+from ..spec import Profile, load_profile, parse_overrides
+from ..stats import Histogram
+from ..target import check_free_space, fs_class, resolve
+from ..units import format_bytes, format_seconds
+from . import ranks
+from .calibration import (
+    COMPUTE_BOUND_AU,
+    bound_of,
+    calibrate,
+    cpu_step_s,
+    emulated_compute_s,
+    loader_params,
+    predict,
+    storage_supply_s,
+)
+from .dataset import (
+    DatasetIndex,
+    data_seed,
+    generate_dataset,
+    plan_dataset,
+    planned_bytes,
+    probe_storage,
+    shard_indexes,
+)
+from .loop import Calibration, LoopConfig, LoopResult, wait_summary
+from .ranks import _run_distributed, aggregate
+from .torchdata import RankBatchSampler, own_steps
+
+COMPUTE_KINDS = ("sleep", "gpu")
+
+
+def _spec_hash(params: dict[str, Any]) -> str:
+    blob = json.dumps({"generator": "loader", "params": params}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - no usable torch/CUDA is "no"
+        return False
+
+
+def run_loader(
+    target: str,
+    profile: str | Profile,
+    *,
+    sets: list[str] | None = None,
+    gpus: int | None = None,
+    workers: int | None = None,
+    steps: int | None = None,
+    epochs: int | None = None,
+    compute: str = "sleep",
+    direct: bool | None = None,
+    output: str | None = None,
+    keep: bool = False,
+    progress_factory: Callable[[], Progress] | None = None,
+    command: str | None = None,
+    save: bool = True,
+    seed: int = 1,
+    probe_time_s: float | None = None,
+    hooks: Any = None,
+) -> RunOutcome:
+    """``iobench loader``: generate the profile's dataset on ``target``, probe it, run the
+    DataLoader with emulated compute on ``gpus`` accelerators, predict the same with the model.
+
+    With ``hooks`` (torchrun, many ranks) every rank is one emulated accelerator (``gpus`` is
+    the number of ranks): each writes its share of the files (file ``i`` by rank ``i mod
+    ranks``) into its own run directory, every rank's loader shuffles the whole dataset and
+    reads its shard of it (where the ranks see each other's run directories; else its own
+    files), steps end with a barrier across ranks, and rank 0 writes the one result.
+
+    Bad input raises UsageError before anything is written; failures during the run come back
+    in ``RunOutcome.error`` with the partial result saved and marked, the run dir removed.
+    """
+    prof = profile if isinstance(profile, Profile) else load_profile(profile, parse_overrides(sets))
+    world = hooks.world if hooks is not None else 1
+    if gpus is None:
+        gpus = world
+    if gpus < 1:
+        raise UsageError(f"--gpus must be at least 1, got {gpus}")
+    if hooks is not None and gpus != world:
+        raise UsageError(
+            f"--gpus {gpus} but torchrun launched {world} ranks: under torchrun each rank is "
+            "one emulated accelerator",
+            hint=f"omit --gpus (or give --gpus {world}), or launch {gpus} ranks",
+        )
+    if workers is not None and workers < 0:
+        raise UsageError(f"--workers must be 0 or more, got {workers}")
+    if steps is not None and steps < 2:
+        raise UsageError(f"--steps must be at least 2 (the first step is left out), got {steps}")
+    if epochs is not None and epochs < 1:
+        raise UsageError(f"--epochs must be at least 1, got {epochs}")
+    if compute not in COMPUTE_KINDS:
+        raise UsageError(f"--compute {compute!r} is not valid", hint="use sleep or gpu")
+    if compute == "gpu" and not cuda_available():
+        raise UsageError("--compute gpu needs a CUDA device", hint="use --compute sleep")
+    w = prof.workers if workers is None else workers
+    n_epochs = prof.epochs if epochs is None else epochs
+    files, sizes = plan_dataset(prof, seed)
+    avail = RankBatchSampler.available_steps(
+        prof.files, prof.samples_per_file, prof.batch_size, gpus, w
+    )
+    if avail < 2:
+        raise UsageError(
+            f"profile {prof.name}: {prof.files} files × {prof.samples_per_file} samples give "
+            f"{avail} step(s) of batch {prof.batch_size} per accelerator at --gpus {gpus}; "
+            "the loop needs at least 2",
+            hint="raise files with --set files=N or lower --gpus",
+        )
+    run = new_result(command)
+    if hooks is not None:
+        run.run_id = hooks.shared_run_id(run.run_id)
+    writer = save and (hooks is None or hooks.rank == 0)
+    out_dir = output_dir_for(output, run.run_id)
+
+    def check() -> Any:
+        tgt = resolve(target)
+        check_free_space(tgt, planned_bytes(prof, files))  # many ranks: the whole dataset
+        if writer:
+            claim_output_dir(out_dir)  # held until the result is saved
+        return tgt
+
+    tgt = agreed(hooks, check)
+    wl_params = {
+        **{k: v for k, v in prof.to_dict().items() if k not in ("name", "path", "description")},
+        "gpus": gpus,
+        "workers": w,
+        "epochs": n_epochs,
+        "steps": steps,
+        "compute": compute,
+        "direct": direct,
+        "seed": seed,
+    }
+    run.workload = {
+        "name": prof.name,
+        "path": prof.path,
+        "generator": "loader",
+        "spec_hash": _spec_hash(wl_params),
+        "params": wl_params,
+    }
+    import torch
+
+    run.engine = {"name": "torch-dataloader", "version": torch.__version__}
+    run_dir_id = run.run_id if hooks is None else hooks.run_dir_id(run.run_id)
+    with run_session(
+        run, tgt, out_dir, keep=keep, save=writer, run_dir_id=run_dir_id, hooks=hooks
+    ) as s:
+        remote = tgt.kind == "fsspec"
+        if remote:  # probe reads through fsspec, as the loader's workers do
+            from ..engines.registry import get_engine
+
+            engine = get_engine("fsspec")
+        else:
+            from ..engines.posix import PosixEngine
+
+            engine = PosixEngine()
+        if hooks is not None:
+            hooks.attach(tgt)  # every rank's run dir exists: can ranks read each other's?
+        runner = s.runner = PhaseRunner(
+            tgt, engine, s.stop, progress_factory or Progress, hooks=hooks
+        )
+        # O_DIRECT by default on local targets; on URLs only --direct asks (and is refused)
+        use_direct = runner.direct(not remote if direct is None else direct)
+        cache = runner.cache_state(use_direct)
+        # client-cache: drop the kernel's pages all the same (the client's own cache stays)
+        mode = (
+            "direct"
+            if use_direct
+            else ("dropped" if cache in ("dropped", "client-cache") else "buffered")
+        )
+        local_gpus = 1 if hooks is not None else gpus  # loader processes this one runs
+        if hooks is None:
+            index = generate_dataset(runner, prof, files, sizes, seed)
+            probe_index = own = index
+        else:
+            mine = range(hooks.rank, prof.files, world)
+            own = generate_dataset(
+                runner, prof, [files[i] for i in mine], [sizes[i] for i in mine],
+                data_seed(seed, hooks.rank),
+            )  # fmt: skip
+            index, probe_index = shard_indexes(hooks, own, prof.files)
+        levels = sorted({1, max(w, 1), max(w, 1) * local_gpus})
+        sweep = probe_storage(
+            runner, probe_index, levels, direct=use_direct, seed=seed, time_s=probe_time_s
+        )
+        s.stop.check()
+        if hooks is not None:
+            hooks.barrier()  # every rank calibrates at once, as they will load at once
+        calib = calibrate(
+            own, batch_size=prof.batch_size, workers=w, prefetch=prof.prefetch, gpus=local_gpus,
+            seed=seed, stop=s.stop,
+        )  # fmt: skip
+        loop_steps, shard = steps, None
+        if hooks is not None and index is own:  # each rank shuffles its own files
+            loop_steps, shard = own_steps(hooks, own, prof.batch_size, w, steps), (0, 1)
+        cfg = LoopConfig(
+            index, mode, prof.batch_size, w, prof.prefetch, prof.compute_s, compute, gpus,
+            n_epochs, loop_steps, seed, shard,
+        )  # fmt: skip
+        if hooks is None:
+            result = ranks.run_loop(cfg, s.stop)  # patchable: tests/faults
+        else:
+            calib = Calibration.mean(hooks.all_gather_object(calib))
+            result = aggregate(cfg, _run_distributed(cfg, hooks, s.stop))
+            if index is own:
+                runner.warn(
+                    "the ranks do not see each other's run directories: each rank's loader "
+                    "read the files it wrote, so client caches may inflate the figures"
+                )
+        run.phases = list(runner.results)
+        run.loader, run.estimate, notes = _summarise(
+            prof, index, sweep, calib, result, cache, compute
+        )
+        if hooks is not None:
+            run.loader["hosts"] = len(set(hooks.hosts))
+        for note in notes:
+            runner.warn(note)
+        if not use_direct and not remote:
+            _cache_warning(runner, index)
+        cpus = os.cpu_count() or 1
+        per_host = hooks.ranks_per_host if hooks is not None else gpus
+        if per_host * (w + 1) > cpus:
+            runner.warn(
+                f"{per_host} emulated accelerator(s) on this host × ({w} workers + 1 main loop) "
+                f"= {per_host * (w + 1)} processes on {cpus} CPUs: the loader competes for "
+                "cores, as the calibration measured (see bound)"
+            )
+    outcome = s.outcome()
+    if hooks is not None and outcome.error is not None:
+        hooks.abandon(outcome.error.one_line())
+    return outcome
+
+
+def _summarise(
+    prof: Profile,
+    index: DatasetIndex,
+    sweep: Sequence[sv.SweepPoint],
+    calib: Calibration,
+    res: LoopResult,
+    cache: str,
+    compute: str = "sleep",
+) -> tuple[dict[str, Any], dict[str, Any] | None, list[str]]:
+    """The loader and estimate blocks of result.json, and warnings worth a line."""
+    notes: list[str] = []
+    c = prof.compute_s
+    estimate = None
+    if c > 0:
+        params = loader_params(
+            index, batch_size=res.batch_size, workers=res.workers, prefetch=prof.prefetch,
+            compute_s=c, calibration=calib,
+        )  # fmt: skip
+        ce = emulated_compute_s(c, compute, calib)
+        pred = predict(replace(params, compute_s=ce), sweep, res.gpus, res.steps)
+        predicted: float | None = pred.au
+        basis = pred.basis
+        if ce != c:
+            basis += (
+                f"; compute taken as {format_seconds(ce)} per step: the profile's "
+                f"{format_seconds(c)} plus the {format_seconds(ce - c)} a sleep overshoots on "
+                "this host (measured), since the measured sleep counts as compute"
+            )
+        est = sv.estimate(
+            params, sweep, list(range(1, res.gpus + 1)), prof.au_min, profile=prof.name
+        )
+        estimate = est.to_dict()
+        estimate["basis"] = (
+            f"{est.basis}; storage probed with the loader's own files at "
+            f"{', '.join(str(p.readers) for p in sweep)} readers; loader overhead and decode "
+            "measured at compute 0 on cached data"
+        )
+    else:
+        predicted = None
+        basis = "compute_s is 0: AU is 0 by definition; no prediction"
+        notes.append(
+            "compute_s is 0: AU is 0 by definition; this run measures the loader's own ceiling "
+            f"({res.samples_per_s:,.0f} samples/s)"
+        )
+    cpu_s = cpu_step_s(c, calib)
+    supply = loader_params(  # compute does not enter the storage supply; the model wants > 0
+        index, batch_size=res.batch_size, workers=res.workers, prefetch=prof.prefetch,
+        compute_s=max(c, 1e-6), calibration=calib,
+    )  # fmt: skip
+    storage_s = storage_supply_s(supply, sweep, res.gpus) if sweep else None
+    bound = bound_of(res.au, res.step_s, res.compute_s, cpu_s, storage_s)
+    loader = {
+        "profile": prof.name,
+        "gpus": res.gpus,
+        "workers": res.workers,
+        "batch_size": res.batch_size,
+        "prefetch": prof.prefetch,
+        "steps": res.steps,
+        "epochs": res.epochs,
+        "au": res.au,
+        "au_per_epoch": res.au_per_epoch,
+        "samples_per_s": res.samples_per_s,
+        "bytes_per_s": res.bytes_per_s,
+        "load_wait_s": wait_summary(res.wait),
+        "compute_s": c,
+        "compute_measured_s": res.compute_s,
+        "step_s": res.step_s,
+        "bound": bound,
+        "bound_basis": (
+            f"AU {res.au:.3f} (compute bound at >= {COMPUTE_BOUND_AU:.2f}); step "
+            f"{format_seconds(res.step_s)} measured vs {format_seconds(cpu_s)} on cached data "
+            f"(loader overhead {format_seconds(calib.overhead_s)}/step, ceiling "
+            f"{format_seconds(calib.step_s)}/step at compute 0): time lost to the loader's CPU "
+            f"{format_seconds(max(cpu_s - res.compute_s, 0))}, to storage "
+            f"{format_seconds(max(res.step_s - cpu_s, 0))} per step"
+            + (
+                f"; storage needs {format_seconds(storage_s)} per step at the loader's "
+                f"concurrency (probe) against {format_seconds(cpu_s)} for the loader itself"
+                if storage_s is not None
+                else ""
+            )
+        ),
+        "predicted_au": predicted,
+        "prediction_basis": basis,
+        "cache": cache,
+        "calibration": calib.to_dict(),
+        "worker_read_s_per_sample": res.read_s_per_sample,
+        "worker_decode_s_per_sample": res.decode_s_per_sample,
+        "main_cpu_s_per_step": res.main_cpu_s,
+        "dataset": {
+            "format": index.fmt,
+            "files": index.n_files,
+            "samples": index.n_samples,
+            "samples_per_file": index.samples_per_file,
+            "bytes": index.total_bytes,
+        },
+        "points": [{"gpus": res.gpus, "au": res.au}],
+        "ranks": [
+            {
+                "rank": r["rank"],
+                **({"host": r["host"]} if "host" in r else {}),
+                "epochs": [
+                    {
+                        **_without(ep, "wait"),
+                        "load_wait_s": wait_summary(Histogram.from_dict(ep["wait"])),
+                    }
+                    for ep in r["epochs"]
+                ],
+            }
+            for r in res.ranks
+        ],
+    }
+    if predicted is not None and res.steps >= 20 and abs(predicted - res.au) > 0.1:
+        notes.append(
+            f"measured AU {res.au:.2f} differs from the model's {predicted:.2f} by more than "
+            "10 points: the storage probe may not represent the loader's reads (noisy device?)"
+        )
+    return loader, estimate, notes
+
+
+def _without(d: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k != key}
+
+
+def _cache_warning(runner: PhaseRunner, index: DatasetIndex) -> None:
+    mem = physical_memory()
+    if fs_class(runner.target.fs_type) == "memory" or (mem and index.total_bytes < mem):
+        runner.warn(
+            f"data loader read the dataset ({format_bytes(index.total_bytes)}) without O_DIRECT "
+            f"and it fits in page cache ({format_bytes(mem)} RAM): loader figures may be cache "
+            "(pages were dropped after each read where the kernel allows)"
+        )

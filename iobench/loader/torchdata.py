@@ -1,0 +1,210 @@
+"""The torch side of the loader: the map-style Dataset over whole files, the collate function
+and the per-rank batch sampler (DistributedSampler-like, reshuffled per epoch)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import formats
+from ..errors import EngineError
+from .dataset import DatasetIndex
+
+
+def _worker_init(_worker_id: int) -> None:
+    # Ctrl-C reaches the whole process group; the parent stops the run, workers just follow.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this worker the moment its rank process dies.
+
+    A forked worker holds copies of its rank's sockets, the gloo connections to the other
+    ranks among them: while it lives, a rank that was killed still looks connected, and the
+    others notice only when torch's own check (every 5 s) ends the worker. Elsewhere that
+    check still applies.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - no prctl: torch's check remains
+        pass
+
+
+class SampleDataset:
+    """A map-style torch Dataset: item ``i`` is sample ``i % spf`` of file ``i // spf``.
+
+    ``mode``: "direct" (O_DIRECT whole-file reads), "dropped" (buffered, pages dropped after
+    each read) or "cached"/"buffered" (page cache left alone; the only one for a URL run dir,
+    whose files are read through fsspec, the filesystem opened lazily in each worker). Each
+    item comes with the
+    seconds its worker spent reading and decoding; for multi-sample files the last decoded
+    file is kept, so a worker reading a file's samples in a row reads it once.
+    """
+
+    def __init__(self, index: DatasetIndex, mode: str):
+        if mode not in ("direct", "dropped", "cached", "buffered"):
+            raise ValueError(f"unknown cache mode {mode!r}")
+        self.index = index
+        self.mode = mode
+        self._reader: formats.FileReader | None = None
+        self._last: tuple[int, list[np.ndarray]] | None = None
+
+    def __len__(self) -> int:
+        return self.index.n_samples
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, float, float]:
+        idx = self.index
+        f, j = divmod(int(i), idx.samples_per_file)
+        if self._last is not None and self._last[0] == f:
+            return self._last[1][j], 0.0, 0.0
+        if self._reader is None:
+            local = not idx.remote
+            self._reader = formats.FileReader(
+                local and self.mode == "direct",
+                local and self.mode == "dropped",
+                storage_options=idx.storage_options or None,
+            )
+        sizes = idx.sizes[f] if idx.fmt == "raw" else None
+        samples = self._reader.read(idx.path(f), idx.fmt, sizes)
+        if idx.samples_per_file > 1:
+            self._last = (f, samples)
+        return samples[j], self._reader.last_read_s, self._reader.last_decode_s
+
+
+def collate_samples(
+    batch: list[tuple[np.ndarray, float, float]],
+) -> tuple[Any, list[int], tuple[float, float]]:
+    """(uint8 tensor of the samples back to back, their sizes, (read_s, decode_s)).
+
+    In a worker the output lives in shared memory, so handing it to the main process moves a
+    file descriptor, not the bytes (what torch's default collate does for tensors).
+    """
+    import torch
+    from torch.utils.data import get_worker_info
+
+    t0 = time.perf_counter()
+    sizes = [len(b[0]) for b in batch]
+    total = sum(sizes)
+    if get_worker_info() is not None:
+        elem = torch.empty(0, dtype=torch.uint8)
+        storage = elem._typed_storage()._new_shared(total, device="cpu")
+        out = elem.new(storage).resize_(total)
+    else:
+        out = torch.empty(total, dtype=torch.uint8)
+    flat = out.numpy()
+    pos = 0
+    for arr, n in zip((b[0] for b in batch), sizes, strict=True):
+        flat[pos : pos + n] = arr
+        pos += n
+    read_s = sum(b[1] for b in batch)
+    decode_s = sum(b[2] for b in batch) + (time.perf_counter() - t0)
+    # plain values travel inside the pickle; another tensor would cost another fd hand-off
+    return out, sizes, (read_s, decode_s)
+
+
+class RankBatchSampler:
+    """The batches of one rank for one epoch (``set_epoch`` reshuffles, seeded).
+
+    One sample per file: a global seeded permutation, rank ``r`` takes every ``world``-th of
+    its first ``world × ⌊n / world⌋`` samples (DistributedSampler), in batches, the remainder
+    dropped. Several samples per file: files are shuffled and dealt to ranks, then to the
+    loader's workers, and each worker's files are read sample after sample (order shuffled
+    within a file): batch ``k`` goes to worker ``k mod W`` as torch's DataLoader deals them, so
+    a file is read once, by one worker, not once per batch that touches it.
+    """
+
+    def __init__(
+        self,
+        n_files: int,
+        samples_per_file: int,
+        batch_size: int,
+        rank: int,
+        world: int,
+        workers: int,
+        seed: int,
+        max_steps: int | None = None,
+    ):
+        self.n_files = n_files
+        self.spf = samples_per_file
+        self.batch = batch_size
+        self.rank = rank
+        self.world = world
+        self.workers = max(workers, 1)
+        self.seed = seed
+        self.epoch = 0
+        avail = self.available_steps(n_files, samples_per_file, batch_size, world, workers)
+        self.steps = min(avail, max_steps) if max_steps else avail
+
+    @staticmethod
+    def available_steps(n_files: int, spf: int, batch: int, world: int, workers: int) -> int:
+        """Steps per epoch every rank can do (the same on every rank)."""
+        if spf == 1:
+            return (n_files // world) // batch
+        files_rank = n_files // world
+        w = max(workers, 1)
+        per_worker = [len(range(k, files_rank, w)) * spf // batch for k in range(w)]
+        interleaved = w * min(per_worker)
+        return interleaved if interleaved else (files_rank * spf) // batch
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def _batches(self) -> list[list[int]]:
+        rng = np.random.default_rng([self.seed, self.epoch])
+        b, world, spf = self.batch, self.world, self.spf
+        if spf == 1:
+            perm = rng.permutation(self.n_files)
+            per_rank = self.n_files // world
+            mine = perm[: per_rank * world][self.rank :: world]
+            return [mine[k * b : (k + 1) * b].tolist() for k in range(len(mine) // b)]
+        files = rng.permutation(self.n_files)
+        files_rank = self.n_files // world
+        mine = files[: files_rank * world][self.rank :: world]
+
+        def stream(fs: Sequence[int]) -> list[int]:
+            out: list[int] = []
+            for f in fs:
+                out.extend((int(f) * spf + rng.permutation(spf)).tolist())
+            return out
+
+        w = self.workers
+        per_worker = [stream(mine[k::w]) for k in range(w)]
+        n = min(len(s) // b for s in per_worker)
+        if n == 0:  # too few files to give every worker a batch: one stream
+            s = stream(mine)
+            return [s[k * b : (k + 1) * b] for k in range(len(s) // b)]
+        return [per_worker[k % w][(k // w) * b : (k // w + 1) * b] for k in range(n * w)]
+
+    def __iter__(self):
+        yield from self._batches()[: self.steps]
+
+
+def own_steps(
+    hooks: Any, own: DatasetIndex, batch_size: int, workers: int, steps: int | None
+) -> int:
+    """Steps per epoch when every rank reads only its own files: the fewest any rank can do,
+    so that no rank waits at a barrier the others never reach (collective)."""
+    mine = RankBatchSampler.available_steps(
+        own.n_files, own.samples_per_file, batch_size, 1, workers
+    )
+    fewest = min(hooks.all_gather_object(min(steps or mine, mine)))
+    if fewest < 2:
+        raise EngineError(
+            f"a rank's own files give {fewest} step(s) of batch {batch_size}; the loop needs 2",
+            hint="raise files with --set files=N",
+        )
+    return fewest
