@@ -1,6 +1,14 @@
-"""The training loop of one emulated accelerator: wait for the next batch (load), emulated
-compute (a measured sleep or a calibrated CUDA matmul burn), a barrier across ranks; its
-configuration and result, and the calibration figures the model takes."""
+"""The training loop of one emulated accelerator, its configuration and result, and the
+calibration figures the model takes.
+
+The loop (per emulated accelerator, one process each when ``gpus`` > 1): time the wait for the
+next batch (load), then the emulated compute (a measured ``sleep``, or a calibrated CUDA matmul
+burn), then a barrier across ranks (all-reduce). AU per rank and epoch =
+Σ compute over steps after the first ÷ (wall − the first step's duration); the run's AU is the
+mean over ranks, then over epochs. Every rank reads its own shard of the samples each epoch
+(DistributedSampler-like, reshuffled per epoch with a seed) and does the same number of steps:
+the remainder is dropped, so no rank waits at a barrier the others never reach.
+"""
 
 from __future__ import annotations
 

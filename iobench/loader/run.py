@@ -1,17 +1,9 @@
-"""The data loader: a real torch DataLoader over the generated files, with emulated compute.
+"""``iobench loader``: the run, from the profile to the result's loader and estimate blocks.
 
 ``run_loader`` lays a profile's dataset out on the target, probes the storage with the same
 files at the loader's concurrency, measures the loader's own CPU costs on cached data
 (compute 0), then runs the training loop DLIO's way and predicts the same configuration with
 the starvation model, so the measured and the predicted AU sit side by side.
-
-The loop (per emulated accelerator, one process each when ``gpus`` > 1): time the wait for the
-next batch (load), then the emulated compute (a measured ``sleep``, or a calibrated CUDA matmul
-burn), then a barrier across ranks (all-reduce). AU per rank and epoch =
-Σ compute over steps after the first ÷ (wall − the first step's duration); the run's AU is the
-mean over ranks, then over epochs. Every rank reads its own shard of the samples each epoch
-(DistributedSampler-like, reshuffled per epoch with a seed) and does the same number of steps:
-the remainder is dropped, so no rank waits at a barrier the others never reach.
 """
 
 from __future__ import annotations
@@ -20,12 +12,13 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from .. import starvation as sv
 from ..distributed import agreed
-from ..engines.base import Progress
+from ..engines.base import FileSpec, Progress
 from ..errors import UsageError
 from ..runner import (
     PhaseRunner,
@@ -115,11 +108,72 @@ def run_loader(
     """
     prof = profile if isinstance(profile, Profile) else load_profile(profile, parse_overrides(sets))
     world = hooks.world if hooks is not None else 1
-    if gpus is None:
-        gpus = world
+    gpus = world if gpus is None else gpus
+    _check_options(gpus, world, hooks is not None, workers, steps, epochs, compute)
+    job = _Job(
+        prof, gpus, prof.workers if workers is None else workers,
+        prof.epochs if epochs is None else epochs, steps, compute, direct, seed, probe_time_s,
+        hooks, *plan_dataset(prof, seed),
+    )  # fmt: skip
+    _check_steps(prof, gpus, job.workers)
+    run = new_result(command)
+    if hooks is not None:
+        run.run_id = hooks.shared_run_id(run.run_id)
+    writer = save and (hooks is None or hooks.rank == 0)
+    out_dir = output_dir_for(output, run.run_id)
+    tgt = agreed(hooks, lambda: _check_target(target, job, out_dir if writer else None))
+    run.workload, run.engine = _workload(job), _engine_block()
+    run_dir_id = run.run_id if hooks is None else hooks.run_dir_id(run.run_id)
+    with run_session(
+        run, tgt, out_dir, keep=keep, save=writer, run_dir_id=run_dir_id, hooks=hooks
+    ) as s:
+        _measure(job, s, run, tgt, progress_factory)
+    outcome = s.outcome()
+    if hooks is not None and outcome.error is not None:
+        hooks.abandon(outcome.error.one_line())
+    return outcome
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One ``run_loader`` call's settled options and its dataset plan."""
+
+    prof: Profile
+    gpus: int
+    workers: int
+    epochs: int
+    steps: int | None
+    compute: str
+    direct: bool | None
+    seed: int
+    probe_time_s: float | None
+    hooks: Any
+    files: tuple[FileSpec, ...]
+    sizes: list[list[int]]
+
+
+def _check_target(target: str, job: _Job, out_dir: Path | None) -> Any:
+    """The resolved target, with room for the whole dataset; claims ``out_dir`` if given."""
+    tgt = resolve(target)
+    check_free_space(tgt, planned_bytes(job.prof, job.files))  # many ranks: the whole dataset
+    if out_dir is not None:
+        claim_output_dir(out_dir)  # held until the result is saved
+    return tgt
+
+
+def _check_options(
+    gpus: int,
+    world: int,
+    torchrun: bool,
+    workers: int | None,
+    steps: int | None,
+    epochs: int | None,
+    compute: str,
+) -> None:
+    """UsageError for any option out of range, before anything is written."""
     if gpus < 1:
         raise UsageError(f"--gpus must be at least 1, got {gpus}")
-    if hooks is not None and gpus != world:
+    if torchrun and gpus != world:
         raise UsageError(
             f"--gpus {gpus} but torchrun launched {world} ranks: under torchrun each rank is "
             "one emulated accelerator",
@@ -135,11 +189,12 @@ def run_loader(
         raise UsageError(f"--compute {compute!r} is not valid", hint="use sleep or gpu")
     if compute == "gpu" and not cuda_available():
         raise UsageError("--compute gpu needs a CUDA device", hint="use --compute sleep")
-    w = prof.workers if workers is None else workers
-    n_epochs = prof.epochs if epochs is None else epochs
-    files, sizes = plan_dataset(prof, seed)
+
+
+def _check_steps(prof: Profile, gpus: int, workers: int) -> None:
+    """UsageError when the dataset gives fewer than 2 steps per accelerator."""
     avail = RankBatchSampler.available_steps(
-        prof.files, prof.samples_per_file, prof.batch_size, gpus, w
+        prof.files, prof.samples_per_file, prof.batch_size, gpus, workers
     )
     if avail < 2:
         raise UsageError(
@@ -148,128 +203,142 @@ def run_loader(
             "the loop needs at least 2",
             hint="raise files with --set files=N or lower --gpus",
         )
-    run = new_result(command)
-    if hooks is not None:
-        run.run_id = hooks.shared_run_id(run.run_id)
-    writer = save and (hooks is None or hooks.rank == 0)
-    out_dir = output_dir_for(output, run.run_id)
 
-    def check() -> Any:
-        tgt = resolve(target)
-        check_free_space(tgt, planned_bytes(prof, files))  # many ranks: the whole dataset
-        if writer:
-            claim_output_dir(out_dir)  # held until the result is saved
-        return tgt
 
-    tgt = agreed(hooks, check)
+def _workload(job: _Job) -> dict[str, Any]:
+    """The result's workload block: the profile and every option that shapes the run."""
+    prof = job.prof
     wl_params = {
         **{k: v for k, v in prof.to_dict().items() if k not in ("name", "path", "description")},
-        "gpus": gpus,
-        "workers": w,
-        "epochs": n_epochs,
-        "steps": steps,
-        "compute": compute,
-        "direct": direct,
-        "seed": seed,
+        "gpus": job.gpus,
+        "workers": job.workers,
+        "epochs": job.epochs,
+        "steps": job.steps,
+        "compute": job.compute,
+        "direct": job.direct,
+        "seed": job.seed,
     }
-    run.workload = {
+    return {
         "name": prof.name,
         "path": prof.path,
         "generator": "loader",
         "spec_hash": _spec_hash(wl_params),
         "params": wl_params,
     }
+
+
+def _engine_block() -> dict[str, Any]:
     import torch
 
-    run.engine = {"name": "torch-dataloader", "version": torch.__version__}
-    run_dir_id = run.run_id if hooks is None else hooks.run_dir_id(run.run_id)
-    with run_session(
-        run, tgt, out_dir, keep=keep, save=writer, run_dir_id=run_dir_id, hooks=hooks
-    ) as s:
-        remote = tgt.kind == "fsspec"
-        if remote:  # probe reads through fsspec, as the loader's workers do
-            from ..engines.registry import get_engine
+    return {"name": "torch-dataloader", "version": torch.__version__}
 
-            engine = get_engine("fsspec")
-        else:
-            from ..engines.posix import PosixEngine
 
-            engine = PosixEngine()
-        if hooks is not None:
-            hooks.attach(tgt)  # every rank's run dir exists: can ranks read each other's?
-        runner = s.runner = PhaseRunner(
-            tgt, engine, s.stop, progress_factory or Progress, hooks=hooks
+def _measure(
+    job: _Job, s: Any, run: Any, tgt: Any, progress_factory: Callable[[], Progress] | None
+) -> None:
+    """Inside the run session: lay the dataset out, probe, calibrate, run the loop, summarise."""
+    prof, hooks, w = job.prof, job.hooks, job.workers
+    remote = tgt.kind == "fsspec"
+    engine = _probe_engine(remote)
+    if hooks is not None:
+        hooks.attach(tgt)  # every rank's run dir exists: can ranks read each other's?
+    runner = s.runner = PhaseRunner(tgt, engine, s.stop, progress_factory or Progress, hooks=hooks)
+    # O_DIRECT by default on local targets; on URLs only --direct asks (and is refused)
+    use_direct = runner.direct(not remote if job.direct is None else job.direct)
+    cache = runner.cache_state(use_direct)
+    # client-cache: drop the kernel's pages all the same (the client's own cache stays)
+    mode = (
+        "direct"
+        if use_direct
+        else ("dropped" if cache in ("dropped", "client-cache") else "buffered")
+    )
+    local_gpus = 1 if hooks is not None else job.gpus  # loader processes this one runs
+    index, probe_index, own = _lay_out(job, runner)
+    levels = sorted({1, max(w, 1), max(w, 1) * local_gpus})
+    sweep = probe_storage(
+        runner, probe_index, levels, direct=use_direct, seed=job.seed, time_s=job.probe_time_s
+    )
+    s.stop.check()
+    if hooks is not None:
+        hooks.barrier()  # every rank calibrates at once, as they will load at once
+    calib = calibrate(
+        own, batch_size=prof.batch_size, workers=w, prefetch=prof.prefetch, gpus=local_gpus,
+        seed=job.seed, stop=s.stop,
+    )  # fmt: skip
+    loop_steps, shard = job.steps, None
+    if hooks is not None and index is own:  # each rank shuffles its own files
+        loop_steps, shard = own_steps(hooks, own, prof.batch_size, w, job.steps), (0, 1)
+    cfg = LoopConfig(
+        index, mode, prof.batch_size, w, prof.prefetch, prof.compute_s, job.compute, job.gpus,
+        job.epochs, loop_steps, job.seed, shard,
+    )  # fmt: skip
+    if hooks is None:
+        result = ranks.run_loop(cfg, s.stop)  # patchable: tests/faults
+    else:
+        calib = Calibration.mean(hooks.all_gather_object(calib))
+        result = aggregate(cfg, _run_distributed(cfg, hooks, s.stop))
+    run.phases = list(runner.results)
+    run.loader, run.estimate, notes = _summarise(
+        prof, index, sweep, calib, result, cache, job.compute
+    )
+    if hooks is not None:
+        run.loader["hosts"] = len(set(hooks.hosts))
+    _warn(job, runner, notes, index, shared=index is not own, cached=not use_direct and not remote)
+
+
+def _probe_engine(remote: bool) -> Any:
+    """The storage probe's engine: fsspec on a URL (as the loader's workers read), else posix."""
+    if remote:
+        from ..engines.registry import get_engine
+
+        return get_engine("fsspec")
+    from ..engines.posix import PosixEngine
+
+    return PosixEngine()
+
+
+def _lay_out(job: _Job, runner: PhaseRunner) -> tuple[DatasetIndex, DatasetIndex, DatasetIndex]:
+    """(the loader's index, the probe's, this rank's own files) once the dataset is written."""
+    hooks, prof = job.hooks, job.prof
+    if hooks is None:
+        index = generate_dataset(runner, prof, job.files, job.sizes, job.seed)
+        return index, index, index
+    mine = range(hooks.rank, prof.files, hooks.world)
+    own = generate_dataset(
+        runner, prof, [job.files[i] for i in mine], [job.sizes[i] for i in mine],
+        data_seed(job.seed, hooks.rank),
+    )  # fmt: skip
+    index, probe_index = shard_indexes(hooks, own, prof.files)
+    return index, probe_index, own
+
+
+def _warn(
+    job: _Job,
+    runner: PhaseRunner,
+    notes: list[str],
+    index: DatasetIndex,
+    shared: bool,
+    cached: bool,
+) -> None:
+    """The run's warnings: the summary's notes, own-files reads, page cache, CPU oversubscribed."""
+    hooks, w = job.hooks, job.workers
+    if hooks is not None and not shared:
+        runner.warn(
+            "the ranks do not see each other's run directories: each rank's loader "
+            "read the files it wrote, so client caches may inflate the figures"
         )
-        # O_DIRECT by default on local targets; on URLs only --direct asks (and is refused)
-        use_direct = runner.direct(not remote if direct is None else direct)
-        cache = runner.cache_state(use_direct)
-        # client-cache: drop the kernel's pages all the same (the client's own cache stays)
-        mode = (
-            "direct"
-            if use_direct
-            else ("dropped" if cache in ("dropped", "client-cache") else "buffered")
+    for note in notes:
+        runner.warn(note)
+    if cached:
+        _cache_warning(runner, index)
+    cpus = os.cpu_count() or 1
+    per_host = hooks.ranks_per_host if hooks is not None else job.gpus
+    if per_host * (w + 1) > cpus:
+        runner.warn(
+            f"{per_host} emulated accelerator(s) on this host × ({w} workers + 1 main loop) "
+            f"= {per_host * (w + 1)} processes on {cpus} CPUs: the loader competes for "
+            "cores, as the calibration measured (see bound)"
         )
-        local_gpus = 1 if hooks is not None else gpus  # loader processes this one runs
-        if hooks is None:
-            index = generate_dataset(runner, prof, files, sizes, seed)
-            probe_index = own = index
-        else:
-            mine = range(hooks.rank, prof.files, world)
-            own = generate_dataset(
-                runner, prof, [files[i] for i in mine], [sizes[i] for i in mine],
-                data_seed(seed, hooks.rank),
-            )  # fmt: skip
-            index, probe_index = shard_indexes(hooks, own, prof.files)
-        levels = sorted({1, max(w, 1), max(w, 1) * local_gpus})
-        sweep = probe_storage(
-            runner, probe_index, levels, direct=use_direct, seed=seed, time_s=probe_time_s
-        )
-        s.stop.check()
-        if hooks is not None:
-            hooks.barrier()  # every rank calibrates at once, as they will load at once
-        calib = calibrate(
-            own, batch_size=prof.batch_size, workers=w, prefetch=prof.prefetch, gpus=local_gpus,
-            seed=seed, stop=s.stop,
-        )  # fmt: skip
-        loop_steps, shard = steps, None
-        if hooks is not None and index is own:  # each rank shuffles its own files
-            loop_steps, shard = own_steps(hooks, own, prof.batch_size, w, steps), (0, 1)
-        cfg = LoopConfig(
-            index, mode, prof.batch_size, w, prof.prefetch, prof.compute_s, compute, gpus,
-            n_epochs, loop_steps, seed, shard,
-        )  # fmt: skip
-        if hooks is None:
-            result = ranks.run_loop(cfg, s.stop)  # patchable: tests/faults
-        else:
-            calib = Calibration.mean(hooks.all_gather_object(calib))
-            result = aggregate(cfg, _run_distributed(cfg, hooks, s.stop))
-            if index is own:
-                runner.warn(
-                    "the ranks do not see each other's run directories: each rank's loader "
-                    "read the files it wrote, so client caches may inflate the figures"
-                )
-        run.phases = list(runner.results)
-        run.loader, run.estimate, notes = _summarise(
-            prof, index, sweep, calib, result, cache, compute
-        )
-        if hooks is not None:
-            run.loader["hosts"] = len(set(hooks.hosts))
-        for note in notes:
-            runner.warn(note)
-        if not use_direct and not remote:
-            _cache_warning(runner, index)
-        cpus = os.cpu_count() or 1
-        per_host = hooks.ranks_per_host if hooks is not None else gpus
-        if per_host * (w + 1) > cpus:
-            runner.warn(
-                f"{per_host} emulated accelerator(s) on this host × ({w} workers + 1 main loop) "
-                f"= {per_host * (w + 1)} processes on {cpus} CPUs: the loader competes for "
-                "cores, as the calibration measured (see bound)"
-            )
-    outcome = s.outcome()
-    if hooks is not None and outcome.error is not None:
-        hooks.abandon(outcome.error.one_line())
-    return outcome
 
 
 def _summarise(
@@ -282,47 +351,8 @@ def _summarise(
     compute: str = "sleep",
 ) -> tuple[dict[str, Any], dict[str, Any] | None, list[str]]:
     """The loader and estimate blocks of result.json, and warnings worth a line."""
-    notes: list[str] = []
-    c = prof.compute_s
-    estimate = None
-    if c > 0:
-        params = loader_params(
-            index, batch_size=res.batch_size, workers=res.workers, prefetch=prof.prefetch,
-            compute_s=c, calibration=calib,
-        )  # fmt: skip
-        ce = emulated_compute_s(c, compute, calib)
-        pred = predict(replace(params, compute_s=ce), sweep, res.gpus, res.steps)
-        predicted: float | None = pred.au
-        basis = pred.basis
-        if ce != c:
-            basis += (
-                f"; compute taken as {format_seconds(ce)} per step: the profile's "
-                f"{format_seconds(c)} plus the {format_seconds(ce - c)} a sleep overshoots on "
-                "this host (measured), since the measured sleep counts as compute"
-            )
-        est = sv.estimate(
-            params, sweep, list(range(1, res.gpus + 1)), prof.au_min, profile=prof.name
-        )
-        estimate = est.to_dict()
-        estimate["basis"] = (
-            f"{est.basis}; storage probed with the loader's own files at "
-            f"{', '.join(str(p.readers) for p in sweep)} readers; loader overhead and decode "
-            "measured at compute 0 on cached data"
-        )
-    else:
-        predicted = None
-        basis = "compute_s is 0: AU is 0 by definition; no prediction"
-        notes.append(
-            "compute_s is 0: AU is 0 by definition; this run measures the loader's own ceiling "
-            f"({res.samples_per_s:,.0f} samples/s)"
-        )
-    cpu_s = cpu_step_s(c, calib)
-    supply = loader_params(  # compute does not enter the storage supply; the model wants > 0
-        index, batch_size=res.batch_size, workers=res.workers, prefetch=prof.prefetch,
-        compute_s=max(c, 1e-6), calibration=calib,
-    )  # fmt: skip
-    storage_s = storage_supply_s(supply, sweep, res.gpus) if sweep else None
-    bound = bound_of(res.au, res.step_s, res.compute_s, cpu_s, storage_s)
+    predicted, basis, estimate, notes = _prediction(prof, index, sweep, calib, res, compute)
+    bound, bound_basis = _bound(prof, index, sweep, calib, res)
     loader = {
         "profile": prof.name,
         "gpus": res.gpus,
@@ -336,24 +366,11 @@ def _summarise(
         "samples_per_s": res.samples_per_s,
         "bytes_per_s": res.bytes_per_s,
         "load_wait_s": wait_summary(res.wait),
-        "compute_s": c,
+        "compute_s": prof.compute_s,
         "compute_measured_s": res.compute_s,
         "step_s": res.step_s,
         "bound": bound,
-        "bound_basis": (
-            f"AU {res.au:.3f} (compute bound at >= {COMPUTE_BOUND_AU:.2f}); step "
-            f"{format_seconds(res.step_s)} measured vs {format_seconds(cpu_s)} on cached data "
-            f"(loader overhead {format_seconds(calib.overhead_s)}/step, ceiling "
-            f"{format_seconds(calib.step_s)}/step at compute 0): time lost to the loader's CPU "
-            f"{format_seconds(max(cpu_s - res.compute_s, 0))}, to storage "
-            f"{format_seconds(max(res.step_s - cpu_s, 0))} per step"
-            + (
-                f"; storage needs {format_seconds(storage_s)} per step at the loader's "
-                f"concurrency (probe) against {format_seconds(cpu_s)} for the loader itself"
-                if storage_s is not None
-                else ""
-            )
-        ),
+        "bound_basis": bound_basis,
         "predicted_au": predicted,
         "prediction_basis": basis,
         "cache": cache,
@@ -369,20 +386,7 @@ def _summarise(
             "bytes": index.total_bytes,
         },
         "points": [{"gpus": res.gpus, "au": res.au}],
-        "ranks": [
-            {
-                "rank": r["rank"],
-                **({"host": r["host"]} if "host" in r else {}),
-                "epochs": [
-                    {
-                        **_without(ep, "wait"),
-                        "load_wait_s": wait_summary(Histogram.from_dict(ep["wait"])),
-                    }
-                    for ep in r["epochs"]
-                ],
-            }
-            for r in res.ranks
-        ],
+        "ranks": _ranks_block(res),
     }
     if predicted is not None and res.steps >= 20 and abs(predicted - res.au) > 0.1:
         notes.append(
@@ -390,6 +394,96 @@ def _summarise(
             "10 points: the storage probe may not represent the loader's reads (noisy device?)"
         )
     return loader, estimate, notes
+
+
+def _prediction(
+    prof: Profile,
+    index: DatasetIndex,
+    sweep: Sequence[sv.SweepPoint],
+    calib: Calibration,
+    res: LoopResult,
+    compute: str,
+) -> tuple[float | None, str, dict[str, Any] | None, list[str]]:
+    """(the model's AU for the measured configuration, its basis, the estimate block, notes)."""
+    c = prof.compute_s
+    if c <= 0:
+        basis = "compute_s is 0: AU is 0 by definition; no prediction"
+        note = (
+            "compute_s is 0: AU is 0 by definition; this run measures the loader's own ceiling "
+            f"({res.samples_per_s:,.0f} samples/s)"
+        )
+        return None, basis, None, [note]
+    params = loader_params(
+        index, batch_size=res.batch_size, workers=res.workers, prefetch=prof.prefetch,
+        compute_s=c, calibration=calib,
+    )  # fmt: skip
+    ce = emulated_compute_s(c, compute, calib)
+    pred = predict(replace(params, compute_s=ce), sweep, res.gpus, res.steps)
+    basis = pred.basis
+    if ce != c:
+        basis += (
+            f"; compute taken as {format_seconds(ce)} per step: the profile's "
+            f"{format_seconds(c)} plus the {format_seconds(ce - c)} a sleep overshoots on "
+            "this host (measured), since the measured sleep counts as compute"
+        )
+    est = sv.estimate(params, sweep, list(range(1, res.gpus + 1)), prof.au_min, profile=prof.name)
+    estimate = est.to_dict()
+    estimate["basis"] = (
+        f"{est.basis}; storage probed with the loader's own files at "
+        f"{', '.join(str(p.readers) for p in sweep)} readers; loader overhead and decode "
+        "measured at compute 0 on cached data"
+    )
+    return pred.au, basis, estimate, []
+
+
+def _bound(
+    prof: Profile,
+    index: DatasetIndex,
+    sweep: Sequence[sv.SweepPoint],
+    calib: Calibration,
+    res: LoopResult,
+) -> tuple[str, str]:
+    """What limited the run, and the figures that say so."""
+    c = prof.compute_s
+    cpu_s = cpu_step_s(c, calib)
+    supply = loader_params(  # compute does not enter the storage supply; the model wants > 0
+        index, batch_size=res.batch_size, workers=res.workers, prefetch=prof.prefetch,
+        compute_s=max(c, 1e-6), calibration=calib,
+    )  # fmt: skip
+    storage_s = storage_supply_s(supply, sweep, res.gpus) if sweep else None
+    bound = bound_of(res.au, res.step_s, res.compute_s, cpu_s, storage_s)
+    basis = (
+        f"AU {res.au:.3f} (compute bound at >= {COMPUTE_BOUND_AU:.2f}); step "
+        f"{format_seconds(res.step_s)} measured vs {format_seconds(cpu_s)} on cached data "
+        f"(loader overhead {format_seconds(calib.overhead_s)}/step, ceiling "
+        f"{format_seconds(calib.step_s)}/step at compute 0): time lost to the loader's CPU "
+        f"{format_seconds(max(cpu_s - res.compute_s, 0))}, to storage "
+        f"{format_seconds(max(res.step_s - cpu_s, 0))} per step"
+    )
+    if storage_s is not None:
+        basis += (
+            f"; storage needs {format_seconds(storage_s)} per step at the loader's "
+            f"concurrency (probe) against {format_seconds(cpu_s)} for the loader itself"
+        )
+    return bound, basis
+
+
+def _ranks_block(res: LoopResult) -> list[dict[str, Any]]:
+    """Every rank's epochs, each with its load-wait summary."""
+    return [
+        {
+            "rank": r["rank"],
+            **({"host": r["host"]} if "host" in r else {}),
+            "epochs": [
+                {
+                    **_without(ep, "wait"),
+                    "load_wait_s": wait_summary(Histogram.from_dict(ep["wait"])),
+                }
+                for ep in r["epochs"]
+            ],
+        }
+        for r in res.ranks
+    ]
 
 
 def _without(d: dict[str, Any], key: str) -> dict[str, Any]:
