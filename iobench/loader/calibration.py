@@ -58,32 +58,8 @@ def calibrate(
     is the one a training step pays; its workers do not compete with a spinning main loop for
     cores, as in a run that waits on storage.
     """
-    per_step = batch_size * gpus * index.bytes_per_sample
-    steps = max(2, min(CALIBRATION_STEPS, int(CALIBRATION_BYTES // max(per_step, 1)) - 1))
-    need = gpus * (steps + 1) * batch_size
-    n_files = -(-need // index.samples_per_file) + gpus * max(workers, 1)
-    sub = index.subset(n_files)
-    if (
-        RankBatchSampler.available_steps(
-            sub.n_files, sub.samples_per_file, batch_size, gpus, workers
-        )
-        < 2
-    ):
-        sub = index
-    local_copy = None
-    if sub.remote:
-        # no page cache in front of an object store: the cached data is a local copy
-        local_copy = tempfile.mkdtemp(prefix="iobench-calibration-")
-        try:
-            for i, rel in enumerate(sub.paths):
-                dest = os.path.join(local_copy, rel)
-                os.makedirs(os.path.dirname(dest), exist_ok=True)
-                with open(dest, "wb") as fh:
-                    fh.write(storage.read_bytes(sub.path(i), sub.storage_options or None))
-        except BaseException:
-            shutil.rmtree(local_copy, ignore_errors=True)
-            raise
-        sub = replace(sub, run_dir=local_copy, storage_options={})
+    sub, steps = _calibration_subset(index, batch_size, workers, gpus)
+    sub, local_copy = _cached_copy(sub)
     paths = [os.path.join(sub.run_dir, p) for p in sub.paths]
     reader = formats.FileReader(direct=False)
     for p in paths:
@@ -117,6 +93,44 @@ def calibrate(
         sleep_s=sleep_s,
         sleep_overshoot_s=max(paced.compute_s - sleep_s, 0.0),
     )
+
+
+def _calibration_subset(
+    index: DatasetIndex, batch_size: int, workers: int, gpus: int
+) -> tuple[DatasetIndex, int]:
+    """(the files the calibration reads, its steps per epoch): at most CALIBRATION_STEPS steps
+    over at most CALIBRATION_BYTES, the whole dataset when a subset gives under 2 steps."""
+    per_step = batch_size * gpus * index.bytes_per_sample
+    steps = max(2, min(CALIBRATION_STEPS, int(CALIBRATION_BYTES // max(per_step, 1)) - 1))
+    need = gpus * (steps + 1) * batch_size
+    n_files = -(-need // index.samples_per_file) + gpus * max(workers, 1)
+    sub = index.subset(n_files)
+    if (
+        RankBatchSampler.available_steps(
+            sub.n_files, sub.samples_per_file, batch_size, gpus, workers
+        )
+        < 2
+    ):
+        sub = index
+    return sub, steps
+
+
+def _cached_copy(sub: DatasetIndex) -> tuple[DatasetIndex, str | None]:
+    """``sub`` where its pages can be cached: itself locally; from an object store (no page
+    cache in front of it), a local copy in a temporary directory (returned, to remove)."""
+    if not sub.remote:
+        return sub, None
+    local_copy = tempfile.mkdtemp(prefix="iobench-calibration-")
+    try:
+        for i, rel in enumerate(sub.paths):
+            dest = os.path.join(local_copy, rel)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, "wb") as fh:
+                fh.write(storage.read_bytes(sub.path(i), sub.storage_options or None))
+    except BaseException:
+        shutil.rmtree(local_copy, ignore_errors=True)
+        raise
+    return replace(sub, run_dir=local_copy, storage_options={}), local_copy
 
 
 def loader_params(

@@ -58,7 +58,8 @@ def _run_ranks(cfg: LoopConfig, stop: StopFlag) -> list[dict[str, Any]]:
         return [_loop_here(cfg, 0, None, stop)]
     ctx = mp.get_context("spawn" if cfg.compute == "gpu" else "fork")
     barrier = ctx.Barrier(cfg.gpus)
-    procs, conns = [], []
+    procs: list[Any] = []
+    conns: list[Any] = []
     try:
         for r in range(cfg.gpus):
             parent, child = ctx.Pipe(duplex=False)
@@ -69,52 +70,65 @@ def _run_ranks(cfg: LoopConfig, stop: StopFlag) -> list[dict[str, Any]]:
             child.close()
             procs.append(p)
             conns.append(parent)
-        results: dict[int, dict[str, Any]] = {}
-        errors: list[str] = []
-        pending = dict(enumerate(conns))
-        while pending:
-            if stop.is_set():
-                stop.check()
-            ready = mp_wait(
-                list(pending.values()) + [procs[r].sentinel for r in pending], timeout=0.2
-            )
-            for r in list(pending):
-                c = pending[r]
-                if c in ready or procs[r].sentinel in ready:
-                    try:
-                        if not c.poll():
-                            raise EOFError
-                        kind, payload = c.recv()
-                    except EOFError:
-                        procs[r].join(1)
-                        kind = "error"
-                        payload = f"exited (code {procs[r].exitcode}) without a result"
-                    del pending[r]
-                    if kind == "ok":
-                        results[r] = payload
-                        continue
-                    errors.append(f"loader rank {r}: {payload}")
-                    try:
-                        barrier.abort()  # the others stop at their next step
-                    except Exception:  # noqa: BLE001
-                        pass
+        results, errors = _collect(procs, conns, barrier, stop)
         if errors:
             # the rank that failed first, not the ones it left at a broken barrier
             first = [e for e in errors if "BrokenBarrierError" not in e] or errors
             raise EngineError(first[0])
         return [results[r] for r in range(cfg.gpus)]
     finally:
-        for p in procs:
-            if p.is_alive():
-                p.join(0.5 if stop.is_set() else 5)
-            if p.is_alive():
-                p.terminate()
-                p.join(5)
-            if p.is_alive():
-                p.kill()
-                p.join()
-        for c in conns:
-            c.close()
+        _reap(procs, conns, stop)
+
+
+def _collect(
+    procs: list[Any], conns: list[Any], barrier: Any, stop: StopFlag
+) -> tuple[dict[int, dict[str, Any]], list[str]]:
+    """Every rank's figures (by rank) and errors, as they come; a failed rank aborts the
+    barrier so the others stop at their next step. A stop raises Interrupted."""
+    results: dict[int, dict[str, Any]] = {}
+    errors: list[str] = []
+    pending = dict(enumerate(conns))
+    while pending:
+        if stop.is_set():
+            stop.check()
+        ready = mp_wait(list(pending.values()) + [procs[r].sentinel for r in pending], timeout=0.2)
+        for r in list(pending):
+            c = pending[r]
+            if c not in ready and procs[r].sentinel not in ready:
+                continue
+            try:
+                if not c.poll():
+                    raise EOFError
+                kind, payload = c.recv()
+            except EOFError:
+                procs[r].join(1)
+                kind = "error"
+                payload = f"exited (code {procs[r].exitcode}) without a result"
+            del pending[r]
+            if kind == "ok":
+                results[r] = payload
+                continue
+            errors.append(f"loader rank {r}: {payload}")
+            try:
+                barrier.abort()  # the others stop at their next step
+            except Exception:  # noqa: BLE001
+                pass
+    return results, errors
+
+
+def _reap(procs: list[Any], conns: list[Any], stop: StopFlag) -> None:
+    """Every rank process ended (joined, else terminated, else killed) and its pipe closed."""
+    for p in procs:
+        if p.is_alive():
+            p.join(0.5 if stop.is_set() else 5)
+        if p.is_alive():
+            p.terminate()
+            p.join(5)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    for c in conns:
+        c.close()
 
 
 def run_loop(cfg: LoopConfig, stop: StopFlag | None = None, first_epoch: int = 0) -> LoopResult:
