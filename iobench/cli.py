@@ -69,14 +69,19 @@ def _never_fail_on_encoding() -> None:
 _stdout_lost: list[str] = []  # why stdout stopped taking text (said once on stderr)
 
 
-def out(text: str) -> None:
+def out(text: str, styled: bool = False) -> None:
     """Write a line to stdout: credentials masked, control characters escaped
     (:func:`iobench.redact.for_terminal`). A stdout that cannot be written (closed, a full
     disk, a closed pipe) is said once on stderr and changes no exit status: that is decided
     by what the command did (a run by its own outcome; its result.json has the figures)."""
     if _stdout_lost:
         return
-    line = _terminal(text)
+    if styled:  # colour codes kept; every other control character escaped as always
+        from .redact import for_terminal_styled
+
+        line = for_terminal_styled(text if text.endswith("\n") else text + "\n")
+    else:
+        line = _terminal(text)
     try:
         if sys.stdout is None:  # started with fd 1 closed (`>&-`)
             raise OSError(errno.EBADF, "it is closed")
@@ -155,12 +160,13 @@ def _lead() -> bool:
     return is_lead_rank()
 
 
-def _render_run(run, as_json: bool) -> str:
-    from . import report, results
+def out_report(run) -> None:
+    """Print a run's terminal summary at stdout's width, in colour on a terminal
+    (:func:`iobench.report.stdout_format`: plain and 120 columns into a pipe or file)."""
+    from . import report
 
-    if as_json:
-        return results.dumps(run)
-    return report.render_terminal(run)
+    width, colour = report.stdout_format()
+    out(report.render_terminal(run, width=width, colour=colour), styled=colour)
 
 
 def finish_run(outcome, as_json: bool, quiet: bool = False) -> int:
@@ -172,7 +178,12 @@ def finish_run(outcome, as_json: bool, quiet: bool = False) -> int:
         if outcome.error is not None:
             raise outcome.error
         return ExitStatus.OK
-    out(_render_run(outcome.run, as_json))
+    if as_json:
+        from . import results
+
+        out(results.dumps(outcome.run))
+    else:
+        out_report(outcome.run)
     if outcome.result_path and not as_json:
         out(f"result: {outcome.result_path}")
     if outcome.error is not None:

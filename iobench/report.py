@@ -591,16 +591,89 @@ def _verdict(run: RunResult) -> tuple[str, list[str]] | None:
 
 # -- terminal ----------------------------------------------------------------------------------
 
+MIN_TERMINAL_WIDTH = 40  # narrower terminals get 40-column lines (wrapped by the terminal)
+# Styles of the coloured terminal (rich style names); plain output carries none of them.
+_STATUS_STYLE = {
+    "ok": "green",
+    "indicative": "yellow",
+    "PARTIAL": "bold red",
+    "FAILED": "bold red",
+    "PASS": "bold green",
+    "FAIL": "bold red",
+}
+
+
+def terminal_format(
+    isatty: bool, environ: dict[str, str], tty_columns: int | None
+) -> tuple[int, bool]:
+    """(width, colour) for stdout: ``COLUMNS`` when set, else the terminal's own width when
+    stdout is one, else the fixed :data:`TERMINAL_WIDTH` (pipes and files get stable text);
+    never under :data:`MIN_TERMINAL_WIDTH`. Colour only on a terminal, never with ``NO_COLOR``
+    set (any value, no-color.org) or ``TERM=dumb``."""
+    width = TERMINAL_WIDTH
+    cols = str(environ.get("COLUMNS", "")).strip()
+    if cols.isdigit() and int(cols) > 0:
+        width = int(cols)
+    elif isatty and tty_columns and tty_columns > 0:
+        width = tty_columns
+    colour = isatty and not environ.get("NO_COLOR") and environ.get("TERM") != "dumb"
+    return max(width, MIN_TERMINAL_WIDTH), colour
+
+
+def stdout_format() -> tuple[int, bool]:
+    """:func:`terminal_format` of this process's stdout."""
+    import os
+    import sys
+
+    try:
+        isatty = sys.stdout is not None and sys.stdout.isatty()
+        cols = os.get_terminal_size(sys.stdout.fileno()).columns if isatty else None
+    except (OSError, ValueError, AttributeError):
+        isatty, cols = False, None
+    return terminal_format(isatty, dict(os.environ), cols)
+
+
+def _clean(text: Any) -> str:
+    """Cell text as the terminal shows it (iobench.redact) before it is measured and cut."""
+    from .redact import for_terminal
+
+    return for_terminal(text)
+
+
+def _cut(c: str, w: int) -> str:
+    return c if len(c) <= w else c[: max(w - 3, 1)] + "..."
+
 
 def _fit(cells: list[str], widths: list[int]) -> list[str]:
-    return [
-        c if len(c) <= w else c[: max(w - 3, 1)] + "..." for c, w in zip(cells, widths, strict=True)
-    ]
+    return [_cut(c, w) for c, w in zip(cells, widths, strict=True)]
 
 
-def _terminal_grid(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> list[str]:
+def _styled(text: str, style: str = "") -> Any:
+    from rich.text import Text
+
+    return Text(text, style=style or "", no_wrap=True, end="")
+
+
+def _cell_style(t: _Table, col: int, cell: str) -> str:
+    if col == len(t.headers) - 1 and t.title == "Phases":
+        return _STATUS_STYLE.get(cell.strip(), "")
+    if t.headers[col].startswith("Δ") and cell.strip().startswith(("+", "-")) and cell != "-":
+        return _delta_style(t.headers[col], cell.strip())
+    return ""
+
+
+def _delta_style(header: str, cell: str) -> str:
+    """A change against the baseline: red when worse (less bandwidth, ops/s; more latency)."""
+    lower_is_better = "p50" in header or "p99" in header
+    worse = cell.startswith("+") == lower_is_better
+    return "red" if worse else "green"
+
+
+def _terminal_grid(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> list[Any]:
     n = len(t.headers)
-    widths = [max([len(t.headers[i])] + [len(r[i]) for r in t.rows]) for i in range(n)]
+    headers = [_clean(h) for h in t.headers]
+    rows = [[_clean(c) for c in r] for r in t.rows]
+    widths = [max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(n)]
     excess = indent + sum(widths) + 2 * (n - 1) - width
     # Shrink the widest left-aligned columns (names) first; numbers keep their width.
     while excess > 0:
@@ -611,49 +684,74 @@ def _terminal_grid(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> l
         cut = min(excess, widths[i] - 8)
         widths[i] -= cut
         excess -= cut
+    if excess > 0:  # a narrow terminal: one block per row rather than columns of "..."
+        return _terminal_records(headers, rows, t, indent, width)
     pad = " " * indent
+    from rich.text import Text
 
-    def line(cells: list[str]) -> str:
+    def line(cells: list[str], style: bool = True) -> Any:
         cells = _fit(cells, widths)
-        parts = [
-            c.rjust(w) if a == "r" else c.ljust(w)
-            for c, w, a in zip(cells, widths, t.align, strict=True)
-        ]
-        return (pad + "  ".join(parts)).rstrip()[:width]
+        out = Text(pad, no_wrap=True, end="")
+        for j, (c, w, a) in enumerate(zip(cells, widths, t.align, strict=True)):
+            if j:
+                out.append("  ")
+            text = c.rjust(w) if a == "r" else c.ljust(w)
+            out.append(text, style=(_cell_style(t, j, c) or None) if style else "bold")
+        out.rstrip()
+        out.truncate(width)
+        return out
 
-    out = [line(t.headers), pad + "  ".join("-" * w for w in widths)]
-    out.extend(line(r) for r in t.rows)
+    out = [line(headers, style=False), _styled(pad + "  ".join("-" * w for w in widths))]
+    out.extend(line(r) for r in rows)
     return out
 
 
-def _terminal_kv(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> list[str]:
-    from .redact import for_terminal  # before wrapping, as _bullets
+def _terminal_records(
+    headers: list[str], rows: list[list[str]], t: _Table, indent: int, width: int
+) -> list[Any]:
+    """A grid too wide for the terminal: each row's first cell, then its "Header value"
+    pairs filled under it, a pair never split (a pair wider than the line is cut)."""
+    out = []
+    for r in rows:
+        head = _styled(" " * indent)
+        head.append(_cut(r[0], width - indent), style="bold")
+        out.append(head)
+        pairs = [f"{h} {c}" for h, c in zip(headers[1:], r[1:], strict=True) if c.strip()]
+        line = ""
+        for pair in pairs:  # a pair is never split across lines
+            joined = f"{line}, {pair}" if line else " " * (indent + 2) + pair
+            if line and len(joined) > width:
+                out.append(_styled(line + ","))
+                joined = " " * (indent + 2) + pair
+            line = joined
+        if line:
+            out.append(_styled(line))
+    return out
 
-    label_w = max(len(r[0]) for r in t.rows)
+
+def _terminal_kv(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> list[Any]:
+    label_w = min(max(len(_clean(r[0])) for r in t.rows), max(width // 3, 8))
     out = []
     for label, value in t.rows:
-        first = " " * indent + label.ljust(label_w) + "  "
-        out.extend(
-            textwrap.wrap(
-                for_terminal(value),
-                width=width,
-                initial_indent=first,
-                subsequent_indent=" " * len(first),
-                break_on_hyphens=False,
-            )
-            or [first.rstrip()]
-        )
+        first = " " * indent + _cut(_clean(label), label_w).ljust(label_w) + "  "
+        lines = textwrap.wrap(
+            _clean(value),  # masked before wrapping: a URL cut in two is no longer one
+            width=width,
+            initial_indent=first,
+            subsequent_indent=" " * len(first),
+            break_on_hyphens=False,
+        ) or [first.rstrip()]
+        out.extend(_styled(ln) for ln in lines)
     return out
 
 
-def _bullets(items: Iterable[str], width: int = TERMINAL_WIDTH) -> list[str]:
-    from .redact import for_terminal  # before wrapping: a URL cut in two is no longer one
-
+def _bullets(items: Iterable[str], width: int = TERMINAL_WIDTH) -> list[Any]:
     out = []
     for item in items:
         out.extend(
-            textwrap.wrap(
-                for_terminal(item), width=width, initial_indent="  - ", subsequent_indent="    "
+            _styled(ln)
+            for ln in textwrap.wrap(
+                _clean(item), width=width, initial_indent="  - ", subsequent_indent="    "
             )
         )
     return out
@@ -666,32 +764,66 @@ def _sections(run: RunResult) -> list[_Table]:
     return sections + _estimate_tables(run)
 
 
-def render_terminal(run: RunResult) -> str:
-    """The plain-text summary printed after a run (no colours; at most 120 columns)."""
-    out = [f"iobench {run.iobench_version} - run {run.run_id} - {run.status}"]
+def render_terminal(run: RunResult, width: int = TERMINAL_WIDTH, colour: bool = False) -> str:
+    """The summary printed after a run, rendered through rich: lines of at most ``width``
+    columns; with ``colour``, statuses, the verdict and changes against a baseline in colour
+    (ANSI SGR codes only). Every text from the run is masked and escaped
+    (:func:`iobench.redact.for_terminal`) before it is laid out, so the widths hold."""
+    width = max(int(width), MIN_TERMINAL_WIDTH)
+    lines: list[Any] = [
+        _styled(
+            _cut(_clean(f"iobench {run.iobench_version} - run {run.run_id} - {run.status}"), width),
+            "bold",
+        )
+    ]
     info = _Table("", ["", ""], _run_info(run)[1:], "ll", kv=True)
-    out += _terminal_kv(info)
-    sections = _sections(run)
-    for t in sections:
-        out += ["", t.title]
-        out += _terminal_kv(t) if t.kv else _terminal_grid(t)
+    lines += _terminal_kv(info, width=width)
+    for t in _sections(run):
+        lines += [_styled(""), _styled(_cut(_clean(t.title), width), "bold")]
+        lines += _terminal_kv(t, width=width) if t.kv else _terminal_grid(t, width=width)
         if t.note:
-            out += textwrap.wrap(
-                t.note, TERMINAL_WIDTH, initial_indent="  ", subsequent_indent="  "
-            )
+            lines += [
+                _styled(ln, "dim")
+                for ln in textwrap.wrap(
+                    _clean(t.note), width, initial_indent="  ", subsequent_indent="  "
+                )
+            ]
     verdict = _verdict(run)
     if verdict:
-        out += ["", f"Verdict: {verdict[0]}"]
-        out += _bullets(verdict[1])
+        head = _styled("Verdict: ")
+        head.append(_clean(verdict[0]), style=_STATUS_STYLE.get(verdict[0], "bold yellow"))
+        lines += [_styled(""), head]
+        lines += _bullets(verdict[1], width)
     errors = _errors(run)
     if errors:
-        out += ["", f"Errors ({len(errors)})"]
-        out += _bullets(errors)
+        lines += [_styled(""), _styled(f"Errors ({len(errors)})", "bold red")]
+        lines += _bullets(errors, width)
     warnings = _phase_warnings(run)
     if warnings:
-        out += ["", f"Warnings ({len(warnings)})"]
-        out += _bullets(warnings)
-    return "\n".join(line[:TERMINAL_WIDTH] for line in out) + "\n"
+        lines += [_styled(""), _styled(f"Warnings ({len(warnings)})", "bold yellow")]
+        lines += _bullets(warnings, width)
+    for ln in lines:
+        ln.truncate(width)
+    if not colour:
+        return "\n".join(ln.plain for ln in lines) + "\n"
+    from rich.console import Console
+
+    buf = io.StringIO()
+    console = Console(
+        file=buf,
+        width=width,
+        force_terminal=True,
+        color_system="standard",
+        no_color=False,
+        highlight=False,
+        emoji=False,
+        markup=False,
+        legacy_windows=False,
+        soft_wrap=True,
+    )
+    for ln in lines:
+        console.print(ln)
+    return buf.getvalue()
 
 
 # -- markdown ----------------------------------------------------------------------------------

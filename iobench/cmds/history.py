@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from ..cli import app, err, out
+from ..cli import app, err, out, out_report
 from ..errors import UsageError
 
 
@@ -23,7 +23,7 @@ def history(
 ) -> int:
     """Runs kept in the Parquet history, one immutable file per run."""
     from .. import history as hist
-    from .. import report, results
+    from .. import results
     from ..units import format_count, format_rate, format_seconds, format_spread
 
     warn = lambda text: err(f"iobench: warning: {text}")  # noqa: E731
@@ -44,7 +44,7 @@ def history(
         if not arg:
             raise UsageError("history show needs a RUN id", hint="see iobench history list")
         run = hist.get_run(arg, url, on_warning=warn)
-        out(results.dumps(run) if as_json else report.render_terminal(run))
+        out(results.dumps(run)) if as_json else out_report(run)
         return 0
     if action == "trend":
         if not arg:

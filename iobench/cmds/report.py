@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ..cli import app, out
+from ..cli import app, out, out_report
 
 
 @app.command()
@@ -23,7 +23,7 @@ def report(
     source = Path(result) / "result.json" if Path(result).is_dir() else Path(result)
     if html is not None:  # before anything is printed: a refused path writes nothing
         results.claim_output_file(html, inputs=(source,), option="--html")
-    out(rep.render_markdown(run) if markdown else rep.render_terminal(run))
+    out(rep.render_markdown(run)) if markdown else out_report(run)
     if html is not None:
         path = results.write_output_file(
             html, rep.render_html(run).encode(), inputs=(source,), option="--html"
