@@ -1059,8 +1059,124 @@ def _cdf_plot(Figure: Callable[..., Any], curves: list[tuple[str, list[tuple[flo
     return fig, ax
 
 
+_TAIL_MARKS = ((0.5, "p50"), (0.99, "p99"), (0.999, "p99.9"), (0.9999, "p99.99"))
+
+
+def _tail_plot(Figure: Callable[..., Any], curves: list[tuple[str, list[tuple[float, float]]]]):
+    """The complementary CDF on log-log axes: the share of operations slower than x, so that
+    p99 to p99.99 get as much room as the median (a linear CDF squeezes them into its top)."""
+    fig = Figure(figsize=_FIGSIZE, layout="constrained")
+    ax = fig.add_subplot()
+    floor = 1.0
+    for label, pts in curves:
+        xs = [x for x, _ in pts]
+        ys = [max(1.0 - y, 0.0) for _, y in pts]
+        keep = [(x, y) for x, y in zip(xs, ys, strict=True) if y > 0]
+        if not keep:
+            continue
+        floor = min(floor, keep[-1][1])
+        ax.step([xs[0]] + [x for x, _ in keep], [1.0] + [y for _, y in keep], where="post",
+                label=label, linewidth=1.4)  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(_log_seconds_formatter())
+    ax.xaxis.set_minor_formatter(_log_seconds_formatter())
+    bottom = max(min(floor, 1e-4) / 2, 1e-7)
+    for q, name in _TAIL_MARKS:
+        if 1 - q >= bottom:
+            ax.axhline(1 - q, color="#8c959f", linewidth=0.7, linestyle=":")
+            ax.annotate(name, (0.0, 1 - q), xycoords=("axes fraction", "data"), xytext=(2, 2),
+                        textcoords="offset points", fontsize=7, color="#59636e")  # fmt: skip
+    ax.set_ylim(bottom, 1.5)
+    ax.set_xlabel("latency per operation")
+    ax.set_ylabel("share of operations slower")
+    _legend(ax)
+    return fig, ax
+
+
+def latency_series(
+    phases: Sequence[PhaseResult],
+) -> dict[str, list[tuple[float, dict[str, float]]]]:
+    """Latency against concurrency: "op, block" -> [(workers, {"p50": s, "p99": s, "p99.9": s})]
+    for every op and block size measured at two or more worker counts (the figures every
+    rendering shows: medians over repeats)."""
+    groups: dict[tuple[str, Any], dict[float, dict[str, float]]] = {}
+    for p in phases:
+        if p.status == "failed" or not _is_num(p.concurrency) or p.concurrency <= 0:
+            continue
+        marks = {}
+        for key, name in (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9")):
+            v = _value(p, f"latency_s.{key}")
+            if _is_num(v) and v > 0:
+                marks[name] = float(v)
+        if marks:
+            groups.setdefault((p.op, p.block_size), {})[float(p.concurrency)] = marks
+    out = {}
+    for (op, block), pts in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        if len(pts) >= 2:
+            label = op + (f", {_block(block)}" if _is_num(block) and block > 0 else "")
+            out[label] = sorted(pts.items())
+    return out
+
+
+def _latency_concurrency_plot(
+    Figure: Callable[..., Any], series: dict[str, list[tuple[float, dict[str, float]]]]
+) -> Any:
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    fig = Figure(figsize=_FIGSIZE, layout="constrained")
+    ax = fig.add_subplot()
+    styles = {"p50": "-", "p99": "--", "p99.9": ":"}
+    xs_all: set[float] = set()
+    for i, (label, pts) in enumerate(series.items()):
+        colour = _COLOURS[i % len(_COLOURS)]
+        for mark, ls in styles.items():
+            got = [(x, m[mark]) for x, m in pts if mark in m]
+            if got:
+                xs_all.update(x for x, _ in got)
+                ax.plot([x for x, _ in got], [y for _, y in got], linestyle=ls, marker="o",
+                        markersize=3.5, color=colour, label=f"{label} {mark}")  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(sorted(xs_all)))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: f"{x:g}"))
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(_log_seconds_formatter())
+    ax.yaxis.set_minor_formatter(_log_seconds_formatter())
+    ax.set_xlabel("workers (concurrency)")
+    ax.set_ylabel("latency per operation")
+    ax.set_title("Latency vs workers", loc="left")
+    _legend(ax)
+    return fig
+
+
+PARTIAL_MIN_SHARE = 0.5  # a last interval covering less of its length than this is not drawn
+MIN_LINE_POINTS = 3  # a series of fewer points is drawn as markers, not as a line
+
+
+def time_points(values: Sequence[float], interval_s: float, elapsed_s: float | None):
+    """(seconds since the phase start at the interval's end, rate) of a per-interval series.
+
+    The series divides every interval's bytes (ops) by the full interval, but the phase ended
+    inside the last one: that rate is re-normalised by the time the interval really covered,
+    ``elapsed_s`` minus the complete intervals before it, and the point is drawn at the phase's
+    end; covering under :data:`PARTIAL_MIN_SHARE` of an interval it is left out (too short to
+    be a rate). Without a usable ``elapsed_s`` the series is drawn as stored."""
+    pts = [((i + 1) * interval_s, float(v)) for i, v in enumerate(values)]
+    if not pts or not _is_num(elapsed_s) or not elapsed_s or interval_s <= 0:
+        return pts
+    covered = float(elapsed_s) - (len(pts) - 1) * interval_s
+    if covered >= interval_s * (1 - 1e-9):
+        return pts
+    if covered < PARTIAL_MIN_SHARE * interval_s:
+        return pts[:-1]
+    t, v = pts[-1]
+    pts[-1] = (t - interval_s + covered, v * interval_s / covered)
+    return pts
+
+
 def _time_plot(
-    Figure: Callable[..., Any], curves: list[tuple[str, list[float], float]], ops: bool
+    Figure: Callable[..., Any], curves: list[tuple[str, list[tuple[float, float]]]], ops: bool
 ) -> Any:
     from matplotlib.ticker import FuncFormatter
 
@@ -1070,10 +1186,15 @@ def _time_plot(
         scale, unit = 1.0, "ops/s"
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: format_count(v) if v else "0"))
     else:
-        scale, unit = _rate_scale(v for _, s, _ in curves for v in s)
-    for label, series, dt in curves:
-        xs = [(i + 1) * dt for i in range(len(series))]
-        ax.plot([0.0] + xs, [series[0] / scale] + [v / scale for v in series], label=label)
+        scale, unit = _rate_scale(v for _, pts in curves for _, v in pts)
+    for label, pts in curves:
+        if not pts:
+            continue
+        ys = [v / scale for _, v in pts]
+        if len(pts) < MIN_LINE_POINTS:  # two points make no trend: markers only
+            ax.plot([t for t, _ in pts], ys, linestyle="none", marker="o", label=label)
+        else:
+            ax.plot([0.0] + [t for t, _ in pts], [ys[0]] + ys, label=label)
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("time since phase start (s)")
@@ -1232,25 +1353,44 @@ def _build_plots(run: RunResult) -> list[_Plot] | None:
                 fig, ax = _cdf_plot(Figure, list(part))
                 ax.set_title(f"Latency CDF: {op}", loc="left")
                 add(fig, f"Latency CDF: {op}", "From the merged per-operation latency histogram.")
+                fig, ax = _tail_plot(Figure, list(part))
+                ax.set_title(f"Latency tail: {op}", loc="left")
+                add(
+                    fig,
+                    f"Latency tail: {op}",
+                    "Share of operations slower than each latency (log-log): the p99 to p99.99 "
+                    "a linear CDF hides; dotted lines at p50, p99, p99.9 and p99.99.",
+                )
+
+        lat = latency_series(run.phases)
+        if lat:
+            for part in _chunks(list(lat.items()), 3):  # three lines per series
+                add(
+                    _latency_concurrency_plot(Figure, dict(part)),
+                    "Latency vs workers",
+                    "p50 (solid), p99 (dashed) and p99.9 (dotted) of each op and block size "
+                    "measured at several worker counts.",
+                )
 
         for ops in (False, True):
-            timed: dict[str, list[tuple[str, list[float], float]]] = {}
+            timed: dict[str, list[tuple[str, list[tuple[float, float]], float]]] = {}
             for p in run.phases:
                 is_meta = p.op in METADATA_OPS or (not p.bytes and bool(p.ops))
                 values = p.ops_series if ops else p.series
                 if is_meta == ops and values and p.series_interval_s > 0:
-                    curve = (
-                        p.name,
-                        [float(v) if _is_num(v) else math.nan for v in values],
-                        float(p.series_interval_s),
-                    )
+                    dt = float(p.series_interval_s)
+                    clean = [float(v) if _is_num(v) else math.nan for v in values]
+                    curve = (p.name, time_points(clean, dt, p.elapsed_s), dt)
                     timed.setdefault(_plot_group(p), []).append(curve)
             what = "Operations over time" if ops else "Bandwidth over time"
             for op, curves in timed.items():
                 for part in _chunks(curves):
-                    fig, ax = _time_plot(Figure, list(part), ops)
+                    fig, ax = _time_plot(Figure, [(n, pts) for n, pts, _ in part], ops)
                     ax.set_title(f"{what}: {op}", loc="left")
-                    caption = f"Per-interval rate ({part[0][2]:g} s intervals)."
+                    caption = (
+                        f"Per-interval rate ({part[0][2]:g} s intervals); the last, partial "
+                        "interval over the time it covered (left out under half an interval)."
+                    )
                     add(fig, f"{what}: {op}", caption)
 
         bars = [
@@ -1394,13 +1534,33 @@ def _html_banner(run: RunResult) -> str:
 
 
 def _cache_table(run: RunResult) -> _Table | None:
-    rows = [[p.name, p.cache or "-", _CACHE_MEANING.get(p.cache, "-")] for p in run.phases]
+    """One row per cache mode met in the run (the Summary has each phase's): what it means
+    and which phases ran under it ("all N phases" when every one did)."""
+    by_mode: dict[str, list[str]] = {}
+    for p in run.phases:
+        by_mode.setdefault(p.cache or "-", []).append(p.name)
     ld = run.loader or {}
     if ld.get("cache"):
-        rows.append(["data loader", str(ld["cache"]), _CACHE_MEANING.get(ld["cache"], "-")])
-    if not rows:
+        by_mode.setdefault(str(ld["cache"]), []).append("data loader")
+    if not by_mode:
         return None
-    return _Table("Cache handling", ["Phase", "Cache", "What it means"], rows, "lll")
+    rows = []
+    for mode, names in by_mode.items():
+        every = len(by_mode) == 1 and len(names) > 1
+        rows.append(
+            [
+                mode,
+                _CACHE_MEANING.get(mode, "-"),
+                f"all {len(names)}" if every else ", ".join(names),
+            ]
+        )
+    return _Table("Cache handling", ["Cache", "What it means", "Phases"], rows, "lll")
+
+
+def _plot_id(title: str) -> str:
+    """An element id for a plot: ``plot-latency-tail-read`` (not unique when a group is
+    split over several figures: a test or a reader looks for the kind)."""
+    return "plot-" + re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
 
 def render_html(run: RunResult) -> str:
@@ -1468,7 +1628,9 @@ def render_html(run: RunResult) -> str:
         parts.append('<section id="plots"><h2>Plots</h2><div class="plots">')
         for p in plots:
             cap = f"<figcaption>{_e(p.caption)}</figcaption>" if p.caption else ""
-            parts.append(f'<figure aria-label="{_e(p.title)}">{p.svg}{cap}</figure>')
+            parts.append(
+                f'<figure id="{_plot_id(p.title)}" aria-label="{_e(p.title)}">{p.svg}{cap}</figure>'
+            )
         parts.append("</div></section>")
 
     errors = _errors(run)

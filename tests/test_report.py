@@ -301,6 +301,11 @@ PLOT_TITLES = [
     "Latency CDF: read",
     "Latency CDF: randread",
     "Latency CDF: metadata",
+    "Latency tail: write",
+    "Latency tail: read",
+    "Latency tail: randread",
+    "Latency tail: metadata",
+    "Latency vs workers",
     "Bandwidth over time: write",
     "Bandwidth over time: randread",
     "Operations over time: metadata",
@@ -331,7 +336,7 @@ def test_html_is_self_contained_with_every_plot(rich_page):
     assert "<?xml" not in page and "<!DOCTYPE svg" not in page
     _assert_offline(page)
     for title in PLOT_TITLES:
-        assert f'<figure aria-label="{title}"><svg' in page, title
+        assert f'id="{report._plot_id(title)}" aria-label="{title}"><svg' in page, title
     assert page.count("<svg") == page.count("</svg>") >= len(PLOT_TITLES)
     assert 'class="banner fail"' in page and ">FAIL<" in page
     for text in REASONS + RUN_WARNINGS + [f"randread-4k: {PHASE_WARNING}"]:
@@ -356,10 +361,10 @@ def test_html_single_phase_draws_only_what_it_has():
     p.warnings = None
     run.loader = {"gpus": 2, "au": 0.8}  # measured AU without any estimate
     page = report.render_html(run)
-    assert '<figure aria-label="Latency CDF: write"><svg' in page
-    assert '<figure aria-label="Bandwidth over time: write"><svg' in page
-    assert '<figure aria-label="AU vs GPUs"><svg' in page
-    assert page.count("<svg") == 3  # no sweep or metadata plot from one phase
+    for title in ("Latency CDF: write", "Latency tail: write", "Bandwidth over time: write",
+                  "AU vs GPUs"):  # fmt: skip
+        assert f'id="{report._plot_id(title)}" aria-label="{title}"><svg' in page
+    assert page.count("<svg") == 4  # no sweep, latency-vs-workers or metadata plot
     assert 'id="estimate"' not in page
     _assert_offline(page)
 
