@@ -158,6 +158,45 @@ _SPREAD_NOTE = (
 )
 
 
+def _has_cpu(run: RunResult) -> bool:
+    return any(isinstance((p.extra or {}).get("client_cpu"), dict) for p in run.phases)
+
+
+def _cpu_cell(p: PhaseResult) -> str:
+    """The client's CPU over the phase as a share of its usable CPUs, "!" at saturation."""
+    from .cpu import saturated
+
+    c = (p.extra or {}).get("client_cpu")
+    if not isinstance(c, dict) or not _is_num(c.get("share")):
+        return "-"
+    return f"{c['share'] * 100:.0f}%" + (" !" if saturated(c) else "")
+
+
+def _cpu_note(run: RunResult) -> str:
+    """The phases table's note on the client CPU column (empty without the column)."""
+    if not _has_cpu(run):
+        return ""
+    from .cpu import SATURATED_SHARE, saturated
+
+    cpus = {
+        c.get("cpus")
+        for p in run.phases
+        if isinstance(c := (p.extra or {}).get("client_cpu"), dict)
+    }
+    of = f"{cpus.pop()} CPUs" if len(cpus) == 1 else "its CPUs"
+    note = (
+        f"Client CPU: user + system time of iobench and the processes it started, over the "
+        f"phase's wall time and the {of} it could use."
+    )
+    hot = [p.name for p in run.phases if saturated((p.extra or {}).get("client_cpu"))]
+    if hot:
+        note += (
+            f" {', '.join(hot)}: the client used {SATURATED_SHARE:.0%} or more (!): the client, "
+            "not the storage, may have been the limit."
+        )
+    return note
+
+
 def _status_cell(p: PhaseResult) -> str:
     """A phase's status; "indicative" for a complete phase whose figures are (stats)."""
     if p.status == "ok" and is_indicative(p):
@@ -190,6 +229,9 @@ def _phase_table(run: RunResult) -> _Table:
         "Status",
     ]
     spread = _has_repeats(run)
+    cpu = _has_cpu(run)
+    if cpu:
+        headers.insert(-2, "Client CPU")
     if spread:
         headers.insert(6, _SPREAD_HEADER)
     rows, classes = [], []
@@ -209,12 +251,15 @@ def _phase_table(run: RunResult) -> _Table:
             p.cache or "-",
             _status_cell(p),
         ]
+        if cpu:
+            row.insert(-2, _cpu_cell(p))
         if spread:
             row.insert(6, _repeat_spread(p))
         rows.append(row)
         classes.append("" if p.status == "ok" else "bad")
-    align = "llrrrrrrrll" if spread else "llrrrrrrll"
-    note = " ".join(n for n in (_SPREAD_NOTE if spread else "", _indicative_note(run)) if n)
+    align = ("llrrrrrrr" if spread else "llrrrrrr") + ("r" if cpu else "") + "ll"
+    notes = (_SPREAD_NOTE if spread else "", _cpu_note(run), _indicative_note(run))
+    note = " ".join(n for n in notes if n)
     return _Table("Phases", headers, rows, align, note=note, row_classes=classes)
 
 
@@ -238,6 +283,9 @@ def _phase_detail_table(run: RunResult) -> _Table:
         "Status",
     ]
     repeated = _has_repeats(run)
+    cpu = _has_cpu(run)
+    if cpu:
+        headers.insert(-2, "Client CPU")
     if repeated:
         headers.insert(7, _SPREAD_HEADER)
     rows, classes = [], []
@@ -265,12 +313,15 @@ def _phase_detail_table(run: RunResult) -> _Table:
             p.cache or "-",
             _status_cell(p),
         ]
+        if cpu:
+            row.insert(-2, _cpu_cell(p))
         if repeated:
             row.insert(7, _repeat_spread(p))
         rows.append(row)
         classes.append("" if p.status == "ok" else "bad")
-    align = "llrrrrrrrrrrrrll" if repeated else "llrrrrrrrrrrrll"
-    note = _SPREAD_NOTE if repeated else ""  # the indicative note follows the table in HTML
+    align = ("llrrrrrrrrrrrr" if repeated else "llrrrrrrrrrrr") + ("r" if cpu else "") + "ll"
+    # the indicative note follows the table in HTML
+    note = " ".join(n for n in (_SPREAD_NOTE if repeated else "", _cpu_note(run)) if n)
     return _Table("Phases", headers, rows, align, note=note, row_classes=classes)
 
 
@@ -655,6 +706,8 @@ def _styled(text: str, style: str = "") -> Any:
 
 
 def _cell_style(t: _Table, col: int, cell: str) -> str:
+    if cell.endswith(" !"):  # the client CPU at saturation
+        return "bold red"
     if col == len(t.headers) - 1 and t.title == "Phases":
         return _STATUS_STYLE.get(cell.strip(), "")
     if t.headers[col].startswith("Δ") and cell.strip().startswith(("+", "-")) and cell != "-":
@@ -675,13 +728,15 @@ def _terminal_grid(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> l
     rows = [[_clean(c) for c in r] for r in t.rows]
     widths = [max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(n)]
     excess = indent + sum(widths) + 2 * (n - 1) - width
-    # Shrink the widest left-aligned columns (names) first; numbers keep their width.
+    # Shrink the widest left-aligned columns (names) first, a name to no fewer than 16
+    # characters, other text to 8; numbers and the status keep their width.
+    floors = [16 if i == 0 else 8 for i in range(n)]
     while excess > 0:
-        text_cols = [i for i in range(n) if t.align[i] == "l" and widths[i] > 8]
+        text_cols = [i for i in range(n - 1) if t.align[i] == "l" and widths[i] > floors[i]]
         if not text_cols:
             break
         i = max(text_cols, key=lambda j: widths[j])
-        cut = min(excess, widths[i] - 8)
+        cut = min(excess, widths[i] - floors[i])
         widths[i] -= cut
         excess -= cut
     if excess > 0:  # a narrow terminal: one block per row rather than columns of "..."
