@@ -160,13 +160,14 @@ def _lead() -> bool:
     return is_lead_rank()
 
 
-def out_report(run) -> None:
+def out_report(run, baseline=None) -> None:
     """Print a run's terminal summary at stdout's width, in colour on a terminal
     (:func:`iobench.report.stdout_format`: plain and 120 columns into a pipe or file)."""
     from . import report
 
     width, colour = report.stdout_format()
-    out(report.render_terminal(run, width=width, colour=colour), styled=colour)
+    text = report.render_terminal(run, width=width, colour=colour, baseline=baseline)
+    out(text, styled=colour)
 
 
 def finish_run(outcome, as_json: bool, quiet: bool = False) -> int:

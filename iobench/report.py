@@ -710,9 +710,16 @@ def _cell_style(t: _Table, col: int, cell: str) -> str:
         return "bold red"
     if col == len(t.headers) - 1 and t.title == "Phases":
         return _STATUS_STYLE.get(cell.strip(), "")
-    if t.headers[col].startswith("Δ") and cell.strip().startswith(("+", "-")) and cell != "-":
+    if t.headers[col].startswith("Δ") and _is_delta(cell):
         return _delta_style(t.headers[col], cell.strip())
     return ""
+
+
+def _is_delta(cell: str) -> bool:
+    return bool(re.fullmatch(r"[+-]\d+(\.\d+)?%", cell.strip())) and cell.strip() not in (
+        "+0.0%",
+        "-0.0%",
+    )
 
 
 def _delta_style(header: str, cell: str) -> str:
@@ -775,7 +782,7 @@ def _terminal_records(
         line = ""
         for pair in pairs:  # a pair is never split across lines
             joined = f"{line}, {pair}" if line else " " * (indent + 2) + pair
-            if line and len(joined) > width:
+            if line and len(joined) + 1 > width:  # room for the comma
                 out.append(_styled(line + ","))
                 joined = " " * (indent + 2) + pair
             line = joined
@@ -812,14 +819,79 @@ def _bullets(items: Iterable[str], width: int = TERMINAL_WIDTH) -> list[Any]:
     return out
 
 
-def _sections(run: RunResult) -> list[_Table]:
-    """The tables every rendering shows, in order: phases, metadata, loader, estimate."""
+def _delta(base: float | None, cur: float | None) -> str:
+    if not _is_num(base) or not _is_num(cur) or not base:
+        return "-"
+    return f"{(cur - base) / base * 100:+.1f}%"
+
+
+def _headline(p: PhaseResult) -> tuple[str, float | None, Callable[[Any], str]]:
+    """(metric, value, format) of a phase's headline figure: bandwidth, or ops/s without bytes."""
+    if _value(p, "bandwidth_bps"):
+        return "bandwidth_bps", _value(p, "bandwidth_bps"), _rate
+    return "iops", _value(p, "iops"), lambda v: _count(v, " ops/s")
+
+
+def _baseline_table(run: RunResult, baseline: RunResult) -> _Table:
+    """The phases both runs measured, side by side: the headline rate and p99, each with its
+    change against the baseline (the medians every table shows); what only one run has is
+    named in the note."""
+    base = {p.name: p for p in baseline.phases}
+    rows = []
+    for p in run.phases:
+        b = base.get(p.name)
+        if b is None:
+            continue
+        metric, cur, fmt = _headline(p)
+        bval = _value(b, metric)
+        p99, bp99 = _value(p, "latency_s.p99"), _value(b, "latency_s.p99")
+        rows.append(
+            [
+                p.name,
+                fmt(cur),
+                fmt(bval),
+                _delta(bval, cur),
+                _secs(p99),
+                _secs(bp99),
+                _delta(bp99, p99),
+            ]
+        )
+    names = {p.name for p in run.phases}
+    only_run = [p.name for p in run.phases if p.name not in base]
+    only_base = [n for n in base if n not in names]
+    notes = [
+        f"Baseline {baseline.run_id}. Δ: the change from the baseline's median; red where worse "
+        "(less bandwidth or ops/s, more latency) on a colour terminal."
+    ]
+    if only_run:
+        notes.append(f"Not in the baseline: {', '.join(only_run)}.")
+    if only_base:
+        notes.append(f"Only in the baseline: {', '.join(only_base)}.")
+    return _Table(
+        f"Against baseline {baseline.run_id}",
+        ["Phase", "Rate", "Baseline", "Δ rate", "p99", "Baseline p99", "Δ p99"],
+        rows,
+        "lrrrrrr",
+        note=" ".join(notes),
+    )
+
+
+def _sections(run: RunResult, baseline: RunResult | None = None) -> list[_Table]:
+    """The tables every rendering shows, in order: phases (and the baseline's deltas),
+    metadata, loader, estimate."""
     sections: list[_Table] = [_phase_table(run)] if run.phases else []
+    if baseline is not None:
+        sections.append(_baseline_table(run, baseline))
     sections += [t for t in (_ranks_table(run), _metadata_table(run), _loader_table(run)) if t]
     return sections + _estimate_tables(run)
 
 
-def render_terminal(run: RunResult, width: int = TERMINAL_WIDTH, colour: bool = False) -> str:
+def render_terminal(
+    run: RunResult,
+    width: int = TERMINAL_WIDTH,
+    colour: bool = False,
+    baseline: RunResult | None = None,
+) -> str:
     """The summary printed after a run, rendered through rich: lines of at most ``width``
     columns; with ``colour``, statuses, the verdict and changes against a baseline in colour
     (ANSI SGR codes only). Every text from the run is masked and escaped
@@ -833,7 +905,7 @@ def render_terminal(run: RunResult, width: int = TERMINAL_WIDTH, colour: bool = 
     ]
     info = _Table("", ["", ""], _run_info(run)[1:], "ll", kv=True)
     lines += _terminal_kv(info, width=width)
-    for t in _sections(run):
+    for t in _sections(run, baseline):
         lines += [_styled(""), _styled(_cut(_clean(t.title), width), "bold")]
         lines += _terminal_kv(t, width=width) if t.kv else _terminal_grid(t, width=width)
         if t.note:
@@ -899,7 +971,7 @@ def _md_table(t: _Table) -> list[str]:
     return out
 
 
-def render_markdown(run: RunResult) -> str:
+def render_markdown(run: RunResult, baseline: RunResult | None = None) -> str:
     """The same content as markdown tables, for pasting into a qualification report."""
     out = [f"# iobench report: run `{run.run_id}`", ""]
     verdict = _verdict(run)
@@ -907,7 +979,7 @@ def render_markdown(run: RunResult) -> str:
         out.append(f"**Verdict: {verdict[0]}**")
         out += [""] + [f"- {_md_cell(r)}" for r in verdict[1]] + [""]
     out += _md_table(_Table("", ["", ""], _run_info(run), "ll", kv=True))
-    sections = _sections(run)
+    sections = _sections(run, baseline)
     for t in sections:
         out += ["", f"## {t.title}", ""]
         if t.note:
@@ -992,12 +1064,37 @@ def _chunks(items: Sequence[Any], n: int = _PER_FIGURE) -> list[Sequence[Any]]:
 
 
 def sweep_series(phases: Sequence[PhaseResult], axis: str) -> dict[str, list[tuple[float, float]]]:
+    """Bandwidth sweeps along ``axis``: label -> [(x, bytes/s)] (see :func:`_sweep_points`)."""
+    return {
+        label: [(x, sum(v) / len(v)) for x, v in ((x, [b for b, _, _ in bs]) for x, bs in pts)]
+        for label, pts in _sweep_points(phases, axis).items()
+    }
+
+
+def sweep_spread(
+    phases: Sequence[PhaseResult], axis: str
+) -> dict[str, list[tuple[float, float, float]]]:
+    """label -> [(x, min, max)] over the repeats of the sweep points measured more than once."""
+    out = {}
+    for label, pts in _sweep_points(phases, axis).items():
+        bars = [(x, min(lo for _, lo, _ in bs), max(hi for _, _, hi in bs)) for x, bs in pts]
+        bars = [b for b in bars if b[2] > b[1]]
+        if bars:
+            out[label] = bars
+    return out
+
+
+def _sweep_points(
+    phases: Sequence[PhaseResult], axis: str
+) -> dict[str, list[tuple[float, list[tuple[float, float, float]]]]]:
     """Bandwidth sweeps along ``axis`` ("block_size" or "concurrency"): label -> [(x, bytes/s)].
 
+    label -> [(x, [(median bytes/s, repeat min, repeat max) of each phase at x])].
     Phases are grouped by ``params["sweep"]`` and op (phases without a sweep tag are not sweep
     points; "base" joins both the block-size and the jobs sweep); within a group, those that
     share the other parameter and differ along ``axis`` form one series (>= 2 distinct points).
-    Repeated points are averaged.
+    Points measured twice (the base phase) are averaged; a phase's figure is the median over
+    its repeats, as in the tables.
     """
     other = "concurrency" if axis == "block_size" else "block_size"
     groups: dict[tuple[str, str], list[PhaseResult]] = {}
@@ -1010,23 +1107,24 @@ def sweep_series(phases: Sequence[PhaseResult], axis: str) -> dict[str, list[tup
         # the base configuration is a point of every sweep it anchors
         for tag in ("block_size", "jobs") if sweep_tag == "base" else (sweep_tag,):
             groups.setdefault((tag, p.op), []).append(p)
-    out: dict[str, list[tuple[float, float]]] = {}
+    out: dict[str, list[tuple[float, list[tuple[float, float, float]]]]] = {}
     for (sweep, op), members in groups.items():
-        by_other: dict[Any, dict[float, list[float]]] = {}
+        by_other: dict[Any, dict[float, list[tuple[float, float, float]]]] = {}
         for p in members:
             x = getattr(p, axis)
             if not _is_num(x) or x <= 0:
                 continue
-            by_other.setdefault(getattr(p, other), {}).setdefault(float(x), []).append(
-                p.bandwidth_bps
-            )
+            bw = _value(p, "bandwidth_bps") or p.bandwidth_bps
+            sm = metric_summary(p, "bandwidth_bps")
+            lo, hi = (sm.min, sm.max) if sm is not None and sm.n > 1 else (bw, bw)
+            by_other.setdefault(getattr(p, other), {}).setdefault(float(x), []).append((bw, lo, hi))
         lines = {k: v for k, v in by_other.items() if len(v) >= 2}
         name = op if sweep == op else f"{sweep} ({op})"
         for k, xs in sorted(lines.items(), key=lambda kv: str(kv[0])):
             label = name
             if len(lines) > 1:
                 label += f", {_block(k)}" if other == "block_size" else f", {k} jobs"
-            out[label] = sorted((x, sum(v) / len(v)) for x, v in xs.items())
+            out[label] = sorted(xs.items())
     return out
 
 
@@ -1064,8 +1162,38 @@ def _seconds_tick(v: float, _pos: Any = None) -> str:
     return f"{v * 1e9:g} ns"
 
 
+BASELINE_SUFFIX = " (baseline)"
+
+
+def _colours(ax: Any) -> dict[str, str]:
+    """label -> colour of the lines drawn so far (the current run's)."""
+    return {ln.get_label(): ln.get_color() for ln in ax.get_lines()}
+
+
+def _overlay(ax: Any, base: dict[str, tuple[list[float], list[float]]] | None, step: bool = False):
+    """The baseline run's curve of every label this figure draws, dashed in the same colour."""
+    if not base:
+        return
+    colours = _colours(ax)
+    for label, (xs, ys) in base.items():
+        if label not in colours or not xs:
+            continue
+        kw = {"color": colours[label], "linestyle": "--", "linewidth": 1.1, "alpha": 0.75}
+        if step:
+            ax.step(xs, ys, where="post", label=label + BASELINE_SUFFIX, **kw)
+        elif len(xs) < MIN_LINE_POINTS:
+            ax.plot(xs, ys, marker="o", fillstyle="none", label=label + BASELINE_SUFFIX,
+                    **{**kw, "linestyle": "none"})  # fmt: skip
+        else:
+            ax.plot(xs, ys, label=label + BASELINE_SUFFIX, **kw)
+
+
 def _sweep_plot(
-    Figure: Callable[..., Any], series: dict[str, list[tuple[float, float]]], axis: str
+    Figure: Callable[..., Any],
+    series: dict[str, list[tuple[float, float]]],
+    axis: str,
+    base: dict[str, list[tuple[float, float]]] | None = None,
+    spread: dict[str, list[tuple[float, float, float]]] | None = None,
 ) -> Any:
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
@@ -1077,6 +1205,16 @@ def _sweep_plot(
         xs = [x for x, _ in pts]
         xs_all.update(xs)
         ax.plot(xs, [y / scale for _, y in pts], marker="o", markersize=4, label=label)
+    colours = _colours(ax)
+    for label, bars in (spread or {}).items():
+        if label in colours:  # min-max over the repeats
+            ax.vlines([x for x, _, _ in bars], [lo / scale for _, lo, _ in bars],
+                      [hi / scale for _, _, hi in bars], color=colours[label], linewidth=2.5,
+                      alpha=0.35)  # fmt: skip
+    common = {k: v for k, v in (base or {}).items() if k in series}
+    for pts in common.values():
+        xs_all.update(x for x, _ in pts)
+    _overlay(ax, {k: ([x for x, _ in v], [y / scale for _, y in v]) for k, v in common.items()})
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator(sorted(xs_all)))
     ax.xaxis.set_minor_locator(NullLocator())
@@ -1091,7 +1229,11 @@ def _sweep_plot(
     return fig, title
 
 
-def _cdf_plot(Figure: Callable[..., Any], curves: list[tuple[str, list[tuple[float, float]]]]):
+def _cdf_plot(
+    Figure: Callable[..., Any],
+    curves: list[tuple[str, list[tuple[float, float]]]],
+    base: dict[str, list[tuple[float, float]]] | None = None,
+):
     from matplotlib.ticker import PercentFormatter
 
     fig = Figure(figsize=_FIGSIZE, layout="constrained")
@@ -1101,6 +1243,15 @@ def _cdf_plot(Figure: Callable[..., Any], curves: list[tuple[str, list[tuple[flo
         ys = [y for _, y in pts]
         # Start each curve at zero so a narrow distribution still reads as a step.
         ax.step([xs[0]] + xs, [0.0] + ys, where="post", label=label, linewidth=1.4)
+    _overlay(
+        ax,
+        {
+            k: ([v[0][0]] + [x for x, _ in v], [0.0] + [y for _, y in v])
+            for k, v in (base or {}).items()
+            if v
+        },
+        step=True,
+    )
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(_log_seconds_formatter())
     ax.xaxis.set_minor_formatter(_log_seconds_formatter())
@@ -1117,7 +1268,11 @@ def _cdf_plot(Figure: Callable[..., Any], curves: list[tuple[str, list[tuple[flo
 _TAIL_MARKS = ((0.5, "p50"), (0.99, "p99"), (0.999, "p99.9"), (0.9999, "p99.99"))
 
 
-def _tail_plot(Figure: Callable[..., Any], curves: list[tuple[str, list[tuple[float, float]]]]):
+def _tail_plot(
+    Figure: Callable[..., Any],
+    curves: list[tuple[str, list[tuple[float, float]]]],
+    base: dict[str, list[tuple[float, float]]] | None = None,
+):
     """The complementary CDF on log-log axes: the share of operations slower than x, so that
     p99 to p99.99 get as much room as the median (a linear CDF squeezes them into its top)."""
     fig = Figure(figsize=_FIGSIZE, layout="constrained")
@@ -1132,6 +1287,12 @@ def _tail_plot(Figure: Callable[..., Any], curves: list[tuple[str, list[tuple[fl
         floor = min(floor, keep[-1][1])
         ax.step([xs[0]] + [x for x, _ in keep], [1.0] + [y for _, y in keep], where="post",
                 label=label, linewidth=1.4)  # fmt: skip
+    tails = {}
+    for label, pts in (base or {}).items():
+        keep = [(x, 1.0 - y) for x, y in pts if 1.0 - y > 0]
+        if keep:
+            tails[label] = ([pts[0][0]] + [x for x, _ in keep], [1.0] + [y for _, y in keep])
+    _overlay(ax, tails, step=True)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.xaxis.set_major_formatter(_log_seconds_formatter())
@@ -1231,7 +1392,10 @@ def time_points(values: Sequence[float], interval_s: float, elapsed_s: float | N
 
 
 def _time_plot(
-    Figure: Callable[..., Any], curves: list[tuple[str, list[tuple[float, float]]]], ops: bool
+    Figure: Callable[..., Any],
+    curves: list[tuple[str, list[tuple[float, float]]]],
+    ops: bool,
+    base: dict[str, list[tuple[float, float]]] | None = None,
 ) -> Any:
     from matplotlib.ticker import FuncFormatter
 
@@ -1250,6 +1414,14 @@ def _time_plot(
             ax.plot([t for t, _ in pts], ys, linestyle="none", marker="o", label=label)
         else:
             ax.plot([0.0] + [t for t, _ in pts], [ys[0]] + ys, label=label)
+    over = {}
+    for label, pts in (base or {}).items():
+        ys = [v / scale for _, v in pts]
+        if len(pts) >= MIN_LINE_POINTS:
+            over[label] = ([0.0] + [t for t, _ in pts], [ys[0]] + ys)
+        elif pts:
+            over[label] = ([t for t, _ in pts], ys)
+    _overlay(ax, over)
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("time since phase start (s)")
@@ -1379,8 +1551,9 @@ def _by_op(phases: Iterable[PhaseResult]) -> dict[str, list[PhaseResult]]:
     return groups
 
 
-def _build_plots(run: RunResult) -> list[_Plot] | None:
-    """Every plot the run's data supports; None when matplotlib is not installed."""
+def _build_plots(run: RunResult, baseline: RunResult | None = None) -> list[_Plot] | None:
+    """Every plot the run's data supports, with ``baseline``'s curves of the same phases
+    dashed in the same colours; None when matplotlib is not installed."""
     try:
         import matplotlib
         from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global state
@@ -1395,26 +1568,42 @@ def _build_plots(run: RunResult) -> list[_Plot] | None:
         for axis in ("block_size", "concurrency"):
             series = sweep_series(run.phases, axis)
             if series:
-                fig, title = _sweep_plot(Figure, series, axis)
-                add(fig, title, "Aggregate bandwidth (last done) of each phase in the sweep.")
+                base = sweep_series(baseline.phases, axis) if baseline else None
+                spread = sweep_spread(run.phases, axis)
+                fig, title = _sweep_plot(Figure, series, axis, base, spread)
+                add(
+                    fig,
+                    title,
+                    "Aggregate bandwidth (last done) of each phase in the sweep"
+                    + ("; bars: min-max over the repeats" if spread else "")
+                    + (f"; dashed: baseline {baseline.run_id}" if base else "")
+                    + ".",
+                )
 
         hist_phases = [p for p in run.phases if (p.histogram or {}).get("count")]
+        base_cdf = {
+            p.name: c
+            for p in (baseline.phases if baseline else [])
+            if (p.histogram or {}).get("count") and (c := _cdf(p.histogram))
+        }
+        dashed = f" Dashed: baseline {baseline.run_id}." if baseline else ""
         for op, members in _by_op(hist_phases).items():
             curves = [(p.name, _cdf(p.histogram)) for p in members]
             curves = [(n, c) for n, c in curves if c]
             for part in _chunks(curves):
                 if not part:
                     continue
-                fig, ax = _cdf_plot(Figure, list(part))
+                fig, ax = _cdf_plot(Figure, list(part), base_cdf)
                 ax.set_title(f"Latency CDF: {op}", loc="left")
-                add(fig, f"Latency CDF: {op}", "From the merged per-operation latency histogram.")
-                fig, ax = _tail_plot(Figure, list(part))
+                cap = "From the merged per-operation latency histogram." + dashed
+                add(fig, f"Latency CDF: {op}", cap)
+                fig, ax = _tail_plot(Figure, list(part), base_cdf)
                 ax.set_title(f"Latency tail: {op}", loc="left")
                 add(
                     fig,
                     f"Latency tail: {op}",
                     "Share of operations slower than each latency (log-log): the p99 to p99.99 "
-                    "a linear CDF hides; dotted lines at p50, p99, p99.9 and p99.99.",
+                    "a linear CDF hides; dotted lines at p50, p99, p99.9 and p99.99." + dashed,
                 )
 
         lat = latency_series(run.phases)
@@ -1429,6 +1618,12 @@ def _build_plots(run: RunResult) -> list[_Plot] | None:
 
         for ops in (False, True):
             timed: dict[str, list[tuple[str, list[tuple[float, float]], float]]] = {}
+            base_t: dict[str, list[tuple[float, float]]] = {}
+            for p in baseline.phases if baseline else []:
+                values = p.ops_series if ops else p.series
+                if values and p.series_interval_s > 0:
+                    clean = [float(v) if _is_num(v) else math.nan for v in values]
+                    base_t[p.name] = time_points(clean, float(p.series_interval_s), p.elapsed_s)
             for p in run.phases:
                 is_meta = p.op in METADATA_OPS or (not p.bytes and bool(p.ops))
                 values = p.ops_series if ops else p.series
@@ -1440,11 +1635,12 @@ def _build_plots(run: RunResult) -> list[_Plot] | None:
             what = "Operations over time" if ops else "Bandwidth over time"
             for op, curves in timed.items():
                 for part in _chunks(curves):
-                    fig, ax = _time_plot(Figure, [(n, pts) for n, pts, _ in part], ops)
+                    fig, ax = _time_plot(Figure, [(n, pts) for n, pts, _ in part], ops, base_t)
                     ax.set_title(f"{what}: {op}", loc="left")
                     caption = (
                         f"Per-interval rate ({part[0][2]:g} s intervals); the last, partial "
                         "interval over the time it covered (left out under half an interval)."
+                        + dashed
                     )
                     add(fig, f"{what}: {op}", caption)
 
@@ -1516,6 +1712,8 @@ th.r, td.r { text-align: right; }
 tr.bad td { background: #fff1f0; }
 td.status-PARTIAL, td.status-FAILED { color: var(--fail); font-weight: 650; }
 td.status-indicative { color: var(--warn); font-weight: 650; }
+td.worse { color: var(--fail); font-weight: 650; }
+td.better { color: var(--pass); }
 table.kv th { background: none; border-bottom: 1px solid var(--line); color: var(--muted);
               font-weight: 500; width: 240px; }
 .estimate { border-left: 4px solid var(--model); background: #fbf9ff; padding: 4px 18px 14px;
@@ -1560,6 +1758,8 @@ def _html_table(t: _Table, status_col: int | None = None, wide: bool = False) ->
         cells = []
         for j, (cell, c) in enumerate(zip(row, cls, strict=True)):
             extra = f" status-{cell}" if j == status_col else ""
+            if t.headers[j].startswith("Δ") and _is_delta(cell):
+                extra += " worse" if _delta_style(t.headers[j], cell) == "red" else " better"
             cells.append(f'<td class="{(c + extra).strip()}">{_e(cell)}</td>')
         body.append(f'<tr class="{rc}">{"".join(cells)}</tr>')
     return (
@@ -1618,8 +1818,9 @@ def _plot_id(title: str) -> str:
     return "plot-" + re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
 
-def render_html(run: RunResult) -> str:
-    """One self-contained HTML page: inline CSS and SVG plots, no network resources."""
+def render_html(run: RunResult, baseline: RunResult | None = None) -> str:
+    """One self-contained HTML page: inline CSS and SVG plots, no network resources; with a
+    ``baseline``, its deltas table and its curves dashed in every plot."""
     wl = (run.workload or {}).get("name")
     title = f"iobench report: {wl or run.run_id}"
     parts = [
@@ -1651,6 +1852,10 @@ def render_html(run: RunResult) -> str:
         if _indicative_note(run):
             parts.append(f'<p class="note">{_e(_indicative_note(run))}</p>')
         parts.append("</section>")
+    if baseline is not None and run.phases:
+        bt = _baseline_table(run, baseline)
+        parts.append(f'<section id="baseline"><h2>{_e(bt.title)}</h2>')
+        parts.append(_html_table(bt) + f'<p class="note">{_e(bt.note)}</p></section>')
     ranks_t = _ranks_table(run)
     if ranks_t is not None:
         parts.append(f'<section id="clients"><h2>{_e(ranks_t.title)}</h2>')
@@ -1675,7 +1880,7 @@ def render_html(run: RunResult) -> str:
                 parts.append(f'<p class="note">{_e(t.note)}</p>')
         parts.append("</div></section>")
 
-    plots = _build_plots(run)
+    plots = _build_plots(run, baseline)
     if plots is None:
         parts.append(f'<section id="plots"><h2>Plots</h2><p class="note">{_e(PLOT_HINT)}</p>')
         parts.append("</section>")
