@@ -188,6 +188,8 @@ def _cpu_note(run: RunResult) -> str:
         f"Client CPU: user + system time of iobench and the processes it started, over the "
         f"phase's wall time and the {of} it could use."
     )
+    if _many_client_phases(run):
+        note += " In a many-client phase it is rank 0's (its own process and children)."
     hot = [p.name for p in run.phases if saturated((p.extra or {}).get("client_cpu"))]
     if hot:
         note += (
@@ -1136,6 +1138,8 @@ def _rate_scale(values: Iterable[float]) -> tuple[float, str]:
 def _legend(ax: Any) -> None:
     """Few entries sit inside the axes; more go to the right, clear of the data."""
     n = len(ax.get_legend_handles_labels()[1])
+    if n == 0:
+        return
     if n <= 2:
         ax.legend(loc="best")
     else:
@@ -1631,7 +1635,8 @@ def _build_plots(run: RunResult, baseline: RunResult | None = None) -> list[_Plo
                     dt = float(p.series_interval_s)
                     clean = [float(v) if _is_num(v) else math.nan for v in values]
                     curve = (p.name, time_points(clean, dt, p.elapsed_s), dt)
-                    timed.setdefault(_plot_group(p), []).append(curve)
+                    if curve[1]:  # one partial interval alone is no rate to draw
+                        timed.setdefault(_plot_group(p), []).append(curve)
             what = "Operations over time" if ops else "Bandwidth over time"
             for op, curves in timed.items():
                 for part in _chunks(curves):
