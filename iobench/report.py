@@ -380,6 +380,14 @@ def _loader_table(run: RunResult) -> _Table | None:
         rows.append(["Measured points", ", ".join(f"{_gpus(g)}: {_pct(a)}" for g, a in points)])
     if ld.get("cache"):
         rows.append(["Cache", str(ld["cache"])])
+    c = ld.get("client_cpu")
+    if isinstance(c, dict) and _is_num(c.get("share")):
+        from .cpu import saturated
+
+        text = f"{c['share'] * 100:.0f}% of {c.get('cpus', '?')} CPUs over the loop"
+        if saturated(c):
+            text += ": the client, not the storage, may have been the limit"
+        rows.append(["Client CPU", text])
     return _Table("Data loader (measured)", ["", ""], rows, "ll", kv=True)
 
 

@@ -252,3 +252,16 @@ def test_cli_report_baseline_by_path_and_latest(cli, tmp_path):
     assert "## Against baseline base-run" in res.out and "+100.0%" in res.out
     res = cli("report", tmp_path / "cur", "--baseline", "latest")
     assert res.code == 2 and "history" in res.err  # an empty history: one clear line
+
+
+def test_loader_table_shows_the_loop_client_cpu():
+    run = minimal_run()
+    run.loader = {"gpus": 2, "au": 0.7, "client_cpu": {"share": 0.97, "cpus": 2}}
+    rows = dict(report._loader_table(run).rows)
+    assert rows["Client CPU"] == (
+        "97% of 2 CPUs over the loop: the client, not the storage, may have been the limit"
+    )
+    run.loader["client_cpu"] = {"share": 0.31, "cpus": 16}
+    assert dict(report._loader_table(run).rows)["Client CPU"] == "31% of 16 CPUs over the loop"
+    del run.loader["client_cpu"]  # older results
+    assert "Client CPU" not in dict(report._loader_table(run).rows)
