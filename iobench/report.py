@@ -694,6 +694,30 @@ def stdout_format() -> tuple[int, bool]:
     return terminal_format(isatty, dict(os.environ), cols)
 
 
+# compare's table: a line's first characters -> its style (the marks of iobench.compare)
+_COMPARE_STYLES = (
+    ("+  ", "red"),  # MARK_WORSE
+    ("-  ", "green"),  # MARK_BETTER
+    ("regression:", "bold red"),
+    ("not comparable", "yellow"),
+    ("warning:", "yellow"),
+)
+
+
+def colour_compare(text: str) -> str:
+    """``iobench compare``'s table with regressions red, improvements green and warnings
+    yellow (ANSI SGR codes). The text is masked and escaped first (for_terminal), so the only
+    escape sequences in the result are the colour codes."""
+    out = []
+    for line in _clean(text).split("\n"):
+        style = next((st for start, st in _COMPARE_STYLES if line.startswith(start)), "")
+        out.append(f"\x1b[{_SGR[style]}m{line}\x1b[0m" if style and line else line)
+    return "\n".join(out)
+
+
+_SGR = {"red": "31", "green": "32", "yellow": "33", "bold red": "1;31"}
+
+
 def _clean(text: Any) -> str:
     """Cell text as the terminal shows it (iobench.redact) before it is measured and cut."""
     from .redact import for_terminal

@@ -265,3 +265,19 @@ def test_loader_table_shows_the_loop_client_cpu():
     assert dict(report._loader_table(run).rows)["Client CPU"] == "31% of 16 CPUs over the loop"
     del run.loader["client_cpu"]  # older results
     assert "Client CPU" not in dict(report._loader_table(run).rows)
+
+
+def test_compare_table_colours_regressions_and_improvements_only():
+    text = (
+        "   phase  metric\n"
+        "+  slow\x1b[2J  bandwidth  -20.0 %\n"
+        "-  fast  bandwidth  +20.0 %\n"
+        "?  maybe  bandwidth  +11.0 %\n"
+        "regression: slow.bandwidth 100 -> 80\n"
+    )
+    shown = for_terminal_styled(report.colour_compare(text))
+    lines = shown.split("\n")
+    assert lines[0] == "   phase  metric" and lines[3] == "?  maybe  bandwidth  +11.0 %"
+    assert lines[1] == "\x1b[31m+  slow\\x1b[2J  bandwidth  -20.0 %\x1b[0m"  # escaped name
+    assert lines[2].startswith("\x1b[32m-  fast") and lines[4].startswith("\x1b[1;31mregression:")
+    assert re.sub("\x1b\\[[0-9;]*m", "", shown) == text.replace("\x1b", "\\x1b")
