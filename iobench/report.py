@@ -1795,7 +1795,9 @@ def _html_table(t: _Table, status_col: int | None = None, wide: bool = False) ->
         cells = []
         for j, (cell, c) in enumerate(zip(row, cls, strict=True)):
             extra = f" status-{cell}" if j == status_col else ""
-            if t.headers[j].startswith("Δ") and _is_delta(cell):
+            if cell.endswith(" !"):  # the client CPU at saturation
+                extra += " worse"
+            elif t.headers[j].startswith("Δ") and _is_delta(cell):
                 extra += " worse" if _delta_style(t.headers[j], cell) == "red" else " better"
             cells.append(f'<td class="{(c + extra).strip()}">{_e(cell)}</td>')
         body.append(f'<tr class="{rc}">{"".join(cells)}</tr>')

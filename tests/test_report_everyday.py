@@ -281,3 +281,21 @@ def test_compare_table_colours_regressions_and_improvements_only():
     assert lines[1] == "\x1b[31m+  slow\\x1b[2J  bandwidth  -20.0 %\x1b[0m"  # escaped name
     assert lines[2].startswith("\x1b[32m-  fast") and lines[4].startswith("\x1b[1;31mregression:")
     assert re.sub("\x1b\\[[0-9;]*m", "", shown) == text.replace("\x1b", "\\x1b")
+
+
+def test_cli_report_baseline_latest_is_the_run_before(cli, tmp_path):
+    (tmp_path / "t").mkdir()
+    args = ("--set", "size=2MiB", "--set", "block_sizes=1MiB", "--set", "jobs_sweep=1", "-q")
+    ids = []
+    for name in ("a", "b"):
+        res = cli("run", "sequential-write", tmp_path / "t", *args, "--output", tmp_path / name)
+        assert res.code == 0, res.err
+        from iobench.results import load
+
+        ids.append(load(tmp_path / name).run_id)
+    for ref in ("latest", "latest~1", ids[0]):  # "latest" is run b itself: the one before
+        res = cli("report", tmp_path / "b", "--baseline", ref, "--markdown")
+        assert res.code == 0, res.err
+        assert f"## Against baseline {ids[0]}" in res.out, ref
+    res = cli("report", tmp_path / "b", "--baseline", "latest~5")
+    assert res.code == 2 and "holds 2 runs" in res.err
