@@ -1406,24 +1406,35 @@ PARTIAL_MIN_SHARE = 0.5  # a last interval covering less of its length than this
 MIN_LINE_POINTS = 3  # a series of fewer points is drawn as markers, not as a line
 
 
-def time_points(values: Sequence[float], interval_s: float, elapsed_s: float | None):
-    """(seconds since the phase start at the interval's end, rate) of a per-interval series.
+def time_points(
+    values: Sequence[float], interval_s: float, elapsed_s: float | None, start_s: float = 0.0
+) -> list[tuple[float, float]]:
+    """(seconds since the phase's start at the interval's end, rate) of a per-interval series.
 
-    The series divides every interval's bytes (ops) by the full interval, but the phase ended
-    inside the last one: that rate is re-normalised by the time the interval really covered,
-    ``elapsed_s`` minus the complete intervals before it, and the point is drawn at the phase's
-    end; covering under :data:`PARTIAL_MIN_SHARE` of an interval it is left out (too short to
-    be a rate). Without a usable ``elapsed_s`` the series is drawn as stored."""
-    pts = [((i + 1) * interval_s, float(v)) for i, v in enumerate(values)]
-    if not pts or not _is_num(elapsed_s) or not elapsed_s or interval_s <= 0:
-        return pts
-    covered = float(elapsed_s) - (len(pts) - 1) * interval_s
-    if covered >= interval_s * (1 - 1e-9):
-        return pts
-    if covered < PARTIAL_MIN_SHARE * interval_s:
-        return pts[:-1]
-    t, v = pts[-1]
-    pts[-1] = (t - interval_s + covered, v * interval_s / covered)
+    The series is on a fixed grid that starts ``start_s`` before the phase (stats.aggregate
+    records it as ``extra["series_start_s"]``; 0 for many-client series and older results)
+    and divides every interval's bytes (ops) by the full interval; but the phase covered only
+    part of its first and last intervals. Those two rates are taken over the time the phase
+    really covered (from ``start_s`` and ``elapsed_s``) and drawn at the phase's start and
+    end; covering under :data:`PARTIAL_MIN_SHARE` of an interval they are left out (too short
+    to be a rate). Without a usable ``elapsed_s``, or when it does not fit the series (an
+    older result whose grid offset is unknown), the series is drawn as stored."""
+    n = len(values)
+    stored = [((i + 1) * interval_s, float(v)) for i, v in enumerate(values)]
+    if not n or not _is_num(elapsed_s) or not elapsed_s or interval_s <= 0:
+        return stored
+    off = float(start_s) if _is_num(start_s) and 0 <= start_s < interval_s else 0.0
+    end = off + float(elapsed_s)  # the phase's end, from the grid's start
+    if end <= (n - 1) * interval_s or end > n * interval_s + 1e-9:
+        return stored
+    pts = []
+    for i, v in enumerate(values):
+        lo, hi = max(i * interval_s, off), min((i + 1) * interval_s, end)
+        covered = hi - lo
+        if covered >= interval_s * (1 - 1e-9):
+            pts.append((hi - off, float(v)))
+        elif covered >= PARTIAL_MIN_SHARE * interval_s:
+            pts.append((hi - off, float(v) * interval_s / covered))
     return pts
 
 
@@ -1659,14 +1670,17 @@ def _build_plots(run: RunResult, baseline: RunResult | None = None) -> list[_Plo
                 values = p.ops_series if ops else p.series
                 if values and p.series_interval_s > 0:
                     clean = [float(v) if _is_num(v) else math.nan for v in values]
-                    base_t[p.name] = time_points(clean, float(p.series_interval_s), p.elapsed_s)
+                    off = (p.extra or {}).get("series_start_s", 0.0)
+                    dt = float(p.series_interval_s)
+                    base_t[p.name] = time_points(clean, dt, p.elapsed_s, off)
             for p in run.phases:
                 is_meta = p.op in METADATA_OPS or (not p.bytes and bool(p.ops))
                 values = p.ops_series if ops else p.series
                 if is_meta == ops and values and p.series_interval_s > 0:
                     dt = float(p.series_interval_s)
                     clean = [float(v) if _is_num(v) else math.nan for v in values]
-                    curve = (p.name, time_points(clean, dt, p.elapsed_s), dt)
+                    off = (p.extra or {}).get("series_start_s", 0.0)
+                    curve = (p.name, time_points(clean, dt, p.elapsed_s, off), dt)
                     if curve[1]:  # one partial interval alone is no rate to draw
                         timed.setdefault(_plot_group(p), []).append(curve)
             what = "Operations over time" if ops else "Bandwidth over time"
@@ -1675,9 +1689,9 @@ def _build_plots(run: RunResult, baseline: RunResult | None = None) -> list[_Plo
                     fig, ax = _time_plot(Figure, [(n, pts) for n, pts, _ in part], ops, base_t)
                     ax.set_title(f"{what}: {op}", loc="left")
                     caption = (
-                        f"Per-interval rate ({part[0][2]:g} s intervals); the last, partial "
-                        "interval over the time it covered (left out under half an interval)."
-                        + dashed
+                        f"Per-interval rate ({part[0][2]:g} s intervals); the first and last, "
+                        "partial intervals over the time the phase covered (left out under "
+                        "half an interval)." + dashed
                     )
                     add(fig, f"{what}: {op}", caption)
 

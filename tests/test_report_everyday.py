@@ -107,6 +107,31 @@ def test_partial_last_interval_under_half_is_left_out():
     assert report.time_points([1.0, 2.0], 1.0, None) == [(1.0, 1.0), (2.0, 2.0)]
 
 
+def test_first_and_last_intervals_are_taken_over_the_time_the_phase_covered():
+    # the grid started 0.05 s before the phase, which ran 0.33 s: 0.05 s of the first
+    # interval, 0.08 s of the last
+    pts = report.time_points([50.0, 100.0, 100.0, 60.0], 0.1, 0.33, start_s=0.05)
+    assert [round(t, 6) for t, _ in pts] == [0.05, 0.15, 0.25, 0.33]
+    assert [round(v, 6) for _, v in pts] == [100.0, 100.0, 100.0, 75.0]
+    # 0.02 s of the first interval: too short to be a rate
+    assert len(report.time_points([10.0, 100.0, 100.0], 0.1, 0.22, start_s=0.08)) == 2
+    # an older result whose grid offset is unknown (0.08 s over two intervals): as stored
+    assert report.time_points([170.0, 1110.0], 0.1, 0.08) == [(0.1, 170.0), (0.2, 1110.0)]
+
+
+def test_a_measured_phase_records_where_its_series_starts():
+    from iobench.stats import WorkerStats, phase_result
+
+    w = WorkerStats()
+    w.origin = 0.0
+    w.start, w.end = 0.25, 0.63
+    for t in (0.3, 0.4, 0.5, 0.6):
+        w.add(1 << 20, t, 1000)
+    p = phase_result("x", "read", [w], concurrency=1, block_size=1 << 20, cache="direct")
+    assert p.extra["series_start_s"] == pytest.approx(0.05)
+    assert p.elapsed_s == pytest.approx(0.38)
+
+
 def test_two_point_series_is_markers_not_a_line():
     pytest.importorskip("matplotlib")
     from matplotlib.figure import Figure
