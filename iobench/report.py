@@ -1372,7 +1372,9 @@ def latency_series(
 
 
 def _latency_concurrency_plot(
-    Figure: Callable[..., Any], series: dict[str, list[tuple[float, dict[str, float]]]]
+    Figure: Callable[..., Any],
+    series: dict[str, list[tuple[float, dict[str, float]]]],
+    base: dict[str, list[tuple[float, dict[str, float]]]] | None = None,
 ) -> Any:
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
@@ -1388,6 +1390,12 @@ def _latency_concurrency_plot(
                 xs_all.update(x for x, _ in got)
                 ax.plot([x for x, _ in got], [y for _, y in got], linestyle=ls, marker="o",
                         markersize=3.5, color=colour, label=f"{label} {mark}")  # fmt: skip
+        got = [(x, m["p99"]) for x, m in (base or {}).get(label, []) if "p99" in m]
+        if got:  # the baseline's p99 only, so that the figure stays readable
+            xs_all.update(x for x, _ in got)
+            ax.plot([x for x, _ in got], [y for _, y in got], linestyle="--", marker="x",
+                    markersize=4, color=colour, alpha=0.5,
+                    label=f"{label} p99{BASELINE_SUFFIX}")  # fmt: skip
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator(sorted(xs_all)))
     ax.xaxis.set_minor_locator(NullLocator())
@@ -1654,13 +1662,15 @@ def _build_plots(run: RunResult, baseline: RunResult | None = None) -> list[_Plo
                 )
 
         lat = latency_series(run.phases)
+        base_lat = latency_series(baseline.phases) if baseline else {}
         if lat:
-            for part in _chunks(list(lat.items()), 3):  # three lines per series
+            for part in _chunks(list(lat.items()), 2):  # three or four lines per series
                 add(
-                    _latency_concurrency_plot(Figure, dict(part)),
+                    _latency_concurrency_plot(Figure, dict(part), base_lat),
                     "Latency vs workers",
                     "p50 (solid), p99 (dashed) and p99.9 (dotted) of each op and block size "
-                    "measured at several worker counts.",
+                    "measured at several worker counts."
+                    + (f" Crosses: baseline {baseline.run_id}'s p99." if base_lat else ""),
                 )
 
         for ops in (False, True):

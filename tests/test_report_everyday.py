@@ -265,6 +265,7 @@ def test_baseline_overlays_every_plot_kind():
     assert 'id="baseline"' in page and "Against baseline base-run" in page
     assert page.count("Dashed: baseline base-run") >= 4  # CDF, tail (x2 ops), time plots
     assert "dashed: baseline base-run" in page  # the sweep plots
+    assert "Crosses: baseline base-run&#x27;s p99." in page  # latency vs workers
     assert 'class="r better"' in page
 
 
