@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from . import formats, storage
+from . import cpu, formats, storage
 from . import starvation as sv
 from .datagen import dataset_paths, sample_sizes
 from .distributed import agreed
@@ -1120,6 +1120,7 @@ def run_loader(
             index, mode, prof.batch_size, w, prof.prefetch, prof.compute_s, compute, gpus,
             n_epochs, loop_steps, seed, shard,
         )  # fmt: skip
+        cpu0 = cpu.sample()  # the client's CPU over the training loop (iobench.cpu)
         if hooks is None:
             result = run_loop(cfg, s.stop)
         else:
@@ -1134,6 +1135,7 @@ def run_loader(
         run.loader, run.estimate, notes = _summarise(
             prof, index, sweep, calib, result, cache, compute
         )
+        run.loader["client_cpu"] = cpu.usage(cpu0, cpu.sample())
         if hooks is not None:
             run.loader["hosts"] = len(set(hooks.hosts))
         for note in notes:
