@@ -84,14 +84,19 @@ def _never_fail_on_encoding() -> None:
 _stdout_lost: list[str] = []  # why stdout stopped taking text (said once on stderr)
 
 
-def out(text: str) -> None:
+def out(text: str, styled: bool = False) -> None:
     """Write a line to stdout: credentials masked, control characters escaped
     (:func:`iobench.redact.for_terminal`). A stdout that cannot be written (closed, a full
     disk, a closed pipe) is said once on stderr and changes no exit status: that is decided
     by what the command did (a run by its own outcome; its result.json has the figures)."""
     if _stdout_lost:
         return
-    line = _terminal(text)
+    if styled:  # colour codes kept; every other control character escaped as always
+        from .redact import for_terminal_styled
+
+        line = for_terminal_styled(text if text.endswith("\n") else text + "\n")
+    else:
+        line = _terminal(text)
     try:
         if sys.stdout is None:  # started with fd 1 closed (`>&-`)
             raise OSError(errno.EBADF, "it is closed")
@@ -183,12 +188,14 @@ def _lead() -> bool:
     return is_lead_rank()
 
 
-def _render_run(run, as_json: bool) -> str:
-    from . import report, results
+def out_report(run, baseline=None) -> None:
+    """Print a run's terminal summary at stdout's width, in colour on a terminal
+    (:func:`iobench.report.stdout_format`: plain and 120 columns into a pipe or file)."""
+    from . import report
 
-    if as_json:
-        return results.dumps(run)
-    return report.render_terminal(run)
+    width, colour = report.stdout_format()
+    text = report.render_terminal(run, width=width, colour=colour, baseline=baseline)
+    out(text, styled=colour)
 
 
 def check_exports(csv_path: str | None, series_csv: str | None) -> None:
@@ -230,7 +237,12 @@ def finish_run(
         if outcome.error is not None:
             raise outcome.error
         return ExitStatus.OK
-    out(_render_run(outcome.run, as_json))
+    if as_json:
+        from . import results
+
+        out(results.dumps(outcome.run))
+    else:
+        out_report(outcome.run)
     if outcome.result_path and not as_json:
         out(f"result: {outcome.result_path}")
     write_exports(outcome.run, *exports)

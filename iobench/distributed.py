@@ -541,6 +541,7 @@ def aggregate_ranks(records: Sequence[Mapping[str, Any]]) -> PhaseResult:
         res.bandwidth_stonewall_bps = done / res.stonewall_s
         res.extra.update(start_epoch=t0, end_epoch=t_last, first_end_epoch=t_first)
         res.series, res.ops_series, res.series_interval_s = _merge_series(ranks, results, t0)
+        res.extra.pop("series_start_s", None)  # the merged series starts at t0
     res.per_worker = _per_worker(results)
     _steady_over_ranks(res, results, spans)
     res.extra["world"] = len(results)

@@ -178,6 +178,16 @@ def for_terminal(text: Any) -> str:
     return escape_controls(redact_text(text))
 
 
+_SGR = re.compile("(\x1b\\[[0-9;]*m)")
+
+
+def for_terminal_styled(text: str) -> str:
+    """:func:`for_terminal` of everything but ANSI SGR colour codes (``ESC [ ... m``), which
+    are kept: for text whose own parts were passed through :func:`for_terminal` before the
+    colour codes were added (the coloured report). Every other control character is escaped."""
+    return "".join(part if i % 2 else for_terminal(part) for i, part in enumerate(_SGR.split(text)))
+
+
 def storable(text: str) -> str:
     """``text`` encodable as UTF-8 (Parquet strings, HTML): an undecodable byte of a path
     (``\\udcff``) becomes ``\\xff``; everything else is kept."""

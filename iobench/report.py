@@ -160,6 +160,47 @@ _SPREAD_NOTE = (
 )
 
 
+def _has_cpu(run: RunResult) -> bool:
+    return any(isinstance((p.extra or {}).get("client_cpu"), dict) for p in run.phases)
+
+
+def _cpu_cell(p: PhaseResult) -> str:
+    """The client's CPU over the phase as a share of its usable CPUs, "!" at saturation."""
+    from .cpu import saturated
+
+    c = (p.extra or {}).get("client_cpu")
+    if not isinstance(c, dict) or not _is_num(c.get("share")):
+        return "-"
+    return f"{c['share'] * 100:.0f}%" + (" !" if saturated(c) else "")
+
+
+def _cpu_note(run: RunResult) -> str:
+    """The phases table's note on the client CPU column (empty without the column)."""
+    if not _has_cpu(run):
+        return ""
+    from .cpu import SATURATED_SHARE, saturated
+
+    cpus = {
+        c.get("cpus")
+        for p in run.phases
+        if isinstance(c := (p.extra or {}).get("client_cpu"), dict)
+    }
+    of = f"{cpus.pop()} CPUs" if len(cpus) == 1 else "its CPUs"
+    note = (
+        f"Client CPU: user + system time of iobench and the processes it started, over the "
+        f"phase's wall time and the {of} it could use."
+    )
+    if _many_client_phases(run):
+        note += " In a many-client phase it is rank 0's (its own process and children)."
+    hot = [p.name for p in run.phases if saturated((p.extra or {}).get("client_cpu"))]
+    if hot:
+        note += (
+            f" {', '.join(hot)}: the client used {SATURATED_SHARE:.0%} or more (!): the client, "
+            "not the storage, may have been the limit."
+        )
+    return note
+
+
 def _status_cell(p: PhaseResult) -> str:
     """A phase's status; "indicative" for a complete phase whose figures are (stats)."""
     if p.status == "ok" and is_indicative(p):
@@ -192,6 +233,9 @@ def _phase_table(run: RunResult) -> _Table:
         "Status",
     ]
     spread = _has_repeats(run)
+    cpu = _has_cpu(run)
+    if cpu:
+        headers.insert(-2, "Client CPU")
     if spread:
         headers.insert(6, _SPREAD_HEADER)
     rows, classes = [], []
@@ -211,12 +255,15 @@ def _phase_table(run: RunResult) -> _Table:
             p.cache or "-",
             _status_cell(p),
         ]
+        if cpu:
+            row.insert(-2, _cpu_cell(p))
         if spread:
             row.insert(6, _repeat_spread(p))
         rows.append(row)
         classes.append("" if p.status == "ok" else "bad")
-    align = "llrrrrrrrll" if spread else "llrrrrrrll"
-    note = " ".join(n for n in (_SPREAD_NOTE if spread else "", _indicative_note(run)) if n)
+    align = ("llrrrrrrr" if spread else "llrrrrrr") + ("r" if cpu else "") + "ll"
+    notes = (_SPREAD_NOTE if spread else "", _cpu_note(run), _indicative_note(run))
+    note = " ".join(n for n in notes if n)
     return _Table("Phases", headers, rows, align, note=note, row_classes=classes)
 
 
@@ -240,6 +287,9 @@ def _phase_detail_table(run: RunResult) -> _Table:
         "Status",
     ]
     repeated = _has_repeats(run)
+    cpu = _has_cpu(run)
+    if cpu:
+        headers.insert(-2, "Client CPU")
     if repeated:
         headers.insert(7, _SPREAD_HEADER)
     rows, classes = [], []
@@ -267,12 +317,15 @@ def _phase_detail_table(run: RunResult) -> _Table:
             p.cache or "-",
             _status_cell(p),
         ]
+        if cpu:
+            row.insert(-2, _cpu_cell(p))
         if repeated:
             row.insert(7, _repeat_spread(p))
         rows.append(row)
         classes.append("" if p.status == "ok" else "bad")
-    align = "llrrrrrrrrrrrrll" if repeated else "llrrrrrrrrrrrll"
-    note = _SPREAD_NOTE if repeated else ""  # the indicative note follows the table in HTML
+    align = ("llrrrrrrrrrrrr" if repeated else "llrrrrrrrrrrr") + ("r" if cpu else "") + "ll"
+    # the indicative note follows the table in HTML
+    note = " ".join(n for n in (_SPREAD_NOTE if repeated else "", _cpu_note(run)) if n)
     return _Table("Phases", headers, rows, align, note=note, row_classes=classes)
 
 
@@ -329,6 +382,14 @@ def _loader_table(run: RunResult) -> _Table | None:
         rows.append(["Measured points", ", ".join(f"{_gpus(g)}: {_pct(a)}" for g, a in points)])
     if ld.get("cache"):
         rows.append(["Cache", str(ld["cache"])])
+    c = ld.get("client_cpu")
+    if isinstance(c, dict) and _is_num(c.get("share")):
+        from .cpu import saturated
+
+        text = f"{c['share'] * 100:.0f}% of {c.get('cpus', '?')} CPUs over the loop"
+        if saturated(c):
+            text += ": the client, not the storage, may have been the limit"
+        rows.append(["Client CPU", text])
     return _Table("Data loader (measured)", ["", ""], rows, "ll", kv=True)
 
 
@@ -593,107 +654,339 @@ def _verdict(run: RunResult) -> tuple[str, list[str]] | None:
 
 # -- terminal ----------------------------------------------------------------------------------
 
+MIN_TERMINAL_WIDTH = 40  # narrower terminals get 40-column lines (wrapped by the terminal)
+# Styles of the coloured terminal (rich style names); plain output carries none of them.
+_STATUS_STYLE = {
+    "ok": "green",
+    "indicative": "yellow",
+    "PARTIAL": "bold red",
+    "FAILED": "bold red",
+    "PASS": "bold green",
+    "FAIL": "bold red",
+}
+
+
+def terminal_format(
+    isatty: bool, environ: dict[str, str], tty_columns: int | None
+) -> tuple[int, bool]:
+    """(width, colour) for stdout: ``COLUMNS`` when set, else the terminal's own width when
+    stdout is one, else the fixed :data:`TERMINAL_WIDTH` (pipes and files get stable text);
+    never under :data:`MIN_TERMINAL_WIDTH`. Colour only on a terminal, never with ``NO_COLOR``
+    set (any value, no-color.org) or ``TERM=dumb``."""
+    width = TERMINAL_WIDTH
+    cols = str(environ.get("COLUMNS", "")).strip()
+    if cols.isdigit() and int(cols) > 0:
+        width = int(cols)
+    elif isatty and tty_columns and tty_columns > 0:
+        width = tty_columns
+    colour = isatty and not environ.get("NO_COLOR") and environ.get("TERM") != "dumb"
+    return max(width, MIN_TERMINAL_WIDTH), colour
+
+
+def stdout_format() -> tuple[int, bool]:
+    """:func:`terminal_format` of this process's stdout."""
+    import os
+    import sys
+
+    try:
+        isatty = sys.stdout is not None and sys.stdout.isatty()
+        cols = os.get_terminal_size(sys.stdout.fileno()).columns if isatty else None
+    except (OSError, ValueError, AttributeError):
+        isatty, cols = False, None
+    return terminal_format(isatty, dict(os.environ), cols)
+
+
+# compare's table: a line's first characters -> its style (the marks of iobench.compare)
+_COMPARE_STYLES = (
+    ("+  ", "red"),  # MARK_WORSE
+    ("-  ", "green"),  # MARK_BETTER
+    ("regression:", "bold red"),
+    ("not comparable", "yellow"),
+    ("warning:", "yellow"),
+)
+
+
+def colour_compare(text: str) -> str:
+    """``iobench compare``'s table with regressions red, improvements green and warnings
+    yellow (ANSI SGR codes). The text is masked and escaped first (for_terminal), so the only
+    escape sequences in the result are the colour codes."""
+    out = []
+    for line in _clean(text).split("\n"):
+        style = next((st for start, st in _COMPARE_STYLES if line.startswith(start)), "")
+        out.append(f"\x1b[{_SGR[style]}m{line}\x1b[0m" if style and line else line)
+    return "\n".join(out)
+
+
+_SGR = {"red": "31", "green": "32", "yellow": "33", "bold red": "1;31"}
+
+
+def _clean(text: Any) -> str:
+    """Cell text as the terminal shows it (iobench.redact) before it is measured and cut."""
+    from .redact import for_terminal
+
+    return for_terminal(text)
+
+
+def _cut(c: str, w: int) -> str:
+    return c if len(c) <= w else c[: max(w - 3, 1)] + "..."
+
 
 def _fit(cells: list[str], widths: list[int]) -> list[str]:
-    return [
-        c if len(c) <= w else c[: max(w - 3, 1)] + "..." for c, w in zip(cells, widths, strict=True)
-    ]
+    return [_cut(c, w) for c, w in zip(cells, widths, strict=True)]
 
 
-def _terminal_grid(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> list[str]:
+def _styled(text: str, style: str = "") -> Any:
+    from rich.text import Text
+
+    return Text(text, style=style or "", no_wrap=True, end="")
+
+
+def _cell_style(t: _Table, col: int, cell: str) -> str:
+    if cell.endswith(" !"):  # the client CPU at saturation
+        return "bold red"
+    if col == len(t.headers) - 1 and t.title == "Phases":
+        return _STATUS_STYLE.get(cell.strip(), "")
+    if t.headers[col].startswith("Δ") and _is_delta(cell):
+        return _delta_style(t.headers[col], cell.strip())
+    return ""
+
+
+def _is_delta(cell: str) -> bool:
+    return bool(re.fullmatch(r"[+-]\d+(\.\d+)?%", cell.strip())) and cell.strip() not in (
+        "+0.0%",
+        "-0.0%",
+    )
+
+
+def _delta_style(header: str, cell: str) -> str:
+    """A change against the baseline: red when worse (less bandwidth, ops/s; more latency)."""
+    lower_is_better = "p50" in header or "p99" in header
+    worse = cell.startswith("+") == lower_is_better
+    return "red" if worse else "green"
+
+
+def _terminal_grid(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> list[Any]:
     n = len(t.headers)
-    widths = [max([len(t.headers[i])] + [len(r[i]) for r in t.rows]) for i in range(n)]
+    headers = [_clean(h) for h in t.headers]
+    rows = [[_clean(c) for c in r] for r in t.rows]
+    widths = [max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(n)]
     excess = indent + sum(widths) + 2 * (n - 1) - width
-    # Shrink the widest left-aligned columns (names) first; numbers keep their width.
+    # Shrink the widest left-aligned columns (names) first, a name to no fewer than 16
+    # characters, other text to 8; numbers and the status keep their width.
+    floors = [16 if i == 0 else 8 for i in range(n)]
     while excess > 0:
-        text_cols = [i for i in range(n) if t.align[i] == "l" and widths[i] > 8]
+        text_cols = [i for i in range(n - 1) if t.align[i] == "l" and widths[i] > floors[i]]
         if not text_cols:
             break
         i = max(text_cols, key=lambda j: widths[j])
-        cut = min(excess, widths[i] - 8)
+        cut = min(excess, widths[i] - floors[i])
         widths[i] -= cut
         excess -= cut
+    if excess > 0:  # a narrow terminal: one block per row rather than columns of "..."
+        return _terminal_records(headers, rows, t, indent, width)
     pad = " " * indent
+    from rich.text import Text
 
-    def line(cells: list[str]) -> str:
+    def line(cells: list[str], style: bool = True) -> Any:
         cells = _fit(cells, widths)
-        parts = [
-            c.rjust(w) if a == "r" else c.ljust(w)
-            for c, w, a in zip(cells, widths, t.align, strict=True)
-        ]
-        return (pad + "  ".join(parts)).rstrip()[:width]
+        out = Text(pad, no_wrap=True, end="")
+        for j, (c, w, a) in enumerate(zip(cells, widths, t.align, strict=True)):
+            if j:
+                out.append("  ")
+            text = c.rjust(w) if a == "r" else c.ljust(w)
+            out.append(text, style=(_cell_style(t, j, c) or None) if style else "bold")
+        out.rstrip()
+        out.truncate(width)
+        return out
 
-    out = [line(t.headers), pad + "  ".join("-" * w for w in widths)]
-    out.extend(line(r) for r in t.rows)
+    out = [line(headers, style=False), _styled(pad + "  ".join("-" * w for w in widths))]
+    out.extend(line(r) for r in rows)
     return out
 
 
-def _terminal_kv(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> list[str]:
-    from .redact import for_terminal  # before wrapping, as _bullets
+def _terminal_records(
+    headers: list[str], rows: list[list[str]], t: _Table, indent: int, width: int
+) -> list[Any]:
+    """A grid too wide for the terminal: each row's first cell, then its "Header value"
+    pairs filled under it, a pair never split (a pair wider than the line is cut)."""
+    out = []
+    for r in rows:
+        head = _styled(" " * indent)
+        head.append(_cut(r[0], width - indent), style="bold")
+        out.append(head)
+        pairs = [f"{h} {c}" for h, c in zip(headers[1:], r[1:], strict=True) if c.strip()]
+        line = ""
+        for pair in pairs:  # a pair is never split across lines
+            joined = f"{line}, {pair}" if line else " " * (indent + 2) + pair
+            if line and len(joined) + 1 > width:  # room for the comma
+                out.append(_styled(line + ","))
+                joined = " " * (indent + 2) + pair
+            line = joined
+        if line:
+            out.append(_styled(line))
+    return out
 
-    label_w = max(len(r[0]) for r in t.rows)
+
+def _terminal_kv(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> list[Any]:
+    label_w = min(max(len(_clean(r[0])) for r in t.rows), max(width // 3, 8))
     out = []
     for label, value in t.rows:
-        first = " " * indent + label.ljust(label_w) + "  "
-        out.extend(
-            textwrap.wrap(
-                for_terminal(value),
-                width=width,
-                initial_indent=first,
-                subsequent_indent=" " * len(first),
-                break_on_hyphens=False,
-            )
-            or [first.rstrip()]
-        )
+        first = " " * indent + _cut(_clean(label), label_w).ljust(label_w) + "  "
+        lines = textwrap.wrap(
+            _clean(value),  # masked before wrapping: a URL cut in two is no longer one
+            width=width,
+            initial_indent=first,
+            subsequent_indent=" " * len(first),
+            break_on_hyphens=False,
+        ) or [first.rstrip()]
+        out.extend(_styled(ln) for ln in lines)
     return out
 
 
-def _bullets(items: Iterable[str], width: int = TERMINAL_WIDTH) -> list[str]:
-    from .redact import for_terminal  # before wrapping: a URL cut in two is no longer one
-
+def _bullets(items: Iterable[str], width: int = TERMINAL_WIDTH) -> list[Any]:
     out = []
     for item in items:
         out.extend(
-            textwrap.wrap(
-                for_terminal(item), width=width, initial_indent="  - ", subsequent_indent="    "
+            _styled(ln)
+            for ln in textwrap.wrap(
+                _clean(item), width=width, initial_indent="  - ", subsequent_indent="    "
             )
         )
     return out
 
 
-def _sections(run: RunResult) -> list[_Table]:
-    """The tables every rendering shows, in order: phases, metadata, loader, estimate."""
+def _delta(base: float | None, cur: float | None) -> str:
+    if not _is_num(base) or not _is_num(cur) or not base:
+        return "-"
+    return f"{(cur - base) / base * 100:+.1f}%"
+
+
+def _headline(p: PhaseResult) -> tuple[str, float | None, Callable[[Any], str]]:
+    """(metric, value, format) of a phase's headline figure: bandwidth, or ops/s without bytes."""
+    if _value(p, "bandwidth_bps"):
+        return "bandwidth_bps", _value(p, "bandwidth_bps"), _rate
+    return "iops", _value(p, "iops"), lambda v: _count(v, " ops/s")
+
+
+def _baseline_table(run: RunResult, baseline: RunResult) -> _Table:
+    """The phases both runs measured, side by side: the headline rate and p99, each with its
+    change against the baseline (the medians every table shows); what only one run has is
+    named in the note."""
+    base = {p.name: p for p in baseline.phases}
+    rows = []
+    for p in run.phases:
+        b = base.get(p.name)
+        if b is None:
+            continue
+        metric, cur, fmt = _headline(p)
+        bval = _value(b, metric)
+        p99, bp99 = _value(p, "latency_s.p99"), _value(b, "latency_s.p99")
+        rows.append(
+            [
+                p.name,
+                fmt(cur),
+                fmt(bval),
+                _delta(bval, cur),
+                _secs(p99),
+                _secs(bp99),
+                _delta(bp99, p99),
+            ]
+        )
+    names = {p.name for p in run.phases}
+    only_run = [p.name for p in run.phases if p.name not in base]
+    only_base = [n for n in base if n not in names]
+    notes = [
+        f"Baseline {baseline.run_id}. Δ: the change from the baseline's median; red where worse "
+        "(less bandwidth or ops/s, more latency) on a colour terminal."
+    ]
+    if only_run:
+        notes.append(f"Not in the baseline: {', '.join(only_run)}.")
+    if only_base:
+        notes.append(f"Only in the baseline: {', '.join(only_base)}.")
+    return _Table(
+        f"Against baseline {baseline.run_id}",
+        ["Phase", "Rate", "Baseline", "Δ rate", "p99", "Baseline p99", "Δ p99"],
+        rows,
+        "lrrrrrr",
+        note=" ".join(notes),
+    )
+
+
+def _sections(run: RunResult, baseline: RunResult | None = None) -> list[_Table]:
+    """The tables every rendering shows, in order: phases (and the baseline's deltas),
+    metadata, loader, estimate."""
     sections: list[_Table] = [_phase_table(run)] if run.phases else []
+    if baseline is not None:
+        sections.append(_baseline_table(run, baseline))
     sections += [t for t in (_ranks_table(run), _metadata_table(run), _loader_table(run)) if t]
     return sections + _estimate_tables(run)
 
 
-def render_terminal(run: RunResult) -> str:
-    """The plain-text summary printed after a run (no colours; at most 120 columns)."""
-    out = [f"iobench {run.iobench_version} - run {run.run_id} - {run.status}"]
+def render_terminal(
+    run: RunResult,
+    width: int = TERMINAL_WIDTH,
+    colour: bool = False,
+    baseline: RunResult | None = None,
+) -> str:
+    """The summary printed after a run, rendered through rich: lines of at most ``width``
+    columns; with ``colour``, statuses, the verdict and changes against a baseline in colour
+    (ANSI SGR codes only). Every text from the run is masked and escaped
+    (:func:`iobench.redact.for_terminal`) before it is laid out, so the widths hold."""
+    width = max(int(width), MIN_TERMINAL_WIDTH)
+    lines: list[Any] = [
+        _styled(
+            _cut(_clean(f"iobench {run.iobench_version} - run {run.run_id} - {run.status}"), width),
+            "bold",
+        )
+    ]
     info = _Table("", ["", ""], _run_info(run)[1:], "ll", kv=True)
-    out += _terminal_kv(info)
-    sections = _sections(run)
-    for t in sections:
-        out += ["", t.title]
-        out += _terminal_kv(t) if t.kv else _terminal_grid(t)
+    lines += _terminal_kv(info, width=width)
+    for t in _sections(run, baseline):
+        lines += [_styled(""), _styled(_cut(_clean(t.title), width), "bold")]
+        lines += _terminal_kv(t, width=width) if t.kv else _terminal_grid(t, width=width)
         if t.note:
-            out += textwrap.wrap(
-                t.note, TERMINAL_WIDTH, initial_indent="  ", subsequent_indent="  "
-            )
+            lines += [
+                _styled(ln, "dim")
+                for ln in textwrap.wrap(
+                    _clean(t.note), width, initial_indent="  ", subsequent_indent="  "
+                )
+            ]
     verdict = _verdict(run)
     if verdict:
-        out += ["", f"Verdict: {verdict[0]}"]
-        out += _bullets(verdict[1])
+        head = _styled("Verdict: ")
+        head.append(_clean(verdict[0]), style=_STATUS_STYLE.get(verdict[0], "bold yellow"))
+        lines += [_styled(""), head]
+        lines += _bullets(verdict[1], width)
     errors = _errors(run)
     if errors:
-        out += ["", f"Errors ({len(errors)})"]
-        out += _bullets(errors)
+        lines += [_styled(""), _styled(f"Errors ({len(errors)})", "bold red")]
+        lines += _bullets(errors, width)
     warnings = _phase_warnings(run)
     if warnings:
-        out += ["", f"Warnings ({len(warnings)})"]
-        out += _bullets(warnings)
-    return "\n".join(line[:TERMINAL_WIDTH] for line in out) + "\n"
+        lines += [_styled(""), _styled(f"Warnings ({len(warnings)})", "bold yellow")]
+        lines += _bullets(warnings, width)
+    for ln in lines:
+        ln.truncate(width)
+    if not colour:
+        return "\n".join(ln.plain for ln in lines) + "\n"
+    from rich.console import Console
+
+    buf = io.StringIO()
+    console = Console(
+        file=buf,
+        width=width,
+        force_terminal=True,
+        color_system="standard",
+        no_color=False,
+        highlight=False,
+        emoji=False,
+        markup=False,
+        legacy_windows=False,
+        soft_wrap=True,
+    )
+    for ln in lines:
+        console.print(ln)
+    return buf.getvalue()
 
 
 # -- markdown ----------------------------------------------------------------------------------
@@ -714,7 +1007,7 @@ def _md_table(t: _Table) -> list[str]:
     return out
 
 
-def render_markdown(run: RunResult) -> str:
+def render_markdown(run: RunResult, baseline: RunResult | None = None) -> str:
     """The same content as markdown tables, for pasting into a qualification report."""
     out = [f"# iobench report: run `{run.run_id}`", ""]
     verdict = _verdict(run)
@@ -722,7 +1015,7 @@ def render_markdown(run: RunResult) -> str:
         out.append(f"**Verdict: {verdict[0]}**")
         out += [""] + [f"- {_md_cell(r)}" for r in verdict[1]] + [""]
     out += _md_table(_Table("", ["", ""], _run_info(run), "ll", kv=True))
-    sections = _sections(run)
+    sections = _sections(run, baseline)
     for t in sections:
         out += ["", f"## {t.title}", ""]
         if t.note:
@@ -807,12 +1100,37 @@ def _chunks(items: Sequence[Any], n: int = _PER_FIGURE) -> list[Sequence[Any]]:
 
 
 def sweep_series(phases: Sequence[PhaseResult], axis: str) -> dict[str, list[tuple[float, float]]]:
+    """Bandwidth sweeps along ``axis``: label -> [(x, bytes/s)] (see :func:`_sweep_points`)."""
+    return {
+        label: [(x, sum(v) / len(v)) for x, v in ((x, [b for b, _, _ in bs]) for x, bs in pts)]
+        for label, pts in _sweep_points(phases, axis).items()
+    }
+
+
+def sweep_spread(
+    phases: Sequence[PhaseResult], axis: str
+) -> dict[str, list[tuple[float, float, float]]]:
+    """label -> [(x, min, max)] over the repeats of the sweep points measured more than once."""
+    out = {}
+    for label, pts in _sweep_points(phases, axis).items():
+        bars = [(x, min(lo for _, lo, _ in bs), max(hi for _, _, hi in bs)) for x, bs in pts]
+        bars = [b for b in bars if b[2] > b[1]]
+        if bars:
+            out[label] = bars
+    return out
+
+
+def _sweep_points(
+    phases: Sequence[PhaseResult], axis: str
+) -> dict[str, list[tuple[float, list[tuple[float, float, float]]]]]:
     """Bandwidth sweeps along ``axis`` ("block_size" or "concurrency"): label -> [(x, bytes/s)].
 
+    label -> [(x, [(median bytes/s, repeat min, repeat max) of each phase at x])].
     Phases are grouped by ``params["sweep"]`` and op (phases without a sweep tag are not sweep
     points; "base" joins both the block-size and the jobs sweep); within a group, those that
     share the other parameter and differ along ``axis`` form one series (>= 2 distinct points).
-    Repeated points are averaged.
+    Points measured twice (the base phase) are averaged; a phase's figure is the median over
+    its repeats, as in the tables.
     """
     other = "concurrency" if axis == "block_size" else "block_size"
     groups: dict[tuple[str, str], list[PhaseResult]] = {}
@@ -825,23 +1143,24 @@ def sweep_series(phases: Sequence[PhaseResult], axis: str) -> dict[str, list[tup
         # the base configuration is a point of every sweep it anchors
         for tag in ("block_size", "jobs") if sweep_tag == "base" else (sweep_tag,):
             groups.setdefault((tag, p.op), []).append(p)
-    out: dict[str, list[tuple[float, float]]] = {}
+    out: dict[str, list[tuple[float, list[tuple[float, float, float]]]]] = {}
     for (sweep, op), members in groups.items():
-        by_other: dict[Any, dict[float, list[float]]] = {}
+        by_other: dict[Any, dict[float, list[tuple[float, float, float]]]] = {}
         for p in members:
             x = getattr(p, axis)
             if not _is_num(x) or x <= 0:
                 continue
-            by_other.setdefault(getattr(p, other), {}).setdefault(float(x), []).append(
-                p.bandwidth_bps
-            )
+            bw = _value(p, "bandwidth_bps") or p.bandwidth_bps
+            sm = metric_summary(p, "bandwidth_bps")
+            lo, hi = (sm.min, sm.max) if sm is not None and sm.n > 1 else (bw, bw)
+            by_other.setdefault(getattr(p, other), {}).setdefault(float(x), []).append((bw, lo, hi))
         lines = {k: v for k, v in by_other.items() if len(v) >= 2}
         name = op if sweep == op else f"{sweep} ({op})"
         for k, xs in sorted(lines.items(), key=lambda kv: str(kv[0])):
             label = name
             if len(lines) > 1:
                 label += f", {_block(k)}" if other == "block_size" else f", {k} jobs"
-            out[label] = sorted((x, sum(v) / len(v)) for x, v in xs.items())
+            out[label] = sorted(xs.items())
     return out
 
 
@@ -853,6 +1172,8 @@ def _rate_scale(values: Iterable[float]) -> tuple[float, str]:
 def _legend(ax: Any) -> None:
     """Few entries sit inside the axes; more go to the right, clear of the data."""
     n = len(ax.get_legend_handles_labels()[1])
+    if n == 0:
+        return
     if n <= 2:
         ax.legend(loc="best")
     else:
@@ -879,8 +1200,38 @@ def _seconds_tick(v: float, _pos: Any = None) -> str:
     return f"{v * 1e9:g} ns"
 
 
+BASELINE_SUFFIX = " (baseline)"
+
+
+def _colours(ax: Any) -> dict[str, str]:
+    """label -> colour of the lines drawn so far (the current run's)."""
+    return {ln.get_label(): ln.get_color() for ln in ax.get_lines()}
+
+
+def _overlay(ax: Any, base: dict[str, tuple[list[float], list[float]]] | None, step: bool = False):
+    """The baseline run's curve of every label this figure draws, dashed in the same colour."""
+    if not base:
+        return
+    colours = _colours(ax)
+    for label, (xs, ys) in base.items():
+        if label not in colours or not xs:
+            continue
+        kw = {"color": colours[label], "linestyle": "--", "linewidth": 1.1, "alpha": 0.75}
+        if step:
+            ax.step(xs, ys, where="post", label=label + BASELINE_SUFFIX, **kw)
+        elif len(xs) < MIN_LINE_POINTS:
+            ax.plot(xs, ys, marker="o", fillstyle="none", label=label + BASELINE_SUFFIX,
+                    **{**kw, "linestyle": "none"})  # fmt: skip
+        else:
+            ax.plot(xs, ys, label=label + BASELINE_SUFFIX, **kw)
+
+
 def _sweep_plot(
-    Figure: Callable[..., Any], series: dict[str, list[tuple[float, float]]], axis: str
+    Figure: Callable[..., Any],
+    series: dict[str, list[tuple[float, float]]],
+    axis: str,
+    base: dict[str, list[tuple[float, float]]] | None = None,
+    spread: dict[str, list[tuple[float, float, float]]] | None = None,
 ) -> Any:
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
@@ -892,6 +1243,16 @@ def _sweep_plot(
         xs = [x for x, _ in pts]
         xs_all.update(xs)
         ax.plot(xs, [y / scale for _, y in pts], marker="o", markersize=4, label=label)
+    colours = _colours(ax)
+    for label, bars in (spread or {}).items():
+        if label in colours:  # min-max over the repeats
+            ax.vlines([x for x, _, _ in bars], [lo / scale for _, lo, _ in bars],
+                      [hi / scale for _, _, hi in bars], color=colours[label], linewidth=2.5,
+                      alpha=0.35)  # fmt: skip
+    common = {k: v for k, v in (base or {}).items() if k in series}
+    for pts in common.values():
+        xs_all.update(x for x, _ in pts)
+    _overlay(ax, {k: ([x for x, _ in v], [y / scale for _, y in v]) for k, v in common.items()})
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator(sorted(xs_all)))
     ax.xaxis.set_minor_locator(NullLocator())
@@ -906,7 +1267,11 @@ def _sweep_plot(
     return fig, title
 
 
-def _cdf_plot(Figure: Callable[..., Any], curves: list[tuple[str, list[tuple[float, float]]]]):
+def _cdf_plot(
+    Figure: Callable[..., Any],
+    curves: list[tuple[str, list[tuple[float, float]]]],
+    base: dict[str, list[tuple[float, float]]] | None = None,
+):
     from matplotlib.ticker import PercentFormatter
 
     fig = Figure(figsize=_FIGSIZE, layout="constrained")
@@ -916,6 +1281,15 @@ def _cdf_plot(Figure: Callable[..., Any], curves: list[tuple[str, list[tuple[flo
         ys = [y for _, y in pts]
         # Start each curve at zero so a narrow distribution still reads as a step.
         ax.step([xs[0]] + xs, [0.0] + ys, where="post", label=label, linewidth=1.4)
+    _overlay(
+        ax,
+        {
+            k: ([v[0][0]] + [x for x, _ in v], [0.0] + [y for _, y in v])
+            for k, v in (base or {}).items()
+            if v
+        },
+        step=True,
+    )
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(_log_seconds_formatter())
     ax.xaxis.set_minor_formatter(_log_seconds_formatter())
@@ -929,8 +1303,156 @@ def _cdf_plot(Figure: Callable[..., Any], curves: list[tuple[str, list[tuple[flo
     return fig, ax
 
 
+_TAIL_MARKS = ((0.5, "p50"), (0.99, "p99"), (0.999, "p99.9"), (0.9999, "p99.99"))
+
+
+def _tail_plot(
+    Figure: Callable[..., Any],
+    curves: list[tuple[str, list[tuple[float, float]]]],
+    base: dict[str, list[tuple[float, float]]] | None = None,
+):
+    """The complementary CDF on log-log axes: the share of operations slower than x, so that
+    p99 to p99.99 get as much room as the median (a linear CDF squeezes them into its top)."""
+    fig = Figure(figsize=_FIGSIZE, layout="constrained")
+    ax = fig.add_subplot()
+    floor = 1.0
+    for label, pts in curves:
+        xs = [x for x, _ in pts]
+        ys = [max(1.0 - y, 0.0) for _, y in pts]
+        keep = [(x, y) for x, y in zip(xs, ys, strict=True) if y > 0]
+        if not keep:
+            continue
+        floor = min(floor, keep[-1][1])
+        ax.step([xs[0]] + [x for x, _ in keep], [1.0] + [y for _, y in keep], where="post",
+                label=label, linewidth=1.4)  # fmt: skip
+    tails = {}
+    for label, pts in (base or {}).items():
+        keep = [(x, 1.0 - y) for x, y in pts if 1.0 - y > 0]
+        if keep:
+            tails[label] = ([pts[0][0]] + [x for x, _ in keep], [1.0] + [y for _, y in keep])
+    _overlay(ax, tails, step=True)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(_log_seconds_formatter())
+    ax.xaxis.set_minor_formatter(_log_seconds_formatter())
+    bottom = max(min(floor, 1e-4) / 2, 1e-7)
+    for q, name in _TAIL_MARKS:
+        if 1 - q >= bottom:
+            ax.axhline(1 - q, color="#8c959f", linewidth=0.7, linestyle=":")
+            ax.annotate(name, (0.0, 1 - q), xycoords=("axes fraction", "data"), xytext=(2, 2),
+                        textcoords="offset points", fontsize=7, color="#59636e")  # fmt: skip
+    ax.set_ylim(bottom, 1.5)
+    ax.set_xlabel("latency per operation")
+    ax.set_ylabel("share of operations slower")
+    _legend(ax)
+    return fig, ax
+
+
+def latency_series(
+    phases: Sequence[PhaseResult],
+) -> dict[str, list[tuple[float, dict[str, float]]]]:
+    """Latency against concurrency: "op, block" -> [(workers, {"p50": s, "p99": s, "p99.9": s})]
+    for every op and block size measured at two or more worker counts (the figures every
+    rendering shows: medians over repeats)."""
+    groups: dict[tuple[str, Any], dict[float, dict[str, float]]] = {}
+    for p in phases:
+        if p.status == "failed" or not _is_num(p.concurrency) or p.concurrency <= 0:
+            continue
+        marks = {}
+        for key, name in (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9")):
+            v = _value(p, f"latency_s.{key}")
+            if _is_num(v) and v > 0:
+                marks[name] = float(v)
+        if marks:
+            groups.setdefault((p.op, p.block_size), {})[float(p.concurrency)] = marks
+    out = {}
+    for (op, block), pts in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        if len(pts) >= 2:
+            label = op + (f", {_block(block)}" if _is_num(block) and block > 0 else "")
+            out[label] = sorted(pts.items())
+    return out
+
+
+def _latency_concurrency_plot(
+    Figure: Callable[..., Any],
+    series: dict[str, list[tuple[float, dict[str, float]]]],
+    base: dict[str, list[tuple[float, dict[str, float]]]] | None = None,
+) -> Any:
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    fig = Figure(figsize=_FIGSIZE, layout="constrained")
+    ax = fig.add_subplot()
+    styles = {"p50": "-", "p99": "--", "p99.9": ":"}
+    xs_all: set[float] = set()
+    for i, (label, pts) in enumerate(series.items()):
+        colour = _COLOURS[i % len(_COLOURS)]
+        for mark, ls in styles.items():
+            got = [(x, m[mark]) for x, m in pts if mark in m]
+            if got:
+                xs_all.update(x for x, _ in got)
+                ax.plot([x for x, _ in got], [y for _, y in got], linestyle=ls, marker="o",
+                        markersize=3.5, color=colour, label=f"{label} {mark}")  # fmt: skip
+        got = [(x, m["p99"]) for x, m in (base or {}).get(label, []) if "p99" in m]
+        if got:  # the baseline's p99 only, so that the figure stays readable
+            xs_all.update(x for x, _ in got)
+            ax.plot([x for x, _ in got], [y for _, y in got], linestyle="--", marker="x",
+                    markersize=4, color=colour, alpha=0.5,
+                    label=f"{label} p99{BASELINE_SUFFIX}")  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(sorted(xs_all)))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: f"{x:g}"))
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(_log_seconds_formatter())
+    ax.yaxis.set_minor_formatter(_log_seconds_formatter())
+    ax.set_xlabel("workers (concurrency)")
+    ax.set_ylabel("latency per operation")
+    ax.set_title("Latency vs workers", loc="left")
+    _legend(ax)
+    return fig
+
+
+PARTIAL_MIN_SHARE = 0.5  # a last interval covering less of its length than this is not drawn
+MIN_LINE_POINTS = 3  # a series of fewer points is drawn as markers, not as a line
+
+
+def time_points(
+    values: Sequence[float], interval_s: float, elapsed_s: float | None, start_s: float = 0.0
+) -> list[tuple[float, float]]:
+    """(seconds since the phase's start at the interval's end, rate) of a per-interval series.
+
+    The series is on a fixed grid that starts ``start_s`` before the phase (stats.aggregate
+    records it as ``extra["series_start_s"]``; 0 for many-client series and older results)
+    and divides every interval's bytes (ops) by the full interval; but the phase covered only
+    part of its first and last intervals. Those two rates are taken over the time the phase
+    really covered (from ``start_s`` and ``elapsed_s``) and drawn at the phase's start and
+    end; covering under :data:`PARTIAL_MIN_SHARE` of an interval they are left out (too short
+    to be a rate). Without a usable ``elapsed_s``, or when it does not fit the series (an
+    older result whose grid offset is unknown), the series is drawn as stored."""
+    n = len(values)
+    stored = [((i + 1) * interval_s, float(v)) for i, v in enumerate(values)]
+    if not n or not _is_num(elapsed_s) or not elapsed_s or interval_s <= 0:
+        return stored
+    off = float(start_s) if _is_num(start_s) and 0 <= start_s < interval_s else 0.0
+    end = off + float(elapsed_s)  # the phase's end, from the grid's start
+    if end <= (n - 1) * interval_s or end > n * interval_s + 1e-9:
+        return stored
+    pts = []
+    for i, v in enumerate(values):
+        lo, hi = max(i * interval_s, off), min((i + 1) * interval_s, end)
+        covered = hi - lo
+        if covered >= interval_s * (1 - 1e-9):
+            pts.append((hi - off, float(v)))
+        elif covered >= PARTIAL_MIN_SHARE * interval_s:
+            pts.append((hi - off, float(v) * interval_s / covered))
+    return pts
+
+
 def _time_plot(
-    Figure: Callable[..., Any], curves: list[tuple[str, list[float], float]], ops: bool
+    Figure: Callable[..., Any],
+    curves: list[tuple[str, list[tuple[float, float]]]],
+    ops: bool,
+    base: dict[str, list[tuple[float, float]]] | None = None,
 ) -> Any:
     from matplotlib.ticker import FuncFormatter
 
@@ -940,10 +1462,23 @@ def _time_plot(
         scale, unit = 1.0, "ops/s"
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: format_count(v) if v else "0"))
     else:
-        scale, unit = _rate_scale(v for _, s, _ in curves for v in s)
-    for label, series, dt in curves:
-        xs = [(i + 1) * dt for i in range(len(series))]
-        ax.plot([0.0] + xs, [series[0] / scale] + [v / scale for v in series], label=label)
+        scale, unit = _rate_scale(v for _, pts in curves for _, v in pts)
+    for label, pts in curves:
+        if not pts:
+            continue
+        ys = [v / scale for _, v in pts]
+        if len(pts) < MIN_LINE_POINTS:  # two points make no trend: markers only
+            ax.plot([t for t, _ in pts], ys, linestyle="none", marker="o", label=label)
+        else:
+            ax.plot([0.0] + [t for t, _ in pts], [ys[0]] + ys, label=label)
+    over = {}
+    for label, pts in (base or {}).items():
+        ys = [v / scale for _, v in pts]
+        if len(pts) >= MIN_LINE_POINTS:
+            over[label] = ([0.0] + [t for t, _ in pts], [ys[0]] + ys)
+        elif pts:
+            over[label] = ([t for t, _ in pts], ys)
+    _overlay(ax, over)
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("time since phase start (s)")
@@ -1073,8 +1608,9 @@ def _by_op(phases: Iterable[PhaseResult]) -> dict[str, list[PhaseResult]]:
     return groups
 
 
-def _build_plots(run: RunResult) -> list[_Plot] | None:
-    """Every plot the run's data supports; None when matplotlib is not installed."""
+def _build_plots(run: RunResult, baseline: RunResult | None = None) -> list[_Plot] | None:
+    """Every plot the run's data supports, with ``baseline``'s curves of the same phases
+    dashed in the same colours; None when matplotlib is not installed."""
     try:
         import matplotlib
         from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global state
@@ -1089,38 +1625,86 @@ def _build_plots(run: RunResult) -> list[_Plot] | None:
         for axis in ("block_size", "concurrency"):
             series = sweep_series(run.phases, axis)
             if series:
-                fig, title = _sweep_plot(Figure, series, axis)
-                add(fig, title, "Aggregate bandwidth (last done) of each phase in the sweep.")
+                base = sweep_series(baseline.phases, axis) if baseline else None
+                spread = sweep_spread(run.phases, axis)
+                fig, title = _sweep_plot(Figure, series, axis, base, spread)
+                add(
+                    fig,
+                    title,
+                    "Aggregate bandwidth (last done) of each phase in the sweep"
+                    + ("; bars: min-max over the repeats" if spread else "")
+                    + (f"; dashed: baseline {baseline.run_id}" if base else "")
+                    + ".",
+                )
 
         hist_phases = [p for p in run.phases if (p.histogram or {}).get("count")]
+        base_cdf = {
+            p.name: c
+            for p in (baseline.phases if baseline else [])
+            if (p.histogram or {}).get("count") and (c := _cdf(p.histogram))
+        }
+        dashed = f" Dashed: baseline {baseline.run_id}." if baseline else ""
         for op, members in _by_op(hist_phases).items():
             curves = [(p.name, _cdf(p.histogram)) for p in members]
             curves = [(n, c) for n, c in curves if c]
             for part in _chunks(curves):
                 if not part:
                     continue
-                fig, ax = _cdf_plot(Figure, list(part))
+                fig, ax = _cdf_plot(Figure, list(part), base_cdf)
                 ax.set_title(f"Latency CDF: {op}", loc="left")
-                add(fig, f"Latency CDF: {op}", "From the merged per-operation latency histogram.")
+                cap = "From the merged per-operation latency histogram." + dashed
+                add(fig, f"Latency CDF: {op}", cap)
+                fig, ax = _tail_plot(Figure, list(part), base_cdf)
+                ax.set_title(f"Latency tail: {op}", loc="left")
+                add(
+                    fig,
+                    f"Latency tail: {op}",
+                    "Share of operations slower than each latency (log-log): the p99 to p99.99 "
+                    "a linear CDF hides; dotted lines at p50, p99, p99.9 and p99.99." + dashed,
+                )
+
+        lat = latency_series(run.phases)
+        base_lat = latency_series(baseline.phases) if baseline else {}
+        if lat:
+            for part in _chunks(list(lat.items()), 2):  # three or four lines per series
+                add(
+                    _latency_concurrency_plot(Figure, dict(part), base_lat),
+                    "Latency vs workers",
+                    "p50 (solid), p99 (dashed) and p99.9 (dotted) of each op and block size "
+                    "measured at several worker counts."
+                    + (f" Crosses: baseline {baseline.run_id}'s p99." if base_lat else ""),
+                )
 
         for ops in (False, True):
-            timed: dict[str, list[tuple[str, list[float], float]]] = {}
+            timed: dict[str, list[tuple[str, list[tuple[float, float]], float]]] = {}
+            base_t: dict[str, list[tuple[float, float]]] = {}
+            for p in baseline.phases if baseline else []:
+                values = p.ops_series if ops else p.series
+                if values and p.series_interval_s > 0:
+                    clean = [float(v) if _is_num(v) else math.nan for v in values]
+                    off = (p.extra or {}).get("series_start_s", 0.0)
+                    dt = float(p.series_interval_s)
+                    base_t[p.name] = time_points(clean, dt, p.elapsed_s, off)
             for p in run.phases:
                 is_meta = p.op in METADATA_OPS or (not p.bytes and bool(p.ops))
                 values = p.ops_series if ops else p.series
                 if is_meta == ops and values and p.series_interval_s > 0:
-                    curve = (
-                        p.name,
-                        [float(v) if _is_num(v) else math.nan for v in values],
-                        float(p.series_interval_s),
-                    )
-                    timed.setdefault(_plot_group(p), []).append(curve)
+                    dt = float(p.series_interval_s)
+                    clean = [float(v) if _is_num(v) else math.nan for v in values]
+                    off = (p.extra or {}).get("series_start_s", 0.0)
+                    curve = (p.name, time_points(clean, dt, p.elapsed_s, off), dt)
+                    if curve[1]:  # one partial interval alone is no rate to draw
+                        timed.setdefault(_plot_group(p), []).append(curve)
             what = "Operations over time" if ops else "Bandwidth over time"
             for op, curves in timed.items():
                 for part in _chunks(curves):
-                    fig, ax = _time_plot(Figure, list(part), ops)
+                    fig, ax = _time_plot(Figure, [(n, pts) for n, pts, _ in part], ops, base_t)
                     ax.set_title(f"{what}: {op}", loc="left")
-                    caption = f"Per-interval rate ({part[0][2]:g} s intervals)."
+                    caption = (
+                        f"Per-interval rate ({part[0][2]:g} s intervals); the first and last, "
+                        "partial intervals over the time the phase covered (left out under "
+                        "half an interval)." + dashed
+                    )
                     add(fig, f"{what}: {op}", caption)
 
         bars = [
@@ -1199,6 +1783,8 @@ th.r, td.r { text-align: right; }
 tr.bad td { background: #fff1f0; }
 td.status-PARTIAL, td.status-FAILED { color: var(--fail); font-weight: 650; }
 td.status-indicative { color: var(--warn); font-weight: 650; }
+td.worse { color: var(--fail); font-weight: 650; }
+td.better { color: var(--pass); }
 table.kv th { background: none; border-bottom: 1px solid var(--line); color: var(--muted);
               font-weight: 500; width: 240px; }
 .estimate { border-left: 4px solid var(--model); background: #fbf9ff; padding: 4px 18px 14px;
@@ -1243,6 +1829,10 @@ def _html_table(t: _Table, status_col: int | None = None, wide: bool = False) ->
         cells = []
         for j, (cell, c) in enumerate(zip(row, cls, strict=True)):
             extra = f" status-{cell}" if j == status_col else ""
+            if cell.endswith(" !"):  # the client CPU at saturation
+                extra += " worse"
+            elif t.headers[j].startswith("Δ") and _is_delta(cell):
+                extra += " worse" if _delta_style(t.headers[j], cell) == "red" else " better"
             cells.append(f'<td class="{(c + extra).strip()}">{_e(cell)}</td>')
         body.append(f'<tr class="{rc}">{"".join(cells)}</tr>')
     return (
@@ -1272,17 +1862,38 @@ def _html_banner(run: RunResult) -> str:
 
 
 def _cache_table(run: RunResult) -> _Table | None:
-    rows = [[p.name, p.cache or "-", _CACHE_MEANING.get(p.cache, "-")] for p in run.phases]
+    """One row per cache mode met in the run (the Summary has each phase's): what it means
+    and which phases ran under it ("all N phases" when every one did)."""
+    by_mode: dict[str, list[str]] = {}
+    for p in run.phases:
+        by_mode.setdefault(p.cache or "-", []).append(p.name)
     ld = run.loader or {}
     if ld.get("cache"):
-        rows.append(["data loader", str(ld["cache"]), _CACHE_MEANING.get(ld["cache"], "-")])
-    if not rows:
+        by_mode.setdefault(str(ld["cache"]), []).append("data loader")
+    if not by_mode:
         return None
-    return _Table("Cache handling", ["Phase", "Cache", "What it means"], rows, "lll")
+    rows = []
+    for mode, names in by_mode.items():
+        every = len(by_mode) == 1 and len(names) > 1
+        rows.append(
+            [
+                mode,
+                _CACHE_MEANING.get(mode, "-"),
+                f"all {len(names)}" if every else ", ".join(names),
+            ]
+        )
+    return _Table("Cache handling", ["Cache", "What it means", "Phases"], rows, "lll")
 
 
-def render_html(run: RunResult) -> str:
-    """One self-contained HTML page: inline CSS and SVG plots, no network resources."""
+def _plot_id(title: str) -> str:
+    """An element id for a plot: ``plot-latency-tail-read`` (not unique when a group is
+    split over several figures: a test or a reader looks for the kind)."""
+    return "plot-" + re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def render_html(run: RunResult, baseline: RunResult | None = None) -> str:
+    """One self-contained HTML page: inline CSS and SVG plots, no network resources; with a
+    ``baseline``, its deltas table and its curves dashed in every plot."""
     wl = (run.workload or {}).get("name")
     title = f"iobench report: {wl or run.run_id}"
     parts = [
@@ -1314,6 +1925,10 @@ def render_html(run: RunResult) -> str:
         if _indicative_note(run):
             parts.append(f'<p class="note">{_e(_indicative_note(run))}</p>')
         parts.append("</section>")
+    if baseline is not None and run.phases:
+        bt = _baseline_table(run, baseline)
+        parts.append(f'<section id="baseline"><h2>{_e(bt.title)}</h2>')
+        parts.append(_html_table(bt) + f'<p class="note">{_e(bt.note)}</p></section>')
     ranks_t = _ranks_table(run)
     if ranks_t is not None:
         parts.append(f'<section id="clients"><h2>{_e(ranks_t.title)}</h2>')
@@ -1338,7 +1953,7 @@ def render_html(run: RunResult) -> str:
                 parts.append(f'<p class="note">{_e(t.note)}</p>')
         parts.append("</div></section>")
 
-    plots = _build_plots(run)
+    plots = _build_plots(run, baseline)
     if plots is None:
         parts.append(f'<section id="plots"><h2>Plots</h2><p class="note">{_e(PLOT_HINT)}</p>')
         parts.append("</section>")
@@ -1346,7 +1961,9 @@ def render_html(run: RunResult) -> str:
         parts.append('<section id="plots"><h2>Plots</h2><div class="plots">')
         for p in plots:
             cap = f"<figcaption>{_e(p.caption)}</figcaption>" if p.caption else ""
-            parts.append(f'<figure aria-label="{_e(p.title)}">{p.svg}{cap}</figure>')
+            parts.append(
+                f'<figure id="{_plot_id(p.title)}" aria-label="{_e(p.title)}">{p.svg}{cap}</figure>'
+            )
         parts.append("</div></section>")
 
     errors = _errors(run)

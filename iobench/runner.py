@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import cpu
 from . import results as results_mod
 from .engines.base import EngineContext, PhaseSpec, Progress
 from .engines.registry import get_engine
@@ -175,13 +176,16 @@ class PhaseRunner:
         if self.hooks:
             self.hooks.before_phase(spec)
         engine, why = self._engine_for(spec)
+        cpu0 = cpu.sample()  # the client's own CPU over the phase (iobench.cpu)
         try:
             res = engine.run(spec, ctx)
         except (EngineError, Interrupted) as e:  # a second signal may carry figures too
             partial = getattr(e, "partial", None)
             if partial is not None:
+                partial.extra["client_cpu"] = cpu.usage(cpu0, cpu.sample())
                 self._finish(spec, partial, engine, why)
             raise
+        res.extra["client_cpu"] = cpu.usage(cpu0, cpu.sample())
         self._finish(spec, res, engine, why)
         if self.hooks:
             res = self.hooks.after_phase(spec, res)

@@ -307,6 +307,9 @@ class Aggregate:
     series: list[float]
     ops_series: list[float]
     series_interval_s: float
+    # seconds from the series' first interval's start to the phase's first start: the series
+    # is on a fixed grid, so its first and last intervals are partly outside the phase
+    series_start_s: float = 0.0
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:
@@ -400,6 +403,7 @@ def aggregate_workers(workers: Sequence[WorkerStats], *, max_points: int = 600) 
         slot_o = np.concatenate([slot_o, np.zeros(pad)])
     series = (slot_b.reshape(-1, factor).sum(axis=1) / interval).tolist()
     ops_series = (slot_o.reshape(-1, factor).sum(axis=1) / interval).tolist()
+    series_start = max((t0 - origin) - first_slot * SERIES_RESOLUTION_S, 0.0)
     return Aggregate(
         bytes=total_bytes,
         ops=total_ops,
@@ -414,6 +418,7 @@ def aggregate_workers(workers: Sequence[WorkerStats], *, max_points: int = 600) 
         series=series,
         ops_series=ops_series,
         series_interval_s=interval,
+        series_start_s=series_start,
     )
 
 
@@ -441,6 +446,7 @@ def phase_result(
         extra["start_epoch"] = min(w.start for w in active) + to_epoch
         extra["end_epoch"] = max(w.end for w in active) + to_epoch
         extra["first_end_epoch"] = min(w.end for w in active) + to_epoch
+        extra["series_start_s"] = round(agg.series_start_s, 6)  # (report.time_points)
     return PhaseResult(
         name=name,
         op=op,

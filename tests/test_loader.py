@@ -78,6 +78,8 @@ def test_tiny_loader_run(cli, planted, tmp_path):
     assert epoch["compute_s"] >= 5 * 0.01  # measured sleep counts as compute
     assert epoch["load_wait_s"] == w  # one rank, one epoch: the same samples
     assert ld["points"] == [{"gpus": 1, "au": ld["au"]}]
+    c = ld["client_cpu"]  # the loop's own CPU: this process and its reaped workers
+    assert c["wall_s"] > 0 and c["children_s"] > 0 and 0 < c["share"] <= 1
     names = [p["name"] for p in res["phases"]]
     assert names == ["dataset-write", "dataset-shuffled-r1", "dataset-shuffled-r2"]
     assert res["phases"][0]["files"] == 24

@@ -301,6 +301,11 @@ PLOT_TITLES = [
     "Latency CDF: read",
     "Latency CDF: randread",
     "Latency CDF: metadata",
+    "Latency tail: write",
+    "Latency tail: read",
+    "Latency tail: randread",
+    "Latency tail: metadata",
+    "Latency vs workers",
     "Bandwidth over time: write",
     "Bandwidth over time: randread",
     "Operations over time: metadata",
@@ -331,7 +336,7 @@ def test_html_is_self_contained_with_every_plot(rich_page):
     assert "<?xml" not in page and "<!DOCTYPE svg" not in page
     _assert_offline(page)
     for title in PLOT_TITLES:
-        assert f'<figure aria-label="{title}"><svg' in page, title
+        assert f'id="{report._plot_id(title)}" aria-label="{title}"><svg' in page, title
     assert page.count("<svg") == page.count("</svg>") >= len(PLOT_TITLES)
     assert 'class="banner fail"' in page and ">FAIL<" in page
     for text in REASONS + RUN_WARNINGS + [f"randread-4k: {PHASE_WARNING}"]:
@@ -356,10 +361,10 @@ def test_html_single_phase_draws_only_what_it_has():
     p.warnings = None
     run.loader = {"gpus": 2, "au": 0.8}  # measured AU without any estimate
     page = report.render_html(run)
-    assert '<figure aria-label="Latency CDF: write"><svg' in page
-    assert '<figure aria-label="Bandwidth over time: write"><svg' in page
-    assert '<figure aria-label="AU vs GPUs"><svg' in page
-    assert page.count("<svg") == 3  # no sweep or metadata plot from one phase
+    for title in ("Latency CDF: write", "Latency tail: write", "Bandwidth over time: write",
+                  "AU vs GPUs"):  # fmt: skip
+        assert f'id="{report._plot_id(title)}" aria-label="{title}"><svg' in page
+    assert page.count("<svg") == 4  # no sweep, latency-vs-workers or metadata plot
     assert 'id="estimate"' not in page
     _assert_offline(page)
 
@@ -455,3 +460,44 @@ def test_chromium_renders_report(tmp_path, chromium, rich_page):
     assert 'class="banner fail"' in dom.stdout and ">FAIL<" in dom.stdout
     assert REASONS[0] in dom.stdout
     assert dom.stdout.count("<svg") >= len(PLOT_TITLES)
+
+
+@pytest.mark.slow
+def test_chromium_draws_the_new_plots(tmp_path, chromium, rich_page):
+    """The latency-tail and latency-vs-workers figures are in the page (by element id) and
+    draw something: a page holding only them is not blank and shows the first line colour."""
+    from matplotlib.image import imread
+
+    ids = ["plot-latency-tail-write", "plot-latency-tail-read", "plot-latency-vs-workers"]
+    figures = []
+    for fid in ids:
+        m = re.search(rf'<figure id="{fid}".*?</figure>', rich_page, flags=re.S)
+        assert m, fid
+        figures.append(m.group(0))
+    page = tmp_path / "plots.html"
+    page.write_text(
+        f"<!DOCTYPE html><html><head><style>{report._CSS}</style></head><body><main>"
+        f'<div class="plots">{"".join(figures)}</div></main></body></html>',
+        encoding="utf-8",
+    )
+    png = tmp_path / "plots.png"
+    url = page.resolve().as_uri()
+    proc = _chromium(chromium, f"--screenshot={png}", "--window-size=1200,1000", url, tmp=tmp_path)
+    assert png.exists(), f"no screenshot (rc {proc.returncode}): {proc.stderr[-2000:]}"
+    img = imread(png)[..., :3]
+    # two figures a row at this width: where each of the three lies
+    for rows, cols in ((slice(0, 380), slice(0, 600)), (slice(0, 380), slice(600, 1200)),
+                       (slice(380, 760), slice(0, 600))):  # fmt: skip
+        region = img[rows, cols]
+        assert (region < 0.94).any(axis=2).mean() > 0.03, (rows, cols)
+        blue = np.abs(region - np.array([0x09, 0x69, 0xDA]) / 255).max(axis=2) < 0.08
+        assert blue.sum() > 200, (rows, cols)
+    dom = _chromium(chromium, "--dump-dom", rich_page_url(tmp_path, rich_page), tmp=tmp_path)
+    for fid in ids:
+        assert f'id="{fid}"' in dom.stdout
+
+
+def rich_page_url(tmp: Path, text: str) -> str:
+    page = tmp / "full.html"
+    page.write_text(text, encoding="utf-8")
+    return page.resolve().as_uri()

@@ -35,6 +35,7 @@ def compare(
     """Compare two runs; exit 1 when a metric regressed beyond its threshold and the noise
     (the run-to-run spread of earlier runs of the same spec on this host and storage)."""
     from .. import compare as cmp
+    from .. import report as rep
 
     if fmt not in ("table", "markdown", "json"):
         raise UsageError(f"--format: expected table, markdown or json, got {fmt!r}")
@@ -64,7 +65,9 @@ def compare(
     noise = cmp.history_noise(base, current, history, options, on_warning=warn)
     report = cmp.compare_runs(base, current, options, noise)
     render = {"table": cmp.render_table, "markdown": cmp.render_markdown, "json": cmp.render_json}
-    out(render[fmt](report, verbose=verbose))
+    text = render[fmt](report, verbose=verbose)
+    colour = fmt == "table" and rep.stdout_format()[1]  # a terminal, NO_COLOR unset
+    out(rep.colour_compare(text) if colour else text, styled=colour)
     if not report.comparable and fmt != "json":
         err(f"iobench: not comparable: {report.reason}")
     return int(report.exit_status())

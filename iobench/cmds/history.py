@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from ..cli import app, err, out
+from ..cli import app, err, out, out_report
 from ..errors import UsageError
 
 
@@ -47,7 +47,7 @@ def history(
 ) -> int:
     """Runs kept in the Parquet history, one immutable file per run."""
     from .. import history as hist
-    from .. import report, results
+    from .. import results
     from ..units import format_count, format_rate, format_seconds, format_spread
 
     warn = lambda text: err(f"iobench: warning: {text}")  # noqa: E731
@@ -95,7 +95,7 @@ def history(
             run = resolve(arg, url, workload, what="run", on_warning=warn)
         else:
             run = hist.get_run(arg, url, on_warning=warn)
-        out(results.dumps(run) if as_json else report.render_terminal(run))
+        out(results.dumps(run)) if as_json else out_report(run)
         return 0
     if action == "trend":
         if not arg:

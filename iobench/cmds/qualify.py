@@ -11,6 +11,7 @@ from ..cli import (
     check_exports,
     deprecated,
     out,
+    out_report,
     progress_factory,
     write_exports,
 )
@@ -101,10 +102,10 @@ def qualify(
         return ExitStatus.OK if outcome.run.verdict["result"] == "pass" else ExitStatus.FAILED
     if not no_history:
         append_history(outcome, history or "")
-    from .. import report, results
+    from .. import results
 
     run = outcome.run
-    out(results.dumps(run) if as_json else report.render_terminal(run))
+    out(results.dumps(run)) if as_json else out_report(run)
     if not as_json and outcome.result_path:
         out(f"result: {outcome.result_path}")
         out(f"report: {outcome.result_path.parent / 'report.html'}")

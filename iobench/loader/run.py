@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .. import cpu
 from .. import starvation as sv
 from ..distributed import agreed
 from ..engines.base import FileSpec, Progress
@@ -272,6 +273,7 @@ def _measure(
         index, mode, prof.batch_size, w, prof.prefetch, prof.compute_s, job.compute, job.gpus,
         job.epochs, loop_steps, job.seed, shard,
     )  # fmt: skip
+    cpu0 = cpu.sample()  # the client's CPU over the training loop (iobench.cpu)
     if hooks is None:
         result = ranks.run_loop(cfg, s.stop)  # patchable: tests/faults
     else:
@@ -281,6 +283,7 @@ def _measure(
     run.loader, run.estimate, notes = _summarise(
         prof, index, sweep, calib, result, cache, job.compute
     )
+    run.loader["client_cpu"] = cpu.usage(cpu0, cpu.sample())
     if hooks is not None:
         run.loader["hosts"] = len(set(hooks.hosts))
     _warn(job, runner, notes, index, shared=index is not own, cached=not use_direct and not remote)

@@ -120,7 +120,7 @@ def run(params: dict[str, Any], runner: Any) -> None:
     ):
         runner.warn(
             "verify: random reads of one block size inside blocks written at another cannot be "
-            "checked; the sequential read-back phases were"
+            "checked; only the sequential read-back phases were verified"
         )
     if params["randread"]:
         jobs = params["rand_jobs"] or params["jobs"]

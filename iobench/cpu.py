@@ -1,0 +1,59 @@
+"""The client's own CPU use over a phase: iobench's process and the children it reaped.
+
+A storage figure is only the storage's when the client had CPU to spare: a phase that kept
+every core of the host busy measured the client. ``os.times()`` before and after the phase
+gives user + system seconds of this process (its threads) and of the child processes that
+ended inside it (fio, worker processes); over the phase's wall time and the CPUs this process
+may run on, that is the share of the host the client used.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+SATURATED_SHARE = 0.8  # at or above this share of the usable CPUs the client may be the limit
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    wall_s: float
+    self_s: float  # user + system of this process
+    children_s: float  # user + system of the children it has waited for
+
+
+def sample() -> CpuSample:
+    t = os.times()
+    return CpuSample(t.elapsed, t.user + t.system, t.children_user + t.children_system)
+
+
+def usable_cpus() -> int:
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return max(os.cpu_count() or 1, 1)
+
+
+def usage(before: CpuSample, after: CpuSample, cpus: int | None = None) -> dict[str, Any]:
+    """``{"cpu_s", "self_s", "children_s", "wall_s", "cpus", "share"}`` between two samples:
+    ``share`` is CPU seconds over (wall seconds x usable CPUs), 0..1 (None without wall time)."""
+    cpus = cpus or usable_cpus()
+    wall = max(after.wall_s - before.wall_s, 0.0)
+    own = max(after.self_s - before.self_s, 0.0)
+    kids = max(after.children_s - before.children_s, 0.0)
+    share = min((own + kids) / (wall * cpus), 1.0) if wall > 0 else None
+    return {
+        "cpu_s": round(own + kids, 3),
+        "self_s": round(own, 3),
+        "children_s": round(kids, 3),
+        "wall_s": round(wall, 3),
+        "cpus": cpus,
+        "share": None if share is None else round(share, 4),
+    }
+
+
+def saturated(client_cpu: Any) -> bool:
+    """Whether a recorded ``extra["client_cpu"]`` reached :data:`SATURATED_SHARE`."""
+    share = client_cpu.get("share") if isinstance(client_cpu, dict) else None
+    return isinstance(share, (int, float)) and share >= SATURATED_SHARE
