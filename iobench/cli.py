@@ -6,7 +6,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 import traceback
 
 import typer
@@ -32,13 +35,87 @@ def _root(
 
 
 def out(text: str) -> None:
-    """Write a line to stdout."""
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    """Write a line to stdout. A stdout that cannot take it (a full disk, a hung-up terminal)
+    loses the output, not the command: the failure is noted once and reported by ``main``."""
+    if _state.get("stdout_error") is not None:
+        return
+    try:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    except BrokenPipeError:
+        # the reader went away (| head): the rest is not wanted; the exit status stays the
+        # command's (click would turn EPIPE into exit 1, which reads as "regression")
+        _state["stdout_error"] = ""
+        _discard_stdout()
+    except (OSError, ValueError) as e:  # ValueError: the stream was closed under us
+        _state["stdout_error"] = getattr(e, "strerror", None) or str(e)
+        _discard_stdout()
 
 
 def err(text: str) -> None:
-    """Write a line to stderr."""
-    sys.stderr.write(text if text.endswith("\n") else text + "\n")
+    """Write a line to stderr (best effort: a terminal that has hung up cannot take it)."""
+    try:
+        sys.stderr.write(text if text.endswith("\n") else text + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _discard_stdout() -> None:
+    """Point fd 1 and sys.stdout at /dev/null, so nothing (and no flush at exit) fails again."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - lives as long as the process
+    except OSError:
+        pass
+
+
+def _open_closed_std_fds() -> None:
+    """A closed stdin, stdout or stderr (``>&-``) is reopened on /dev/null: otherwise the next
+    file iobench opens (a result, a data file) would take fd 1 or 2 and receive whatever is
+    printed, and Python's sys.stdout is None. The output is discarded, as the user asked."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        try:
+            null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+        except OSError:
+            continue
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        if getattr(sys, name) is None:
+            mode = "r" if fd == 0 else "w"
+            setattr(sys, name, open(fd, mode, closefd=False))  # noqa: SIM115
+
+
+def _stop_early(signum: int, _frame: object) -> None:
+    """Before a run has a run directory there is nothing to clean: a stop signal ends the
+    command at once, as Ctrl-C does, with its one line and 130."""
+    from .errors import Interrupted
+    from .target import _signame
+
+    raise Interrupted(f"interrupted by {_signame(signum)}")
+
+
+def _install_stop_handlers() -> dict[int, object]:
+    """Every stop signal (SIGHUP, SIGQUIT, SIGUSR1, ... as SIGINT/SIGTERM) ends the command with
+    130 and one line; during a run, run_session's SignalGuard takes over from these."""
+    from .target import STOP_SIGNALS
+
+    old: dict[int, object] = {}
+    if threading.current_thread() is not threading.main_thread():
+        return old
+    for s in STOP_SIGNALS:
+        try:
+            old[s] = signal.signal(s, _stop_early)
+        except (OSError, ValueError):  # pragma: no cover
+            pass
+    return old
 
 
 def progress_factory(quiet: bool):
@@ -161,7 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     _state["debug"] = debug
+    _state["stdout_error"] = None
     code: int
+    if argv is None:
+        _open_closed_std_fds()
+    old_handlers = _install_stop_handlers()
     cx = _click_exceptions()
     try:
         _register_optional_commands()
@@ -194,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         err("iobench: error: interrupted by SIGINT")
         code = int(ExitStatus.INTERRUPTED)
     except BrokenPipeError:
+        _discard_stdout()  # (no "Exception ignored" when Python flushes it at exit)
         code = 0
     except Exception as e:  # noqa: BLE001 - the one place that reports what nobody expected
         if debug:
@@ -202,9 +284,26 @@ def main(argv: list[str] | None = None) -> int:
             f"iobench: error: internal error: {type(e).__name__}: {e} (rerun with --debug and report it)"
         )
         code = int(ExitStatus.RUN_FAILED)
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+    except (OSError, ValueError) as e:
+        _state["stdout_error"] = _state.get("stdout_error") or getattr(e, "strerror", None) or e
+        _discard_stdout()
+    if _state["stdout_error"]:
+        # the command did what it did (its exit status says so); only its printout is lost
+        err(
+            f"iobench: warning: the output could not be written to stdout ({_state['stdout_error']})"
+        )
     if argv is None:
+        # the command has finished: a signal now must not cut Python's exit (torch's atexit
+        # handlers) with a traceback and turn a decided exit status into another
+        for s in old_handlers:
+            signal.signal(s, signal.SIG_IGN)
         sys.exit(code)
+    for s, h in old_handlers.items():
+        signal.signal(s, h)  # type: ignore[arg-type]
     return code
 
 

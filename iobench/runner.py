@@ -156,13 +156,16 @@ class PhaseRunner:
         if self.hooks:
             self.hooks.before_phase(spec)
         engine, why = self._engine_for(spec)
+        suspended = self.stop.suspended
         try:
             res = engine.run(spec, ctx)
         except (EngineError, Interrupted) as e:  # a second signal may carry figures too
             partial = getattr(e, "partial", None)
             if partial is not None:
+                _note_suspension(partial, self.stop.suspended - suspended)
                 self._finish(spec, partial, engine, why)
             raise
+        _note_suspension(res, self.stop.suspended - suspended)
         self._finish(spec, res, engine, why)
         if self.hooks:
             res = self.hooks.after_phase(spec, res)
@@ -212,6 +215,16 @@ class PhaseRunner:
             res.extra["engine_fallback"] = why
             res.warnings.append(f"ran with the posix engine: {why}")
         self.results.append(res)
+
+
+def _note_suspension(res: PhaseResult, times: int) -> None:
+    """A phase during which the process was stopped (Ctrl-Z, SIGSTOP) and resumed measured
+    the pause as well: its figures say so."""
+    if times > 0:
+        res.warnings.append(
+            "the process was suspended (SIGTSTP/SIGSTOP) and resumed during this phase: its "
+            "elapsed time includes the pause, so its bandwidth and latencies are understated"
+        )
 
 
 def plan_workload(workload: Workload) -> Plan:

@@ -31,6 +31,7 @@ class Param:
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     optional: bool = False  # None allowed (e.g. time = unset)
+    maximum: float | None = None  # refused above this (a bound on absurd input)
 
 
 _EXPECT = {
@@ -119,7 +120,20 @@ def coerce(name: str, p: Param, value: Any, where: str) -> Any:
     if p.minimum is not None and isinstance(v, (int, float)) and not isinstance(v, bool):
         if v < p.minimum:
             raise bad(f"must be at least {p.minimum:g}")
+    if p.maximum is not None and isinstance(v, (int, float)) and not isinstance(v, bool):
+        if v > p.maximum:
+            most = (
+                f"{p.maximum:.0f}s ({p.maximum / 86400:g} days)"
+                if p.kind == "duration"
+                else f"{p.maximum:g}"
+            )
+            raise bad(f"must be at most {most}")
     return v
+
+
+# A time-based phase longer than this is a typo, not a soak test (1e300s would overflow the
+# engines' nanosecond clocks); a longer soak is a loop of runs with --repeat or a scheduler.
+MAX_PHASE_TIME_S = 30 * 86400.0
 
 
 # Parameters every generator understands, with the same meaning everywhere (fio's names).
@@ -129,7 +143,13 @@ COMMON_PARAMS: dict[str, Param] = {
     "jobs": Param("count", 4, "concurrent workers", minimum=1),
     "direct": Param("bool", True, "O_DIRECT (falls back to buffered + fadvise when refused)"),
     "fsync": Param("choice", "end", "when to fsync written files", ("never", "file", "end")),
-    "time": Param("duration", None, "run each phase for this long (time-based)", optional=True),
+    "time": Param(
+        "duration",
+        None,
+        "run each phase for this long (time-based)",
+        optional=True,
+        maximum=MAX_PHASE_TIME_S,
+    ),
     "rate": Param("rate", None, "per-worker bandwidth limit in bytes/s", optional=True, minimum=1),
     "seed": Param("int", 1, "seed for data, shuffles and offsets", minimum=0),
     "verify": Param("bool", False, "checksum every block written and check it on read"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -109,6 +110,20 @@ def cache_label(phase: PhaseSpec) -> str:
     if phase.drop_cache_after or phase.params.get("cache_dropped"):
         return "dropped"
     return "buffered"
+
+
+PACE_POLL_S = 0.05  # a paced worker looks at its stop flags at least this often
+
+
+def pace_until(until: float, should_stop: Callable[[], bool]) -> None:
+    """Sleep until ``time.perf_counter()`` reaches ``until`` (rate pacing), in short slices
+    that look at ``should_stop``: a worker paced at 1 B/s still stops at once on Ctrl-C or a
+    failure (a forked worker sees the stop only through shared state it has to poll)."""
+    while not should_stop():
+        left = until - time.perf_counter()
+        if left <= 0:
+            return
+        time.sleep(min(left, PACE_POLL_S))
 
 
 class Progress:
