@@ -1028,7 +1028,8 @@ def run_loader(
 
     def check() -> Any:
         tgt = resolve(target)
-        check_free_space(tgt, planned_bytes(prof, files))  # many ranks: the whole dataset
+        # many ranks: the whole dataset; files and their folders (1 per 10,000) as inodes
+        check_free_space(tgt, planned_bytes(prof, files), len(files) + len(files) // 10_000 + 2)
         if writer:
             check_output_dir(out_dir)
         return tgt

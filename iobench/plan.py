@@ -19,6 +19,7 @@ class Plan:
 
     phases: list[PlannedPhase] = field(default_factory=list)
     space_bytes: int = 0
+    inodes: int = 0  # the most files and directories it holds on the target at once
 
     def add(self, name: str, op: str, bytes_moved: int, note: str = "") -> None:
         self.phases.append(PlannedPhase(name, op, bytes_moved, note))

@@ -423,6 +423,10 @@ def run_qualify(
 
     if gpus is not None and gpus < 1:
         raise UsageError(f"--gpus must be at least 1, got {gpus}")
+    if gpus is not None:
+        from .sweep import gpus_list
+
+        gpus_list(gpus)  # the model's bound, refused before any I/O rather than after it
     requirements = parse_requirements(require)
     profile = load_profile(profile_name or DEFAULT_PROFILE)
     n_gpus = gpus or 1

@@ -96,6 +96,13 @@ class PhaseRunner:
                 "no client page cache): requests went through fsspec as usual"
             )
             return False
+        if not getattr(self.engine, "direct_io", True):
+            self.warn(
+                f"direct=true is unsupported by the {self.engine.name} engine (no O_DIRECT): "
+                "reads and writes went through the page cache, dropped before reads where the "
+                "kernel can"
+            )
+            return False
         if fs_class(self.target.fs_type) == "memory":
             # tmpfs may accept O_DIRECT (Linux >= 6.6), but there is no storage behind it
             self.warn(
@@ -507,7 +514,7 @@ def _name_disk_full(e: IobenchError) -> IobenchError:
         seen += 1
     else:
         return e
-    if cause is None or "disk full" in e.message or "quota exceeded" in e.message:
+    if cause is None or any(w in e.message for w in ("disk full", "quota exceeded", "inodes")):
         return e
     what = "disk full (ENOSPC)" if cause.errno == errno.ENOSPC else "quota exceeded (EDQUOT)"
     err = EngineError(f"{what}: {e.message}", hint=e.hint)
@@ -575,7 +582,8 @@ def run_workload(
                 f"the {engine.name} engine cannot write to {target.path_or_url}",
                 hint="use --engine fsspec (the default for URLs)",
             )
-        check_free_space(target, plan_workload(workload).space_bytes)
+        plan = plan_workload(workload)
+        check_free_space(target, plan.space_bytes, plan.inodes)
         if save and is_writer:
             check_output_dir(out_dir)
         return engine, target

@@ -218,6 +218,12 @@ def find_file(name: str, kind: str = "workload") -> Path:
     if p.suffix == ".toml" or os.sep in name:
         if p.is_file():
             return p
+        if p.is_dir():
+            raise SpecError(f"{kind} file {name} is a directory", hint="give a path to a TOML file")
+        if p.exists():  # a FIFO, a socket, a device: reading it could block for ever
+            raise SpecError(
+                f"{kind} file {name} is not a regular file", hint="give a path to a TOML file"
+            )
         raise SpecError(f"{kind} file {name} does not exist", hint="give a path to a TOML file")
     base = workloads_dir() / ("profiles" if kind == "profile" else "")
     cand = base / f"{name}.toml"

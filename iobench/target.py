@@ -104,6 +104,15 @@ def read_mountinfo(path: str = "/proc/self/mountinfo") -> list[MountInfo]:
         return []
 
 
+# Kernel interfaces mounted as filesystems: files there are not storage (and writing in them
+# may change the system), so they are refused as targets.
+PSEUDO_FS = {
+    "proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs",
+    "pstore", "bpf", "devpts", "mqueue", "efivarfs", "binfmt_misc", "fusectl", "rpc_pipefs",
+    "nsfs", "autofs", "selinuxfs", "hugetlbfs",
+}  # fmt: skip
+
+
 def fs_class(fs_type: str) -> str:
     """'parallel', 'network', 'memory', 'local' or 'unknown' for a filesystem type."""
     t = fs_type.lower()
@@ -111,7 +120,7 @@ def fs_class(fs_type: str) -> str:
         return "parallel"
     if t in NETWORK_FS or t.startswith("nfs"):
         return "network"
-    if t in {"tmpfs", "ramfs"}:
+    if t in {"tmpfs", "ramfs", "devtmpfs"}:
         return "memory"
     if t in KNOWN_FS:
         return "local"
@@ -163,12 +172,20 @@ def probe_direct_io(directory: str) -> tuple[bool, str | None]:
 
 
 def drop_file_cache(path: str) -> bool:
-    """Ask the kernel to drop a file's cached pages (after fsync). True when it could."""
+    """Ask the kernel to drop a file's cached pages. True when it could.
+
+    The file's dirty pages are written back first: DONTNEED leaves dirty pages in the cache,
+    so a file written without fsync (fsync=never, fsspec on a local directory) would be read
+    back from memory under a "dropped" label."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return False
     try:
+        try:
+            os.fdatasync(fd)
+        except OSError:
+            pass  # a filesystem that cannot sync: DONTNEED drops what it can
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         return True
     except OSError:
@@ -258,14 +275,20 @@ def resolve(target: str, *, mountinfo: list[MountInfo] | None = None) -> Target:
         )
     mounts = mountinfo if mountinfo is not None else read_mountinfo()
     m = find_mount(real, mounts)
+    if m is not None and m.fs_type in PSEUDO_FS:
+        raise TargetError(
+            f"target {target} is on {m.fs_type}, a kernel interface ({m.mount_point}), not storage",
+            hint="give a directory on the storage to test",
+        )
     t = Target(path_or_url=target, root=real, free_bytes=free_bytes(real))
     if m:
         t.fs_type, t.mount_point, t.mount_source = m.fs_type, m.mount_point, m.source
     return t
 
 
-def check_free_space(t: Target, planned_bytes: int) -> None:
-    """Refuse to start when the plan would not fit, with a margin."""
+def check_free_space(t: Target, planned_bytes: int, planned_inodes: int = 0) -> None:
+    """Refuse to start when the plan would not fit, with a margin: its bytes, and the files
+    and directories it creates (a filesystem out of inodes is full whatever ``df`` says)."""
     if t.kind != "posix":
         return  # object stores report no free space
     need = int(planned_bytes * (1 + FREE_SPACE_MARGIN)) + FREE_SPACE_MIN_HEADROOM
@@ -275,6 +298,30 @@ def check_free_space(t: Target, planned_bytes: int) -> None:
             f"but {t.root} has {format_bytes(t.free_bytes)} free",
             hint="lower size/files with --set or free space",
         )
+    free = free_inodes(t.root)
+    want = planned_inodes + 2  # + the run directory and the O_DIRECT probe
+    if planned_inodes > 0 and free is not None and want > free:
+        raise TargetError(
+            f"the run creates {want:,} files and directories but {t.root} has {free:,} free "
+            "inodes (df -i)",
+            hint="lower files with --set or free inodes on the target",
+        )
+
+
+def free_inodes(path: str) -> int | None:
+    """Inodes an unprivileged user may still create under ``path``; None where the
+    filesystem has no fixed inode count (btrfs and others report 0 in total)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_favail if st.f_files > 0 else None
+
+
+def out_of_inodes(path: str) -> bool:
+    """Whether the filesystem holding ``path`` has run out of inodes (an ENOSPC with space)."""
+    free = free_inodes(path)
+    return free is not None and free == 0
 
 
 def create_run_dir(t: Target, run_id: str) -> str:

@@ -96,6 +96,7 @@ class _Stop(Exception):
 
 class FsspecEngine(Engine):
     name = "fsspec"
+    direct_io = False  # fsspec's local files go through the page cache whatever is asked
 
     @classmethod
     def available(cls) -> tuple[bool, str | None]:
@@ -196,12 +197,13 @@ class FsspecEngine(Engine):
             phase.op,
             stats,
             concurrency=phase.jobs,
-            block_size=phase.block_size,
+            block_size=phase.io_block_size(),
             cache="buffered" if local else "none",
             params=params,
         )
         proto = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         res.extra["backend"] = f"{proto} ({type(fs).__module__.split('.')[0]})"
+        res.warnings.extend(phase.block_size_warnings())
         if phase.op in ("write", "create") and phase.fsync != "never" and not local:
             res.warnings.append(
                 f"fsync={phase.fsync} is unsupported on {proto}:// (nothing to fsync): an object "

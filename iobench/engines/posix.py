@@ -33,7 +33,7 @@ from ..datagen import DataPool
 from ..errors import EngineError, Interrupted, VerifyError
 from ..results import PhaseResult
 from ..stats import SERIES_RESOLUTION_S, WorkerStats, phase_result
-from ..target import aligned_buffer, drop_file_cache, worker_signals
+from ..target import aligned_buffer, drop_file_cache, out_of_inodes, worker_signals
 from .base import (
     OPS_DATA,
     OPS_META,
@@ -66,6 +66,10 @@ def _describe_worker_error(w: int, e: BaseException) -> str:
 def _describe_oserror(e: OSError, path: str, offset: int | None = None) -> str:
     where = path if offset is None else f"{path} at offset {offset}"
     if e.errno == errno.ENOSPC:
+        if out_of_inodes(os.path.dirname(path) or "."):
+            return (
+                f"no free inodes (ENOSPC; df -i: the space is there, the files are not) at {where}"
+            )
         return f"disk full (ENOSPC) writing {where}"
     if e.errno == errno.EDQUOT:
         return f"quota exceeded (EDQUOT) writing {where}"
@@ -413,11 +417,12 @@ class PosixEngine(Engine):
             phase.op,
             stats,
             concurrency=phase.jobs,
-            block_size=phase.block_size,
+            block_size=phase.io_block_size(),
             cache=cache,
             params=phase.result_params,
         )
         res.extra["workers"] = mode
+        res.warnings.extend(phase.block_size_warnings())
         if state.error:
             res.status = "partial" if res.ops else "failed"
             res.error = state.error
