@@ -73,6 +73,8 @@ def _describe_oserror(e: OSError, path: str, offset: int | None = None) -> str:
         return f"disk full (ENOSPC) writing {where}"
     if e.errno == errno.EDQUOT:
         return f"quota exceeded (EDQUOT) writing {where}"
+    if e.errno == errno.EFBIG:  # SIGXFSZ is ignored during a run: the write says it instead
+        return f"file size limit reached (EFBIG; ulimit -f) writing {where}"
     return f"{e.strerror or e} ({errno.errorcode.get(e.errno or 0, '?')}) on {where}"
 
 
