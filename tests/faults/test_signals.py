@@ -533,3 +533,33 @@ def test_a_signal_during_python_exit_changes_nothing(tmp_path):
                        env=sub_env(tmp_path), timeout=60)  # fmt: skip
     assert p.returncode == 0, p.stderr
     assert p.stderr == "" and "sequential-write" in p.stdout
+
+
+def test_sighup_to_torchrun_stops_every_rank_and_cleans_up(planted, tmp_path):
+    """torchrun passes the SIGHUP of a dropped session on to its ranks: each stops as on
+    SIGTERM, removes its own run directory, and rank 0 keeps the result."""
+    out = tmp_path / "out"
+    env = sub_env(tmp_path)
+    for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "-m", "iobench", "run", "sequential-write", str(planted.path), "--set", "size=64MiB",
+         "--set", "rate=4MiB", "--set", "jobs=1", "--set", "block_sizes=[]", "--set",
+         "jobs_sweep=[]", "--output", str(out), "-q"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )  # fmt: skip
+    try:
+        for rank in (0, 1):
+            wait_for(lambda r=rank: list(planted.path.glob(f".iobench-*-r{r}/seq/*.dat")), 120)
+        proc.send_signal(signal.SIGHUP)
+        text, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    ours = [ln for ln in text.splitlines() if ln.startswith("iobench: error:")]
+    assert ours == ["iobench: error: interrupted by SIGHUP"] * 2, text[-3000:]
+    res = json.loads((out / "result.json").read_text())
+    assert res["status"] == "interrupted" and "SIGHUP" in res["error"]
+    assert debris(planted.path) == [] and planted.unchanged()
