@@ -93,13 +93,27 @@ def _open_closed_std_fds() -> None:
             setattr(sys, name, open(fd, mode, closefd=False))  # noqa: SIM115
 
 
+class StopSignal(KeyboardInterrupt):
+    """A stop signal outside a run session, raised as Ctrl-C is: a KeyboardInterrupt passes
+    the ``except Exception`` of code that skips what it cannot read (history files, probes)."""
+
+    def __init__(self, signum: int):
+        from .target import _signame
+
+        super().__init__(_signame(signum))
+        self.signame = _signame(signum)
+
+
 def _stop_early(signum: int, _frame: object) -> None:
     """Before a run has a run directory there is nothing to clean: a stop signal ends the
     command at once, as Ctrl-C does, with its one line and 130."""
-    from .errors import Interrupted
-    from .target import _signame
+    stop = StopSignal(signum)
+    _state["stopped_by"] = stop.signame
+    raise stop
 
-    raise Interrupted(f"interrupted by {_signame(signum)}")
+
+def _interrupted_by(e: BaseException | None) -> str:
+    return getattr(e, "signame", None) or "SIGINT"
 
 
 def _install_stop_handlers() -> dict[int, object]:
@@ -239,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in args
     _state["debug"] = debug
     _state["stdout_error"] = None
+    _state["stopped_by"] = None
     code: int
     if argv is None:
         _open_closed_std_fds()
@@ -249,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
         cmd = typer.main.get_command(app)
         rv = cmd.main(args=args, prog_name="iobench", standalone_mode=False)
         code = int(rv) if isinstance(rv, int) else 0
+        if code == ExitStatus.INTERRUPTED and _state.get("stopped_by"):
+            # typer turns a KeyboardInterrupt (Ctrl-C, StopSignal) into a silent 130
+            err(f"iobench: error: interrupted by {_state['stopped_by']}")
     except IobenchError as e:
         if debug:
             traceback.print_exc()
@@ -266,13 +284,20 @@ def main(argv: list[str] | None = None) -> int:
         )
         err(f"iobench: error: {msg}{hint}")
         code = int(ExitStatus.USAGE)
-    except (typer.Abort, getattr(cx, "Abort", typer.Abort)):
-        err("iobench: error: interrupted")
+    except (typer.Abort, getattr(cx, "Abort", typer.Abort)) as e:
+        # click turns a KeyboardInterrupt (Ctrl-C, or StopSignal) into Abort
+        cause = e.__cause__ or e.__context__
+        name = _interrupted_by(cause) if isinstance(cause, KeyboardInterrupt) else None
+        err(f"iobench: error: interrupted by {name}" if name else "iobench: error: interrupted")
         code = int(ExitStatus.INTERRUPTED)
     except (typer.Exit, getattr(cx, "Exit", typer.Exit)) as e:
         code = int(e.exit_code)
-    except KeyboardInterrupt:
-        err("iobench: error: interrupted by SIGINT")
+        if isinstance(e.__cause__, KeyboardInterrupt):
+            # typer turns Ctrl-C (and StopSignal) into a silent Exit(130): say what happened
+            err(f"iobench: error: interrupted by {_interrupted_by(e.__cause__)}")
+            code = int(ExitStatus.INTERRUPTED)
+    except KeyboardInterrupt as e:
+        err(f"iobench: error: interrupted by {_interrupted_by(e)}")
         code = int(ExitStatus.INTERRUPTED)
     except BrokenPipeError:
         _discard_stdout()  # (no "Exception ignored" when Python flushes it at exit)

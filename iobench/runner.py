@@ -428,8 +428,8 @@ def run_session(
         except OSError as e:
             where = f" ({e.filename})" if getattr(e, "filename", None) else ""
             fail(EngineError(f"I/O error: {e.strerror or e}{where}"))
-        except KeyboardInterrupt:
-            fail(Interrupted("interrupted by SIGINT"))
+        except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal raised as one (cli.StopSignal)
+            fail(Interrupted(f"interrupted by {getattr(e, 'signame', None) or 'SIGINT'}"))
         except IobenchError as e:  # StoreError and the like: the run failed, its results stay
             fail(e)
         except Exception as e:  # noqa: BLE001 - a bug must not cost the phases already measured
