@@ -601,6 +601,7 @@ def _rank_entry(cfg: LoopConfig, rank: int, barrier: Any, conn: Any) -> None:
     """A rank process: ignore Ctrl-C (the parent stops the run), report to the parent."""
     worker_signals()  # Ctrl-C, a hang-up, ...: the parent's to handle
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    _die_with_parent()  # a SIGKILLed loader must not leave its ranks reading on
     try:
         import torch
 

@@ -563,3 +563,60 @@ def test_sighup_to_torchrun_stops_every_rank_and_cleans_up(planted, tmp_path):
     res = json.loads((out / "result.json").read_text())
     assert res["status"] == "interrupted" and "SIGHUP" in res["error"]
     assert debris(planted.path) == [] and planted.unchanged()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _descendants(pid: int) -> set[int]:
+    out, todo = set(), [pid]
+    while todo:
+        parent = todo.pop()
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    with open(f"/proc/{d}/stat") as f:
+                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                except OSError:
+                    continue
+                if ppid == parent and int(d) not in out:
+                    out.add(int(d))
+                    todo.append(int(d))
+    return out
+
+
+def test_a_sigkilled_loader_leaves_no_rank_or_worker_reading(planted, tmp_path):
+    """SIGKILL (the OOM killer) cannot be handled: the run directory stays (documented), but
+    the loader's rank processes and their DataLoader workers die with it."""
+    proc = _spawn(["loader", planted.path, "--profile", tiny_profile(tmp_path, epochs=1000),
+                   "--gpus", "2", "--output", tmp_path / "out", "-q"], tmp_path)  # fmt: skip
+
+    def forks() -> set[int] | None:
+        # 2 ranks, each with its 2 DataLoader workers (forked: iobench's own command line):
+        # the measured loop is running
+        with open(f"/proc/{proc.pid}/cmdline", "rb") as f:
+            mine = f.read()
+        found = set()
+        for k in _descendants(proc.pid):
+            try:
+                with open(f"/proc/{k}/cmdline", "rb") as f:
+                    if f.read() == mine:
+                        found.add(k)
+            except OSError:
+                pass
+        return found if len(found) >= 6 else None
+
+    try:
+        kids = wait_for(forks, 120)
+    finally:
+        proc.kill()
+        _finish(proc)
+    wait_for(lambda: not any(_alive(k) for k in kids), timeout=15)
+    for d in debris(planted.path):
+        shutil.rmtree(planted.path / d)  # what SIGKILL leaves (RELIABILITY.md), by hand
+    assert planted.unchanged()
