@@ -90,6 +90,37 @@ def test_a_worker_thread_that_fails_before_the_start_fails_the_phase(
     assert res["phases"][0]["status"] == "failed" and res["phases"][0]["bytes"] == 0
 
 
+@pytest.mark.parametrize("where", ["sample", "write_sample_file"])
+def test_a_dataset_writer_that_raises_fails_the_phase(cli, planted, tmp_path, monkeypatch, where):
+    """The dataset writer threads: a bug there (outside or inside the write) used to end the
+    thread and leave dataset-write "ok" with files missing."""
+    from iobench import formats
+
+    def boom(*a, **k):
+        raise ValueError("injected fault")
+
+    if where == "sample":
+        monkeypatch.setattr(formats.SampleSource, "sample", boom)
+    else:
+        monkeypatch.setattr(formats, "write_sample_file", boom)
+    r = cli(
+        "run",
+        "dataset-read",
+        planted.path,
+        *SMALL["dataset-read"],
+        "--set",
+        "format=npz",
+        "--output",
+        tmp_path / "out",
+        "-q",
+    )  # fmt: skip  (raw: engine)
+    res = assert_failed_run(
+        r, tmp_path / "out", planted, 4, "dataset-write", "ValueError: injected"
+    )
+    assert [p["name"] for p in res["phases"]] == ["dataset-write"]
+    assert res["phases"][0]["status"] == "failed"
+
+
 # -- item 8: the estimate is bounded --------------------------------------------------------
 
 
