@@ -475,17 +475,19 @@ class FioEngine(Engine):
 
     @staticmethod
     def _interrupt(proc: subprocess.Popen) -> None:
-        """SIGINT (fio stops its jobs and writes what they did), then SIGKILL if it lingers."""
+        """SIGINT (fio stops its jobs and writes what they did), then SIGKILL if it lingers,
+        or if the wait is cut short (a second Ctrl-C): fio never outlives this call."""
         if proc.poll() is not None:
             return
         try:
             proc.send_signal(signal.SIGINT)
             proc.wait(STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        except OSError:
+        except (subprocess.TimeoutExpired, OSError):
             pass
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
     def _keep_raw(
         self, ctx: EngineContext, phase: PhaseSpec, text: str, plan: FioPlan

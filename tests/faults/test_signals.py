@@ -620,3 +620,34 @@ def test_a_sigkilled_loader_leaves_no_rank_or_worker_reading(planted, tmp_path):
     for d in debris(planted.path):
         shutil.rmtree(planted.path / d)  # what SIGKILL leaves (RELIABILITY.md), by hand
     assert planted.unchanged()
+
+
+def test_a_second_signal_while_fio_drains_kills_it(cli, planted, tmp_path, fake_fio, monkeypatch):
+    """The first Ctrl-C asks fio to stop (SIGINT, then a grace period); a second one cuts the
+    grace short, and fio (here one that ignores SIGINT) is killed, not left running (a third
+    one used to escape the second grace period and leave fio behind)."""
+    import tempfile
+    import threading
+
+    pidfile = tmp_path / "fio.pid"
+    fake_fio(f"echo $$ > '{pidfile}'\ntrap '' INT\nexec sleep 60")  # (exec keeps the pid)
+    tmp = _tmpdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # fio's job directory goes here
+    seen: list[int] = []
+
+    def twice() -> None:
+        wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), timeout=60)
+        seen.append(int(pidfile.read_text()))
+        for _ in range(3):  # an impatient user: each one must still leave no fio behind
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.3)
+
+    sender = threading.Thread(target=twice, daemon=True)
+    sender.start()
+    r = cli("run", "sequential-write", planted.path, "--engine", "fio", *SEQ,
+            "--set", "size=4MiB", "--output", tmp_path / "out", "-q")  # fmt: skip
+    sender.join(10)
+    assert seen, "fio never ran"
+    assert_failed_run(r, tmp_path / "out", planted, 130, "interrupted", "SIGINT")
+    assert not any(_alive(p) for p in seen), "fio outlived the run"
+    assert list(tmp.iterdir()) == [], "fio's job directory was left"
