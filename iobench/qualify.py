@@ -26,7 +26,7 @@ from .runner import (
     output_dir_for,
     run_session,
 )
-from .spec import Param, Profile, coerce, load_profile
+from .spec import MAX_PHASE_TIME_S, Param, Profile, coerce, load_profile
 from .target import Target, check_free_space, is_url, resolve
 from .units import format_bytes, format_count, format_rate, format_seconds, parse_rate, parse_size
 
@@ -439,6 +439,11 @@ def run_qualify(
         raise UsageError(f"--time {budget} is too short for the suite", hint="give at least 5s")
     if not math.isfinite(budget_s):
         raise UsageError(f"--time {budget} is not a finite duration", hint="give e.g. 3m")
+    if budget_s > MAX_PHASE_TIME_S:  # the suite's phases share it: none may exceed the bound
+        raise UsageError(
+            f"--time {budget} is longer than {MAX_PHASE_TIME_S:.0f}s (30 days)",
+            hint="give e.g. 3m",
+        )
     ckpt_full = parse_size(checkpoint, what="--checkpoint") if checkpoint else DEFAULT_CHECKPOINT
     if ckpt_full <= 0:
         raise UsageError(f"--checkpoint must be more than 0, got {checkpoint!r}")

@@ -46,6 +46,13 @@ def test_an_absurd_phase_time_is_bad_input(cli, planted, tmp_path, value):
     _nothing_written(tmp_path, planted)
 
 
+def test_an_absurd_qualify_budget_is_bad_input(cli, planted, tmp_path):
+    r = cli("qualify", planted.path, "--time", "1e300s", "--output", tmp_path / "out")
+    assert r.code == 2
+    assert "--time 1e300s is longer than 2592000s (30 days)" in one_line(r.err)
+    _nothing_written(tmp_path, planted)
+
+
 @pytest.fixture
 def threads(monkeypatch):
     """The posix engine runs its workers as threads (as on a host with many CPUs)."""
