@@ -642,11 +642,16 @@ def test_a_second_signal_while_fio_drains_kills_it(cli, planted, tmp_path, fake_
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.3)
 
+    # a signal the sender still sends after the run has ended must not reach pytest
+    before = signal.signal(signal.SIGINT, lambda *_: None)
     sender = threading.Thread(target=twice, daemon=True)
     sender.start()
-    r = cli("run", "sequential-write", planted.path, "--engine", "fio", *SEQ,
-            "--set", "size=4MiB", "--output", tmp_path / "out", "-q")  # fmt: skip
-    sender.join(10)
+    try:
+        r = cli("run", "sequential-write", planted.path, "--engine", "fio", *SEQ,
+                "--set", "size=4MiB", "--output", tmp_path / "out", "-q")  # fmt: skip
+        sender.join(10)
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert seen, "fio never ran"
     assert_failed_run(r, tmp_path / "out", planted, 130, "interrupted", "SIGINT")
     assert not any(_alive(p) for p in seen), "fio outlived the run"
