@@ -337,7 +337,11 @@ class RunSession:
         if not self.save:
             return RunOutcome(run, None, self.error)
         try:
-            path = results_mod.save(run, self.out_dir)
+            # every phase is measured: a stop signal now has nothing left to stop, and must
+            # not cut the save (the figures would be lost), so it only sets a flag
+            guard = SignalGuard(StopFlag())
+            with guard, guard.deferred():
+                path = results_mod.save(run, self.out_dir)
         except OSError as e:
             # the figures are still printed; the one line says they were not saved, and why
             problem = f"the result could not be saved to {self.out_dir}: {e.strerror or e}"

@@ -656,3 +656,21 @@ def test_a_second_signal_while_fio_drains_kills_it(cli, planted, tmp_path, fake_
     assert_failed_run(r, tmp_path / "out", planted, 130, "interrupted", "SIGINT")
     assert not any(_alive(p) for p in seen), "fio outlived the run"
     assert list(tmp.iterdir()) == [], "fio's job directory was left"
+
+
+def test_a_signal_while_the_result_is_saved_does_not_lose_it(cli, planted, tmp_path, monkeypatch):
+    """Every phase is measured: SIGTERM during the save has nothing left to stop."""
+    from iobench import results
+
+    real = results.save
+
+    def save(*a, **k):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real(*a, **k)
+
+    monkeypatch.setattr(results, "save", save)
+    r = cli(*_args(planted.path, ENGINE_PHASES["seq-write"][0], tmp_path))
+    assert r.code == 0, r.err
+    res = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert res["status"] == "complete" and len(res["phases"]) == 2
+    assert debris(planted.path) == [] and planted.unchanged()
