@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import StoreError, UsageError
+from .errors import Interrupted, StoreError, UsageError
 from .runner import RunOutcome, run_workload
 from .spec import load_workload, parse_overrides
 from .target import is_url
@@ -79,7 +79,9 @@ def check_history_url(url: str | None) -> None:
 
 
 def append_history(outcome: RunOutcome, url: str) -> None:
-    """Append a run to the history store; a failure there is a warning, not a lost run.
+    """Append a run to the history store; a failure there is a warning, not a lost run: the
+    run exits by its own outcome, whatever the history did (a backend's own exception, missing
+    credentials, a path pyarrow refuses included).
 
     The warning is added to the saved result.json too (re-written atomically).
     """
@@ -90,11 +92,20 @@ def append_history(outcome: RunOutcome, url: str) -> None:
     try:
         history_mod.append(outcome.run, url or None)
     except (StoreError, UsageError) as e:
-        outcome.run.warnings.append(f"history not updated: {e.one_line()}")
-        if outcome.result_path is not None:
-            from . import results
+        _history_warning(outcome, e.one_line())
+    except Interrupted:
+        raise
+    except Exception as e:  # noqa: BLE001 - nothing the history does may turn a run into exit 4
+        text = " ".join(str(e).split())[:300]
+        _history_warning(outcome, f"{type(e).__name__}: {text}" if text else type(e).__name__)
 
-            try:
-                results.save(outcome.run, outcome.result_path.parent)
-            except OSError:  # the figures are printed and the first save stands
-                pass
+
+def _history_warning(outcome: RunOutcome, why: str) -> None:
+    outcome.run.warnings.append(f"history not updated: {why}")
+    if outcome.result_path is not None:
+        from . import results
+
+        try:
+            results.save(outcome.run, outcome.result_path.parent)
+        except OSError:  # the figures are printed and the first save stands
+            pass

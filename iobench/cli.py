@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import signal
 import sys
@@ -27,70 +29,148 @@ app = typer.Typer(
 _state = {"debug": False}
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        out(f"iobench {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
 ) -> None:
     _state["debug"] = debug
 
 
-def out(text: str) -> None:
-    """Write a line to stdout. A stdout that cannot take it (a full disk, a hung-up terminal)
-    loses the output, not the command: the failure is noted once and reported by ``main``."""
-    if _state.get("stdout_error") is not None:
-        return
+# What iobench prints beyond ASCII, as ASCII, for a terminal or pipe that cannot encode it
+# (PYTHONIOENCODING=ascii, a latin-1 locale): output degrades, it never crashes.
+_ASCII = str.maketrans(
+    {"×": "x", "÷": "/", "−": "-", "–": "-", "—": "-", "…": "...", "→": "->", "◀": "<",
+     "≥": ">=", "≤": "<=", "µ": "u", "±": "+/-", "²": "^2", "√": "sqrt", "Σ": "sum",
+     "∈": "in", "⌈": "ceil(", "⌉": ")", "⌊": "floor(", "⌋": ")"}
+)  # fmt: skip
+
+
+def encodable(text: str, stream) -> str:
+    """``text`` as ``stream`` can encode it: known symbols spelled in ASCII, others as ``?``."""
+    enc = getattr(stream, "encoding", None) or "utf-8"
     try:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    except BrokenPipeError:
-        # the reader went away (| head): the rest is not wanted; the exit status stays the
-        # command's (click would turn EPIPE into exit 1, which reads as "regression")
-        _state["stdout_error"] = ""
-        _discard_stdout()
-    except (OSError, ValueError) as e:  # ValueError: the stream was closed under us
-        _state["stdout_error"] = getattr(e, "strerror", None) or str(e)
-        _discard_stdout()
+        text.encode(enc)
+        return text
+    except UnicodeEncodeError:
+        return text.translate(_ASCII).encode(enc, "replace").decode(enc)
+    except LookupError:  # an encoding Python does not know: plain ASCII is safe
+        return text.translate(_ASCII).encode("ascii", "replace").decode("ascii")
+
+
+def _never_fail_on_encoding() -> None:
+    """Writes that bypass out()/err() (click's help, tqdm) replace what cannot be encoded."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="replace")
+            except (ValueError, OSError):  # pragma: no cover - a stream already in use oddly
+                pass
+
+
+_stdout_lost: list[str] = []  # why stdout stopped taking text (said once on stderr)
+
+
+def out(text: str) -> None:
+    """Write a line to stdout: credentials masked, control characters escaped
+    (:func:`iobench.redact.for_terminal`). A stdout that cannot be written (closed, a full
+    disk, a closed pipe) is said once on stderr and changes no exit status: that is decided
+    by what the command did (a run by its own outcome; its result.json has the figures)."""
+    if _stdout_lost:
+        return
+    line = _terminal(text)
+    try:
+        if sys.stdout is None:  # started with fd 1 closed (`>&-`)
+            raise OSError(errno.EBADF, "it is closed")
+        sys.stdout.write(encodable(line, sys.stdout))
+        sys.stdout.flush()  # a full disk shows now, not in the interpreter's last flush
+    except (OSError, ValueError) as e:
+        _lose_stdout(e)
 
 
 def err(text: str) -> None:
-    """Write a line to stderr (best effort: a terminal that has hung up cannot take it)."""
+    """Write a line to stderr (masked and escaped as :func:`out`); never raises."""
     try:
-        sys.stderr.write(text if text.endswith("\n") else text + "\n")
-        sys.stderr.flush()
-    except (OSError, ValueError, AttributeError):
-        pass
+        if sys.stderr is not None:
+            sys.stderr.write(encodable(_terminal(text), sys.stderr))
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        pass  # nowhere left to say anything
 
 
-def _discard_stdout() -> None:
-    """Point fd 1 and sys.stdout at /dev/null, so nothing (and no flush at exit) fails again."""
+def out_flush() -> None:
+    """Flush stdout (what a broken stdout left unsaid is said by :func:`out`'s rules)."""
     try:
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, 1)
-        os.close(null)
-        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - lives as long as the process
-    except OSError:
-        pass
+        if sys.stdout is not None and not _stdout_lost:
+            sys.stdout.flush()
+    except (OSError, ValueError) as e:
+        _lose_stdout(e)
 
 
-def _open_closed_std_fds() -> None:
-    """A closed stdin, stdout or stderr (``>&-``) is reopened on /dev/null: otherwise the next
-    file iobench opens (a result, a data file) would take fd 1 or 2 and receive whatever is
-    printed, and Python's sys.stdout is None. The output is discarded, as the user asked."""
-    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
-        try:
-            os.fstat(fd)
-            continue
-        except OSError:
-            pass
-        try:
-            null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
-        except OSError:
-            continue
-        if null != fd:
+def _terminal(text: str) -> str:
+    from .redact import for_terminal
+
+    return for_terminal(text if text.endswith("\n") else text + "\n")
+
+
+def _lose_stdout(e: BaseException) -> None:
+    """Stop writing stdout; point fd 1 at /dev/null so that the interpreter's final flush of
+    what is still buffered cannot fail again. A closed pipe (`| head`) is normal: silent."""
+    epipe = isinstance(e, BrokenPipeError) or getattr(e, "errno", None) == errno.EPIPE
+    reason = "the pipe is closed" if epipe else (getattr(e, "strerror", None) or str(e))
+    _stdout_lost.append(reason)
+    try:
+        fd = sys.stdout.fileno() if sys.stdout is not None else -1
+        if fd >= 0:
+            null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, fd)
             os.close(null)
-        if getattr(sys, name) is None:
-            mode = "r" if fd == 0 else "w"
-            setattr(sys, name, open(fd, mode, closefd=False))  # noqa: SIM115
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass  # no descriptor (a test's capture): nothing to flush later
+    if not epipe:
+        err(f"iobench: warning: cannot write to standard output ({reason}); nothing more is "
+            "printed there")  # fmt: skip
+
+
+def _std_fds_open() -> None:
+    """Started with stdin, stdout or stderr closed: put /dev/null there, so that no file the
+    run opens can take fd 0-2 (a tool writing "its stdout" would write into our data)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one
+            except OSError:
+                pass
+
+
+def deprecated(old: str, new: str, old_value, new_value):
+    """The value of an option renamed from ``old`` to ``new``: the old spelling still works,
+    with one warning line on stderr; giving both is a usage error."""
+    if old_value is None:
+        return new_value
+    err(f"iobench: warning: {old} is deprecated; use {new}")
+    if new_value is not None:
+        from .errors import UsageError
+
+        raise UsageError(f"give {new} once (not also {old}, its old name)")
+    return old_value
 
 
 class StopSignal(KeyboardInterrupt):
@@ -152,8 +232,38 @@ def _render_run(run, as_json: bool) -> str:
     return report.render_terminal(run)
 
 
-def finish_run(outcome, as_json: bool, quiet: bool = False) -> int:
-    """Print a run's result, then turn its error (if any) into the exit status.
+def check_exports(csv_path: str | None, series_csv: str | None) -> None:
+    """Refuse a bad --csv/--series-csv path before anything runs (exit 2, nothing written)."""
+    from .export import check_output
+
+    for path, flag in ((csv_path, "--csv"), (series_csv, "--series-csv")):
+        if path:
+            check_output(path, flag)
+
+
+def write_exports(run, csv_path: str | None, series_csv: str | None) -> None:
+    """--csv: one row per phase; --series-csv: one row per phase x interval. Rank 0 only;
+    a partial run's rows are written too (its status column says so)."""
+    if run is None or not (csv_path or series_csv) or not _lead():
+        return
+    from . import export
+
+    if csv_path:
+        text = export.to_csv(export.phase_rows(run), export.PHASE_COLUMNS)
+        export.write_output(csv_path, text.encode(), "--csv")
+    if series_csv:
+        text = export.to_csv(export.series_rows(run), export.SERIES_COLUMNS)
+        export.write_output(series_csv, text.encode(), "--series-csv")
+
+
+def finish_run(
+    outcome,
+    as_json: bool,
+    quiet: bool = False,
+    exports: tuple[str | None, str | None] = (None, None),
+) -> int:
+    """Print a run's result, write its --csv/--series-csv ``exports``, then turn its error
+    (if any) into the exit status.
 
     Under torchrun only rank 0 prints: the other ranks' figures are inside its aggregate.
     """
@@ -164,9 +274,21 @@ def finish_run(outcome, as_json: bool, quiet: bool = False) -> int:
     out(_render_run(outcome.run, as_json))
     if outcome.result_path and not as_json:
         out(f"result: {outcome.result_path}")
+    write_exports(outcome.run, *exports)
     if outcome.error is not None:
         raise outcome.error
     return ExitStatus.OK
+
+
+CSV_OPTION = typer.Option(
+    None, "--csv", metavar="FILE", help="Also write one CSV row per phase to FILE."
+)
+SERIES_CSV_OPTION = typer.Option(
+    None,
+    "--series-csv",
+    metavar="FILE",
+    help="Also write the per-interval bandwidth and IOPS of every phase to FILE as CSV.",
+)
 
 
 @app.command()
@@ -200,17 +322,20 @@ def run(
         None, "--history", help="History URL to append this run to."
     ),
     no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
+    csv_path: str | None = CSV_OPTION,
+    series_csv: str | None = SERIES_CSV_OPTION,
 ) -> int:
     """Run one workload against TARGET and print what it measured."""
     from . import api
 
+    check_exports(csv_path, series_csv)
     outcome = api.run(
         workload, target, engine=engine, sets=set_, jobs=jobs, direct=direct, time=time_,
         repeat=repeat, output=output, keep=keep, verify=verify,
         progress_factory=progress_factory(quiet or not _lead()),
         history=None if no_history else (history or ""),
     )  # fmt: skip
-    return finish_run(outcome, as_json, quiet)
+    return finish_run(outcome, as_json, quiet, (csv_path, series_csv))
 
 
 @app.command()
@@ -224,6 +349,12 @@ def workloads() -> int:
     out("")
     out("Profiles (--profile NAME):")
     for name, desc in list_files("profile"):
+        out(f"  {name:<24} {desc}")
+    from .ckpt_spec import list_checkpoint_profiles
+
+    out("")
+    out("Checkpoint models (iobench checkpoint TARGET --model NAME):")
+    for name, desc in list_checkpoint_profiles():
         out(f"  {name:<24} {desc}")
     return ExitStatus.OK
 
@@ -247,21 +378,85 @@ def _click_exceptions():
     return click.exceptions
 
 
+# What to type after an option, by option name; others by type (N, X, TEXT).
+METAVARS = {
+    "--set": "KEY=VALUE",
+    "--history": "URL",
+    "--output": "DIR",
+    "--engine": "NAME",
+    "--profile": "NAME",
+    "--workload": "NAME",
+    "--time": "DURATION",
+    "--format": "FORMAT",
+    "--threshold": "PERCENT",
+    "--baseline": "RUN",
+    "--html": "FILE",
+    "--svg": "FILE",
+    "--host-mem": "SIZE",
+    "--require": "KEY=VALUE,...",
+    "--compute": "sleep|gpu",
+    "--fail-on": "regression|never",
+}
+
+
+def _type_name(param) -> str:
+    """The declared Python type of a parameter (typer >= 0.2x) or click's type name."""
+    desc = getattr(param, "type_descriptor", None)
+    ann = getattr(desc, "annotation", None)
+    if ann is not None:
+        return getattr(ann, "__name__", str(ann))
+    return str(getattr(getattr(param, "type", None), "name", "text"))
+
+
+def plain_metavars(command) -> None:
+    """Show what to type, never a Python type: typer >= 0.2x prints ``<bool>`` beside flags and
+    ``<list[str]>`` beside ``--set``. Flags get none, arguments their name in capitals, options
+    :data:`METAVARS` or N / X / TEXT."""
+    for sub in getattr(command, "commands", {}).values():
+        plain_metavars(sub)
+    make_help = getattr(command, "get_help_option", None)
+    if make_help is not None:  # -h/--help is made per call: tidy each one
+
+        def get_help_option(ctx, _make=make_help):
+            option = _make(ctx)
+            if option is not None:
+                option.metavar = ""
+            return option
+
+        command.get_help_option = get_help_option
+    for p in getattr(command, "params", []):
+        if getattr(p, "param_type_name", "") == "argument":
+            if p.metavar is None:
+                p.metavar = (p.name or "").upper()
+            p.display_type_rich = lambda ctx: None  # the name says it all
+        elif getattr(p, "is_flag", False) or getattr(p, "count", False):
+            p.metavar = ""
+        elif p.metavar is None:
+            name = next((o for o in p.opts if o.startswith("--")), "")
+            kind = _type_name(p)
+            p.metavar = METAVARS.get(name) or {"int": "N", "float": "X"}.get(kind, "TEXT")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, map every error to one line and an exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    _std_fds_open()
+    _stdout_lost.clear()
+    from .redact import forget, remember_argv
+
+    forget()
+    remember_argv(args)  # the credentials typed in URLs are masked wherever they show up
     debug = "--debug" in args
     _state["debug"] = debug
-    _state["stdout_error"] = None
     _state["stopped_by"] = None
     code: int
-    if argv is None:
-        _open_closed_std_fds()
     old_handlers = _install_stop_handlers()
     cx = _click_exceptions()
+    _never_fail_on_encoding()
     try:
         _register_optional_commands()
         cmd = typer.main.get_command(app)
+        plain_metavars(cmd)
         rv = cmd.main(args=args, prog_name="iobench", standalone_mode=False)
         code = int(rv) if isinstance(rv, int) else 0
         if code == ExitStatus.INTERRUPTED and _state.get("stopped_by"):
@@ -269,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
             err(f"iobench: error: interrupted by {_state['stopped_by']}")
     except IobenchError as e:
         if debug:
-            traceback.print_exc()
+            err(traceback.format_exc())
         err(f"iobench: error: {e.one_line()}")
         code = int(e.exit_status)
     except cx.NoArgsIsHelpError as e:
@@ -300,27 +495,16 @@ def main(argv: list[str] | None = None) -> int:
         err(f"iobench: error: interrupted by {_interrupted_by(e)}")
         code = int(ExitStatus.INTERRUPTED)
     except BrokenPipeError:
-        _discard_stdout()  # (no "Exception ignored" when Python flushes it at exit)
         code = 0
     except Exception as e:  # noqa: BLE001 - the one place that reports what nobody expected
         if debug:
-            traceback.print_exc()
+            err(traceback.format_exc())  # masked like every other line (README, "Secrets")
+        what = " ".join(str(e).split())
         err(
-            f"iobench: error: internal error: {type(e).__name__}: {e} (rerun with --debug and report it)"
+            f"iobench: error: internal error: {type(e).__name__}: {what} (rerun with --debug and report it)"
         )
         code = int(ExitStatus.RUN_FAILED)
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _discard_stdout()
-    except (OSError, ValueError) as e:
-        _state["stdout_error"] = _state.get("stdout_error") or getattr(e, "strerror", None) or e
-        _discard_stdout()
-    if _state["stdout_error"]:
-        # the command did what it did (its exit status says so); only its printout is lost
-        err(
-            f"iobench: warning: the output could not be written to stdout ({_state['stdout_error']})"
-        )
+    out_flush()
     if argv is None:
         # the command has finished: a signal now must not cut Python's exit (torch's atexit
         # handlers) with a traceback and turn a decided exit status into another
@@ -332,4 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-__all__ = ["app", "main", "out", "err", "finish_run", "progress_factory"]
+__all__ = [
+    "app", "main", "out", "err", "finish_run", "progress_factory", "check_exports",
+    "write_exports", "CSV_OPTION", "SERIES_CSV_OPTION", "deprecated",
+]  # fmt: skip

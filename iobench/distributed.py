@@ -542,6 +542,7 @@ def aggregate_ranks(records: Sequence[Mapping[str, Any]]) -> PhaseResult:
         res.extra.update(start_epoch=t0, end_epoch=t_last, first_end_epoch=t_first)
         res.series, res.ops_series, res.series_interval_s = _merge_series(ranks, results, t0)
     res.per_worker = _per_worker(results)
+    _steady_over_ranks(res, results, spans)
     res.extra["world"] = len(results)
     res.extra["hosts"] = len({rec["host"] for rec in ranks})
     res.extra["rank_spread"], res.extra["host_spread"], stragglers = _spreads(ranks, total_bytes)
@@ -550,6 +551,43 @@ def aggregate_ranks(records: Sequence[Mapping[str, Any]]) -> PhaseResult:
 
 
 _EPOCH_KEYS = ("start_epoch", "end_epoch", "first_end_epoch")
+#: A phase whose ranks started further apart than this share of its duration is flagged: its
+#: aggregate (all bytes over last end − first start) understates what the ranks did together.
+MAX_START_SKEW_SHARE = 0.10
+
+
+def start_skew(spans: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """(seconds between the first and the last rank's start, that as a share of the phase's
+    first start to last end); (0, 0) for fewer than two ranks."""
+    if len(spans) < 2:
+        return 0.0, 0.0
+    starts = [s for s, _ in spans]
+    skew = max(starts) - min(starts)
+    duration = max(e for _, e in spans) - min(starts)
+    return skew, (skew / duration if duration > 0 else 0.0)
+
+
+def _steady_over_ranks(
+    res: PhaseResult, results: Sequence[PhaseResult], spans: Sequence[tuple[float, float]]
+) -> None:
+    """The aggregate is steady when every rank's phase was (from the last rank's steady
+    point); a start skew over MAX_START_SKEW_SHARE of the phase is flagged."""
+    judged = [p.steady for p in results]
+    if all(j is not None for j in judged):
+        res.steady = all(judged)
+        res.steady_criterion = results[0].steady_criterion
+        if res.steady:
+            res.steady_at_s = max(float(p.steady_at_s or 0.0) for p in results)
+    skew, share = start_skew(spans)
+    if len(spans) > 1:
+        flagged = share > MAX_START_SKEW_SHARE
+        res.extra["start_skew"] = {"seconds": skew, "share": share, "flagged": flagged}
+        if flagged:
+            res.warnings.append(
+                f"ranks started {skew * 1e3:.0f} ms apart, {share:.0%} of the phase "
+                f"(over {MAX_START_SKEW_SHARE:.0%}): the aggregate understates what the "
+                "ranks did together; figures indicative"
+            )
 
 
 def _unique(items: Any) -> list[str]:

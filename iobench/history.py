@@ -1,7 +1,8 @@
 """Result history: one immutable Parquet file per run on any fsspec URL, and queries over it.
 
 Each file ``<run_id>.parquet`` holds the run's metrics in long form (one row per run x phase x
-metric x repeat, see :func:`metric_rows`) and, in the file's key-value metadata, the full result
+metric x repeat, plus one ``aggregate`` row per run x phase x metric holding the median over
+the repeats, see :func:`metric_rows`) and, in the file's key-value metadata, the full result
 JSON (``iobench.result``) so a stored run can be turned back into a :class:`RunResult`.
 
 Files are never rewritten or deleted: a corrupt file, a foreign Parquet file or one written by a
@@ -22,10 +23,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .errors import StoreError, UsageError
-from .results import SCHEMA_VERSION, RunResult, dumps, fsync_dir
+from .errors import IobenchError, StoreError, UsageError
+from .results import SCHEMA_VERSION, RunResult, dumps, fsync_dir, schema_version_problem
+from .results import figure as _lookup
+from .stats import Summary, summarize
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -35,8 +38,8 @@ Warn = Callable[[str], None] | None
 RESULT_KEY = b"iobench.result"
 SCHEMA_KEY = b"iobench.schema_version"
 FORMAT_KEY = b"iobench.format"
-FORMAT = b"history-1"
-SUMMARY_REPEAT = -1  # the `repeat` of a phase's aggregate row
+FORMAT = b"history-2"  # 2: started_at a UTC timestamp; block_size, jobs, cache, ...
+SUMMARY_REPEAT = -1  # the `repeat` of a phase's aggregate row (also marked `aggregate`)
 
 # name -> (where it comes from, unit, direction); phase metrics in the order they are reported
 PHASE_METRICS: dict[str, tuple[str, str, str]] = {
@@ -73,6 +76,7 @@ COLUMNS: tuple[str, ...] = (
     "unit",
     "direction",
     "repeat",
+    "aggregate",
     "env_fingerprint",
     "host_class",
     "fs_type",
@@ -81,9 +85,20 @@ COLUMNS: tuple[str, ...] = (
     "status",
     "schema_version",
     "iobench_version",
+    "block_size",
+    "jobs",
+    "cache",
+    "phase_engine",
+    "verdict",
 )
-_INT_COLUMNS = {"repeat", "schema_version"}
+_INT_COLUMNS = {"repeat", "schema_version", "block_size", "jobs"}
 _FLOAT_COLUMNS = {"value"}
+_BOOL_COLUMNS = {"aggregate"}
+_TIME_COLUMNS = {"started_at"}  # UTC timestamps; files before schema history-2 held ISO strings
+# Columns added after the first stored files: an older file without one still reads (its
+# value is derived on read, or null), where a missing required column means "not an iobench
+# file".
+_LATER_COLUMNS = {"aggregate", "block_size", "jobs", "cache", "phase_engine", "verdict"}
 
 
 def _arrow_schema():
@@ -94,9 +109,27 @@ def _arrow_schema():
             return pa.int64()
         if name in _FLOAT_COLUMNS:
             return pa.float64()
+        if name in _BOOL_COLUMNS:
+            return pa.bool_()
+        if name in _TIME_COLUMNS:
+            return pa.timestamp("us", tz="UTC")
         return pa.string()
 
     return pa.schema([pa.field(name, typ(name)) for name in COLUMNS])
+
+
+def parse_timestamp(text: Any) -> _dt.datetime | None:
+    """An ISO timestamp as an aware UTC datetime (naive ones are taken as UTC); None if not one."""
+    if isinstance(text, _dt.datetime):
+        t = text
+    else:
+        try:
+            t = _dt.datetime.fromisoformat(str(text))
+        except (TypeError, ValueError):
+            return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_dt.timezone.utc)
+    return t.astimezone(_dt.timezone.utc)
 
 
 def default_history_url() -> str:
@@ -141,19 +174,6 @@ def env_fingerprint(run: RunResult) -> str:
 # --- long-form metric rows ---------------------------------------------------------------------
 
 
-def _lookup(d: dict[str, Any] | None, key: str) -> float | None:
-    """``latency_s.p99`` -> d["latency_s"]["p99"] as a finite float, else None."""
-    cur: Any = d
-    for part in key.split("."):
-        if not isinstance(cur, dict):
-            return None
-        cur = cur.get(part)
-    if isinstance(cur, bool) or not isinstance(cur, (int, float)):
-        return None
-    value = float(cur)
-    return value if math.isfinite(value) else None
-
-
 def _source_values(
     source: dict[str, Any], table: dict[str, tuple[str, str, str]], phase: dict[str, Any] | None
 ) -> dict[str, float]:
@@ -183,33 +203,61 @@ def _group_rows(
     table: dict[str, tuple[str, str, str]],
     phase: dict[str, Any] | None,
     base: dict[str, Any],
+    setup: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
+    sources = [(i, r) for i, r in enumerate(repeats) if isinstance(r, dict)]
+    per_repeat = [(i, _source_values(r, table, phase)) for i, r in sources]
+    own = _source_values(summary, table, phase)
+    if not any(values for _i, values in per_repeat):
+        per_repeat = [(0, own)]  # a single measurement is its own only repeat
     rows = []
-    sources: list[tuple[int, dict[str, Any]]] = [(SUMMARY_REPEAT, summary)]
-    if repeats:
-        sources += [(i, r) for i, r in enumerate(repeats) if isinstance(r, dict)]
-    else:
-        sources.append((0, summary))  # a single measurement is its own only repeat
-    for repeat, source in sources:
-        for metric, value in _source_values(source, table, phase).items():
-            _key, unit, direction = table[metric]
-            rows.append(
-                {
-                    **base,
-                    "phase": name,
-                    "op": op,
-                    "metric": metric,
-                    "value": value,
-                    "unit": unit,
-                    "direction": direction,
-                    "repeat": repeat,
-                }
-            )
+
+    def row(metric: str, value: float, repeat: int) -> dict[str, Any]:
+        _key, unit, direction = table[metric]
+        return {
+            **base,
+            **(setup or {}),
+            "phase": name,
+            "op": op,
+            "metric": metric,
+            "value": value,
+            "unit": unit,
+            "direction": direction,
+            "repeat": repeat,
+            "aggregate": repeat == SUMMARY_REPEAT,
+        }
+
+    for metric in table:
+        values = [v[metric] for _i, v in per_repeat if metric in v]
+        if not values and metric in own:
+            values = [own[metric]]  # the repeats lacked it: the phase's own figure stands
+            per_metric = [(0, own[metric])]
+        else:
+            per_metric = [(i, v[metric]) for i, v in per_repeat if metric in v]
+        summary_of = summarize(values)
+        if summary_of is None:
+            continue
+        rows.append(row(metric, summary_of.median, SUMMARY_REPEAT))
+        rows += [row(metric, value, i) for i, value in per_metric]
     return rows
 
 
+def _setup(run: RunResult, phase) -> dict[str, Any]:
+    """How a phase ran: block size (bytes), workers, cache state and the engine that measured it
+    (fio hands phases it cannot express to posix, so it can differ from the run's)."""
+    return {
+        "block_size": phase.block_size or None,
+        "jobs": phase.concurrency or None,
+        "cache": phase.cache or None,
+        "phase_engine": (phase.extra or {}).get("engine") or (run.engine or {}).get("name"),
+    }
+
+
 def metric_rows(run: RunResult) -> list[dict[str, Any]]:
-    """One row per run x phase x metric x repeat (repeat -1 is the phase's aggregate).
+    """One row per run x phase x metric x repeat, and before them one aggregate row per
+    run x phase x metric (``aggregate`` true, ``repeat`` -1) holding the median over the repeats
+    (:func:`stats.summarize`, the value every rendering shows). Count or average only the rows
+    with ``aggregate`` false: those are the measurements.
 
     A phase without ``repeats`` counts as its own repeat 0. Phase names repeated within one run
     get ``#2``, ``#3``... so their figures never mix.
@@ -230,6 +278,8 @@ def metric_rows(run: RunResult) -> list[dict[str, Any]]:
         "status": run.status,
         "schema_version": run.schema_version,
         "iobench_version": run.iobench_version,
+        "verdict": (run.verdict or {}).get("result") if isinstance(run.verdict, dict) else None,
+        **dict.fromkeys(("block_size", "jobs", "cache", "phase_engine")),
     }
     rows: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
@@ -237,7 +287,9 @@ def metric_rows(run: RunResult) -> list[dict[str, Any]]:
         seen[phase.name] = seen.get(phase.name, 0) + 1
         name = phase.name if seen[phase.name] == 1 else f"{phase.name}#{seen[phase.name]}"
         d = phase.to_dict()
-        rows += _group_rows(name, phase.op, d, phase.repeats, PHASE_METRICS, d, base)
+        rows += _group_rows(
+            name, phase.op, d, phase.repeats, PHASE_METRICS, d, base, _setup(run, phase)
+        )
     if isinstance(run.loader, dict):
         repeats = run.loader.get("repeats") or []
         rows += _group_rows("loader", "loader", run.loader, repeats, LOADER_METRICS, None, base)
@@ -250,14 +302,26 @@ def metric_rows(run: RunResult) -> list[dict[str, Any]]:
 
 
 def _fs(url: str | None):
+    """(filesystem, root path, local?, url) of a history location. An S3 history takes its
+    endpoint from the environment as targets do (IOBENCH_S3_ENDPOINT, AWS_ENDPOINT_URL…);
+    credentials in an object-store URL are refused (a UsageError: exit 2, before any run)."""
     import fsspec
     from fsspec.implementations.local import LocalFileSystem
+
+    from .target import check_url_credentials, storage_options_from_env, url_protocol
 
     url = url or default_history_url()
     if "://" not in url and "::" not in url:
         url = os.path.expanduser(url)
+    opts: dict[str, Any] = {}
+    if "://" in url:
+        try:
+            check_url_credentials(url, "history")
+        except UsageError as e:
+            raise UsageError(e.message, hint=e.hint) from None
+        opts = storage_options_from_env(url_protocol(url))
     try:
-        fs, path = fsspec.core.url_to_fs(url)
+        fs, path = fsspec.core.url_to_fs(url, **opts)
     except (ImportError, ValueError) as e:
         raise UsageError(
             f"history {url}: {e}", hint="install the matching fsspec backend"
@@ -266,8 +330,9 @@ def _fs(url: str | None):
 
 
 def check_url(url: str | None) -> None:
-    """UsageError now when ``url`` names no usable store (unknown protocol, backend missing);
-    nothing is read or written."""
+    """UsageError now when ``url`` names no usable store (unknown protocol, backend missing,
+    credentials in an object-store URL); nothing is read, written or reached over the network
+    (a missing bucket shows when the run is appended: a warning, never a created bucket)."""
     _fs(url)
 
 
@@ -281,6 +346,8 @@ def _to_parquet_bytes(run: RunResult) -> bytes:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from .redact import redact_obj, storable
+
     schema = _arrow_schema().with_metadata(
         {
             RESULT_KEY: dumps(run).encode(),
@@ -288,7 +355,14 @@ def _to_parquet_bytes(run: RunResult) -> bytes:
             FORMAT_KEY: FORMAT,
         }
     )
-    table = pa.Table.from_pylist(metric_rows(run), schema=schema)
+    # the rows get what result.json gets: no credentials, and text UTF-8 can hold (a path
+    # with an undecodable byte is written \xff, as the terminal shows it)
+    rows = [
+        {k: storable(v) if isinstance(v, str) else v for k, v in redact_obj(row).items()}
+        for row in metric_rows(run)
+    ]
+    rows = [{**r, "started_at": parse_timestamp(r["started_at"])} for r in rows]
+    table = pa.Table.from_pylist(rows, schema=schema)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression="zstd")
     return sink.getvalue().to_pybytes()
@@ -297,21 +371,34 @@ def _to_parquet_bytes(run: RunResult) -> bytes:
 def append(run: RunResult, url: str | None = None) -> str:
     """Store ``run`` as ``<run_id>.parquet`` under ``url``; return the file's path or URL.
 
-    Never replaces an existing file: a run id already stored is a :class:`StoreError`.
+    Never replaces an existing file: a run id already stored is a :class:`StoreError`. Never
+    creates a bucket: an object-store history whose bucket is missing is a StoreError. Any
+    failure (I/O, a backend's own exception, missing credentials) is a StoreError with one
+    line naming it; the caller turns it into a warning.
     """
     fs, root, local, _url = _fs(url)
-    name = _file_name(run.run_id)
-    data = _to_parquet_bytes(run)
+    where = url or root
+    try:
+        name = _file_name(run.run_id)
+        data = _to_parquet_bytes(run)
+    except IobenchError:  # StoreError; Interrupted (a second Ctrl-C) is not a failed append
+        raise
+    except Exception as e:  # noqa: BLE001 - pyarrow refusing a value is a failed append
+        raise StoreError(f"cannot store run {run.run_id} in history {where}: {_why(e)}") from None
     final = posixpath.join(root, name)
     tmp = posixpath.join(root, f".{name}.{uuid.uuid4().hex}.tmp")
     try:
         if local:
             _append_local(Path(final), Path(tmp), data)
             return final
-        fs.makedirs(root, exist_ok=True)
+        if hasattr(fs, "split_path"):  # an object store: buckets are made by people, not us
+            _check_bucket(fs, root, where)
+        else:
+            fs.makedirs(root, exist_ok=True)
         if fs.exists(final):
-            where = fs.unstrip_protocol(final)
-            raise StoreError(f"history already holds run {run.run_id} ({where})")
+            raise StoreError(
+                f"history already holds run {run.run_id} ({fs.unstrip_protocol(final)})"
+            )
         fs.pipe_file(tmp, data)
         try:
             # Object stores have no no-replace rename; run ids are unique, so the window
@@ -323,9 +410,29 @@ def append(run: RunResult, url: str | None = None) -> str:
             except Exception:
                 pass
             raise
-    except OSError as e:
-        raise StoreError(f"cannot write run {run.run_id} to history {url or root}: {e}") from None
+    except IobenchError:  # StoreError; Interrupted (a second Ctrl-C) is not a failed append
+        raise
+    except Exception as e:  # noqa: BLE001 - botocore/aiohttp errors have no common base
+        raise StoreError(f"cannot write run {run.run_id} to history {where}: {_why(e)}") from None
     return fs.unstrip_protocol(final)
+
+
+def _why(e: BaseException) -> str:
+    """One line: the exception's type and message (a backend's may span lines)."""
+    text = " ".join(str(e).split())[:300]
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _check_bucket(fs, root: str, where: str) -> None:
+    bucket = fs.split_path(root)[0]
+    try:
+        fs.info(bucket)
+    except FileNotFoundError:
+        raise StoreError(
+            f"history bucket {bucket!r} does not exist ({where})",
+            hint="create it first, or fix --history / IOBENCH_HISTORY (iobench never creates "
+            "buckets)",
+        ) from None
 
 
 def _append_local(final: Path, tmp: Path, data: bytes) -> None:
@@ -422,7 +529,7 @@ def _check_footer(fs, path: str) -> tuple[Any, dict[bytes, bytes]]:
     except Exception as e:  # corrupt footer, truncated file, I/O error: all mean "skip"
         raise _Skip(f"cannot read it ({type(e).__name__}: {e})") from None
     meta = schema.metadata or {}
-    missing = [c for c in COLUMNS if c not in schema.names]
+    missing = [c for c in COLUMNS if c not in schema.names and c not in _LATER_COLUMNS]
     if missing or RESULT_KEY not in meta:
         what = ", ".join(missing) if missing else "iobench.result metadata"
         raise _Skip(f"not an iobench history file (missing {what})")
@@ -430,11 +537,9 @@ def _check_footer(fs, path: str) -> tuple[Any, dict[bytes, bytes]]:
         version = int(meta.get(SCHEMA_KEY, b"1"))
     except ValueError:
         raise _Skip(f"bad schema_version {meta.get(SCHEMA_KEY)!r}") from None
-    if version > SCHEMA_VERSION:
-        raise _Skip(
-            f"schema_version {version} is newer than this iobench reads ({SCHEMA_VERSION}); "
-            "upgrade iobench"
-        )
+    problem = schema_version_problem(version)
+    if problem:
+        raise _Skip(problem + ("; upgrade iobench" if version > SCHEMA_VERSION else ""))
     return schema, meta
 
 
@@ -460,11 +565,10 @@ def _scan(url: str | None, on_warning: Warn) -> Iterator[StoredRun]:
                 version = d.get("schema_version", 1)
             except (ValueError, KeyError, TypeError) as e:
                 raise _Skip(f"stored result is unreadable ({e})") from None
-            if not isinstance(version, int) or version > SCHEMA_VERSION:
-                raise _Skip(
-                    f"schema_version {version!r} is newer than this iobench reads "
-                    f"({SCHEMA_VERSION}); upgrade iobench"
-                )
+            problem = schema_version_problem(version)
+            if problem:
+                newer = "newer" in problem
+                raise _Skip(problem + ("; upgrade iobench" if newer else ""))
             if run_id in seen:
                 raise _Skip(f"run {run_id} is stored twice; using the first file")
         except _Skip as e:
@@ -492,8 +596,9 @@ def read_history(url: str | None = None) -> tuple[pa.Table, list[str]]:
     for stored in _scan(url, warnings.append):
         try:
             with fs.open(stored.path, "rb") as f:
-                table = pq.read_table(f, columns=list(COLUMNS))
-            table = table.select(list(COLUMNS)).cast(schema)
+                names = pq.ParquetFile(f).schema_arrow.names
+                table = pq.read_table(f, columns=[c for c in COLUMNS if c in names])
+            table = _upgrade(table, schema)
         except Exception as e:  # a corrupt data page shows only now
             _warn(warnings.append, stored.path, f"cannot read it ({type(e).__name__}: {e})")
             continue
@@ -501,6 +606,24 @@ def read_history(url: str | None = None) -> tuple[pa.Table, list[str]]:
     if not tables:
         return schema.empty_table(), warnings
     return pa.concat_tables(tables), warnings
+
+
+def _upgrade(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A table read from any history file, in this version's columns and types: an older
+    file's string ``started_at`` becomes a timestamp, columns it lacks are derived or null."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if "aggregate" not in table.column_names:  # written before the column existed
+        table = table.append_column("aggregate", pc.equal(table["repeat"], SUMMARY_REPEAT))
+    for name in COLUMNS:
+        if name not in table.column_names:
+            table = table.append_column(name, pa.nulls(len(table), schema.field(name).type))
+    i = table.column_names.index("started_at")
+    if not pa.types.is_timestamp(table.schema.field(i).type):
+        times = [parse_timestamp(v) for v in table["started_at"].to_pylist()]
+        table = table.set_column(i, "started_at", pa.array(times, schema.field("started_at").type))
+    return table.select(list(COLUMNS)).cast(schema)
 
 
 def _stored_runs(url: str | None, on_warning: Warn) -> list[StoredRun]:
@@ -610,6 +733,15 @@ def split_metric(metric: str, phase: str | None = None) -> tuple[str | None, str
     raise UsageError(f"unknown metric {metric!r}", hint=f"use one of {known} (or PHASE.METRIC)")
 
 
+class TrendPoint(NamedTuple):
+    """One run's value of a metric: the median over its repeats, with their spread."""
+
+    started_at: str
+    run_id: str
+    value: float
+    spread: Summary
+
+
 def trend(
     metric: str,
     url: str | None = None,
@@ -617,8 +749,9 @@ def trend(
     workload: str | None = None,
     *,
     on_warning: Warn = None,
-) -> list[tuple[str, str, float]]:
-    """``(started_at, run_id, value)`` of one metric's aggregate across stored runs, oldest first.
+) -> list[TrendPoint]:
+    """One metric across stored runs, oldest first: per run the median over its repeats
+    (the measurement rows, never the aggregate row), with n, min-max and CV.
 
     ``metric`` may be ``PHASE.METRIC``. When the metric occurs in several phases and none is
     named, that is a :class:`UsageError` listing them.
@@ -630,7 +763,7 @@ def trend(
     for w in warnings:
         if on_warning is not None:
             on_warning(w)
-    mask = pc.and_(pc.equal(table["metric"], metric), pc.equal(table["repeat"], SUMMARY_REPEAT))
+    mask = pc.and_(pc.equal(table["metric"], metric), pc.invert(table["aggregate"]))
     if workload is not None:
         mask = pc.and_(
             mask,
@@ -643,20 +776,27 @@ def trend(
             f"metric {metric} occurs in phases {', '.join(phases)}",
             hint=f"name one, e.g. {phases[0]}.{metric}",
         )
-    points = [
-        (r["started_at"], r["run_id"], r["value"])
-        for r in rows
-        if phase is None or r["phase"] == phase
-    ]
-    points.sort(key=lambda p: _time_key(p[0], p[1]))
+    runs: dict[str, tuple[str, list[float]]] = {}
+    for r in rows:
+        if phase is None or r["phase"] == phase:
+            started = r["started_at"]
+            started = started.isoformat(timespec="milliseconds") if started else ""
+            runs.setdefault(r["run_id"], (started, []))[1].append(r["value"])
+    points = []
+    for run_id, (started_at, values) in runs.items():
+        summary = summarize(values)
+        if summary is not None:
+            points.append(TrendPoint(started_at, run_id, summary.median, summary))
+    points.sort(key=lambda p: _time_key(p.started_at, p.run_id))
     return points
 
 
 _PLOT_SCALE = {"B/s": (1 << 20, "MiB/s"), "s": (1e-3, "ms"), "fraction": (0.01, "%")}
 
 
-def trend_svg(points: list[tuple[str, str, float]], metric: str, unit: str) -> str:
-    """An SVG line plot of :func:`trend` points (needs matplotlib: ``iobench[plot]``)."""
+def trend_svg(points: list[TrendPoint], metric: str, unit: str) -> str:
+    """An SVG line plot of :func:`trend` points, min-max bars where a run had repeats
+    (needs matplotlib: ``iobench[plot]``)."""
     try:
         # Figure + savefig use the Agg/SVG canvases directly: no pyplot, no global backend.
         from matplotlib.figure import Figure
@@ -666,16 +806,25 @@ def trend_svg(points: list[tuple[str, str, float]], metric: str, unit: str) -> s
         raise UsageError(f"no stored values of {metric} to plot")
     scale, label = _PLOT_SCALE.get(unit, (1, unit))
     xs = []
-    for started_at, run_id, _v in points:
+    for started_at, run_id, *_rest in points:
         key = _time_key(started_at, run_id)[0]
         xs.append(_dt.datetime.fromtimestamp(key, _dt.timezone.utc) if math.isfinite(key) else None)
     use_dates = all(x is not None for x in xs)
     if not use_dates:
         xs = list(range(len(points)))
-    ys = [v / scale for _t, _r, v in points]
+    ys = [p.value / scale for p in points]
     fig = Figure(figsize=(8, 3.2))
     ax = fig.add_subplot()
     ax.plot(xs, ys, marker="o", linewidth=1.5)
+    ranged = [i for i, p in enumerate(points) if p.spread.n > 1]
+    if ranged:
+        lo = [ys[i] - points[i].spread.min / scale for i in ranged]
+        hi = [points[i].spread.max / scale - ys[i] for i in ranged]
+        ax.errorbar(
+            [xs[i] for i in ranged], [ys[i] for i in ranged], yerr=[lo, hi], fmt="none",
+            ecolor="0.5", capsize=3, linewidth=1, label="min-max of the repeats",
+        )  # fmt: skip
+        ax.legend(loc="lower right", fontsize="small")
     ax.set_title(metric)
     ax.set_ylabel(label)
     ax.set_ylim(bottom=0)

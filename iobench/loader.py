@@ -42,7 +42,7 @@ from .errors import DistributedError, EngineError, Interrupted, UsageError
 from .runner import (
     PhaseRunner,
     RunOutcome,
-    check_output_dir,
+    claim_output_dir,
     new_result,
     output_dir_for,
     physical_memory,
@@ -708,6 +708,16 @@ def run_loop(cfg: LoopConfig, stop: StopFlag | None = None, first_epoch: int = 0
     return aggregate(cfg, _run_ranks(cfg, stop or StopFlag()), first_epoch)
 
 
+def wait_summary(hist: Histogram) -> dict[str, Any]:
+    """The load-wait statistics of one set of samples (the steps after each epoch's first):
+    mean, min, p50, p99 and max from the same histogram, and how many steps they cover (a
+    p99 of fewer than 100 steps is their maximum)."""
+    s = hist.summary_s()
+    if not s:
+        return {"steps": 0}
+    return {**{k: s[k] for k in ("mean", "min", "p50", "p99", "max")}, "steps": hist.count}
+
+
 def aggregate(cfg: LoopConfig, ranks: list[dict[str, Any]], first_epoch: int = 0) -> LoopResult:
     """Combine the ranks' per-epoch figures from ``first_epoch`` on."""
     epochs = range(first_epoch, cfg.epochs)
@@ -1041,7 +1051,7 @@ def run_loader(
         # many ranks: the whole dataset; files and their folders (1 per 10,000) as inodes
         check_free_space(tgt, planned_bytes(prof, files), len(files) + len(files) // 10_000 + 2)
         if writer:
-            check_output_dir(out_dir)
+            claim_output_dir(out_dir)  # held until the result is saved
         return tgt
 
     tgt = agreed(hooks, check)
@@ -1086,7 +1096,12 @@ def run_loader(
         # O_DIRECT by default on local targets; on URLs only --direct asks (and is refused)
         use_direct = runner.direct(not remote if direct is None else direct)
         cache = runner.cache_state(use_direct)
-        mode = "direct" if use_direct else ("dropped" if cache == "dropped" else "buffered")
+        # client-cache: drop the kernel's pages all the same (the client's own cache stays)
+        mode = (
+            "direct"
+            if use_direct
+            else ("dropped" if cache in ("dropped", "client-cache") else "buffered")
+        )
         local_gpus = 1 if hooks is not None else gpus  # loader processes this one runs
         if hooks is None:
             index = generate_dataset(runner, prof, files, sizes, seed)
@@ -1265,7 +1280,6 @@ def _summarise(
     )  # fmt: skip
     storage_s = storage_supply_s(supply, sweep, res.gpus) if sweep else None
     bound = bound_of(res.au, res.step_s, res.compute_s, cpu_s, storage_s)
-    wait = res.wait.summary_s()
     loader = {
         "profile": prof.name,
         "gpus": res.gpus,
@@ -1278,7 +1292,7 @@ def _summarise(
         "au_per_epoch": res.au_per_epoch,
         "samples_per_s": res.samples_per_s,
         "bytes_per_s": res.bytes_per_s,
-        "load_wait_s": {"mean": wait.get("mean", 0.0), "p99": wait.get("p99", 0.0)},
+        "load_wait_s": wait_summary(res.wait),
         "compute_s": c,
         "compute_measured_s": res.compute_s,
         "step_s": res.step_s,
@@ -1316,7 +1330,13 @@ def _summarise(
             {
                 "rank": r["rank"],
                 **({"host": r["host"]} if "host" in r else {}),
-                "epochs": [_without(ep, "wait") for ep in r["epochs"]],
+                "epochs": [
+                    {
+                        **_without(ep, "wait"),
+                        "load_wait_s": wait_summary(Histogram.from_dict(ep["wait"])),
+                    }
+                    for ep in r["epochs"]
+                ],
             }
             for r in res.ranks
         ],

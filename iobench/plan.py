@@ -20,6 +20,9 @@ class Plan:
     phases: list[PlannedPhase] = field(default_factory=list)
     space_bytes: int = 0
     inodes: int = 0  # the most files and directories it holds on the target at once
+    # sizes (bytes) that reach O_DIRECT reads or writes as lengths or offsets, by parameter
+    # name: each must be a multiple of the target's O_DIRECT alignment (checked at planning)
+    direct_sizes: dict[str, int] = field(default_factory=dict)
 
     def add(self, name: str, op: str, bytes_moved: int, note: str = "") -> None:
         self.phases.append(PlannedPhase(name, op, bytes_moved, note))

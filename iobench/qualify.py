@@ -4,7 +4,7 @@ Steps (each a generator run inside one run directory, one result): sequential wr
 a block-size and writer sweep, random 4 KiB reads, small-file checkpoint IOPS and metadata, a
 sharded checkpoint scaled to fit (with the full checkpoint's time at the measured rate,
 labelled an estimate), the dataset sweep shaped like the profile's samples, the loader
-emulation on the profile, and the starvation estimate. ``--time`` sizes the phases to fit;
+emulation on the profile, and the starvation estimate. ``--budget`` sizes the phases to fit;
 ``--dry-run`` prints the plan and writes nothing.
 """
 
@@ -21,13 +21,15 @@ from .phases import get_generator
 from .runner import (
     PhaseRunner,
     RunOutcome,
-    check_output_dir,
+    claim_output_dir,
     new_result,
     output_dir_for,
     run_session,
 )
 from .spec import MAX_PHASE_TIME_S, Param, Profile, coerce, load_profile
-from .target import Target, check_free_space, is_url, resolve
+from .starvation import RESAMPLES
+from .stats import DEFAULT_STEADY
+from .target import Target, apply_layout, check_free_space, is_url, resolve
 from .units import format_bytes, format_count, format_rate, format_seconds, parse_rate, parse_size
 
 QUICK_BUDGET_S = 30.0
@@ -121,43 +123,88 @@ def _fmt(value: float | None, unit: str) -> str:
     return f"{value:g}"
 
 
+_PHASE_OF: dict[str, tuple[str, str, bool]] = {
+    # key -> (phase name or prefix, attribute, best over phases with that prefix)
+    "write": ("seq-write", "bandwidth_bps", True),
+    "read": ("seq-read", "bandwidth_bps", True),
+    "iops": ("rand-read", "iops", False),
+    "creates": ("ckpt-create", "iops", False),
+    "stats": ("ckpt-stat", "iops", False),
+    "reads": ("ckpt-open_read", "iops", False),
+    "deletes": ("ckpt-delete", "iops", False),
+    "ckpt_save": ("ckpt-save", "bandwidth_bps", False),
+    "ckpt_load": ("ckpt-load", "bandwidth_bps", False),
+}
+
+
+def figure_phase(run: Any, key: str) -> Any:
+    """The phase a requirement key's figure comes from (None for au/gpus or when missing)."""
+    if key == "samples":
+        cands = [p for p in run.phases if p.name.startswith(("dataset-read", "dataset-shuffled"))]
+        return max(cands, key=lambda p: p.iops, default=None)
+    if key not in _PHASE_OF:
+        return None
+    name, attr, best = _PHASE_OF[key]
+    if best:
+        cands = [p for p in run.phases if p.name.startswith(name) and p.ops]
+        return max(cands, key=lambda p: getattr(p, attr), default=None)
+    return next((p for p in run.phases if p.name == name and p.ops), None)
+
+
 def measured_figures(run: Any) -> dict[str, float | None]:
-    """The figure each requirement key is compared with, from a qualify result."""
-    phases = run.phases
+    """The figure each requirement key is compared with, from a qualify result (for ``gpus``
+    the estimate's point; the verdict uses its conservative end)."""
+    out: dict[str, float | None] = {}
+    for key in REQUIREMENT_KEYS:
+        if key in ("au", "gpus"):
+            continue
+        p = figure_phase(run, key)
+        attr = "iops" if key == "samples" else _PHASE_OF[key][1]
+        out[key] = getattr(p, attr) if p is not None else None
+    out["au"] = (run.loader or {}).get("au")
+    out["gpus"] = (run.estimate or {}).get("max_gpus")
+    return out
 
-    def best(prefix: str, attr: str = "bandwidth_bps") -> float | None:
-        vals = [getattr(p, attr) for p in phases if p.name.startswith(prefix) and p.ops]
-        return max(vals) if vals else None
 
-    def one(name: str, attr: str) -> float | None:
-        p = next((p for p in phases if p.name == name and p.ops), None)
-        return getattr(p, attr) if p else None
-
-    loader = run.loader or {}
-    estimate = run.estimate or {}
-    return {
-        "write": best("seq-write"),
-        "read": best("seq-read"),
-        "iops": one("rand-read", "iops"),
-        "creates": one("ckpt-create", "iops"),
-        "stats": one("ckpt-stat", "iops"),
-        "reads": one("ckpt-open_read", "iops"),
-        "deletes": one("ckpt-delete", "iops"),
-        "ckpt_save": one("ckpt-save", "bandwidth_bps"),
-        "ckpt_load": one("ckpt-load", "bandwidth_bps"),
-        "samples": max(
-            [p.iops for p in phases if p.name.startswith(("dataset-read", "dataset-shuffled"))],
-            default=None,
-        ),
-        "au": loader.get("au"),
-        "gpus": estimate.get("max_gpus"),
-    }
+def _gpus_item(est: dict[str, Any], r: Requirement, what: str) -> tuple[bool, str, dict[str, Any]]:
+    """The verdict line of the estimate: judged at the interval's conservative (low) end."""
+    point = est.get("max_gpus")
+    low = est.get("max_gpus_low", point)
+    high = est.get("max_gpus_high", point)
+    if point is None:
+        line = f"FAIL: {what}: not estimated (required >= {r.value:g})"
+        return False, line, {"key": r.key, "required": r.value, "estimate": None,
+                             "unit": r.unit, "result": "fail"}  # fmt: skip
+    passed = low >= r.value
+    interval = est.get("interval") or {}
+    span = f"{point} ({low}–{high})" if "max_gpus_low" in est else f"{point}"
+    line = (
+        f"{'PASS' if passed else 'FAIL'}: {what}: estimate {span}, judged at the conservative "
+        f"end {low} (required >= {r.value:g})"
+        + (f" [{interval['level']:.0%} interval; see the estimate's basis]" if interval else "")
+    )
+    for w in est.get("warnings") or []:
+        line += f"; {w}"
+    item = {"key": r.key, "required": r.value, "estimate": point, "low": low, "high": high,
+            "judged": low, "unit": r.unit, "result": "pass" if passed else "fail"}  # fmt: skip
+    if est.get("warnings"):
+        item["notes"] = list(est["warnings"])
+    return passed, line, item
 
 
 def verdict(
-    run: Any, requirements: list[Requirement], profile: Profile | None, gpus: int | None
+    run: Any,
+    requirements: list[Requirement],
+    profile: Profile | None,
+    gpus: int | None,
+    quick: bool = False,
 ) -> dict[str, Any]:
-    """Pass only when every requirement was measured and met, and the run completed."""
+    """Pass only when every requirement was measured and met, and the run completed.
+
+    The estimate is judged at its interval's conservative end; a figure from a phase that is
+    indicative (not steady, too short, ranks' starts skewed) says so in its line."""
+    from .stats import indicative_reason
+
     got = measured_figures(run)
     items: list[dict[str, Any]] = []
     reasons: list[str] = []
@@ -166,22 +213,36 @@ def verdict(
     if profile is not None and gpus:
         reqs.append(Requirement("gpus", float(gpus), "GPUs"))
         reqs.append(Requirement("au", profile.au_min, "fraction"))
+    rests_on_indicative = False
     for r in reqs:
+        what = REQUIREMENT_KEYS[r.key][0]
+        if r.key == "gpus":
+            if profile is not None:
+                what += f" ({profile.name}, AU >= {profile.au_min:.0%})"
+            passed, line, item = _gpus_item(run.estimate or {}, r, what)
+            rests_on_indicative |= any(
+                w.startswith("indicative") for w in (run.estimate or {}).get("warnings") or []
+            )
+            ok &= passed
+            reasons.append(line)
+            items.append(item)
+            continue
         value = got.get(r.key)
         passed = value is not None and value >= r.value
         ok &= passed
-        what = REQUIREMENT_KEYS[r.key][0]
-        if r.key == "gpus" and profile is not None:
-            what += f" ({profile.name}, AU >= {profile.au_min:.0%})"
         status = "pass" if passed else "fail"
         measured = "not measured" if value is None else _fmt(value, r.unit)
         line = f"{status.upper()}: {what}: {measured} (required >= {_fmt(r.value, r.unit)})"
-        if r.key == "gpus":
-            line += " [estimate from the dataset sweep; see its basis]"
+        item = {"key": r.key, "required": r.value, "measured": value, "unit": r.unit,
+                "result": status}  # fmt: skip
+        phase = figure_phase(run, r.key)
+        why = indicative_reason(phase) if phase is not None else None
+        if why:
+            rests_on_indicative = True
+            line += f" [indicative: {phase.name} {why}]"
+            item["indicative"] = f"{phase.name} {why}"
         reasons.append(line)
-        items.append(
-            {"key": r.key, "required": r.value, "measured": value, "unit": r.unit, "result": status}
-        )
+        items.append(item)
     if run.status != "complete":
         ok = False
         reasons.append(f"FAIL: the run did not complete ({run.status}: {run.error})")
@@ -189,7 +250,27 @@ def verdict(
         reasons.append(
             "no requirement given: pass means every phase completed (use --profile/--gpus or --require)"
         )
-    return {"result": "pass" if ok else "fail", "reasons": reasons, "items": items}
+    if rests_on_indicative:
+        reasons.append(
+            "NOTE: this verdict rests on indicative figures (phases that did not reach steady "
+            "state or ran too short): rerun without --quick, or with a longer --time"
+        )
+    if any("unstable" in w for w in (run.estimate or {}).get("warnings") or []):
+        reasons.append(
+            "NOTE: the storage (or the host) was unstable during the measurement: the "
+            "estimate's interval covers this run's variability and may not cover another run"
+        )
+    if quick:
+        reasons.append(
+            "NOTE: --quick is a smoke test: its phases are too short to reach steady state, "
+            "so its figures are indicative; qualify without --quick for a verdict to rely on"
+        )
+    out = {"result": "pass" if ok else "fail", "reasons": reasons, "items": items}
+    if rests_on_indicative or quick:
+        out["indicative"] = True
+    if quick:
+        out["smoke_test"] = True
+    return out
 
 
 # -- the plan ------------------------------------------------------------------------------------
@@ -261,7 +342,7 @@ def plan_qualify(
     needed is ``ranks`` times a step's, and the loader runs one emulated accelerator per rank.
     """
     if budget_s <= 0:
-        raise UsageError("--time must be positive")
+        raise UsageError("--budget must be positive")
     scale = budget_s / DEFAULT_BUDGET_S
     space_cap = (free_bytes // 10 // max(ranks, 1)) if free_bytes else None
     plan = QualifyPlan(
@@ -275,7 +356,8 @@ def plan_qualify(
     block_sizes = [128 << 10, 4 << 20, 16 << 20] if not quick else [128 << 10, 4 << 20]
     jobs_sweep = [1, 2, 8] if not quick else [1]
     n_seq = 2 * (1 + len(block_sizes) + len(jobs_sweep))
-    t_seq = max(0.4, min(60.0, 0.30 * budget_s / n_seq))
+    # a full run: long enough for the steady-state ramp and window (stats.DEFAULT_STEADY)
+    t_seq = max(0.4 if quick else 3.0, min(60.0, 0.30 * budget_s / n_seq))
     per_job = max(8 << 20, min(256 << 20, cap(int((1 << 30) * scale)) // 8)) // (1 << 20) << 20
     gen, params = _resolved(
         "sequential-write",
@@ -305,22 +387,40 @@ def plan_qualify(
     sample = profile.sample_size
     n_files = int(max(4 if quick else 8, min(4096, target_bytes // max(sample, 1))))
     readers = [1, 2, 4, 8] if not quick else [1, 2, 4]
+    reads = len(readers) * (1 if quick else 2)
+    # Time-based: each level re-reads the files until steady (stats.DEFAULT_STEADY) or t_ds.
+    t_ds = dataset_phase_limit(budget_s, reads, quick)
     gen, params = _resolved(
         "dataset-read",
         {"files": n_files, "file_size": sample,
          "size_dist": "normal" if profile.sample_size_sd else "fixed",
          "size_sd": profile.sample_size_sd, "readers": readers,
-         "orders": "shuffled" if quick else "both", "jobs": 4},
+         "orders": "shuffled" if quick else "both", "jobs": 4, "time": t_ds},
     )  # fmt: skip
     total = n_files * sample
-    reads = len(readers) * (1 if quick else 2)
     plan.steps.append(Step("dataset", "dataset-read", gen, params,
-                           total / ASSUMED_WRITE_BPS + reads * total / ASSUMED_READ_BPS,
+                           total / ASSUMED_WRITE_BPS + reads * t_ds,
                            int(total * 1.1),
-                           f"{n_files} files of {format_bytes(sample)}, readers {readers}"))  # fmt: skip
+                           f"{n_files} files of {format_bytes(sample)}, readers {readers}, "
+                           f"each until steady or {t_ds:.1f} s"))  # fmt: skip
 
     plan.loader = _loader_plan(profile, gpus, quick, scale, ranks)
     return plan
+
+
+#: The dataset sweep's per-level time limit: a --quick run's, and the bounds of a full one's.
+QUICK_DATASET_LIMIT_S = 3.0
+DATASET_LIMIT_S = (4.0, 30.0)
+
+
+def dataset_phase_limit(budget_s: float, reads: int, quick: bool) -> float:
+    """Seconds a dataset-read level may run before it must end, steady or not: long enough
+    for the steady-state criterion's ramp and window (stats.DEFAULT_STEADY, 2.5 s) in a full
+    run, a third of the budget over the levels."""
+    if quick:
+        return QUICK_DATASET_LIMIT_S
+    lo, hi = DATASET_LIMIT_S
+    return max(lo, min(hi, 0.35 * budget_s / max(reads, 1)))
 
 
 def _loader_plan(
@@ -377,7 +477,8 @@ def render_plan(plan: QualifyPlan, target: Target | None) -> str:
         f"{ld['epochs']} epochs x {ld['steps']} steps"
     )
     lines.append(
-        f"  {'estimate':<12} {'starvation model':<22} {'<1 s':>10} {'0 B':>10}  AU vs GPUs from the dataset sweep"
+        f"  {'estimate':<12} {'starvation model':<22} {'~5 s':>10} {'0 B':>10}  AU vs GPUs from the dataset sweep, "
+        f"{RESAMPLES} bootstrap resamples for its interval"
     )
     lines.append("")
     lines.append(
@@ -410,6 +511,7 @@ def run_qualify(
     command: str | None = None,
     checkpoint: str | None = None,
     hooks: Any = None,
+    sets: list[str] | None = None,
 ) -> tuple[RunOutcome | None, str | None]:
     """Plan (and unless ``dry_run``) run the suite. Returns (outcome, dry-run text).
 
@@ -428,20 +530,22 @@ def run_qualify(
 
         gpus_list(gpus)  # the model's bound, refused before any I/O rather than after it
     requirements = parse_requirements(require)
-    profile = load_profile(profile_name or DEFAULT_PROFILE)
+    from .spec import parse_overrides
+
+    profile = load_profile(profile_name or DEFAULT_PROFILE, parse_overrides(sets))
     n_gpus = gpus or 1
     budget_s = (
-        parse_duration(budget, what="--time")
+        parse_duration(budget, what="--budget")
         if budget
         else (QUICK_BUDGET_S if quick else DEFAULT_BUDGET_S)
     )
     if budget_s < 5:
-        raise UsageError(f"--time {budget} is too short for the suite", hint="give at least 5s")
+        raise UsageError(f"--budget {budget} is too short for the suite", hint="give at least 5s")
     if not math.isfinite(budget_s):
-        raise UsageError(f"--time {budget} is not a finite duration", hint="give e.g. 3m")
+        raise UsageError(f"--budget {budget} is not a finite duration", hint="give e.g. 3m")
     if budget_s > MAX_PHASE_TIME_S:  # the suite's phases share it: none may exceed the bound
         raise UsageError(
-            f"--time {budget} is longer than {MAX_PHASE_TIME_S:.0f}s (30 days)",
+            f"--budget {budget} is longer than {MAX_PHASE_TIME_S / 86400:g} days",
             hint="give e.g. 3m",
         )
     ckpt_full = parse_size(checkpoint, what="--checkpoint") if checkpoint else DEFAULT_CHECKPOINT
@@ -467,7 +571,7 @@ def run_qualify(
                             ranks=ranks)  # fmt: skip
         check_free_space(target, plan.space_bytes)
         if writer and not dry_run:
-            check_output_dir(out_dir)
+            claim_output_dir(out_dir)  # held until the result is saved
         return target, plan
 
     target, plan = agreed(hooks, check)
@@ -486,11 +590,14 @@ def run_qualify(
     with run_session(
         run, target, out_dir, keep=keep, save=writer, run_dir_id=run_dir_id, hooks=hooks
     ) as s:
+        # the parallel filesystem's layout (Lustre, GPFS, CephFS) in target.layout
+        run.warnings.extend(w for w in apply_layout(target, {}) if w not in run.warnings)
+        run.target = target.to_dict()
         if hooks is not None:
             hooks.attach(target)  # every rank's run dir exists: can ranks read each other's?
         runner = s.runner = PhaseRunner(
             target, engine, s.stop, raw_dir=str(out_dir) if writer else None, hooks=hooks,
-            **kwargs,
+            steady=DEFAULT_STEADY, **kwargs,
         )  # fmt: skip
         for step in plan.steps:
             get_generator(step.generator).run(step.params, runner)
@@ -502,7 +609,7 @@ def run_qualify(
     if outcome.error is None:
         _loader_step(outcome, target_spec, plan, keep, progress_factory, hooks)
     _estimate_step(outcome.run, profile)
-    outcome.run.verdict = verdict(outcome.run, requirements, profile, n_gpus)
+    outcome.run.verdict = verdict(outcome.run, requirements, profile, n_gpus, quick=quick)
     if hooks is not None and outcome.error is None:
         # one verdict, rank 0's, so every rank exits with the same status
         outcome.run.verdict = hooks.broadcast_object(outcome.run.verdict)
@@ -551,7 +658,7 @@ def _loader_step(
 
 def _estimate_step(run: Any, profile: Profile) -> None:
     """AU vs GPUs from the qualify dataset sweep, with the loader's measured overheads."""
-    from .sweep import estimate_for, sweep_from_phases
+    from .sweep import estimate_for, indicative_sweep, sweep_file_bytes, sweep_from_phases
 
     phases = [p for p in run.phases if p.name.startswith("dataset-") and p.op == "read" and p.ops]
     if not phases or profile.compute_s <= 0:
@@ -560,7 +667,11 @@ def _estimate_step(run: Any, profile: Profile) -> None:
     if not sweep:
         return
     calib = (run.loader or {}).get("calibration")
-    est = estimate_for(profile, sweep, None, profile.au_min, calib, f"qualify run {run.run_id}")
+    est = estimate_for(
+        profile, sweep, None, profile.au_min, calib, f"qualify run {run.run_id}",
+        file_bytes=sweep_file_bytes(phases), indicative_notes=indicative_sweep(phases, sweep),
+        loader=run.loader,
+    )  # fmt: skip
     run.estimate = est.to_dict()
 
 

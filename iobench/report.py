@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .results import PhaseResult, RunResult, atomic_write_bytes
-from .units import format_bytes, format_count, format_rate, format_seconds
+from .results import PhaseResult, RunResult, atomic_write_bytes, metric_summary, metric_value
+from .stats import DEFAULT_STEADY, MIN_PHASE_S, is_indicative
+from .units import format_bytes, format_count, format_rate, format_seconds, format_spread
 
 METADATA_OPS = ("create", "stat", "open_read", "delete")
 TERMINAL_WIDTH = 120
@@ -31,6 +32,8 @@ _CACHE_MEANING = {
     "direct": "O_DIRECT: the page cache was bypassed",
     "dropped": "page cache dropped before the phase",
     "buffered": "buffered I/O: figures may include page-cache hits",
+    "client-cache": "page cache dropped, but the FUSE client's own cache could not be: "
+    "figures may include client-memory hits",
     "none": "object store: no local page cache involved",
 }
 _STATUS_MARK = {"ok": "ok", "partial": "PARTIAL", "failed": "FAILED"}
@@ -130,6 +133,51 @@ def metadata_rates(phase: PhaseResult) -> dict[str, float]:
     return rates
 
 
+def _value(p: PhaseResult, key: str) -> float | None:
+    """A phase figure as every rendering shows it: the median over the repeats."""
+    return metric_value(p, key)
+
+
+def _has_repeats(run: RunResult) -> bool:
+    return any(len(p.repeats or []) > 1 for p in run.phases)
+
+
+def _repeat_spread(p: PhaseResult) -> str:
+    """n, min-max and CV over the repeats of the phase's headline figure (bandwidth, or
+    ops/s where it moved no bytes)."""
+    if _value(p, "bandwidth_bps"):
+        s = metric_summary(p, "bandwidth_bps")
+        return format_spread(s.n, s.min, s.max, s.cv, format_rate, span=_rate_range)
+    s = metric_summary(p, "iops")
+    return "-" if s is None else format_spread(s.n, s.min, s.max, s.cv, format_count)
+
+
+_SPREAD_HEADER = "Over repeats"
+_SPREAD_NOTE = (
+    "Figures are medians over the repeats; 'Over repeats' gives n, min-max and the coefficient "
+    "of variation of the bandwidth (ops/s where no bytes moved). Volume, time, worker spread and "
+    "the plots come from one repeat: the one whose bandwidth is the median."
+)
+
+
+def _status_cell(p: PhaseResult) -> str:
+    """A phase's status; "indicative" for a complete phase whose figures are (stats)."""
+    if p.status == "ok" and is_indicative(p):
+        return "indicative"
+    return _STATUS_MARK.get(p.status, p.status.upper())
+
+
+def _indicative_note(run: RunResult) -> str:
+    """The phases table's note on "indicative" (empty when no phase is)."""
+    if not any(p.status == "ok" and is_indicative(p) for p in run.phases):
+        return ""
+    return (
+        f"indicative: the phase did not reach steady state ({DEFAULT_STEADY.describe()}, "
+        f"fio's steadystate manner) or ran under {MIN_PHASE_S:g} s, or its ranks started too far "
+        "apart: its figures show the order of magnitude, not a figure to rely on."
+    )
+
+
 def _phase_table(run: RunResult) -> _Table:
     headers = [
         "Phase",
@@ -143,28 +191,33 @@ def _phase_table(run: RunResult) -> _Table:
         "Cache",
         "Status",
     ]
+    spread = _has_repeats(run)
+    if spread:
+        headers.insert(6, _SPREAD_HEADER)
     rows, classes = [], []
     for p in run.phases:
-        lat = p.latency_s or {}
-        ops = _count(p.iops)
+        ops = _count(_value(p, "iops"))
         if p.op in METADATA_OPS and ops != "-":
             ops += " ops/s"
-        rows.append(
-            [
-                p.name,
-                p.op,
-                str(p.concurrency),
-                _block(p.block_size),
-                _rate(p.bandwidth_bps),
-                ops,
-                _secs(lat.get("p50")),
-                _secs(lat.get("p99")),
-                p.cache or "-",
-                _STATUS_MARK.get(p.status, p.status.upper()),
-            ]
-        )
+        row = [
+            p.name,
+            p.op,
+            str(p.concurrency),
+            _block(p.block_size),
+            _rate(_value(p, "bandwidth_bps")),
+            ops,
+            _secs(_value(p, "latency_s.p50")),
+            _secs(_value(p, "latency_s.p99")),
+            p.cache or "-",
+            _status_cell(p),
+        ]
+        if spread:
+            row.insert(6, _repeat_spread(p))
+        rows.append(row)
         classes.append("" if p.status == "ok" else "bad")
-    return _Table("Phases", headers, rows, "llrrrrrrll", row_classes=classes)
+    align = "llrrrrrrrll" if spread else "llrrrrrrll"
+    note = " ".join(n for n in (_SPREAD_NOTE if spread else "", _indicative_note(run)) if n)
+    return _Table("Phases", headers, rows, align, note=note, row_classes=classes)
 
 
 def _phase_detail_table(run: RunResult) -> _Table:
@@ -186,36 +239,41 @@ def _phase_detail_table(run: RunResult) -> _Table:
         "Cache",
         "Status",
     ]
+    repeated = _has_repeats(run)
+    if repeated:
+        headers.insert(7, _SPREAD_HEADER)
     rows, classes = [], []
     for p in run.phases:
-        lat = p.latency_s or {}
         pw = p.per_worker or {}
         spread = "-"
         if _is_num(pw.get("min")) and _is_num(pw.get("max")) and pw["max"] > 0:
             spread = _rate_range(pw["min"], pw["max"])
         moved = format_bytes(p.bytes) if p.bytes else (f"{p.ops:,} ops" if p.ops else "-")
-        ops = _count(p.iops)
-        rows.append(
-            [
-                p.name,
-                p.op,
-                str(p.concurrency),
-                _block(p.block_size),
-                moved,
-                _secs(p.elapsed_s) if p.elapsed_s else "-",
-                _rate(p.bandwidth_bps),
-                _rate(p.bandwidth_stonewall_bps),
-                spread,
-                ops,
-                _secs(lat.get("p50")),
-                _secs(lat.get("p99")),
-                _secs(lat.get("p999")),
-                p.cache or "-",
-                _STATUS_MARK.get(p.status, p.status.upper()),
-            ]
-        )
+        ops = _count(_value(p, "iops"))
+        row = [
+            p.name,
+            p.op,
+            str(p.concurrency),
+            _block(p.block_size),
+            moved,
+            _secs(p.elapsed_s) if p.elapsed_s else "-",
+            _rate(_value(p, "bandwidth_bps")),
+            _rate(_value(p, "bandwidth_stonewall_bps")),
+            spread,
+            ops,
+            _secs(_value(p, "latency_s.p50")),
+            _secs(_value(p, "latency_s.p99")),
+            _secs(_value(p, "latency_s.p999")),
+            p.cache or "-",
+            _status_cell(p),
+        ]
+        if repeated:
+            row.insert(7, _repeat_spread(p))
+        rows.append(row)
         classes.append("" if p.status == "ok" else "bad")
-    return _Table("Phases", headers, rows, "llrrrrrrrrrrrll", row_classes=classes)
+    align = "llrrrrrrrrrrrrll" if repeated else "llrrrrrrrrrrrll"
+    note = _SPREAD_NOTE if repeated else ""  # the indicative note follows the table in HTML
+    return _Table("Phases", headers, rows, align, note=note, row_classes=classes)
 
 
 def _metadata_table(run: RunResult) -> _Table | None:
@@ -325,7 +383,12 @@ def _estimate_tables(run: RunResult) -> list[_Table]:
     if thr is not None:
         rows.append(["Threshold", f"AU >= {_pct(thr)}"])
     if est.get("max_gpus") is not None:
-        rows.append([f"Max GPUs at AU >= {_pct(thr)}", str(est["max_gpus"])])
+        rows.append([f"Max GPUs at AU >= {_pct(thr)}", _max_gpus_text(est)])
+    interval = est.get("interval") or {}
+    if interval.get("basis"):
+        rows.append(["Interval", str(interval["basis"])])
+    for w in est.get("warnings") or []:
+        rows.append(["Warning", str(w)])
     rows.append(["Basis", _basis_text(est.get("basis"))])
     out = [
         _Table(
@@ -339,21 +402,45 @@ def _estimate_tables(run: RunResult) -> list[_Table]:
     ]
     au_at = [a for a in est.get("au_at") or [] if isinstance(a, dict)]
     if au_at:
+        banded = any(_is_num(a.get("low")) for a in au_at)
         grid = []
         for a in au_at:
             ok = "-"
-            if _is_num(thr) and _is_num(a.get("au")):
-                ok = "yes" if a["au"] >= thr else "no"
-            grid.append([str(a.get("gpus", "-")), _pct(a.get("au")), ok])
+            # the conservative end decides, as in the verdict
+            judged = a.get("low") if _is_num(a.get("low")) else a.get("au")
+            if _is_num(thr) and _is_num(judged):
+                ok = "yes" if judged >= thr else "no"
+            row = [str(a.get("gpus", "-")), _pct(a.get("au"))]
+            if banded:
+                row.append(
+                    f"{_pct(a.get('low'))}–{_pct(a.get('high'))}" if _is_num(a.get("low")) else "-"
+                )
+            grid.append([*row, ok])
+        level = (est.get("interval") or {}).get("level")
+        headers = ["GPUs", "Estimated AU"]
+        if banded:
+            headers.append(f"{level:.0%} interval" if _is_num(level) else "Interval")
         out.append(
             _Table(
-                "Estimated AU at N GPUs",
-                ["GPUs", "Predicted AU", "Meets threshold"],
+                "Estimated AU at N GPUs (model output)",
+                [*headers, "Meets threshold"],
                 grid,
-                "rrl",
+                "rrrl" if banded else "rrl",
+                note="meets the threshold when the interval's low end does" if banded else "",
             )
         )
     return out
+
+
+def _max_gpus_text(est: dict[str, Any]) -> str:
+    """ "7 (5–9), 90% interval; the verdict uses 5" or the point alone (older results)."""
+    point = est.get("max_gpus")
+    if not _is_num(est.get("max_gpus_low")):
+        return f"{point} (estimate)"
+    lo, hi = est["max_gpus_low"], est.get("max_gpus_high", point)
+    level = (est.get("interval") or {}).get("level")
+    share = f"{level:.0%} interval" if _is_num(level) else "interval"
+    return f"{point} ({lo}–{hi}) estimate, {share}; the verdict uses {lo}"
 
 
 def _many_client_phases(run: RunResult) -> list[PhaseResult]:
@@ -542,13 +629,15 @@ def _terminal_grid(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> l
 
 
 def _terminal_kv(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> list[str]:
+    from .redact import for_terminal  # before wrapping, as _bullets
+
     label_w = max(len(r[0]) for r in t.rows)
     out = []
     for label, value in t.rows:
         first = " " * indent + label.ljust(label_w) + "  "
         out.extend(
             textwrap.wrap(
-                value,
+                for_terminal(value),
                 width=width,
                 initial_indent=first,
                 subsequent_indent=" " * len(first),
@@ -560,10 +649,14 @@ def _terminal_kv(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> lis
 
 
 def _bullets(items: Iterable[str], width: int = TERMINAL_WIDTH) -> list[str]:
+    from .redact import for_terminal  # before wrapping: a URL cut in two is no longer one
+
     out = []
     for item in items:
         out.extend(
-            textwrap.wrap(item, width=width, initial_indent="  - ", subsequent_indent="    ")
+            textwrap.wrap(
+                for_terminal(item), width=width, initial_indent="  - ", subsequent_indent="    "
+            )
         )
     return out
 
@@ -893,6 +986,23 @@ def _au_plot(Figure: Callable[..., Any], run: RunResult) -> Any:
     fig = Figure(figsize=_FIGSIZE, layout="constrained")
     ax = fig.add_subplot()
     xs_all: set[float] = set()
+    band = sorted(
+        (float(a["gpus"]), float(a["low"]), float(a["high"]))
+        for a in est.get("au_at") or []
+        if isinstance(a, dict) and _is_num(a.get("gpus")) and a["gpus"] > 0
+        and _is_num(a.get("low")) and _is_num(a.get("high"))
+    )  # fmt: skip
+    if len(band) > 1:
+        level = (est.get("interval") or {}).get("level")
+        ax.fill_between(
+            [x for x, _, _ in band],
+            [lo for _, lo, _ in band],
+            [hi for _, _, hi in band],
+            color=_COLOURS[0],
+            alpha=0.18,
+            linewidth=0,
+            label=f"{level:.0%} interval" if _is_num(level) else "interval",
+        )
     if curve:
         xs_all.update(x for x, _ in curve)
         ax.plot(
@@ -923,8 +1033,10 @@ def _au_plot(Figure: Callable[..., Any], run: RunResult) -> Any:
     max_gpus = est.get("max_gpus")
     if _is_num(max_gpus) and max_gpus > 0:
         ax.axvline(max_gpus, color="#8c959f", linestyle=":", linewidth=1.0)
+        low, high = est.get("max_gpus_low"), est.get("max_gpus_high")
+        span = f" ({low:g}–{high:g})" if _is_num(low) and _is_num(high) else ""
         ax.annotate(
-            f"max {max_gpus:g} GPUs",
+            f"max {max_gpus:g}{span} GPUs (estimate)",
             (max_gpus, 0.04),
             xytext=(4, 0),
             textcoords="offset points",
@@ -1025,6 +1137,14 @@ def _build_plots(run: RunResult) -> list[_Plot] | None:
                 "Line: model estimate; diamonds: measured with the data loader; dashed: threshold."
             )
             add(fig, "AU vs GPUs", caption)
+
+        if run.checkpoint:
+            from .ckpt_plot import goodput_figure
+
+            fig = goodput_figure(Figure, run.checkpoint)
+            if fig is not None:
+                caption = "Estimate (checkpoint model); dots: the best interval (Daly)."
+                add(fig, "Checkpoint goodput vs interval", caption)
     return plots
 
 
@@ -1078,6 +1198,7 @@ th { background: var(--alt); font-weight: 600; border-bottom: 1px solid #afb8c1;
 th.r, td.r { text-align: right; }
 tr.bad td { background: #fff1f0; }
 td.status-PARTIAL, td.status-FAILED { color: var(--fail); font-weight: 650; }
+td.status-indicative { color: var(--warn); font-weight: 650; }
 table.kv th { background: none; border-bottom: 1px solid var(--line); color: var(--muted);
               font-weight: 500; width: 240px; }
 .estimate { border-left: 4px solid var(--model); background: #fbf9ff; padding: 4px 18px 14px;
@@ -1103,7 +1224,11 @@ footer { color: var(--muted); font-size: 12px; margin-top: 40px; border-top: 1px
 
 
 def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+    """Every text of the HTML page: credentials masked and control characters escaped as on
+    the terminal (iobench.redact), then HTML-escaped."""
+    from .redact import for_terminal
+
+    return html.escape(for_terminal(text), quote=True)
 
 
 def _html_table(t: _Table, status_col: int | None = None, wide: bool = False) -> str:
@@ -1178,11 +1303,17 @@ def render_html(run: RunResult) -> str:
 
     if run.phases:
         parts.append('<section id="phases"><h2>Summary</h2>')
-        parts.append(_html_table(_phase_detail_table(run), status_col=14, wide=True))
+        detail = _phase_detail_table(run)
+        parts.append(_html_table(detail, status_col=len(detail.headers) - 1, wide=True))
         parts.append(
             '<p class="note">Bandwidth is all bytes over first start to last end (last done); '
-            "first done is the figure when the first worker finished.</p></section>"
+            "first done is the figure when the first worker finished."
+            + (f" {_e(detail.note)}" if detail.note else "")
+            + "</p>"
         )
+        if _indicative_note(run):
+            parts.append(f'<p class="note">{_e(_indicative_note(run))}</p>')
+        parts.append("</section>")
     ranks_t = _ranks_table(run)
     if ranks_t is not None:
         parts.append(f'<section id="clients"><h2>{_e(ranks_t.title)}</h2>')
@@ -1203,6 +1334,8 @@ def render_html(run: RunResult) -> str:
         parts.append(_html_table(est[0]))
         for t in est[1:]:
             parts.append(f"<h3>{_e(t.title)}</h3>{_html_table(t)}")
+            if t.note:
+                parts.append(f'<p class="note">{_e(t.note)}</p>')
         parts.append("</div></section>")
 
     plots = _build_plots(run)

@@ -9,19 +9,24 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import errno
 import json
+import math
 import os
 import platform
 import socket
+import stat
 import sys
 import tempfile
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 from .errors import StoreError, UsageError
+from .stats import Summary, summarize
 
 SCHEMA_VERSION = 1
 
@@ -49,13 +54,22 @@ class PhaseResult:
     ops_series: list[float] = field(default_factory=list)  # ops per second per interval
     per_worker: dict[str, float] = field(default_factory=dict)  # bandwidth min/median/max
     ranks: list[dict[str, Any]] = field(default_factory=list)
-    cache: str = "buffered"  # "direct" | "dropped" | "buffered" | "none" (object stores)
+    cache: str = (
+        "buffered"  # "direct" | "dropped" | "client-cache" | "buffered" | "none" (object stores)
+    )
     repeats: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)  # effective phase parameters
     extra: dict[str, Any] = field(default_factory=dict)  # engine- or phase-specific figures
+    # steady state (stats.steady_state): None in results written before it was recorded
+    steady: bool | None = None
+    steady_at_s: float | None = None  # seconds after the phase's start
+    steady_criterion: str | None = None
     status: str = "ok"  # "ok" | "partial" | "failed"
     error: str | None = None
+    # figure key -> stats.Summary.to_dict() over the repeats (n, median, min, max, cv); only
+    # with repeats. Renderings recompute it with metric_summary, so older results show it too.
+    spread: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -83,6 +97,7 @@ class RunResult:
     phases: list[PhaseResult] = field(default_factory=list)
     loader: dict[str, Any] | None = None
     estimate: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None  # iobench checkpoint: measured + model (ckpt_estimate)
     verdict: dict[str, Any] | None = None  # {"result": "pass"|"fail", "reasons": [...]}
     warnings: list[str] = field(default_factory=list)
     status: str = "complete"  # "complete" | "partial" | "failed" | "interrupted"
@@ -108,12 +123,11 @@ class RunResult:
     def from_dict(cls, d: dict[str, Any]) -> RunResult:
         if not isinstance(d, dict) or "run_id" not in d:
             raise StoreError("not an iobench result (no run_id)")
-        version = d.get("schema_version", 1)
-        if not isinstance(version, int) or version > SCHEMA_VERSION:
+        problem = schema_version_problem(d.get("schema_version", 1))
+        if problem:
             raise StoreError(
-                f"result schema_version {version!r} is newer than this iobench understands "
-                f"({SCHEMA_VERSION})",
-                hint="upgrade iobench",
+                f"result {problem}",
+                hint="upgrade iobench" if "newer" in problem else "pass an iobench result.json",
             )
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in d.items() if k in names and k != "phases"}
@@ -125,6 +139,76 @@ class RunResult:
 
     def phase(self, name: str) -> PhaseResult | None:
         return next((p for p in self.phases if p.name == name), None)
+
+
+def schema_version_problem(version: Any) -> str | None:
+    """Why ``version`` is not a schema_version this iobench reads (None when it is)."""
+    if isinstance(version, bool) or not isinstance(version, int):
+        return f"schema_version {version!r} is not a version number"
+    if version < 1:
+        return f"schema_version {version} is not valid (iobench results start at 1)"
+    if version > SCHEMA_VERSION:
+        return f"schema_version {version} is newer than this iobench understands ({SCHEMA_VERSION})"
+    return None
+
+
+# --- a figure's value over repeats -------------------------------------------------------------
+
+# The figures a phase keeps per repeat, as dotted keys into PhaseResult.to_dict().
+REPEAT_FIGURES: tuple[str, ...] = (
+    "bandwidth_bps",
+    "iops",
+    "bandwidth_stonewall_bps",
+    "latency_s.mean",
+    "latency_s.p50",
+    "latency_s.p90",
+    "latency_s.p99",
+    "latency_s.p999",
+    "latency_s.max",
+    "latency_s.min",
+)
+
+
+def figure(source: Mapping[str, Any] | None, key: str) -> float | None:
+    """``latency_s.p99`` -> source["latency_s"]["p99"] as a finite float, else None."""
+    cur: Any = source
+    for part in key.split("."):
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(part)
+    if isinstance(cur, bool) or not isinstance(cur, (int, float)):
+        return None
+    value = float(cur)
+    return value if math.isfinite(value) else None
+
+
+def repeat_values(
+    summary: Mapping[str, Any], repeats: Sequence[Mapping[str, Any]], key: str
+) -> list[float]:
+    """A figure's value in each repeat that has it; the summary's own value when none does
+    (a single measurement is its own only repeat)."""
+    values = [
+        v
+        for r in repeats
+        if isinstance(r, Mapping) and not r.get("in_flight")  # a repeat cut short is no figure
+        for v in [figure(r, key)]
+        if v is not None
+    ]
+    if values:
+        return values
+    own = figure(summary, key)
+    return [] if own is None else [own]
+
+
+def metric_summary(phase: PhaseResult, key: str) -> Summary | None:
+    """``key``'s median over the phase's repeats with n, min-max and CV (None: not measured)."""
+    return summarize(repeat_values(phase.to_dict(), phase.repeats or [], key))
+
+
+def metric_value(phase: PhaseResult, key: str) -> float | None:
+    """A phase figure's value in this run: the median over its repeats (the one rule)."""
+    s = metric_summary(phase, key)
+    return None if s is None else s.median
 
 
 def new_run_id() -> str:
@@ -174,8 +258,109 @@ def host_info() -> dict[str, Any]:
     }
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so a reader sees the old file or the new one, never half."""
+# -- files iobench writes: result.json, report.html, --svg plots ----------------------------------
+#
+# Every file iobench writes goes through ``write_output_file`` (or ``save``): it writes only
+# regular files, refuses (exit 2) a path that is a symlink (dangling or not), a directory, a
+# device, a FIFO or socket, or one of the command's inputs, and never writes through a link: the
+# data go to a new temporary file (O_EXCL) in the same directory, which is then renamed over a
+# regular file or linked into place where nothing may be replaced.
+
+
+def file_kind(mode: int) -> str | None:
+    """What a non-regular file is, in words (None for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, word in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def claim_output_file(
+    path: str | Path,
+    *,
+    inputs: tuple[str | Path, ...] = (),
+    replace: bool = True,
+    option: str = "output",
+) -> Path:
+    """Check, before anything is written, that ``path`` may receive a file iobench writes.
+
+    Refused (UsageError, exit 2): a path that is a symbolic link (even a dangling one), a
+    directory, a device, a FIFO or a socket; the very file of one of ``inputs`` (also through
+    a hard link); an existing regular file when ``replace`` is false; a path whose directory is
+    not a writable directory. An existing regular file given explicitly is replaced (as cp and
+    curl -o do). Returns the path.
+    """
+    if not str(path).strip():  # before Path(""), which is "."
+        raise UsageError(f"{option} is empty", hint=f"pass a file name to {option}")
+    path = Path(path)
+    hint = f"pass a new file name to {option}"
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):  # the directory part is named below
+        st = None
+    except OSError as e:
+        raise UsageError(f"cannot use {path} for {option}: {e.strerror}", hint=hint) from None
+    if st is not None:
+        kind = file_kind(st.st_mode)
+        if kind is not None:
+            raise UsageError(f"{path} is {kind}: iobench writes only regular files", hint=hint)
+        for i in inputs:
+            try:
+                if os.path.samestat(st, os.stat(i)):
+                    raise UsageError(f"{path} is the input {i}: it would be replaced", hint=hint)
+            except OSError:
+                continue
+        if not replace:
+            raise UsageError(f"{path} already exists", hint=hint)
+    parent = path.parent
+    probe = parent
+    while not os.path.lexists(probe) and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UsageError(f"cannot write {path}: {probe} is not a directory", hint=hint)
+    if not os.access(probe, os.W_OK | os.X_OK):
+        why = "on a read-only filesystem" if on_read_only_fs(probe) else "not writable by this user"
+        raise UsageError(f"cannot write {path}: {probe} is {why}", hint=hint)
+    return path
+
+
+def on_read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:  # pragma: no cover
+        return False
+
+
+def write_output_file(
+    path: str | Path,
+    data: bytes,
+    *,
+    inputs: tuple[str | Path, ...] = (),
+    replace: bool = True,
+    option: str = "output",
+) -> Path:
+    """``claim_output_file`` then ``atomic_write_bytes``: the one way a command writes a file."""
+    path = claim_output_file(path, inputs=inputs, replace=replace, option=option)
+    atomic_write_bytes(path, data, replace=replace)
+    return path
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, replace: bool = True) -> None:
+    """Write ``data`` to ``path`` so a reader sees the old file or the new one, never half.
+
+    Only a regular file is ever replaced (``replace``); a symlink, directory, device or FIFO
+    found at ``path`` at the last moment is an OSError, and so is any file when ``replace`` is
+    false. The data go to a fresh temporary file (O_EXCL, never through a link) beside ``path``.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -187,7 +372,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        _put_in_place(tmp, path, replace)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -195,6 +380,36 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             pass
         raise
     fsync_dir(path.parent)
+
+
+def _put_in_place(tmp: str, path: Path, replace: bool) -> None:
+    """Rename ``tmp`` to ``path``: over a regular file when ``replace``, else only where there
+    is nothing (a hard link fails with EEXIST when something appeared meanwhile)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        kind = file_kind(st.st_mode)
+        if kind is not None:
+            raise OSError(errno.EEXIST, f"{path} is {kind}: iobench writes only regular files")
+        if not replace:
+            raise FileExistsError(errno.EEXIST, f"{path} already exists")
+        os.replace(tmp, path)
+        return
+    if replace:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise FileExistsError(errno.EEXIST, f"{path} already exists") from None
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
+            raise
+        os.replace(tmp, path)  # a filesystem without hard links: checked just above
+        return
+    os.unlink(tmp)
 
 
 def fsync_dir(directory: Path) -> None:
@@ -210,7 +425,13 @@ def fsync_dir(directory: Path) -> None:
 
 
 def dumps(run: RunResult) -> str:
-    return json.dumps(run.to_dict(), indent=2, sort_keys=False, default=_json_default) + "\n"
+    """The result as JSON text: what result.json, ``--json`` and the history hold. Every
+    string passes through :func:`iobench.redact.redact_obj` here, the one writer of results,
+    so a credential in a URL, a command line or a backend's message is never stored."""
+    from .redact import redact_obj
+
+    d = redact_obj(run.to_dict())
+    return json.dumps(d, indent=2, sort_keys=False, default=_json_default) + "\n"
 
 
 def _json_default(o: Any) -> Any:
@@ -223,31 +444,51 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def save(run: RunResult, directory: Path) -> Path:
-    """Write ``result.json`` atomically into ``directory``; return its path."""
+def save(run: RunResult, directory: Path, *, new: bool = False) -> Path:
+    """Write ``result.json`` atomically into ``directory``; return its path.
+
+    ``new``: the run's first save, which never replaces a file (another run's result); later
+    saves of the same run (a warning added, qualify's verdict) replace its own regular file.
+    """
     path = Path(directory) / "result.json"
-    atomic_write_bytes(path, dumps(run).encode())
+    atomic_write_bytes(path, dumps(run).encode(), replace=not new)
     return path
+
+
+# A result.json holds figures and histograms, not samples: even a long qualify run is a few
+# MiB. Anything bigger is not one of ours, and is not read into memory to find that out.
+MAX_RESULT_BYTES = 256 << 20
 
 
 def load(path: str | Path) -> RunResult:
     """Read a result.json (or a directory holding one)."""
     p = Path(path)
+    hint = "pass an iobench result.json"
     if p.is_dir():
         p = p / "result.json"
     try:
-        data = json.loads(p.read_text())
+        st = os.stat(p)
+        kind = file_kind(st.st_mode)
+        if kind is not None:  # a FIFO would block, a device never end
+            raise UsageError(f"cannot read result {p}: it is {kind}", hint=hint)
+        if st.st_size > MAX_RESULT_BYTES:
+            raise UsageError(
+                f"cannot read result {p}: {st.st_size:,} bytes is more than any result "
+                f"({MAX_RESULT_BYTES >> 20} MiB at most)",
+                hint=hint,
+            )
+        with open(p, "rb") as f:
+            data = json.loads(f.read(MAX_RESULT_BYTES + 1).decode("utf-8"))
     except FileNotFoundError:
         raise UsageError(
             f"no result at {p}", hint="pass a result.json, its directory or a run id"
         ) from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UsageError(
-            f"cannot read result {p}: {e}", hint="pass an iobench result.json"
-        ) from None
+    except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError among them
+        detail = e.strerror if isinstance(e, OSError) and e.strerror else e
+        raise UsageError(f"cannot read result {p}: {detail}", hint=hint) from None
     try:
         return RunResult.from_dict(data)
     except StoreError as e:
-        raise UsageError(
-            f"{p}: {e.message}", hint=e.hint or "pass an iobench result.json"
-        ) from None
+        raise UsageError(f"{p}: {e.message}", hint=e.hint or hint) from None
+    except (TypeError, AttributeError, ValueError) as e:  # a JSON of the wrong shape
+        raise UsageError(f"{p}: not an iobench result ({e})", hint=hint) from None

@@ -4,7 +4,9 @@ generator's phases through an engine, keep every result, and always clean up.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
+import fcntl
 import os
 import shlex
 import sys
@@ -29,17 +31,22 @@ from .errors import (
 from .phases import get_generator
 from .plan import Plan
 from .results import PhaseResult, RunResult
-from .spec import Workload
+from .spec import Workload, check_duration, check_memory
+from .stats import mark_steady
 from .target import (
+    DIRECT_ALIGN,
     SignalGuard,
     StopFlag,
     Target,
     apply_layout,
+    check_direct_alignment,
     check_free_space,
+    client_cache,
     create_run_dir,
     drop_file_cache,
     fs_class,
     make_url_dirs,
+    phase_layout,
     remove_run_dir,
     resolve,
     scrub,
@@ -68,6 +75,8 @@ class PhaseRunner:
     results: list[PhaseResult] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     hooks: Any = None  # distributed coordination (barriers, gathers), when ranks > 1
+    # a time-based phase ends once steady by this (stats.SteadyCriterion); None: at its time
+    steady: Any = None
     _fallback: Any = field(default=None, repr=False)  # posix engine for phases the engine refuses
 
     @property
@@ -130,6 +139,13 @@ class PhaseRunner:
                 "not storage"
             )
             return "buffered"
+        why = client_cache(self.target.fs_type)
+        if why:
+            self.warn(
+                f"{why}: buffered reads on {self.target.fs_type} may come from the client's "
+                "memory (cache state client-cache); direct=true reads the storage"
+            )
+            return "client-cache"
         return "dropped"
 
     def mkdirs(self, relpaths: list[str]) -> None:
@@ -148,6 +164,8 @@ class PhaseRunner:
     def execute(self, spec: PhaseSpec) -> PhaseResult:
         """Run one phase through the engine; keep its result even when it fails."""
         self.stop.check()
+        if self.steady is not None and spec.time_s and spec.steady is None:
+            spec = dataclasses.replace(spec, steady=self.steady)
         reading = spec.op in ("read", "randread", "open_read", "stat")
         if reading and not spec.direct:
             self.drop_cache(spec)  # outside the timed region
@@ -156,6 +174,7 @@ class PhaseRunner:
             stop=self.stop,
             progress=self.progress_factory(),
             direct_supported=self.target.direct_io is True,
+            direct_align=self.target.direct_align or DIRECT_ALIGN,
             fs_type=self.target.fs_type,
             storage_options=self.target.storage_options,  # fsspec URL targets (endpoint)
             raw_dir=self.raw_dir,
@@ -182,6 +201,9 @@ class PhaseRunner:
 
     def record(self, res: PhaseResult) -> PhaseResult:
         """Keep a result measured outside an engine (e.g. torch.save checkpoints)."""
+        if res.cache == "dropped" and client_cache(self.target.fs_type):
+            res.cache = "client-cache"  # dropped from the kernel only
+        mark_steady(res, self.steady)
         if self.hooks:
             res = self.hooks.after_phase(None, res)
         self.results.append(res)
@@ -217,7 +239,14 @@ class PhaseRunner:
             res.cache = self.cache_state(False)
         elif spec.direct:
             res.cache = "direct"
+        elif res.cache == "dropped" and client_cache(self.target.fs_type):
+            res.cache = "client-cache"  # written, then dropped from the kernel only
+        if spec.files:
+            layout = phase_layout(self.target, os.path.join(self.run_dir, spec.files[0].path))
+            if layout:
+                res.extra["layout"] = layout
         res.extra["engine"] = getattr(engine or self.engine, "name", "?")
+        mark_steady(res, spec.steady or self.steady)
         if why:
             res.extra["engine_fallback"] = why
             res.warnings.append(f"ran with the posix engine: {why}")
@@ -235,25 +264,50 @@ def _note_suspension(res: PhaseResult, times: int) -> None:
 
 
 def plan_workload(workload: Workload) -> Plan:
+    """The generator's plan, once the parameters are known to fit in this host's memory."""
+    check_memory(workload.params, physical_memory())
+    check_duration(workload.params)
     return get_generator(workload.generator).plan(workload.params)
 
 
-def merge_repeats(repeats: list[list[PhaseResult]]) -> list[PhaseResult]:
-    """One PhaseResult per phase name: the median-bandwidth repeat, with every repeat kept."""
-    if len(repeats) == 1:
+def merge_repeats(
+    repeats: list[list[PhaseResult]], in_flight: list[PhaseResult] | None = None
+) -> list[PhaseResult]:
+    """One PhaseResult per phase name, every repeat kept in ``repeats``.
+
+    Each figure of :data:`results.REPEAT_FIGURES` is its median over the completed repeats (the
+    one rule, :func:`results.metric_value`), with n, min-max and CV in ``spread``. What cannot
+    be a median (volume, time, histogram, series, per-worker spread) comes from the repeat whose
+    bandwidth is the median, named in ``extra["detail_repeat"]``.
+
+    ``in_flight``: the phases of a repeat cut short (an interruption, a failure). They are
+    listed in each phase's ``repeats`` marked ``in_flight``, but the figures come from the
+    completed repeats; a phase that no completed repeat reached is the in-flight one itself.
+    """
+    if len(repeats) == 1 and not in_flight:
         return repeats[0]
     by_name: dict[str, list[PhaseResult]] = {}
+    flying: dict[str, list[PhaseResult]] = {}
     order: list[str] = []
+    for rep in [*repeats, in_flight or []]:
+        for p in rep:
+            if p.name not in order:
+                order.append(p.name)
     for rep in repeats:
         for p in rep:
-            if p.name not in by_name:
-                order.append(p.name)
             by_name.setdefault(p.name, []).append(p)
+    for p in in_flight or []:
+        flying.setdefault(p.name, []).append(p)
     merged = []
     for name in order:
-        runs = by_name[name]
-        key = sorted(runs, key=lambda p: p.bandwidth_bps or p.iops)
-        chosen = key[len(key) // 2]
+        runs = by_name.get(name, [])
+        cut = flying.get(name, [])
+        if runs:
+            ranked = sorted(range(len(runs)), key=lambda i: runs[i].bandwidth_bps or runs[i].iops)
+            detail = ranked[len(ranked) // 2]
+            chosen = runs[detail]
+        else:
+            detail, chosen = len(cut) - 1, cut[-1]
         out = PhaseResult.from_dict(chosen.to_dict())
         out.repeats = [
             {
@@ -266,9 +320,22 @@ def merge_repeats(repeats: list[list[PhaseResult]]) -> list[PhaseResult]:
                 "ops": p.ops,
                 "latency_s": p.latency_s,
                 "status": p.status,
+                **({"in_flight": True, "error": p.error} if i >= len(runs) else {}),
             }
-            for i, p in enumerate(runs)
+            for i, p in enumerate([*runs, *cut])
         ]
+        out.spread = {}
+        for key in results_mod.REPEAT_FIGURES:
+            summary = results_mod.metric_summary(out, key)
+            if summary is None:
+                continue
+            out.spread[key] = summary.to_dict()
+            head, _, tail = key.partition(".")
+            if tail:
+                getattr(out, head)[tail] = summary.median
+            else:
+                setattr(out, head, summary.median)
+        out.extra = {**out.extra, "detail_repeat": detail}
         merged.append(out)
     return merged
 
@@ -296,14 +363,123 @@ def output_dir_for(output: str | None, run_id: str) -> Path:
 
 
 def check_output_dir(path: Path) -> None:
-    """Refuse an output directory we cannot write, before anything else is written."""
-    probe = path
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK):
-        raise UsageError(f"cannot write results to {path}", hint="pass a writable --output DIR")
-    if path.exists() and (path / "result.json").exists():
+    """Refuse an output directory we cannot write, before anything else is written.
+
+    A symlink to a directory is followed (as a TARGET link is); a dangling one, a file, a
+    FIFO or a device in its place, a directory that is not writable (or on a read-only
+    filesystem) and one that already holds a result.json (even a dangling link of that name)
+    are bad input.
+    """
+    path = Path(path)
+    hint = "pass a writable --output DIR"
+    if os.path.lexists(path):
+        if not path.exists():
+            raise UsageError(
+                f"--output {path} is a symbolic link to {os.readlink(path)}, which does not exist",
+                hint="pass a directory, or a link to one",
+            )
+        if not path.is_dir():
+            kind = results_mod.file_kind(os.stat(path).st_mode) or "a file"
+            raise UsageError(
+                f"cannot write results to {path}: it is {kind}, not a directory", hint=hint
+            )
+        probe = path
+    else:
+        probe = path.parent
+        while not os.path.lexists(probe) and probe != probe.parent:
+            probe = probe.parent
+        if not probe.is_dir():
+            raise UsageError(
+                f"cannot write results to {path}: {probe} is not a directory", hint=hint
+            )
+    if not os.access(probe, os.W_OK | os.X_OK):
+        ro = results_mod.on_read_only_fs(probe)
+        why = "is on a read-only filesystem" if ro else "is not writable by this user"
+        raise UsageError(f"cannot write results to {path}: {probe} {why}", hint=hint)
+    if os.path.lexists(path / "result.json"):
         raise UsageError(f"{path} already holds a result.json", hint="pass a new --output DIR")
+
+
+class OutputClaim:
+    """A run's hold on its output directory, from its input checks until its result is saved.
+
+    ``acquire`` checks the directory, creates it when missing and takes an exclusive flock on
+    it: a second run given the same ``--output`` is refused (exit 2) before it writes anything,
+    rather than replacing the first one's result.json. The kernel drops the lock when the
+    process dies, even by SIGKILL, so a killed run never blocks the directory. ``release``
+    drops it and removes the directories it created when they are still empty (a refused or
+    unsaved run leaves nothing behind). Under torchrun only rank 0, the writer, claims.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.fd: int | None = None
+        self.made: list[Path] = []
+        self.warning: str | None = None
+
+    def acquire(self) -> None:
+        check_output_dir(self.path)
+        self.made = _missing_dirs(self.path)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as e:
+            self.release()
+            raise UsageError(
+                f"cannot write results to {self.path}: {e.strerror or e}",
+                hint="pass a writable --output DIR",
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            self.release()
+            raise UsageError(
+                f"another iobench run is writing its result to {self.path}",
+                hint="pass a new --output DIR (each run needs its own)",
+            ) from None
+        except OSError as e:  # a filesystem without flock: result.json is still never replaced
+            self.warning = (
+                f"the output directory {self.path} could not be locked ({e.strerror or e}): "
+                "two runs given it at once are not told apart until one saves its result"
+            )
+        self.fd = fd
+        if os.path.lexists(self.path / "result.json"):  # saved while we waited for the lock
+            self.release()
+            raise UsageError(
+                f"{self.path} already holds a result.json", hint="pass a new --output DIR"
+            )
+
+    def release(self) -> None:
+        if _CLAIMS.get(self.path) is self:
+            del _CLAIMS[self.path]
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        for d in self.made:  # deepest first; those still empty are ours and unused
+            _remove_if_empty(d)
+        self.made = []
+
+
+# The claims this process holds, by output directory (one at most per directory: a second
+# acquire of the same directory is refused, even in the same process).
+_CLAIMS: dict[Path, OutputClaim] = {}
+
+
+def claim_output_dir(path: Path) -> OutputClaim:
+    """``check_output_dir``, then hold the directory (OutputClaim) until the run's result is
+    saved (``RunSession.outcome``), its owner releases it, or the process ends."""
+    claim = OutputClaim(path)
+    claim.acquire()
+    _CLAIMS[claim.path] = claim
+    return claim
+
+
+def release_output_dir(path: Path) -> None:
+    """Release this process's claim on ``path``, if it holds one."""
+    claim = _CLAIMS.get(Path(path))
+    if claim is not None:
+        claim.release()
 
 
 @dataclass
@@ -336,12 +512,18 @@ class RunSession:
         run.finished_at = results_mod.now_iso()
         if not self.save:
             return RunOutcome(run, None, self.error)
+        claim = _CLAIMS.get(Path(self.out_dir))
+        if claim is not None and claim.warning and claim.warning not in run.warnings:
+            run.warnings.append(claim.warning)
         try:
             # every phase is measured: a stop signal now has nothing left to stop, and must
             # not cut the save (the figures would be lost), so it only sets a flag
             guard = SignalGuard(StopFlag())
-            with guard, guard.deferred():
-                path = results_mod.save(run, self.out_dir)
+            try:
+                with guard, guard.deferred():
+                    path = results_mod.save(run, self.out_dir, new=True)  # never another's
+            finally:
+                release_output_dir(self.out_dir)  # saved (or not): the next run may have it
         except OSError as e:
             # the figures are still printed; the one line says they were not saved, and why
             problem = f"the result could not be saved to {self.out_dir}: {e.strerror or e}"
@@ -576,6 +758,7 @@ def run_workload(
         run.run_id = hooks.shared_run_id(run.run_id)
     out_dir = output_dir_for(output, run.run_id)
     is_writer = hooks is None or hooks.rank == 0
+    claims: list[OutputClaim] = []
 
     def check() -> tuple[Any, Target]:
         # checks that may differ between hosts: under torchrun any rank refusing ends them all
@@ -588,19 +771,51 @@ def run_workload(
             )
         plan = plan_workload(workload)
         check_free_space(target, plan.space_bytes, plan.inodes)
-        if save and is_writer:
-            check_output_dir(out_dir)
+        # direct I/O that cannot be aligned: refused before anything is written, at the
+        # device's logical block size; again below at what the run directory's probe measured
+        check_direct_alignment(plan.direct_sizes, target)
+        if save and is_writer:  # last: the one check that creates something (the output dir)
+            claims.append(claim_output_dir(out_dir))
         return engine, target
 
-    engine, target = agreed(hooks, check)
+    try:
+        engine, target = agreed(hooks, check)
+        return _run_claimed(
+            run, workload, engine, target, out_dir, repeat=repeat, keep=keep,
+            progress_factory=progress_factory, hooks=hooks, writes=save and is_writer,
+        )  # fmt: skip
+    finally:
+        for claim in claims:  # released at the save; here on the ways out that never save
+            claim.release()
+
+
+def _run_claimed(
+    run: RunResult,
+    workload: Workload,
+    engine: Any,
+    target: Target,
+    out_dir: Path,
+    *,
+    repeat: int,
+    keep: bool,
+    progress_factory: ProgressFactory,
+    hooks: Any,
+    writes: bool,
+) -> RunOutcome:
+    """``run_workload`` once its inputs are checked and its output directory is claimed."""
+    from .distributed import agreed
+
     run.workload = workload.to_dict()
     run.engine = {"name": engine.name, "version": engine.version()}
     gen = get_generator(workload.generator)
-    writes = save and is_writer
     run_dir_id = run.run_id if hooks is None else hooks.run_dir_id(run.run_id)
     with run_session(
         run, target, out_dir, keep=keep, save=writes, run_dir_id=run_dir_id, hooks=hooks
     ) as s:
+        # the probe may need more than the device's logical block size (btrfs: its sectors);
+        # under torchrun every rank refuses when one does
+        direct_sizes = plan_workload(workload).direct_sizes
+        agreed(hooks, lambda: check_direct_alignment(direct_sizes, target))
         # Lustre: stripe the run dir as the workload asks, before any file is created; record
         # the Lustre/GPFS layout in target.layout
         run.warnings.extend(
@@ -618,12 +833,31 @@ def run_workload(
             hooks=hooks,
         )
         repeats: list[list[PhaseResult]] = []
-        for _ in range(repeat):
-            runner.results = []
-            gen.run(workload.params, runner)
-            repeats.append(runner.results)
+        try:
+            for _ in range(repeat):
+                runner.results = []
+                gen.run(workload.params, runner)
+                repeats.append(runner.results)
+        except BaseException:
+            if repeat > 1:  # the session keeps runner.results: every repeat, not the last only
+                runner.results = merge_repeats(repeats, in_flight=runner.results)
+                run.warnings.append(_cut_short(repeats, repeat))
+            raise
         run.phases = merge_repeats(repeats)
     return s.outcome()
+
+
+def _cut_short(repeats: list[list[PhaseResult]], requested: int) -> str:
+    done = len(repeats)
+    figures = (
+        f"figures are the median of the {done} completed repeat{'s' * (done != 1)}"
+        if done
+        else "figures are those of the repeat in flight"
+    )
+    return (
+        f"--repeat {requested}: stopped during repeat {done + 1} of {requested}; {figures}, "
+        "and each phase's repeats[] keeps the one in flight, marked in_flight"
+    )
 
 
 def _honesty_warnings(run: RunResult, target: Target) -> list[str]:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +33,18 @@ class Param:
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     optional: bool = False  # None allowed (e.g. time = unset)
-    maximum: float | None = None  # refused above this (a bound on absurd input)
+    maximum: float | None = None  # None: the kind's bound in KIND_MAXIMUM (if any)
+
+
+# Bounds for values no run can use: a duration beyond a week, a count beyond a billion (a file
+# list or a thread pool that size exhausts memory before the run starts), an integer beyond
+# what C's long and fio take. A parameter may set a tighter ``maximum``.
+KIND_MAXIMUM: dict[str, float] = {
+    "duration": 7 * 86400.0,
+    "count": 10**9,
+    "int": 2**63 - 1,
+    "float": 1e15,
+}
 
 
 _EXPECT = {
@@ -83,7 +96,7 @@ def coerce(name: str, p: Param, value: Any, where: str) -> Any:
         elif p.kind == "float":
             if isinstance(value, bool):
                 raise bad()
-            v = float(value)
+            v = float(value)  # "inf" and "nan" parse: refused below, with the bound
         elif p.kind == "percent":
             v = parse_percent(value, what=name)
         elif p.kind == "bool":
@@ -117,39 +130,44 @@ def coerce(name: str, p: Param, value: Any, where: str) -> Any:
         raise
     except (UsageError, ValueError, TypeError) as e:
         raise bad(getattr(e, "message", None)) from None
-    if p.minimum is not None and isinstance(v, (int, float)) and not isinstance(v, bool):
-        if v < p.minimum:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if isinstance(v, float) and not math.isfinite(v):
+            raise bad("must be a finite number")
+        if p.minimum is not None and v < p.minimum:
             raise bad(f"must be at least {p.minimum:g}")
-    if p.maximum is not None and isinstance(v, (int, float)) and not isinstance(v, bool):
-        if v > p.maximum:
-            most = (
-                f"{p.maximum:.0f}s ({p.maximum / 86400:g} days)"
-                if p.kind == "duration"
-                else f"{p.maximum:g}"
-            )
-            raise bad(f"must be at most {most}")
+        top = p.maximum if p.maximum is not None else KIND_MAXIMUM.get(p.kind)
+        if top is not None and v > top:
+            raise bad(f"must be at most {_bound(p.kind, top)}")
     return v
 
 
-# A time-based phase longer than this is a typo, not a soak test (1e300s would overflow the
-# engines' nanosecond clocks); a longer soak is a loop of runs with --repeat or a scheduler.
-MAX_PHASE_TIME_S = 30 * 86400.0
+def _bound(kind: str, top: float) -> str:
+    """A bound as the user would write it: 7d, 1h, 100%, 4096."""
+    if kind == "duration":
+        for unit, sec in (("d", 86400), ("h", 3600), ("m", 60)):
+            if top >= sec and top % sec == 0:
+                return f"{top / sec:g}{unit}"
+        return f"{top:g}s"
+    if kind == "percent":
+        return f"{top:.0%}"
+    return f"{top:,}" if isinstance(top, int) and top >= 10**6 else f"{top:g}"
+
+
+# A time-based phase (and qualify's whole budget) is at most this: longer is a typo, not a
+# soak test (1e300s overflowed the engines' nanosecond clocks and passed with 0 bytes).
+MAX_PHASE_TIME_S = KIND_MAXIMUM["duration"]
 
 
 # Parameters every generator understands, with the same meaning everywhere (fio's names).
 COMMON_PARAMS: dict[str, Param] = {
     "size": Param("size", 128 << 20, "bytes each worker moves (fio's per-job size)", minimum=1),
     "block_size": Param("size", 1 << 20, "bytes per I/O", minimum=1),
-    "jobs": Param("count", 4, "concurrent workers", minimum=1),
+    "jobs": Param("count", 4, "concurrent workers", minimum=1, maximum=4096),
     "direct": Param("bool", True, "O_DIRECT (falls back to buffered + fadvise when refused)"),
     "fsync": Param("choice", "end", "when to fsync written files", ("never", "file", "end")),
     "time": Param(
-        "duration",
-        None,
-        "run each phase for this long (time-based)",
-        optional=True,
-        maximum=MAX_PHASE_TIME_S,
-    ),
+        "duration", None, "run each phase for this long (time-based)", optional=True
+    ),  # at most KIND_MAXIMUM["duration"] (a week) per phase
     "rate": Param("rate", None, "per-worker bandwidth limit in bytes/s", optional=True, minimum=1),
     "seed": Param("int", 1, "seed for data, shuffles and offsets", minimum=0),
     "verify": Param("bool", False, "checksum every block written and check it on read"),
@@ -161,6 +179,75 @@ COMMON_PARAMS: dict[str, Param] = {
         "size", None, "Lustre stripe size of the run dir (64KiB multiple)", optional=True, minimum=1
     ),
 }
+
+
+# I/O buffers and file lists may take at most this share of the host's memory: a run that
+# needs more would fail mid-run on ENOMEM (or be OOM-killed) after writing to the target.
+MEMORY_SHARE = 0.5
+FILE_ENTRY_BYTES = 512  # one planned file (its path and size) in memory, generously
+
+
+def check_memory(params: dict[str, Any], mem_bytes: int) -> None:
+    """Refuse (SpecError, at planning) parameters whose buffers or file lists cannot fit.
+
+    Each worker holds one buffer of its block (a whole file where phases read whole files), times
+    the queue depth: the largest block x the most workers x iodepth must fit in MEMORY_SHARE
+    of ``mem_bytes``; so must the list of planned files. The line names the keys and the bound.
+    """
+    if mem_bytes <= 0:
+        return
+    budget = int(mem_bytes * MEMORY_SHARE)
+    blocks = [("block_size", params.get("block_size") or 0)]
+    blocks += [("block_sizes", b) for b in params.get("block_sizes") or []]
+    blocks += [("rand_block_size", params.get("rand_block_size") or 0)]
+    blocks += [("file_sizes", b) for b in params.get("file_sizes") or []]
+    if params.get("file_size"):  # whole-file reads: the largest file in one buffer
+        blocks.append(("file_size", params["file_size"] + 6 * (params.get("size_sd") or 0)))
+    workers = [("jobs", params.get("jobs") or 1)]
+    workers += [("jobs_sweep", j) for j in params.get("jobs_sweep") or []]
+    workers += [("rand_jobs", params.get("rand_jobs") or 0)]
+    workers += [("readers", r) for r in params.get("readers") or []]
+    bkey, block = max(blocks, key=lambda kv: kv[1])
+    wkey, nworkers = max(workers, key=lambda kv: kv[1])
+    depth = params.get("iodepth") or 1
+    need = block * nworkers * depth
+    from .units import format_bytes
+
+    if need > budget:
+        how = f"{bkey} {format_bytes(block)} x {wkey} {nworkers}" + (
+            f" x iodepth {depth}" if depth > 1 else ""
+        )
+        raise SpecError(
+            f"{how} needs {format_bytes(need)} of I/O buffers, more than "
+            f"{MEMORY_SHARE:.0%} of this host's memory ({format_bytes(mem_bytes)})",
+            hint=f"lower {bkey} or {wkey} with --set",
+        )
+    files = params.get("files") or 0
+    if "file_sizes" in params:  # small files: that many per worker
+        files *= params.get("jobs") or 1
+    if files * FILE_ENTRY_BYTES > budget:
+        raise SpecError(
+            f"files = {files:,} needs about {format_bytes(files * FILE_ENTRY_BYTES)} of memory "
+            f"to plan, more than {MEMORY_SHARE:.0%} of this host's ({format_bytes(mem_bytes)})",
+            hint="lower files with --set",
+        )
+
+
+def check_duration(params: dict[str, Any]) -> None:
+    """Refuse (SpecError, at planning) a rate limit that makes a size-based phase outlast the
+    duration bound (a week): ``size=128MiB rate=1`` would take four years."""
+    rate, size = params.get("rate"), params.get("size")
+    if not rate or not size or params.get("time"):
+        return
+    top = KIND_MAXIMUM["duration"]
+    if size / rate > top:
+        from .units import format_bytes
+
+        raise SpecError(
+            f"size {format_bytes(size)} at rate {format_bytes(rate)}/s takes "
+            f"{size / rate / 86400:,.0f} days per phase, more than {_bound('duration', top)}",
+            hint="raise rate, lower size, or set time",
+        )
 
 
 @dataclass(frozen=True)
@@ -202,14 +289,37 @@ def workloads_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "workloads"
 
 
+# Workload and profile files are a few hundred bytes; a bigger one is not read into memory.
+MAX_SPEC_BYTES = 1 << 20
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
+    """Parse a TOML file: a regular UTF-8 text file of at most MAX_SPEC_BYTES."""
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"{path}: malformed TOML ({e})", hint="fix the file's syntax") from None
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise SpecError(f"{path} is not a regular file", hint="give a path to a TOML file")
+            if st.st_size > MAX_SPEC_BYTES:
+                raise SpecError(
+                    f"{path} is {st.st_size:,} bytes: not a workload or profile file "
+                    f"({MAX_SPEC_BYTES >> 20} MiB at most)",
+                    hint="give a path to a TOML file",
+                )
+            raw = f.read(MAX_SPEC_BYTES + 1)
     except OSError as e:
         raise SpecError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(
+            f"{path}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start})",
+            hint="TOML files are UTF-8: save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+        ) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{path}: malformed TOML ({e})", hint="fix the file's syntax") from None
 
 
 def find_file(name: str, kind: str = "workload") -> Path:
@@ -218,12 +328,9 @@ def find_file(name: str, kind: str = "workload") -> Path:
     if p.suffix == ".toml" or os.sep in name:
         if p.is_file():
             return p
-        if p.is_dir():
-            raise SpecError(f"{kind} file {name} is a directory", hint="give a path to a TOML file")
-        if p.exists():  # a FIFO, a socket, a device: reading it could block for ever
-            raise SpecError(
-                f"{kind} file {name} is not a regular file", hint="give a path to a TOML file"
-            )
+        if p.exists():  # a directory, a FIFO, a device: never opened
+            what = "a directory" if p.is_dir() else "not a regular file"
+            raise SpecError(f"{kind} file {name} is {what}", hint="give a path to a TOML file")
         raise SpecError(f"{kind} file {name} does not exist", hint="give a path to a TOML file")
     base = workloads_dir() / ("profiles" if kind == "profile" else "")
     cand = base / f"{name}.toml"
@@ -308,10 +415,10 @@ PROFILE_PARAMS: dict[str, Param] = {
     "samples_per_file": Param("count", 1, "samples stored in one file", minimum=1),
     "files": Param("count", 256, "files in the generated dataset", minimum=1),
     "batch_size": Param("count", 8, "samples per step per accelerator", minimum=1),
-    "compute_s": Param("duration", 0.05, "emulated compute seconds per step"),
-    "workers": Param("count", 2, "DataLoader workers per accelerator", minimum=0),
-    "prefetch": Param("count", 2, "DataLoader prefetch factor", minimum=1),
-    "au_min": Param("percent", 0.9, "accelerator utilisation pass line"),
+    "compute_s": Param("duration", 0.05, "emulated compute seconds per step", maximum=3600.0),
+    "workers": Param("count", 2, "DataLoader workers per accelerator", minimum=0, maximum=1024),
+    "prefetch": Param("count", 2, "DataLoader prefetch factor", minimum=1, maximum=1024),
+    "au_min": Param("percent", 0.9, "accelerator utilisation pass line", maximum=1.0),
     "epochs": Param("count", 1, "passes over the dataset", minimum=1),
 }
 

@@ -21,8 +21,8 @@ AU follows DLIO: Σ compute over steps after the first ÷ (wall time − the fir
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any, Literal
 
@@ -173,16 +173,105 @@ class Estimate:
     threshold: float
     basis: str
     profile: str | None = None
+    interval: EstimateInterval | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def conservative_max_gpus(self) -> int:
+        """The low end of the interval (the point when there is none): what a verdict uses."""
+        return self.interval.max_gpus_low if self.interval else self.max_gpus
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``estimate`` object of result.json (DESIGN.md, schema_version 1)."""
-        return {
+        """The ``estimate`` object of result.json (DESIGN.md, schema_version 1).
+
+        ``max_gpus`` stays the point estimate; ``max_gpus_low``/``max_gpus_high`` and each
+        ``au_at`` entry's ``low``/``high`` are the interval (absent in older results)."""
+        band = {g: (lo, hi) for g, lo, hi in self.interval.au_band} if self.interval else {}
+        au_at = []
+        for g, au in self.au_at:
+            row: dict[str, Any] = {"gpus": g, "au": au}
+            if g in band:
+                row["low"], row["high"] = band[g]
+            au_at.append(row)
+        out: dict[str, Any] = {
             "profile": self.profile,
             "threshold": self.threshold,
             "demand_bps_per_gpu": self.demand_bps_per_gpu,
-            "au_at": [{"gpus": g, "au": au} for g, au in self.au_at],
+            "au_at": au_at,
             "max_gpus": self.max_gpus,
             "basis": self.basis,
+        }
+        if self.interval is not None:
+            out.update(self.interval.to_dict())
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        return out
+
+
+@dataclass(frozen=True)
+class EstimateInterval:
+    """A bootstrap interval around an estimate: what the measurement's own variability allows.
+
+    Each resample redraws every sweep level's per-interval completions by moving blocks of
+    ``block`` intervals (which keeps their autocorrelation), scales that level's bandwidth and
+    files/s by the resampled mean over the measured one (and its latencies by the inverse,
+    Little's law at the same readers), and reruns the same model with the same simulation
+    seed. The interval holds the central ``level`` share of the resampled figures, widened to
+    include the point estimate. Levels without a series are not resampled (``fixed_levels``).
+    """
+
+    level: float
+    resamples: int
+    seed: int
+    max_gpus_low: int
+    max_gpus_high: int
+    au_band: tuple[tuple[int, float, float], ...]  # (gpus, low, high)
+    blocks: tuple[tuple[int, int, int], ...]  # (readers, intervals, block length)
+    fixed_levels: tuple[int, ...]
+    spread: float  # the resampled bandwidth's relative half-width at the widest level
+    level_bounds: tuple[tuple[int, float, float], ...] = ()  # (readers, low, high) bandwidth
+
+    @property
+    def basis(self) -> str:
+        if not self.blocks:
+            return (
+                "no interval: no sweep level has a series of completions to resample (phases "
+                "too short), so the interval is the point estimate alone"
+            )
+        resampled = ", ".join(
+            f"{r} readers: {n} intervals in blocks of {b}" for r, n, b in self.blocks
+        )
+        text = (
+            f"{self.level:.0%} bootstrap interval: {self.resamples} resamples (seed {self.seed}) "
+            f"of each sweep level's files completed per interval, by moving blocks "
+            f"({resampled}); bandwidth and files/s scaled by each resample's mean, "
+            "latencies by its inverse; the model rerun on each with the same simulation seed; "
+            "not resampled: the latency distribution's shape and the loader's calibration"
+        )
+        if self.fixed_levels:
+            text += (
+                "; levels not resampled (no series: phase too short): "
+                f"{', '.join(str(r) for r in self.fixed_levels)} readers"
+            )
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_gpus_low": self.max_gpus_low,
+            "max_gpus_high": self.max_gpus_high,
+            "interval": {
+                "level": self.level,
+                "method": "moving-block bootstrap over the sweep's per-interval completions",
+                "resamples": self.resamples,
+                "seed": self.seed,
+                "blocks": [{"readers": r, "intervals": n, "block": b} for r, n, b in self.blocks],
+                "fixed_levels": list(self.fixed_levels),
+                "spread": self.spread,
+                "level_bounds_bps": [
+                    {"readers": r, "low": lo, "high": hi} for r, lo, hi in self.level_bounds
+                ],
+                "basis": self.basis,
+            },
         }
 
 
@@ -706,26 +795,7 @@ def estimate(
         if not listed or listed[0] < 1:
             raise UsageError("gpus list: every count must be at least 1")
     au_at = [(n, au_of(n)) for n in listed]
-
-    # Double to bracket, then bisect: lo passes, hi fails.
-    if au_of(1) < threshold:
-        max_gpus, search = 0, "even 1 accelerator falls below the threshold"
-    else:
-        lo = 1
-        while lo < MAX_GPUS and au_of(min(lo * 2, MAX_GPUS)) >= threshold:
-            lo = min(lo * 2, MAX_GPUS)
-        if lo >= MAX_GPUS:
-            max_gpus, search = MAX_GPUS, f"at least {MAX_GPUS} (the search stops there)"
-        else:
-            hi = min(lo * 2, MAX_GPUS)
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if au_of(mid) >= threshold:
-                    lo = mid
-                else:
-                    hi = mid
-            max_gpus = lo
-            search = f"AU {au_of(lo):.3f} at {lo}, {au_of(hi):.3f} at {hi}"
+    max_gpus, search = max_gpus_for(au_of, threshold)
 
     demand = demand_bps(params.batch_size, params.sample_bytes, params.compute_s)
     levels = sorted(p.readers for p in sweep)
@@ -749,6 +819,185 @@ def estimate(
         basis=basis,
         profile=profile,
     )
+
+
+def max_gpus_for(
+    au_of: Callable[[int], float], threshold: float, start: int = 1
+) -> tuple[int, str]:
+    """The largest accelerator count whose AU >= threshold (AU falls with the count), and how
+    it was found: from ``start``, gallop up (1, 2, 4, … steps) while it passes or down while it
+    fails, then bisect the bracket. 0: even one accelerator fails; MAX_GPUS: the search
+    stopped there."""
+    start = min(max(start, 1), MAX_GPUS)
+    if au_of(start) >= threshold:
+        lo, step = start, 1
+        while lo < MAX_GPUS and au_of(min(lo + step, MAX_GPUS)) >= threshold:
+            lo, step = min(lo + step, MAX_GPUS), step * 2
+        if lo >= MAX_GPUS:
+            return MAX_GPUS, f"at least {MAX_GPUS} (the search stops there)"
+        hi = min(lo + step, MAX_GPUS)
+    else:
+        hi, step = start, 1
+        while hi > 1 and au_of(max(hi - step, 1)) < threshold:
+            hi, step = max(hi - step, 1), step * 2
+        if hi == 1:
+            return 0, "even 1 accelerator falls below the threshold"
+        lo = max(hi - step, 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if au_of(mid) >= threshold:
+            lo = mid
+        else:
+            hi = mid
+    return lo, f"AU {au_of(lo):.3f} at {lo}, {au_of(hi):.3f} at {hi}"
+
+
+# --------------------------------------------------------------------------------------------
+# The interval
+
+
+#: The estimate's interval: central share, bootstrap resamples and the resampling seed.
+INTERVAL_LEVEL = 0.90
+RESAMPLES = 100
+BOOTSTRAP_SEED = 0
+#: A sweep level whose resampled bandwidth spreads wider than this (relative half-width of
+#: the interval) means the storage was unstable while it was measured.
+UNSTABLE_SPREAD = 0.25
+
+
+def block_length(n: int) -> int:
+    """Moving-block length for ``n`` intervals: ⌈√n⌉ (long enough to keep slow swings)."""
+    return max(1, math.ceil(math.sqrt(n)))
+
+
+def resample_factor(completions: Sequence[float], rng: np.random.Generator) -> float:
+    """One moving-block bootstrap replicate's mean over the measured mean (1 without data).
+
+    ``⌈n / b⌉`` blocks of ``b = block_length(n)`` consecutive intervals, each starting at a
+    uniformly drawn index in ``[0, n − b]``, concatenated and cut to ``n``."""
+    c = np.asarray(completions, dtype=float)
+    n = len(c)
+    mean = float(c.mean()) if n else 0.0
+    if n < 2 or mean <= 0:
+        return 1.0
+    b = block_length(n)
+    starts = rng.integers(0, n - b + 1, size=math.ceil(n / b))
+    sample = np.concatenate([c[i : i + b] for i in starts])[:n]
+    return max(float(sample.mean()) / mean, 1e-3)
+
+
+def scaled_point(p: SweepPoint, factor: float) -> SweepPoint:
+    """A sweep level with ``factor`` × its rates and its latencies ÷ ``factor``."""
+    if factor == 1.0:
+        return p
+    return SweepPoint(
+        readers=p.readers,
+        bandwidth_bps=p.bandwidth_bps * factor,
+        files_per_s=p.files_per_s * factor,
+        latency_quantiles=[q / factor for q in p.latency_quantiles],
+        completions=p.completions,
+        interval_s=p.interval_s,
+    )
+
+
+def estimate_interval(
+    params: LoaderParams,
+    sweep: Sequence[SweepPoint],
+    est: Estimate,
+    *,
+    resamples: int = RESAMPLES,
+    level: float = INTERVAL_LEVEL,
+    seed: int = BOOTSTRAP_SEED,
+    steps: int = 500,
+    sim_seed: int = 0,
+) -> EstimateInterval:
+    """The bootstrap interval of ``est`` (see ``EstimateInterval``); deterministic for a seed."""
+    if resamples < 1 or not 0 < level < 1:
+        raise UsageError("interval: resamples must be at least 1 and level in (0, 1)")
+    points = _sorted_sweep(sweep)
+    rng = np.random.default_rng(seed)
+    factors = np.ones((resamples, len(points)))
+    for j, p in enumerate(points):
+        for i in range(resamples):
+            factors[i, j] = resample_factor(p.completions, rng)
+    listed = [g for g, _ in est.au_at]
+    maxes: list[int] = []
+    aus = np.empty((resamples, len(listed)))
+    for i in range(resamples):
+        replica = [scaled_point(p, float(f)) for p, f in zip(points, factors[i], strict=True)]
+        cache: dict[int, float] = {}
+
+        def au_of(n: int, replica: list[SweepPoint] = replica, cache: dict = cache) -> float:
+            if n not in cache:
+                cache[n] = _simulate(params, replica, n, steps, sim_seed)[0]
+            return cache[n]
+
+        maxes.append(max_gpus_for(au_of, est.threshold, start=max(est.max_gpus, 1))[0])
+        aus[i] = [au_of(g) for g in listed]
+    tail = (1 - level) / 2 * 100
+    lo_m, hi_m = np.percentile(maxes, [tail, 100 - tail], method="inverted_cdf")
+    band_lo = np.percentile(aus, tail, axis=0, method="inverted_cdf")
+    band_hi = np.percentile(aus, 100 - tail, axis=0, method="inverted_cdf")
+    point_au = dict(est.au_at)
+    band = tuple(
+        (g, min(float(lo), point_au[g]), max(float(hi), point_au[g]))
+        for g, lo, hi in zip(listed, band_lo, band_hi, strict=True)
+    )
+    f_lo = np.percentile(factors, tail, axis=0, method="inverted_cdf")
+    f_hi = np.percentile(factors, 100 - tail, axis=0, method="inverted_cdf")
+    spread = float(max((f_hi - f_lo) / 2, default=0.0))
+    blocks = tuple(
+        (p.readers, len(p.completions), block_length(len(p.completions)))
+        for p in points
+        if len(p.completions) >= 2
+    )
+    fixed = tuple(p.readers for p in points if len(p.completions) < 2)
+    return EstimateInterval(
+        level=level,
+        resamples=resamples,
+        seed=seed,
+        max_gpus_low=min(int(lo_m), est.max_gpus),
+        max_gpus_high=max(int(hi_m), est.max_gpus),
+        au_band=band,
+        blocks=blocks,
+        fixed_levels=fixed,
+        spread=spread,
+        level_bounds=tuple(
+            (p.readers, p.bandwidth_bps * float(lo), p.bandwidth_bps * float(hi))
+            for p, lo, hi in zip(points, f_lo, f_hi, strict=True)
+        ),
+    )
+
+
+def unstable_reasons(interval: EstimateInterval) -> list[str]:
+    """Signs in the sweep itself that the storage changed while it was measured.
+
+    - a level whose resampled bandwidth spreads wider than ``UNSTABLE_SPREAD`` either side;
+    - superlinear scaling: a level's per-reader bandwidth, at its interval's low end, above
+      the per-reader bandwidth of a smaller level at that one's high end. Readers sharing one
+      stable device cannot each go faster because more of them read; the device changed speed
+      between the levels, which no within-level interval can cover.
+    """
+    out = []
+    if interval.spread > UNSTABLE_SPREAD:
+        out.append(
+            f"a sweep level's resampled bandwidth spreads ±{interval.spread:.0%} "
+            f"(over ±{UNSTABLE_SPREAD:.0%})"
+        )
+    for (ra, _, hi_a), (rb, lo_b, _) in pairwise(sorted(interval.level_bounds)):
+        if lo_b / rb > hi_a / ra:
+            out.append(
+                f"{rb} readers each read faster ({format_rate(lo_b / rb)} at the interval's low "
+                f"end) than {ra} did ({format_rate(hi_a / ra)} at its high end)"
+            )
+    return out
+
+
+def with_interval(
+    params: LoaderParams, sweep: Sequence[SweepPoint], est: Estimate, **kw: Any
+) -> Estimate:
+    """``est`` with its bootstrap interval attached."""
+    return replace(est, interval=estimate_interval(params, sweep, est, **kw))
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from .errors import UsageError
 from .results import PhaseResult, RunResult
 from .starvation import MAX_MODEL_GPUS, SweepPoint
-from .stats import Histogram
+from .stats import Histogram, indicative_reason
+from .units import format_bytes
 
 PHASE_RE = re.compile(r"^dataset-(read|shuffled)-r(\d+)$")
 #: Intervals of a phase's series needed to judge how steady its completions were.
@@ -72,6 +74,12 @@ def sweep_from_phases(phases: Sequence[PhaseResult], prefer: str = "shuffled") -
     At a level measured in both orders the ``prefer`` one is used (shuffled, as a DataLoader
     reads); phases that failed or moved nothing are skipped.
     """
+    by_level = sweep_phases(phases, prefer)
+    return [sweep_point(by_level[r], r) for r in sorted(by_level)]
+
+
+def sweep_phases(phases: Sequence[PhaseResult], prefer: str = "shuffled") -> dict[int, PhaseResult]:
+    """The phase each sweep level comes from (``sweep_from_phases``' choice), by readers."""
     by_level: dict[int, PhaseResult] = {}
     for p in phases:
         m = PHASE_RE.match(p.name)
@@ -81,7 +89,7 @@ def sweep_from_phases(phases: Sequence[PhaseResult], prefer: str = "shuffled") -
         have = by_level.get(level)
         if have is None or (m.group(1) == prefer and not have.name.startswith(f"dataset-{prefer}")):
             by_level[level] = p
-    return [sweep_point(by_level[r], r) for r in sorted(by_level)]
+    return by_level
 
 
 def sweep_from_run(run: RunResult) -> list[SweepPoint]:
@@ -155,9 +163,9 @@ def estimate_from_result(
             f"profile {prof.name}: compute_s is 0, so every AU is 0",
             hint="set a compute time with --set compute_s=...",
         )
-    thr = prof.au_min if threshold is None else parse_percent(threshold, what="--threshold")
+    thr = prof.au_min if threshold is None else parse_percent(threshold, what="--min-au")
     if not 0 < thr <= 1:
-        raise UsageError(f"--threshold must be above 0 and at most 100%, got {threshold!r}")
+        raise UsageError(f"--min-au must be above 0 and at most 100%, got {threshold!r}")
     listed = gpus_list(gpus) if gpus is not None else None
     run = results_mod.load(result)
     sweep = sweep_from_run(run)
@@ -166,7 +174,12 @@ def estimate_from_result(
         if (run.loader or {}).get("profile") == prof.name
         else None
     )
-    est = estimate_for(prof, sweep, listed, thr, calib, f"result {run.run_id}")
+    est = estimate_for(
+        prof, sweep, listed, thr, calib, f"result {run.run_id}",
+        file_bytes=sweep_file_bytes(run.phases),
+        indicative_notes=indicative_sweep(run.phases, sweep),
+        loader=run.loader if calib else None,
+    )  # fmt: skip
     return est, sweep, run
 
 
@@ -177,8 +190,16 @@ def estimate_for(
     threshold: float,
     calib: dict[str, Any] | None,
     source: str,
+    *,
+    file_bytes: float | None = None,
+    indicative_notes: Sequence[str] = (),
+    loader: dict[str, Any] | None = None,
 ) -> Any:
-    """The starvation estimate for a profile from a sweep, with the basis spelled out."""
+    """The starvation estimate for a profile from a sweep, with the basis spelled out, its
+    bootstrap interval, and warnings: indicative sweep phases, a sweep of files of another
+    size than the profile's (``file_bytes``: the sweep's mean), storage unstable meanwhile,
+    and a ``loader`` (result.json's block of the same run) whose measured AU the estimate does
+    not reproduce."""
     from . import starvation as sv
 
     params = sv.LoaderParams(
@@ -195,11 +216,114 @@ def estimate_for(
     text = f"sweep from {source} ({', '.join(f'{p.readers}' for p in sweep)} readers)"
     if calib:
         text += "; loader overhead and decode from that run's calibration"
-    return sv.Estimate(
-        demand_bps_per_gpu=est.demand_bps_per_gpu,
-        au_at=est.au_at,
-        max_gpus=est.max_gpus,
-        threshold=est.threshold,
-        basis=f"{est.basis}; {text}",
-        profile=est.profile,
+    warnings = list(indicative_notes)
+    mismatch = size_mismatch(file_bytes, prof.sample_size * prof.samples_per_file, prof.name)
+    if mismatch:
+        warnings.append(mismatch)
+    est = replace(est, basis=f"{est.basis}; {text}", warnings=tuple(warnings))
+    est = sv.with_interval(params, sweep, est)
+    unstable = sv.unstable_reasons(est.interval) if est.interval is not None else []
+    if unstable:
+        note = (
+            f"unstable: the storage was unstable during the sweep ({'; '.join(unstable)}): "
+            "the interval covers this run's variability, not another run's"
+        )
+        est = replace(est, warnings=(*est.warnings, note))
+    contended = cpu_contended(calib)
+    if contended:
+        est = replace(est, warnings=(*est.warnings, contended))
+    disagreement = model_disagreement(est, loader)
+    if disagreement:
+        est = replace(est, warnings=(*est.warnings, disagreement))
+    return est
+
+
+#: The model's AU may differ from the loader's measured AU at the same accelerator count by
+#: this much beyond the interval before the measurements count as inconsistent (the model is
+#: within ~2 points of a real DataLoader when nothing changes: reference/starvation-notes.md).
+MODEL_TOLERANCE = 0.05
+
+
+def model_disagreement(est: Any, loader: dict[str, Any] | None) -> str | None:
+    """A warning when the loader measured an AU, at an accelerator count the estimate lists,
+    outside the estimate's band there by more than MODEL_TOLERANCE."""
+    if not loader or loader.get("au") is None or not loader.get("gpus"):
+        return None
+    gpus, au = int(loader["gpus"]), float(loader["au"])
+    point = dict(est.au_at).get(gpus)
+    if point is None:
+        return None
+    band = {g: (lo, hi) for g, lo, hi in est.interval.au_band} if est.interval else {}
+    lo, hi = band.get(gpus, (point, point))
+    if lo - MODEL_TOLERANCE <= au <= hi + MODEL_TOLERANCE:
+        return None
+    return (
+        f"unstable: the loader measured AU {au:.1%} at {gpus} GPU(s) where this estimate gives "
+        f"{point:.1%} ({lo:.1%}–{hi:.1%}), more than {MODEL_TOLERANCE:.0%} apart: the host or "
+        "the storage changed between the measurements the estimate rests on"
     )
+
+
+#: The loader calibration's sleeps may overshoot by this share of the sleep before the host's
+#: CPUs count as contended while it measured (its overhead and decode terms then vary).
+CONTENDED_OVERSHOOT = 0.2
+
+
+def cpu_contended(calib: dict[str, Any] | None) -> str | None:
+    """A warning when the loader calibration's timed sleeps overshot (CPU contention)."""
+    if not calib:
+        return None
+    sleep, over = calib.get("sleep_s"), calib.get("sleep_overshoot_s")
+    if not sleep or over is None or over <= CONTENDED_OVERSHOOT * sleep:
+        return None
+    return (
+        f"unstable: the host's CPUs were contended during the loader calibration (sleeps of "
+        f"{sleep * 1e3:.1f} ms overshot by {over * 1e3:.1f} ms): its overhead "
+        f"({calib.get('overhead_s', 0) * 1e3:.1f} ms/step) and decode terms are taken as "
+        "measured, not resampled, and may not repeat"
+    )
+
+
+#: The sweep's mean file size and the profile's file size may differ by this factor before the
+#: estimate says that its per-sample times were scaled from files of another size.
+SIZE_MISMATCH_FACTOR = 2.0
+
+
+def size_mismatch(file_bytes: float | None, profile_file_bytes: float, profile: str) -> str | None:
+    """A warning when the sweep read files of another size than the profile's (or None)."""
+    if not file_bytes or file_bytes <= 0:
+        return None
+    ratio = profile_file_bytes / file_bytes
+    if 1 / SIZE_MISMATCH_FACTOR <= ratio <= SIZE_MISMATCH_FACTOR:
+        return None
+    return (
+        f"the sweep read {format_bytes(file_bytes)} files; {profile} reads "
+        f"{format_bytes(profile_file_bytes)} files ({ratio:.3g}× over the "
+        f"{SIZE_MISMATCH_FACTOR:g}× allowed): the prediction assumed per-file time scales with "
+        "size at the measured bandwidth (transfer-dominated), which ignores per-file latency "
+        "and the bandwidth files of that size get; measure the right size with "
+        f"`iobench qualify TARGET --profile {profile}` or `iobench loader TARGET --profile {profile}`"
+    )
+
+
+def sweep_file_bytes(phases: Sequence[PhaseResult]) -> float | None:
+    """Mean bytes per file the sweep's phases read (None when they read none)."""
+    files = sum(p.ops for p in phases if PHASE_RE.match(p.name) and p.ops > 0)
+    nbytes = sum(p.bytes for p in phases if PHASE_RE.match(p.name) and p.ops > 0)
+    return nbytes / files if files else None
+
+
+def indicative_sweep(phases: Sequence[PhaseResult], sweep: Sequence[SweepPoint]) -> list[str]:
+    """One note per phase the sweep used whose figures are indicative
+    (``stats.indicative_reason``)."""
+    levels = {p.readers for p in sweep}
+    notes = []
+    for level, p in sorted(sweep_phases(phases).items()):
+        if level in levels:
+            why = indicative_reason(p)
+            if why and p.steady is False:
+                # not steady within its limit: the storage's rate drifted while it was measured
+                notes.append(f"indicative, storage unstable: {p.name} {why}")
+            elif why:
+                notes.append(f"indicative: {p.name} {why}")
+    return notes

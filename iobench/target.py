@@ -17,17 +17,19 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import EngineUnavailable, Interrupted, TargetError
-from .units import format_bytes
+from .errors import EngineUnavailable, Interrupted, TargetError, UsageError
+from .redact import ENDPOINT_ENV, redact_obj, redact_text, redact_url, userinfo
+from .units import format_bytes, format_size
 
 RUN_DIR_PREFIX = ".iobench-"
 DIRECT_ALIGN = 4096
+DIRECT_ALIGN_CANDIDATES = (512, 1024, 2048, 4096)  # offset/length alignments O_DIRECT may need
 FREE_SPACE_MARGIN = 0.05  # keep 5 % (and at least 64 MiB) of headroom beyond the plan
 FREE_SPACE_MIN_HEADROOM = 64 << 20
 
@@ -37,9 +39,20 @@ PARALLEL_FS = {
     "beegfs",
     "cephfs",
     "ceph",
+    "fuse.ceph-fuse",  # CephFS through ceph-fuse (what /proc/mounts says)
+    "fuse.glusterfs",
     "wekafs",
     "fuse.weka",
     "pvfs2",
+}
+CEPH_FS = {"ceph", "cephfs", "fuse.ceph-fuse"}
+# FUSE clients that keep file data in a cache of their own, which neither posix_fadvise nor
+# /proc/sys/vm/drop_caches empties. Measured on ceph-fuse 16.2: a 64 MiB file re-read after
+# either came from the client's object cache with 0 bytes read from the OSDs; O_DIRECT reads
+# went to the OSDs every time.
+CLIENT_CACHE_FS = {
+    "fuse.ceph-fuse": "ceph-fuse keeps file data in its own object cache, which posix_fadvise "
+    "and drop_caches do not empty",
 }
 NETWORK_FS = {"nfs", "nfs4", "cifs", "smb3", "fuse.sshfs"} | PARALLEL_FS
 KNOWN_FS = NETWORK_FS | {
@@ -127,6 +140,12 @@ def fs_class(fs_type: str) -> str:
     return "unknown"
 
 
+def client_cache(fs_type: str) -> str | None:
+    """Why buffered reads on ``fs_type`` may come from a client cache iobench cannot drop
+    (None when dropping the page cache is enough)."""
+    return CLIENT_CACHE_FS.get(fs_type.lower())
+
+
 def free_bytes(path: str) -> int:
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize
@@ -171,6 +190,102 @@ def probe_direct_io(directory: str) -> tuple[bool, str | None]:
             pass
 
 
+def probe_direct_alignment(directory: str) -> int:
+    """The smallest offset and length alignment O_DIRECT accepts in ``directory``, measured:
+    an aligned probe file is written, then read at 512, 1024, 2048 bytes... until a read is
+    not refused (EINVAL). ext4 and XFS take the device's logical block size, btrfs its sector
+    size, NFS any; 4096 when none smaller works. Call after ``probe_direct_io`` succeeded."""
+    probe = os.path.join(directory, ".direct-align-probe")
+    size = 2 * DIRECT_ALIGN
+    buf = aligned_buffer(size)
+    buf.write(os.urandom(size))
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o600)
+    except OSError:
+        return DIRECT_ALIGN
+    try:
+        os.pwrite(fd, buf, 0)
+        with memoryview(buf) as view:
+            for a in DIRECT_ALIGN_CANDIDATES:
+                try:
+                    with view[:a] as part:
+                        os.preadv(fd, [part], a)
+                    return a
+                except OSError as e:
+                    if e.errno != errno.EINVAL:
+                        break
+        return DIRECT_ALIGN
+    except OSError:
+        return DIRECT_ALIGN
+    finally:
+        os.close(fd)
+        buf.close()
+        try:
+            os.unlink(probe)
+        except OSError:
+            pass
+
+
+def device_logical_block_size(path: str, sysfs: str = "/sys") -> int | None:
+    """The logical block size of the block device holding ``path``, from sysfs, read without
+    writing anything; None for filesystems on no block device (tmpfs, NFS, FUSE, btrfs's
+    anonymous devices) or when sysfs does not say."""
+    try:
+        dev = os.stat(path).st_dev
+    except OSError:
+        return None
+    if os.major(dev) == 0:
+        return None
+    base = os.path.join(sysfs, "dev", "block", f"{os.major(dev)}:{os.minor(dev)}")
+    # a partition has no queue/ of its own: its disk's is one level up
+    for q in ("queue/logical_block_size", "../queue/logical_block_size"):
+        try:
+            with open(os.path.join(base, q)) as f:
+                value = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if value > 0:
+            return value
+    return None
+
+
+def direct_alignment(t: Target) -> tuple[int, str] | None:
+    """(alignment O_DIRECT needs on ``t``, what it was measured from), or None when the run
+    will not use O_DIRECT there (URL targets, memory filesystems, O_DIRECT refused) or the
+    alignment is not known yet. Before the run directory exists, the device's logical block
+    size (sysfs, nothing written); after it, what the probe measured in it."""
+    if t.kind != "posix" or fs_class(t.fs_type) == "memory":
+        return None
+    on = f"{t.mount_source or t.root} ({t.fs_type})"
+    if t.direct_io is True:
+        return (t.direct_align or DIRECT_ALIGN), f"O_DIRECT on {on}, measured in the run directory"
+    if t.direct_io == "unsupported":
+        return None
+    lbs = device_logical_block_size(t.root)
+    return (lbs, f"the logical block size of {on}") if lbs else None
+
+
+def check_direct_alignment(sizes: Mapping[str, int], t: Target) -> None:
+    """Refuse (UsageError, exit 2) a size or offset that O_DIRECT I/O on ``t`` cannot take:
+    ``sizes`` maps a parameter name to bytes that reach O_DIRECT reads or writes as lengths
+    or offsets (a block size, the bytes per worker that fix file sizes and regions)."""
+    if not sizes:
+        return
+    known = direct_alignment(t)
+    if known is None:
+        return
+    align, basis = known
+    for name, value in sizes.items():
+        if value % align:
+            param = name.split("[")[0]
+            fit = max(align, round(value / align) * align)
+            raise UsageError(
+                f"{name}={value} bytes cannot be aligned for direct I/O: O_DIRECT needs "
+                f"multiples of {align} bytes ({basis})",
+                hint=f"use --buffered, or an aligned {param} such as {format_size(fit)}",
+            )
+
+
 def drop_file_cache(path: str) -> bool:
     """Ask the kernel to drop a file's cached pages. True when it could.
 
@@ -211,6 +326,7 @@ class Target:
     free_bytes: int = 0
     direct_io: bool | str = False  # True, False, or "unsupported"
     direct_reason: str | None = None
+    direct_align: int | None = None  # bytes O_DIRECT offsets and lengths are multiples of
     kind: str = "posix"  # "posix" or "fsspec"
     layout: dict[str, Any] = field(default_factory=dict)  # Lustre/GPFS striping
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # fsspec only
@@ -218,6 +334,9 @@ class Target:
     created: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        return redact_obj(self._fields())  # a URL's credentials never reach a result
+
+    def _fields(self) -> dict[str, Any]:
         return {
             "path_or_url": self.path_or_url,
             "fs_type": self.fs_type,
@@ -228,6 +347,7 @@ class Target:
             "free_bytes": self.free_bytes,
             "direct_io": self.direct_io,
             "direct_reason": self.direct_reason,
+            **({"direct_align": self.direct_align} if self.direct_align else {}),
             "run_dir": self.run_dir,
             "layout": self.layout,
         }
@@ -344,6 +464,7 @@ def create_run_dir(t: Target, run_id: str) -> str:
     ok, reason = probe_direct_io(run_dir)
     t.direct_io = True if ok else "unsupported"
     t.direct_reason = reason
+    t.direct_align = probe_direct_alignment(run_dir) if ok else None
     return run_dir
 
 
@@ -512,19 +633,49 @@ class SignalGuard:
 # -- fsspec URL targets (object stores and any fsspec filesystem) ----------------------------
 
 URL_MARKER = ".iobench-run"  # a small object that makes the run "directory" exist on a store
-S3_ENDPOINT_ENV = ("IOBENCH_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
-SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN")
+S3_ENDPOINT_ENV = ENDPOINT_ENV  # IOBENCH_S3_ENDPOINT, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL
 PROBE_TIMEOUT_S = 5
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+# stores whose URLs cannot carry credentials: user information there is a mistake that the
+# backend would take for part of the bucket name (and quote back in its error text)
+NO_USERINFO = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss"}
 
 
 def scrub(text: str, extra: list[str] | None = None) -> str:
-    """``text`` without credentials: URL user-info and the values of the AWS secret variables."""
-    out = _USERINFO.sub(r"\g<scheme>***@", str(text))
-    for value in [os.environ.get(k, "") for k in SECRET_ENV] + list(extra or []):
+    """``text`` without credentials (see :mod:`iobench.redact`), and without ``extra``."""
+    out = redact_text(text)
+    for value in extra or []:
         if value and len(value) >= 4:
             out = out.replace(value, "***")
     return out
+
+
+def check_url_credentials(url: str, what: str) -> None:
+    """TargetError (exit 2, the URL masked) for credentials no backend can take safely:
+
+    - any user information in an object-store URL (``s3://KEY:SECRET@bucket/...``): s3fs,
+      gcsfs and adlfs take credentials from the environment, and would read ``KEY:SECRET@``
+      as part of the bucket name and quote it back in their errors;
+    - a ``/`` in the user information of any URL (``ftp://user:pa/ss@host``): not a valid URL
+      (RFC 3986: percent-encode it as ``%2F``); backends split it at the ``/`` and quote the
+      pieces, which no redaction can recognise.
+    """
+    protocol = url_protocol(url)
+    info = userinfo(url)
+    if info is None:
+        return
+    if protocol in NO_USERINFO:
+        raise TargetError(
+            f"{what} {redact_url(url)} has credentials (or an '@') before the bucket name; "
+            f"{protocol}:// URLs take none",
+            hint="give them in the environment or the backend's configuration (for S3: "
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or ~/.aws), the URL as "
+            f"{protocol}://BUCKET/prefix",
+        )
+    if "/" in info and protocol not in ("memory", "file", "local"):  # paths, not hosts, there
+        raise TargetError(
+            f"{what} {redact_url(url)} has a '/' in its user name or password",
+            hint="percent-encode it there as %2F (and '@' as %40, ':' in the user name as %3A)",
+        )
 
 
 def url_protocol(url: str) -> str:
@@ -577,6 +728,7 @@ def resolve_url(url: str, storage_options: dict[str, Any] | None = None) -> Targ
 
     safe = scrub(url)
     protocol = url_protocol(url)
+    check_url_credentials(url, "target")
     try:
         cls = fsspec.get_filesystem_class(protocol)
     except ValueError:
@@ -826,16 +978,25 @@ def _run_tool(argv: list[str]) -> subprocess.CompletedProcess:
 
 
 def apply_layout(t: Target, params: dict[str, Any]) -> list[str]:
-    """Stripe the run directory as the workload asks (Lustre ``lfs setstripe``, before any
-    file is created) and record its layout in ``t.layout`` (Lustre ``lfs getstripe -d``,
-    GPFS ``mmlsattr -L``). Returns warnings; a refused setstripe is a TargetError."""
+    """Stripe the run directory as the workload asks, before any file is created (Lustre
+    ``lfs setstripe``, CephFS ``ceph.dir.layout``) and record its layout in ``t.layout``
+    (Lustre ``lfs getstripe -d``, GPFS ``mmlsattr -L``, CephFS ``ceph.file.layout``).
+    Returns warnings; a refused layout is a TargetError."""
     count, size = params.get("stripe_count"), params.get("stripe_size")
     asked = count is not None or size is not None
     fs_type = t.fs_type.lower()
     if t.kind != "posix" or not t.run_dir:
-        return [f"stripe_count/stripe_size ignored: {t.fs_type} is not Lustre"] if asked else []
+        return (
+            [f"stripe_count/stripe_size ignored: {t.fs_type} is not Lustre or CephFS"]
+            if asked
+            else []
+        )
     warnings: list[str] = []
-    if fs_type == "lustre":
+    if fs_type in CEPH_FS:
+        if asked:
+            _ceph_set_dir_layout(t.run_dir, count, size)
+        t.layout = _ceph_layout(t.run_dir, warnings)
+    elif fs_type == "lustre":
         lfs = _tool("lfs", "/usr/bin/lfs")
         if lfs is None:
             if asked:
@@ -855,7 +1016,7 @@ def apply_layout(t: Target, params: dict[str, Any]) -> list[str]:
                 "the filesystem was created"
             )
     elif asked:
-        warnings.append(f"stripe_count/stripe_size ignored: {t.fs_type} is not Lustre")
+        warnings.append(f"stripe_count/stripe_size ignored: {t.fs_type} is not Lustre or CephFS")
     return warnings
 
 
@@ -917,6 +1078,97 @@ def _gpfs_layout(run_dir: str, warnings: list[str]) -> dict[str, Any]:
         warnings.append(f"GPFS attributes not recorded: mmlsattr exit {out.returncode}")
         return layout
     return {"source": "mmlsattr -L", **layout, **parse_mmlsattr(out.stdout)}
+
+
+# CephFS layouts are virtual extended attributes, read and set by name (listxattr shows none):
+# ceph.dir.layout on a directory (new files in it inherit it), ceph.file.layout.* on a file.
+CEPH_LAYOUT_FIELDS = ("stripe_unit", "stripe_count", "object_size", "pool")
+CEPH_MIN_STRIPE_UNIT = 64 << 10
+CEPH_LAYOUT_PROBE = ".layout-probe"
+
+
+def read_ceph_layout(path: str) -> dict[str, Any]:
+    """The CephFS layout of a file (``ceph.file.layout.*``) or the layout set on a directory
+    (``ceph.dir.layout.*``; {} when none is set there, i.e. it inherits one)."""
+    kind = "dir" if os.path.isdir(path) else "file"
+    out: dict[str, Any] = {}
+    for name in CEPH_LAYOUT_FIELDS:
+        try:
+            raw = os.getxattr(path, f"ceph.{kind}.layout.{name}")
+        except OSError as e:
+            if e.errno in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):
+                continue
+            raise
+        value = raw.decode(errors="replace").strip("\x00 ")
+        out[name] = value if name == "pool" else _int_or_str(value)
+    return out
+
+
+def phase_layout(t: Target, path: str) -> dict[str, Any]:
+    """The layout a phase's file really has (CephFS only; {} elsewhere or when unreadable)."""
+    if t.kind != "posix" or t.fs_type.lower() not in CEPH_FS:
+        return {}
+    try:
+        return read_ceph_layout(path)
+    except OSError:
+        return {}
+
+
+def _ceph_set_dir_layout(run_dir: str, count: int | None, size: int | None) -> None:
+    """Set ``ceph.dir.layout`` on the (empty) run directory: stripe_count, and stripe_size as
+    Ceph's stripe_unit, raising object_size to a multiple of it where it must."""
+    if count is not None and count < 1:
+        raise TargetError(
+            f"stripe_count {count} is not valid on CephFS", hint="give 1 or more (e.g. 4)"
+        )
+    if size is not None and (size <= 0 or size % CEPH_MIN_STRIPE_UNIT):
+        raise TargetError(
+            f"stripe_size {format_bytes(size)} is not a multiple of 64 KiB",
+            hint="give e.g. --set stripe_size=1MiB",
+        )
+    fields: dict[str, int] = {}
+    if count is not None:
+        fields["stripe_count"] = count
+    if size is not None:
+        fields["stripe_unit"] = size
+        obj = int(_ceph_probe_layout(run_dir).get("object_size") or 0)
+        if obj <= 0 or obj % size:  # Ceph needs object_size = k * stripe_unit
+            fields["object_size"] = size * max(1, obj // size)
+    value = " ".join(f"{k}={v}" for k, v in fields.items())
+    try:
+        os.setxattr(run_dir, "ceph.dir.layout", value.encode())
+    except OSError as e:
+        hint = {
+            errno.EPERM: "the client needs the 'p' capability (ceph fs authorize FS CLIENT / rwp)",
+            errno.EACCES: "the client needs the 'p' capability (ceph fs authorize FS CLIENT / rwp)",
+            errno.EINVAL: "stripe_size must divide the object size; stripe_count at least 1",
+        }.get(e.errno, "check the CephFS client")
+        raise TargetError(
+            f"setting ceph.dir.layout {value!r} on {run_dir} failed: {e.strerror}", hint=hint
+        ) from None
+
+
+def _ceph_probe_layout(run_dir: str) -> dict[str, Any]:
+    """The layout a new file in ``run_dir`` gets (an empty probe file, removed at once)."""
+    probe = os.path.join(run_dir, CEPH_LAYOUT_PROBE)
+    fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    os.close(fd)
+    try:
+        return read_ceph_layout(probe)
+    finally:
+        os.unlink(probe)
+
+
+def _ceph_layout(run_dir: str, warnings: list[str]) -> dict[str, Any]:
+    try:
+        layout = _ceph_probe_layout(run_dir)
+    except OSError as e:
+        warnings.append(f"CephFS layout not recorded: {e.strerror or e}")
+        return {}
+    if not layout:
+        warnings.append("CephFS layout not recorded: the client shows no ceph.file.layout")
+        return {}
+    return {"source": "ceph.file.layout xattrs", **layout}
 
 
 def make_url_dirs(t: Target, relpaths: list[str]) -> None:

@@ -1,14 +1,16 @@
 """Parse and format sizes, durations, rates and percentages (fio conventions).
 
-Sizes: ``4k`` and ``4KiB`` are binary (4096), ``4KB`` is decimal (4000), as fio does
-with ``kb_base=1024`` for bare suffixes. Durations: ``500ms``, ``30s``, ``5m``, ``1h``;
-a bare number is seconds.
+Sizes: ``4KiB`` (IEC) and the bare ``4k`` are binary (4096), ``4KB`` (SI) is decimal
+(4000). This is not fio's default reading: fio 3.33 with ``kb_base=1024`` takes ``1MB`` as
+1,048,576 and ``1MiB`` as 1,000,000, so iobench hands fio byte counts only. Durations:
+``500ms``, ``30s``, ``5m``, ``1h``; a bare number is seconds.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 from .errors import UsageError
 
@@ -41,7 +43,7 @@ def parse_size(text: str | float, *, what: str = "size") -> int:
         raise UsageError(f"{what}: expected a size like 4k, 1MiB or 2GB, got {text!r}")
     number, prefix, i, b = m.groups()
     prefix = prefix.lower()
-    # "KB"/"MB" (upper-case B, no i) are decimal as in fio; "k", "KiB", "kb" are binary.
+    # "KB"/"MB" (upper-case B, no i) are decimal (SI); "k", "KiB", "kb" are binary.
     decimal = bool(prefix) and not i and b == "B"
     if i and not prefix:
         raise UsageError(f"{what}: expected a size like 4k, 1MiB or 2GB, got {text!r}")
@@ -141,6 +143,16 @@ def format_bytes(n: float, *, digits: int = 1) -> str:
     return f"{n:.{digits}f} {_BIN_LABELS[i]}"
 
 
+def format_size(n: int) -> str:
+    """An exact size as it can be typed back: ``4096`` -> ``4KiB``, ``1536`` -> ``1536``."""
+    n = int(n)
+    for label in reversed(_BIN_LABELS[1:]):
+        unit = 1 << (10 * _BIN_LABELS.index(label))
+        if n and n % unit == 0:
+            return f"{n // unit}{label}"
+    return str(n)
+
+
 def format_rate(bps: float | None) -> str:
     """Bytes per second as MiB/s or GiB/s with the label."""
     if bps is None:
@@ -171,3 +183,28 @@ def format_seconds(s: float | None) -> str:
     if s < 120:
         return f"{s:.2f} s"
     return f"{s / 60:.1f} min"
+
+
+def format_spread(
+    n: int,
+    lo: float,
+    hi: float,
+    cv: float | None,
+    fmt: Callable[[float], str],
+    span: Callable[[float, float], str] | None = None,
+) -> str:
+    """The spread beside a median over repeats: ``n=6, 559.0–1320.0 MiB/s, CV 29 %``.
+
+    ``n=1`` alone for a single measurement (no spread to show). The range shares its unit
+    label when both ends have the same one; ``span`` formats it instead where given.
+    """
+    if n <= 1:
+        return "n=1"
+    if span is not None:
+        text = span(lo, hi)
+    else:
+        a, b = fmt(lo), fmt(hi)
+        a_num, _, a_unit = a.partition(" ")
+        text = f"{a_num}–{b}" if a_unit and a_unit == b.partition(" ")[2] else f"{a}–{b}"
+    cv_text = f", CV {cv * 100:.0f} %" if cv is not None else ""
+    return f"n={n}, {text}{cv_text}"

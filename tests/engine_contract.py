@@ -15,6 +15,7 @@ EngineError that carries the partial result. It asserts no speed: these machines
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -24,7 +25,7 @@ import pytest
 from iobench.engines.base import EngineContext, FileSpec, PhaseSpec
 from iobench.errors import EngineError
 from iobench.results import PhaseResult
-from iobench.target import StopFlag, probe_direct_io
+from iobench.target import StopFlag, probe_direct_alignment, probe_direct_io
 
 MiB = 1 << 20
 KiB = 1 << 10
@@ -107,6 +108,48 @@ class EngineContract:
             PhaseSpec("c-read-256k", "read", files, block_size=256 * KiB), self.ctx(run_dir)
         )
         self.check_consistent(r, 2 * MiB, 256 * KiB)
+
+    def test_decimal_block_size_moves_exactly_its_bytes(self, engine, run_dir):
+        """``block_size=1MB`` is 10**6 bytes in every engine (fio is handed byte counts: its
+        own kb_base=1024 would read "1MB" as 2**20)."""
+        files = tuple(FileSpec(f"d{i}.dat", 8 * 10**6) for i in range(2))
+        w = engine.run(
+            PhaseSpec("d-write", "write", files, jobs=2, block_size=10**6, fsync="end"),
+            self.ctx(run_dir),
+        )
+        self.check_consistent(w, 16 * 10**6, 10**6)
+        assert [self.file_size(run_dir, f.path) for f in files] == [8 * 10**6] * 2
+        r = engine.run(
+            PhaseSpec("d-read", "read", files, jobs=2, block_size=10**6), self.ctx(run_dir)
+        )
+        self.check_consistent(r, 16 * 10**6, 10**6)
+        assert r.block_size == w.block_size == 10**6
+
+    def test_direct_io_at_the_alignment_the_target_takes(self, engine, run_dir):
+        """Blocks of 3 x the measured O_DIRECT alignment (1536 bytes on a 512-byte device)
+        and random reads over regions of a 3-way split: every length and offset aligned."""
+        if not self.direct_available(run_dir):
+            pytest.skip("no O_DIRECT here")
+        align = probe_direct_alignment(run_dir)
+        ctx = dataclasses.replace(self.ctx(run_dir), direct_align=align)
+        bs = 3 * align
+        files = (FileSpec("a.dat", 64 * bs),)
+        w = engine.run(PhaseSpec("a-write", "write", files, block_size=bs, direct=True), ctx)
+        self.check_consistent(w, 64 * bs, bs)
+        r = engine.run(PhaseSpec("a-read", "read", files, block_size=bs, direct=True), ctx)
+        self.check_consistent(r, 64 * bs, bs)
+        assert (w.cache, r.cache) == ("direct", "direct")
+        if engine.supports("randread"):
+            # 193 blocks in 3 regions: region starts on the block grid, not at 64.33 blocks
+            odd = (FileSpec("b.dat", 193 * align),)
+            wb = engine.run(PhaseSpec("b-write", "write", odd, block_size=align, direct=True), ctx)
+            self.check_consistent(wb, 193 * align, align)
+            rr = engine.run(
+                PhaseSpec("b-rand", "randread", odd, jobs=3, block_size=align, size=8 * align,
+                          direct=True, mode="shared", seed=1),
+                ctx,
+            )  # fmt: skip
+            self.check_consistent(rr, 3 * 8 * align, align)
 
     def test_cache_state(self, engine, run_dir):
         direct = self.direct_available(run_dir)

@@ -11,6 +11,8 @@ import pytest
 import throttle
 from conftest import SMALL
 
+from iobench.units import format_rate
+
 SEQ = [
     "--set", "size=16MiB", "--set", "jobs=1", "--set", "block_sizes=[]",
     "--set", "jobs_sweep=[]", "--repeat", "3", "--quiet",
@@ -76,8 +78,10 @@ def test_compare_self_history_and_not_comparable(cli, planted, tmp_path):
     assert r.code == 0 and "no regressions" in r.out
     r = cli("compare", a, b, "--strict")
     assert r.code == 3 and "not comparable" in r.err
-    r = cli("compare", a, b)
-    assert r.code in (0, 1) and "not comparable" in r.err
+    r = cli("compare", a, b)  # no phase in common: nothing compared, a gate must not pass
+    assert r.code == 3 and "not comparable" in r.err
+    assert "different workloads: sequential-write vs dataset-read" in r.err
+    assert "nothing compared" in r.out
     # history: both runs were appended (IOBENCH_HISTORY points into tmp_path)
     r = cli("history", "list")
     assert r.code == 0 and "sequential-write" in r.out and "dataset-read" in r.out
@@ -117,3 +121,34 @@ def test_compare_history_bad_input(cli, args, tmp_path, monkeypatch):
     r = cli(*args)
     assert r.code == 2, r.err
     assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+
+
+def test_repeats_one_value_everywhere_with_its_spread(cli, planted, tmp_path):
+    """--repeat 3: the terminal, result.json, history trend and compare show the same median."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    args = ["run", "sequential-write", planted.path, *SMALL["sequential-write"], "--repeat", "3"]
+    r = cli(*args, "--output", a)
+    assert r.code == 0, r.err
+    assert "Over repeats" in r.out and "n=3, " in r.out and "CV " in r.out
+    res = json.loads((a / "result.json").read_text())
+    write = res["phases"][0]
+    bws = sorted(rep["bandwidth_bps"] for rep in write["repeats"])
+    assert write["bandwidth_bps"] == bws[1]  # the median over three
+    assert write["spread"]["bandwidth_bps"]["n"] == 3
+    assert write["spread"]["bandwidth_bps"]["min"] == bws[0]
+    r = cli("history", "trend", "seq-write.bandwidth")
+    assert r.code == 0 and "over repeats" in r.out
+    assert f"{format_rate(write['bandwidth_bps'])}  n=3, " in r.out
+    assert cli(*args, "--output", b).code == 0
+    r = cli("compare", a, b)
+    assert r.code in (0, 1), r.err
+    lines = r.out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("phase"))
+    phase_lines = lines[header + 1 : lines.index("", header)]
+    assert [line[3:].split()[:2] for line in phase_lines] == [  # one line per phase
+        ["seq-write", "bandwidth"],
+        ["seq-read", "bandwidth"],
+    ]
+    assert "(n=3, " in r.out and "every metric:" not in r.out
+    verbose = cli("compare", a, b, "--verbose")
+    assert "every metric:" in verbose.out and "latency_p99" in verbose.out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 
 import pytest
 from factories import MiB, make_phase, make_run, noisy
@@ -11,15 +12,21 @@ from factories import MiB, make_phase, make_run, noisy
 from iobench import history
 from iobench.compare import (
     CompareOptions,
+    Noise,
+    NoiseBasis,
     compare_metric,
     compare_runs,
     format_percent,
+    history_noise,
     mann_whitney_u,
     parse_thresholds,
     render_json,
     render_markdown,
     render_table,
     resolve,
+    spec_differences,
+    t_quantile,
+    t_sf,
     u_distribution,
 )
 from iobench.errors import ExitStatus, UsageError
@@ -102,9 +109,71 @@ def test_bandwidth_down_25_percent_is_a_regression_with_u_test():
     assert row.mark == "+"
 
 
-def test_bandwidth_down_25_percent_single_repeat_is_a_regression_by_ranges():
-    row = compare_metric("seq-read", "bandwidth", "B/s", "higher", [1000.0], [750.0], OPTS)
+def test_bandwidth_down_25_percent_three_repeats_is_a_regression_by_ranges():
+    row = compare_metric(
+        "seq-read", "bandwidth", "B/s", "higher", noisy(1000.0, 3), noisy(750.0, 3), OPTS
+    )
     assert row.test == "ranges" and row.significant and row.mark == "+"
+
+
+def test_one_repeat_a_side_without_history_is_unconfirmed():
+    # two identical single runs on a noisy disk: -25 % is a move, not evidence
+    row = compare_metric("seq-read", "bandwidth", "B/s", "higher", [1000.0], [750.0], OPTS)
+    assert row.test is None and not row.significant
+    assert row.mark == "?" and row.confirm_repeats == 3
+    two = compare_metric("seq-read", "bandwidth", "B/s", "higher", [1000.0] * 2, [750.0] * 3, OPTS)
+    assert two.mark == "?"  # the baseline's two repeats cannot be tested
+    same = compare_metric("seq-read", "bandwidth", "B/s", "higher", [1000.0], [950.0], OPTS)
+    assert same.mark == " " and same.confirm_repeats is None
+
+
+def test_beyond_the_large_margin_is_confirmed_without_evidence():
+    # throughput: x10 (-90 %) is the margin; latency: x100
+    drop = compare_metric("seq-read", "bandwidth", "B/s", "higher", [1000.0], [99.0], OPTS)
+    assert drop.margin and drop.significant and drop.mark == "+"
+    assert compare_metric("r", "bandwidth", "B/s", "higher", [1000.0], [101.0], OPTS).mark == "?"
+    lat = compare_metric("r", "latency_p99", "s", "lower", [0.001], [0.05], OPTS)
+    assert lat.mark == "?" and not lat.margin  # x50 in a tail latency can be noise
+    assert compare_metric("r", "latency_p99", "s", "lower", [0.001], [0.2], OPTS).mark == "+"
+    stalled = compare_metric("w", "bandwidth", "B/s", "higher", [1000.0], [0.0], OPTS)
+    assert stalled.mark == "+"  # zero is infinitely far
+
+
+def test_history_noise_decides_when_there_is_enough_of_it():
+    tight = Noise.of([100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 100.2, 99.8, 100.1, 99.9], 0.001)
+    assert tight.runs == 10
+    row = compare_metric("r", "bandwidth", "B/s", "higher", [1000.0], [800.0], OPTS, tight)
+    assert row.test == "history" and row.noise is tight and row.mark == "+"
+    wide = Noise.of([50.0, 100.0, 200.0, 400.0, 100.0, 70.0], 0.001)
+    row = compare_metric("r", "bandwidth", "B/s", "higher", [1000.0], [400.0], OPTS, wide)
+    assert row.test == "history" and row.mark == "~"
+    # the history decides even where the repeats would have: 6 a side, fully apart
+    row = compare_metric("r", "bandwidth", "B/s", "higher", noisy(1000.0), noisy(400.0), OPTS, wide)
+    assert row.test == "history" and row.mark == "~"
+    few = Noise.of([100.0, 101.0], 0.001)  # two runs: not a noise floor
+    row = compare_metric("r", "bandwidth", "B/s", "higher", [1000.0], [800.0], OPTS, few)
+    assert row.test is None and row.mark == "?"
+
+
+def test_noise_floor_is_a_student_t_bound_on_log_values():
+    values = [100.0, 110.0, 90.0, 105.0]
+    logs = [math.log(v) for v in values]
+    sd = statistics.stdev(logs)
+    noise = Noise.of(values, 0.001)
+    assert noise.runs == 4 and noise.sd_log == pytest.approx(sd)
+    assert noise.floor == pytest.approx(12.923979 * math.sqrt(2) * sd, rel=1e-6)
+    assert noise.factor == pytest.approx(math.exp(noise.floor))
+    assert Noise.of([100.0, 0.0], 0.001) is None  # one positive value
+
+
+@pytest.mark.parametrize(
+    ("q", "df", "expected"),  # scipy.stats.t.ppf
+    [(0.9995, 2, 31.599055), (0.9995, 3, 12.923979), (0.9995, 19, 3.883406),
+     (0.995, 10, 3.169273), (0.975, 5, 2.570582), (0.9995, 1, 636.619249)],
+)  # fmt: skip
+def test_t_quantile_matches_scipy(q, df, expected):
+    assert t_quantile(q, df) == pytest.approx(expected, rel=1e-6)
+    assert t_sf(expected, df) == pytest.approx(1 - q, rel=1e-5)
 
 
 def test_latency_up_30_percent_is_a_regression_and_down_an_improvement():
@@ -240,6 +309,7 @@ def test_regressions_and_improvements_across_runs():
     assert [r.name for r in report.improvements] == ["rand-read.iops"]
     assert report.exit_status() == ExitStatus.FAILED
     assert report.summary().startswith("3 regressions: seq-read.bandwidth −25.0 %")
+    assert [r.name for r in report.headlines()] == ["seq-read.bandwidth", "rand-read.iops"]
     never = compare_runs(base, cur, CompareOptions(fail_on="never"))
     assert never.exit_status() == ExitStatus.OK
 
@@ -261,7 +331,7 @@ def test_different_spec_hash_is_not_comparable():
     cur = _run("20250102T000000Z-bbbbbb", spec_hash="spec-2")
     report = compare_runs(base, cur)
     assert not report.comparable
-    assert "spec_hash spec-1 vs spec-2" in report.reason
+    assert "spec_hash spec-1 vs spec-2" in report.reason  # the params are the same: the hash
     assert report.exit_status() == ExitStatus.OK  # not strict, no regression
     strict = compare_runs(base, cur, CompareOptions(strict=True))
     assert strict.exit_status() == ExitStatus.NOT_COMPARABLE == 3
@@ -326,7 +396,13 @@ def test_loader_and_estimate_metrics_are_compared():
     base = _run(loader=loader, estimate={"max_gpus": 64})
     worse_loader = {**loader, "au": 0.70, "load_wait_s": {"mean": 0.002, "p99": 0.030}}
     cur = _run("20250102T000000Z-bbbbbb", loader=worse_loader, estimate={"max_gpus": 32})
-    marks = {r.name: r.mark for r in compare_runs(base, cur).rows}
+    single = {r.name: r.mark for r in compare_runs(base, cur).rows}
+    assert single["loader.au"] == "?"  # one measurement a side, no history
+    tight = Noise.of([1.0, 1.01, 0.99, 1.0, 1.005, 0.995], 0.001)
+    keys = [("loader", m) for m in ("au", "load_wait_p99", "load_wait_mean")]
+    basis = NoiseBasis(None, 6, "spec-1", "h", "f", {**dict.fromkeys(keys, tight)})
+    basis.metrics[("estimate", "max_gpus")] = tight
+    marks = {r.name: r.mark for r in compare_runs(base, cur, noise=basis).rows}
     assert marks["loader.au"] == "+"
     assert marks["loader.load_wait_p99"] == "+"
     assert marks["loader.load_wait_mean"] == " "
@@ -356,28 +432,60 @@ def _regressed_report():
     return compare_runs(base, cur)
 
 
-def test_render_table_is_aligned_and_lists_every_regression():
+def test_render_table_leads_with_one_line_per_phase_and_lists_every_regression():
     text = render_table(_regressed_report())
     lines = text.splitlines()
     header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("phase"))
-    rows = lines[header + 1 : header + 5]
-    assert lines[header + 5] == ""
-    # the metric column starts at the same offset on every line
-    metrics = ["bandwidth", "latency_p99", "iops", "latency_p99"]
-    offsets = {line.index(m) for line, m in zip(rows, metrics, strict=True)}
-    assert len(offsets) == 1 and lines[header].index("metric") in offsets
-    bw_line = next(r for r in rows if "bandwidth" in r)
-    assert bw_line.startswith("+")
-    assert "1000.0 MiB/s" in bw_line and "750.0 MiB/s" in bw_line and "−25.0 %" in bw_line
-    assert "U p=0.0022 (6/6)" in bw_line
-    assert "10.00 ms" in text and "13.00 ms" in text  # latency in seconds, labelled
-    assert "5.0k ops/s" in text and "8.0k ops/s" in text
+    assert lines[header].split() == [
+        "phase", "metric", "baseline", "current", "change", "threshold", "evidence"
+    ]  # fmt: skip
+    rows = lines[header + 1 : header + 3]
+    assert lines[header + 3] == ""  # one line per phase: seq-read, rand-read
+    assert lines[header].index("metric") == rows[0].index("bandwidth") == rows[1].index("iops")
+    bw_line, iops_line = rows
+    assert bw_line.startswith("+  seq-read")
+    assert "1000.0 MiB/s (n=6, 990.0–1010.0 MiB/s, CV 1 %)" in bw_line
+    assert "750.0 MiB/s (n=6, 742.5–757.5 MiB/s, CV 1 %)" in bw_line
+    assert "−25.0 %" in bw_line and "U p=0.0022 (6/6); also regressed: latency_p99" in bw_line
+    assert iops_line.startswith("-  rand-read") and "also regressed: latency_p99" in iops_line
+    assert "every metric:" not in text
     regression_lines = [line for line in lines if line.startswith("regression: ")]
     assert len(regression_lines) == 3
+    assert "10.00 ms -> 13.00 ms" in text  # latency in seconds, labelled
     assert lines[-1] == (
         "3 regressions: seq-read.bandwidth −25.0 %, seq-read.latency_p99 +30.0 %, "
         "rand-read.latency_p99 +30.0 %"
     )
+
+
+def test_render_table_verbose_adds_every_metric():
+    text = render_table(_regressed_report(), verbose=True)
+    lines = text.splitlines()
+    start = lines.index("every metric:")
+    rows = lines[start + 2 : start + 6]
+    metrics = ["bandwidth", "latency_p99", "iops", "latency_p99"]
+    offsets = {line.index(m) for line, m in zip(rows, metrics, strict=True)}
+    assert len(offsets) == 1 and lines[start + 1].index("metric") in offsets
+    assert "5.0k ops/s" in text and "8.0k ops/s" in text
+    assert rows[1].startswith("+  seq-read") and "13.00 ms" in rows[1]
+
+
+def test_render_table_unconfirmed_says_what_would_confirm_it():
+    base = _run(phases=[make_phase("seq-read", "read", bandwidth=[1000 * MiB], iops=[1000.0])])
+    cur = _run("b", phases=[make_phase("seq-read", "read", bandwidth=[600 * MiB], iops=[600.0])])
+    report = compare_runs(base, cur)
+    assert report.exit_status() == ExitStatus.OK
+    text = render_table(report)
+    assert "?  seq-read  bandwidth" in text and "unconfirmed (1/1)" in text
+    assert (
+        "unconfirmed (2): seq-read.bandwidth −40.0 %, 1 more with --verbose: too few repeats and "
+        "0 earlier runs in the history to tell them from noise; --repeat 3 on both sides, or 3 "
+        "earlier runs of this spec on this host and storage, would confirm or dismiss them"
+    ) in text
+    assert "seq-read.bandwidth −40.0 %, seq-read.iops −40.0 %:" in render_table(
+        report, verbose=True
+    )
+    assert text.endswith("no regressions: 2 metrics compared, 2 unconfirmed\n")
 
 
 def test_render_table_not_comparable_and_warnings_shown():
@@ -390,10 +498,17 @@ def test_render_table_not_comparable_and_warnings_shown():
 
 def test_render_markdown_table():
     text = render_markdown(_regressed_report())
-    assert "|  | phase | metric | baseline | current | change | threshold | test |" in text
+    assert "|  | phase | metric | baseline | current | change | threshold | evidence |" in text
     assert "|---|---|---|---:|---:|---:|---:|---|" in text
-    assert "| `+` | seq-read | bandwidth | 1000.0 MiB/s | 750.0 MiB/s | −25.0 % |" in text
+    assert (
+        "| `+` | seq-read | bandwidth | 1000.0 MiB/s (n=6, 990.0–1010.0 MiB/s, CV 1 %) | "
+        "750.0 MiB/s (n=6, 742.5–757.5 MiB/s, CV 1 %) | −25.0 % |"
+    ) in text
     assert "| `-` | rand-read | iops |" in text
+    assert "| `+` | seq-read | latency_p99 |" not in text
+    assert "| `+` | seq-read | latency_p99 | 10.00 ms | 13.00 ms |" in render_markdown(
+        _regressed_report(), verbose=True
+    )
     assert text.endswith(
         "\n\n**3 regressions: seq-read.bandwidth −25.0 %, "
         "seq-read.latency_p99 +30.0 %, rand-read.latency_p99 +30.0 %**\n"
@@ -417,6 +532,14 @@ def test_render_json_round_trips_numbers():
     assert bw["change"] == pytest.approx(-0.25)
     assert bw["p_value"] == pytest.approx(2 / 924)
     assert len(bw["baseline_repeats"]) == 6
+    assert bw["baseline_spread"]["n"] == 6
+    assert bw["baseline_spread"]["min"] == pytest.approx(990 * MiB)
+    assert bw["test"] == "mann-whitney" and bw["noise"] is None and bw["margin"] is False
+    assert doc["phases"] == [
+        {"phase": "seq-read", "metric": "bandwidth", "mark": "+"},
+        {"phase": "rand-read", "metric": "iops", "mark": "-"},
+    ]
+    assert doc["unconfirmed"] == []
 
 
 def test_render_json_with_zero_baseline_has_no_infinity():
@@ -495,3 +618,110 @@ def test_resolve_bad_reference_is_one_line_usage_error(stored, ref, message):
 def test_resolve_latest_on_empty_history(tmp_path):
     with pytest.raises(UsageError, match="holds 0 runs of workload seq-read"):
         resolve("latest", str(tmp_path / "empty"), workload="seq-read")
+
+
+# --- the noise floor from the history ------------------------------------------------------------
+
+
+def _day(i: int) -> str:
+    return f"2025-01-{i:02d}T00:00:00.000+00:00"
+
+
+def _seq(run_id: str, day: int, bw: float, **kw):
+    phases = [make_phase("seq-read", "read", bandwidth=[bw * MiB], latency_p99=[0.01])]
+    return make_run(run_id, started_at=_day(day), phases=phases, **kw)
+
+
+def test_history_noise_uses_earlier_runs_of_the_same_spec_host_class_and_storage(tmp_path):
+    url = str(tmp_path / "h")
+    same = [
+        _seq(f"2025010{i}T000000Z-same0{i}", i, bw) for i, bw in enumerate([100, 104, 96, 101], 1)
+    ]
+    others = [
+        _seq("20250102T000000Z-otherhost", 2, 500, host={**make_run().host, "cpus": 8}),
+        _seq("20250102T000000Z-otherfs", 2, 500, target={**make_run().target, "fs_type": "nfs"}),
+        _seq("20250103T000000Z-otherspec", 3, 500, spec_hash="spec-2"),
+        _seq("20250103T000000Z-partial", 3, 500, status="partial"),
+        _seq("20250109T000000Z-later", 9, 500),
+    ]
+    base, cur = _seq("20250105T000000Z-base", 5, 100), _seq("20250106T000000Z-cur", 6, 50)
+    for run in [*same, *others, base, cur]:
+        history.append(run, url)
+    basis = history_noise(base, cur, url)
+    assert basis.runs == 4 and basis.spec_hash == "spec-1"
+    assert basis.host_class == "64cpu/512GiB/Linux 6.1.0/x86_64"
+    noise = basis.metrics[("seq-read", "bandwidth")]
+    assert noise == Noise.of([100 * MiB, 104 * MiB, 96 * MiB, 101 * MiB], 0.001)
+    assert ("seq-read", "latency_p99") in basis.metrics
+    report = compare_runs(base, cur, noise=basis)
+    row = next(r for r in report.rows if r.metric == "bandwidth")
+    assert row.test == "history" and row.mark == "+"  # −50 % against a ×1.5 floor
+    assert report.exit_status() == ExitStatus.FAILED
+    text = render_table(report)
+    assert (
+        "noise: 4 earlier runs of spec spec-1 on 64cpu/512GiB/Linux 6.1.0/x86_64, "
+        "lustre 10.0.0.1@o2ib:/scratch"
+    ) in text
+    assert f"beyond noise ×{noise.factor:.2f} (4 runs)" in text
+    # two earlier runs are not enough for a noise floor
+    few = history_noise(base, _seq("20250103T000000Z-early", 3, 50), url)
+    assert few.runs == 2 and few.metrics == {}
+    assert "(3 needed for a noise floor)" in few.describe(3)
+
+
+def test_history_noise_without_a_history_or_spec_hash(tmp_path):
+    base, cur = _seq("a", 1, 100), _seq("b", 2, 50)
+    assert history_noise(base, cur, str(tmp_path / "none")).runs == 0
+    nohash = _seq("c", 2, 50, spec_hash=None)
+    assert history_noise(base, nohash, str(tmp_path / "none")).metrics == {}
+
+
+# --- what compare refuses -------------------------------------------------------------------------
+
+
+def test_not_comparable_names_the_keys_that_differ():
+    base, cur = _run(), _run("b")
+    base.workload = {**base.workload, "generator": "sequential"}
+    base.workload["params"] = {"size": 64 * MiB, "jobs": 2, "direct": True, "block_sizes": []}
+    cur.workload = {**cur.workload, "generator": "sequential", "spec_hash": "spec-2"}
+    cur.workload["params"] = {"size": 128 * MiB, "jobs": 2, "direct": False, "seed": 7}
+    report = compare_runs(base, cur)
+    assert report.reason == (
+        "workload spec differs: block_sizes [] vs unset; direct true vs false; "
+        "seed unset vs 7; size 64.0 MiB vs 128.0 MiB"
+    )
+    assert spec_differences(base.workload, {**cur.workload, "generator": "dataset"})[0] == (
+        "generator sequential vs dataset"
+    )
+
+
+def test_a_run_that_measured_nothing_is_bad_input():
+    empty = _run("20250102T000000Z-bbbbbb", phases=[], status="interrupted")
+    with pytest.raises(UsageError) as e:
+        compare_runs(_run(), empty)
+    assert e.value.one_line().startswith(
+        "current run 20250102T000000Z-bbbbbb measured nothing (interrupted, 0 phases): "
+        "nothing to compare"
+    )
+    with pytest.raises(UsageError, match="baseline run .* measured nothing"):
+        compare_runs(empty, _run(), CompareOptions(fail_on="never"))
+
+
+def test_runs_with_no_metric_in_common_are_not_comparable_even_without_strict():
+    other = _run("b", phases=[make_phase("ckpt", "ckpt_save", bandwidth=[5.0])])
+    report = compare_runs(_run(), other)
+    assert report.compared == [] and len(report.missing) == 5
+    assert report.exit_status() == ExitStatus.NOT_COMPARABLE
+    assert report.summary() == "nothing compared: no metric was measured in both runs"
+    assert compare_runs(_run(), other, CompareOptions(fail_on="never")).exit_status() == 0
+
+
+def test_a_threshold_pattern_that_matches_no_metric_is_bad_input():
+    for pattern in ("nosuchmetric=5%", "seq-raed.bandwidth=5%", "*wait*=5%"):
+        with pytest.raises(UsageError) as e:
+            compare_runs(_run(), _run("b"), parse_thresholds(pattern))
+        line = e.value.one_line()
+        assert f"--threshold {pattern.split('=')[0]!r} matches no metric of these runs" in line
+        assert "bandwidth, latency_p99, iops" in line
+    ok = compare_runs(_run(), _run("b"), parse_thresholds("seq-read.*=5%,iops=1%,latency=5%"))
+    assert ok.exit_status() == ExitStatus.OK

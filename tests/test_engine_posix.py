@@ -93,3 +93,29 @@ def test_stop_before_start_in_processes(tmp_path):
         PhaseSpec("p-stopped", "write", files, jobs=2), EngineContext(str(tmp_path), stop)
     )
     assert res.status == "partial" and res.ops == 0
+
+
+def test_time_based_write_fills_its_files_once_before_the_time_ends_it(tmp_path):
+    """A slow client (paced here at 4 MiB/s) cannot write 2 MiB in 0.1 s: the phase still
+    writes the whole file once, so a read-back after it reads only this phase's blocks (on
+    ceph-fuse, qualify's verified read-back found another phase's blocks past the point
+    where a cut-short write stopped)."""
+    files = (FileSpec("a.dat", 2 * MiB),)
+    spec = PhaseSpec(
+        "p-slow", "write", files, block_size=256 * 1024, time_s=0.1, rate_bps=4 * MiB,
+        verify=True,
+    )  # fmt: skip
+    res = PosixEngine("threads").run(spec, EngineContext(str(tmp_path), StopFlag()))
+    assert res.bytes == 2 * MiB and res.ops == 8
+    assert (tmp_path / "a.dat").stat().st_size == 2 * MiB
+    assert any("written whole once" in w for w in res.warnings)
+    back = PosixEngine("threads").run(
+        PhaseSpec("p-back", "read", files, block_size=256 * 1024, verify=True),
+        EngineContext(str(tmp_path), StopFlag()),
+    )
+    assert back.status == "ok" and back.bytes == 2 * MiB
+    fast = PosixEngine("threads").run(
+        PhaseSpec("p-fast", "write", files, block_size=256 * 1024, time_s=0.3),
+        EngineContext(str(tmp_path), StopFlag()),
+    )
+    assert fast.bytes >= 2 * MiB  # time-based: loops over its file until the time is up

@@ -12,10 +12,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from factories import GiB, MiB, make_phase, make_run, noisy
+from fsspec.implementations.memory import MemoryFileSystem
 
 from iobench import history
 from iobench.errors import StoreError, UsageError
 from iobench.results import SCHEMA_VERSION, PhaseResult
+from iobench.stats import summarize
 
 DAY = [f"2025-01-0{i}T00:00:00.000+00:00" for i in range(1, 10)]
 
@@ -102,8 +104,8 @@ def test_metric_rows_long_format_with_repeats():
     )
     rows = history.metric_rows(run)
     assert {tuple(sorted(r)) for r in rows} == {tuple(sorted(history.COLUMNS))}
-    bw = [(r["repeat"], r["value"]) for r in rows if r["metric"] == "bandwidth"]
-    assert bw == [(-1, 110.0), (0, 100.0), (1, 110.0), (2, 120.0)]
+    bw = [(r["repeat"], r["aggregate"], r["value"]) for r in rows if r["metric"] == "bandwidth"]
+    assert bw == [(-1, True, 110.0), (0, False, 100.0), (1, False, 110.0), (2, False, 120.0)]
     first = rows[0]
     assert first["run_id"] == run.run_id
     assert first["workload"] == "seq-read" and first["spec_hash"] == "spec-1"
@@ -113,6 +115,26 @@ def test_metric_rows_long_format_with_repeats():
     assert first["fs_type"] == "lustre" and first["schema_version"] == SCHEMA_VERSION
     assert first["env_fingerprint"] == history.env_fingerprint(run)
     assert {r["metric"] for r in rows} == {"bandwidth", "iops"}
+
+
+def test_aggregate_row_is_marked_and_holds_the_median_over_repeats():
+    # six repeats: the median is the mean of the middle two (845), not any one repeat
+    bws = [559.0, 780.0, 800.0, 890.0, 903.0, 1320.0]
+    run = make_run(phases=[make_phase("seq-read", "read", bandwidth=bws)])
+    rows = [r for r in history.metric_rows(run) if r["metric"] == "bandwidth"]
+    aggregate = [r for r in rows if r["aggregate"]]
+    measured = [r["value"] for r in rows if not r["aggregate"]]
+    assert [(r["repeat"], r["value"]) for r in aggregate] == [(-1, 845.0)]
+    assert measured == bws  # count and median over the measurements: n = 6, not 7
+    assert len(measured) == 6
+
+
+def test_aggregate_row_uses_the_repeats_even_when_the_phase_holds_another_figure():
+    # a result written before the median rule: the phase held the median-bandwidth repeat
+    phase = make_phase("w", "write", bandwidth=[100.0, 200.0, 300.0, 400.0])
+    phase.bandwidth_bps = 300.0
+    rows = history.metric_rows(make_run(phases=[phase]))
+    assert [r["value"] for r in rows if r["aggregate"]] == [250.0]
 
 
 def test_metric_rows_single_measurement_is_repeat_zero_and_all_phase_metrics():
@@ -220,6 +242,66 @@ def test_read_history_table(url):
     assert table.schema.field("repeat").type == pa.int64()
 
 
+class _Bucketed(MemoryFileSystem):
+    """A memory filesystem that answers like an object store: buckets, no directories."""
+
+    protocol = "bucketed"
+    made: list[str] = []
+
+    @staticmethod
+    def split_path(path: str) -> tuple[str, str, None]:
+        bucket, _, key = path.strip("/").partition("/")
+        return bucket, key, None
+
+    def makedirs(self, path, exist_ok=False):  # creating a bucket, on a real store
+        type(self).made.append(path)
+        return super().makedirs(path, exist_ok=exist_ok)
+
+
+def test_append_to_an_object_store_never_creates_the_bucket(monkeypatch):
+    fs = _Bucketed(skip_instance_cache=True)
+    _Bucketed.made = []
+    monkeypatch.setattr(history, "_fs", lambda url: (fs, "/nobucket-x/h", False, url))
+    with pytest.raises(StoreError, match="history bucket 'nobucket-x' does not exist") as e:
+        history.append(_runs()[0], "bucketed://nobucket-x/h")
+    assert "never creates buckets" in (e.value.hint or "")
+    assert _Bucketed.made == [] and not fs.exists("/nobucket-x")
+    fs.mkdir("/bucket-y")  # a bucket someone made
+    monkeypatch.setattr(history, "_fs", lambda url: (fs, "/bucket-y/h", False, url))
+    history.append(_runs()[0], "bucketed://bucket-y/h")
+    assert _Bucketed.made == [] and fs.ls("/bucket-y/h", detail=False)
+
+
+def test_append_turns_any_backend_exception_into_one_store_error(monkeypatch, tmp_path):
+    def boom(*a, **k):
+        raise RuntimeError("first line\nsecond line")
+
+    monkeypatch.setattr(history, "_append_local", boom)
+    with pytest.raises(StoreError) as e:
+        history.append(_runs()[0], str(tmp_path / "h"))
+    assert e.value.one_line().endswith(": RuntimeError: first line second line")
+
+
+def test_append_stores_no_credentials_and_any_path():
+    """The stored result and the rows are masked like result.json; a path that is not UTF-8
+    (an undecodable byte, ``\\udcff``) is stored as ``\\xff`` instead of failing."""
+    url = f"memory://hist-{uuid.uuid4().hex[:8]}/h"
+    secret_url = "memory://KEY:Zq7/Vb:3@Xk%9@bucket/x"
+    run = make_run(phases=[make_phase("seq-read", bandwidth=[1.0])])
+    run.command = f"iobench run x {secret_url} /data/t\udcff"
+    run.target = {"path_or_url": secret_url, "run_dir": secret_url + "/.iobench-1"}
+    history.append(run, url)
+    fs, root = _fs_and_root(url)
+    (path,) = fs.ls(root, detail=False)
+    table = pq.read_table(fs.open(path, "rb"))
+    blob = fs.cat_file(path).decode("latin-1")
+    assert "Zq7" not in blob and "Xk%9" not in blob
+    assert set(table.column("command").to_pylist()) == {
+        "iobench run x memory://***@bucket/x /data/t\\xff"
+    }
+    assert history.get_run(run.run_id, url).target["path_or_url"] == "memory://***@bucket/x"
+
+
 def test_append_refuses_to_overwrite(url):
     run = _runs()[0]
     path = history.append(run, url)
@@ -261,18 +343,46 @@ def test_trend(url):
     for run in _runs():
         history.append(run, url)
     points = history.trend("seq-read.bandwidth", url)
-    assert [(t, v) for t, _r, v in points] == [
+    assert [(p.started_at, p.value) for p in points] == [
         (DAY[0], pytest.approx(1000 * MiB)),
         (DAY[1], pytest.approx(900 * MiB)),
         (DAY[2], pytest.approx(1100 * MiB)),
     ]
     assert points == history.trend("bandwidth", url, phase="seq-read", workload="seq-read")
-    assert [v for *_x, v in history.trend("iops", url)] == [pytest.approx(20000.0)]
+    assert [p.value for p in history.trend("iops", url)] == [pytest.approx(20000.0)]
     assert history.trend("iops", url, workload="seq-read") == []
     with pytest.raises(UsageError, match="occurs in phases seq-read, seq-write"):
         history.trend("bandwidth", url)
     with pytest.raises(UsageError, match="unknown metric 'speed'"):
         history.trend("speed", url)
+
+
+def test_trend_value_is_the_median_over_repeats_with_its_spread(url):
+    bws = [559.0, 780.0, 800.0, 890.0, 903.0, 1320.0]
+    run = make_run(phases=[make_phase("seq-read", "read", bandwidth=[b * MiB for b in bws])])
+    history.append(run, url)
+    (point,) = history.trend("seq-read.bandwidth", url)
+    assert point.value == pytest.approx(845 * MiB)
+    assert point.spread.n == 6
+    assert (point.spread.min, point.spread.max) == (559 * MiB, 1320 * MiB)
+    assert point.spread.cv == pytest.approx(0.28608, abs=1e-5)  # sample sd / mean
+
+
+def test_a_file_written_before_the_aggregate_column_still_reads(tmp_path):
+    url = str(tmp_path / "h")
+    run = make_run(phases=[make_phase("seq-read", "read", bandwidth=[100.0, 200.0, 600.0])])
+    history.append(run, url)
+    path = Path(url) / f"{run.run_id}.parquet"
+    old = pq.read_table(path)
+    old = old.drop_columns(["aggregate"]).replace_schema_metadata(old.schema.metadata)
+    path.unlink()
+    pq.write_table(old, path)
+    table, warnings = history.read_history(url)
+    assert warnings == []
+    got = sorted(zip(table["repeat"].to_pylist(), table["aggregate"].to_pylist(), strict=True))
+    assert got == [(-1, True), (0, False), (1, False), (2, False)]
+    (point,) = history.trend("bandwidth", url)
+    assert point.value == 200.0 and point.spread.n == 3
 
 
 def test_trend_svg(tmp_path):
@@ -299,7 +409,10 @@ def test_trend_svg_without_matplotlib(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     with pytest.raises(UsageError, match=r"matplotlib is missing; install iobench\[plot\]"):
-        history.trend_svg([("2025-01-01T00:00:00+00:00", "r", 1.0)], "m", "B/s")
+        one = summarize([1.0])
+        history.trend_svg(
+            [history.TrendPoint("2025-01-01T00:00:00+00:00", "r", 1.0, one)], "m", "B/s"
+        )
 
 
 # --- files it must skip and leave alone ----------------------------------------------------------

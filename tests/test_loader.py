@@ -10,15 +10,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import SMALL
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from iobench import starvation as sv
 from iobench.loader import (
     COMPUTE_BOUND_AU,
     RankBatchSampler,
+    aggregate,
     bound_of,
     cuda_available,
+    wait_summary,
 )
 from iobench.results import PhaseResult
+from iobench.stats import Histogram, bucket_bounds, bucket_index
 from iobench.sweep import sweep_from_phases, sweep_point
 from iobench.target import RUN_DIR_PREFIX
 
@@ -63,11 +68,15 @@ def test_tiny_loader_run(cli, planted, tmp_path):
     assert ld["bound"] in ("storage", "cpu", "compute")
     assert 0 < ld["predicted_au"] <= 1 and ld["prediction_basis"]
     assert ld["cache"] == ("direct" if res["target"]["direct_io"] is True else "dropped")
-    assert ld["load_wait_s"]["mean"] >= 0 and ld["load_wait_s"]["p99"] >= 0
+    w = ld["load_wait_s"]
+    assert w["steps"] == 5  # the steps after the first, the samples of every other figure
+    assert 0 <= w["min"] <= w["p50"] <= w["p99"] <= w["max"] and w["min"] <= w["mean"] <= w["max"]
+    assert w["p99"] == w["max"] >= w["mean"]  # fewer than 100 steps: the p99 is the maximum
     # 5 timed steps (the first is left out) of 4 samples of 64 KiB
     epoch = ld["ranks"][0]["epochs"][0]
     assert (epoch["timed_steps"], epoch["samples"], epoch["bytes"]) == (5, 20, 20 * 64 * 1024)
     assert epoch["compute_s"] >= 5 * 0.01  # measured sleep counts as compute
+    assert epoch["load_wait_s"] == w  # one rank, one epoch: the same samples
     assert ld["points"] == [{"gpus": 1, "au": ld["au"]}]
     names = [p["name"] for p in res["phases"]]
     assert names == ["dataset-write", "dataset-shuffled-r1", "dataset-shuffled-r2"]
@@ -277,7 +286,7 @@ def test_estimate_from_a_dataset_read_result(cli, dataset_result):
     assert [s["readers"] for s in est["sweep"]] == [1, 2]
     assert est["demand_bps_per_gpu"] == pytest.approx(24 / 0.04755 * 322_957)
     assert "taken as 0" in est["basis"]  # no loader calibration in a dataset-read result
-    text = cli("estimate", dataset_result, "--profile", "retinanet-b200", "--threshold", "50%")
+    text = cli("estimate", dataset_result, "--profile", "retinanet-b200", "--min-au", "50%")
     assert text.code == 0
     assert "model output, not measured" in text.out and "AU >= 50%" in text.out
     assert "Max GPUs (estimate)" in text.out and "Basis:" in text.out
@@ -296,8 +305,8 @@ def test_estimate_reads_a_loader_result_and_its_calibration(cli, planted, tmp_pa
 def test_estimate_bad_input(cli, dataset_result, tmp_path):
     r = cli("estimate", tmp_path / "missing.json", "--profile", "retinanet-b200")
     assert r.code == 2 and "no result at" in r.err
-    r = cli("estimate", dataset_result, "--profile", "retinanet-b200", "--threshold", "0")
-    assert r.code == 2 and "--threshold" in r.err
+    r = cli("estimate", dataset_result, "--profile", "retinanet-b200", "--min-au", "0")
+    assert r.code == 2 and "--min-au" in r.err
     r = cli("estimate", dataset_result, "--profile", "retinanet-b200", "--gpus", "0")
     assert r.code == 2 and "--gpus must be at least 1" in r.err
     bare = json.loads(dataset_result.read_text())
@@ -440,3 +449,79 @@ def test_shared_latency_spread_costs_no_au():
     indep = sv.simulate_au(knee, [point([])], 1)
     assert shared == pytest.approx(1.0, abs=0.01)  # steady aggregate: the rate bound holds
     assert indep < shared - 0.03  # the same spread, independent, costs AU at the knee
+
+
+# ---- the loader's statistics: one set of samples, consistent figures -----------------------
+
+
+def test_a_p99_is_never_below_the_mean_of_fewer_than_100_steps():
+    """The reported run: 8 steps, 7 timed waits, one long stall. The p99 was the second
+    largest wait (177 us) under a 1.71 ms mean; it is the stall now."""
+    h = Histogram()
+    for ns in [150_000, 160_000, 170_000, 177_000, 140_000, 155_000, 11_018_000]:
+        h.record(ns)
+    w = wait_summary(h)
+    assert w["steps"] == 7 and w["mean"] == pytest.approx(1.71e-3, rel=1e-12)
+    assert w["p99"] == w["max"] == 11.018e-3  # was 177 us, the 6th of 7
+    assert w["p50"] == pytest.approx(160e-6, rel=1 / 64)
+    assert wait_summary(Histogram()) == {"steps": 0}  # no samples: no figures, not zeros
+
+
+def _epoch(waits: list[int], compute: list[float], step_s: float) -> dict:
+    """A rank's epoch as ``_rank_loop`` returns it: waits of the steps after the first."""
+    h = Histogram()
+    for ns in waits:
+        h.record(ns)
+    n = len(waits)
+    timed = max(n * step_s, 1e-9)
+    return {
+        "steps": n + 1, "timed_steps": n, "timed_s": timed, "wall_s": timed + step_s,
+        "au": sum(compute) / timed, "compute_s": sum(compute), "main_cpu_s": 0.0,
+        "samples": 4 * n, "bytes": 4 * n * 1024, "read_s": 0.0, "decode_s": 0.0,
+        "wait": h.to_dict(),
+    }  # fmt: skip
+
+
+waits_st = st.lists(
+    st.one_of(st.integers(0, 10_000), st.integers(10_000, 10**11)), min_size=1, max_size=60
+)
+
+
+@given(
+    data=st.lists(st.lists(waits_st, min_size=2, max_size=2), min_size=1, max_size=3),
+    first_epoch=st.integers(0, 1),
+    step_ms=st.floats(1, 100),
+    frac=st.floats(0, 1),
+)
+@settings(max_examples=150, deadline=None)
+def test_loader_statistics_come_from_one_set_of_samples(data, first_epoch, step_ms, frac):
+    """Ranks x 2 epochs of random waits: the load-wait figures are those of every timed step of
+    the counted epochs merged (the same samples), ordered min <= p50 <= p99 <= max and
+    min <= mean <= max, p99 >= mean under 100 steps; AU per epoch and overall lie between the
+    ranks' own."""
+    step_s = step_ms / 1e3
+    ranks = [
+        {"rank": r, "epochs": [_epoch(ws, [frac * step_s] * len(ws), step_s) for ws in eps]}
+        for r, eps in enumerate(data)
+    ]
+    cfg = type("Cfg", (), {"gpus": len(ranks), "workers": 2, "batch_size": 4, "epochs": 2})()
+    res = aggregate(cfg, ranks, first_epoch)
+    counted = [v for eps in data for ws in eps[first_epoch:] for v in ws]
+    w = wait_summary(res.wait)
+    assert w["steps"] == len(counted)
+    assert w["min"] == min(counted) / 1e9 and w["max"] == max(counted) / 1e9
+    assert w["mean"] == pytest.approx(sum(counted) / len(counted) / 1e9, rel=1e-12, abs=1e-18)
+    assert w["min"] <= w["p50"] <= w["p99"] <= w["max"]
+    assert w["min"] <= w["mean"] * (1 + 1e-12) and w["mean"] <= w["max"] * (1 + 1e-12)
+    if len(counted) < 100:
+        assert w["p99"] == w["max"] >= w["mean"] * (1 - 1e-12)
+    for q, key in ((0.5, "p50"), (0.99, "p99")):  # numpy's nearest rank, within its bucket
+        exact = int(np.percentile(counted, q * 100, method="inverted_cdf"))
+        lo, hi = bucket_bounds(bucket_index(exact))
+        assert lo / 1e9 <= w[key] <= hi / 1e9 or w[key] == exact / 1e9
+    per_rank = [np.mean([ep["au"] for ep in r["epochs"][first_epoch:]]) for r in ranks]
+    assert min(per_rank) - 1e-12 <= res.au <= max(per_rank) + 1e-12
+    for k, e in enumerate(range(first_epoch, 2)):
+        aus = [r["epochs"][e]["au"] for r in ranks]
+        assert min(aus) - 1e-12 <= res.au_per_epoch[k] <= max(aus) + 1e-12
+    assert 0 <= res.au <= 1 + 1e-12

@@ -58,7 +58,7 @@ def test_requirements_parse():
 def test_small_qualify_fails_an_impossible_requirement(cli, planted, tmp_path):
     out = tmp_path / "q"
     r = cli(
-        "qualify", planted.path, "--quick", "--time", "6s", "--output", out, "-q",
+        "qualify", planted.path, "--quick", "--budget", "6s", "--output", out, "-q",
         "--require", "read=1PiB/s,stats=1/s",
     )  # fmt: skip
     assert r.code == 1, r.err
@@ -88,8 +88,8 @@ def test_small_qualify_fails_an_impossible_requirement(cli, planted, tmp_path):
         ["--gpus", "0"],
         ["--profile", "nope"],
         ["--require", "speed=9"],
-        ["--time", "1s"],
-        ["--time", "later"],
+        ["--budget", "1s"],
+        ["--budget", "later"],
         ["--checkpoint", "big"],
     ],
 )
@@ -98,3 +98,20 @@ def test_qualify_bad_input(cli, planted, tmp_path, monkeypatch, args):
     r = cli("qualify", planted.path, "--quick", "--dry-run", *args)
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
     assert planted.unchanged()
+
+
+def test_plan_gives_phases_time_to_reach_steady_state():
+    from iobench.qualify import QUICK_DATASET_LIMIT_S, dataset_phase_limit
+    from iobench.stats import DEFAULT_STEADY
+
+    prof = load_profile("retinanet-b200")
+    need = DEFAULT_STEADY.ramp_s + DEFAULT_STEADY.dur_s  # 2.5 s
+    full = plan_qualify(prof, 1, budget_s=60, quick=False, free_bytes=50 << 30)
+    seq, _, ds = full.steps
+    assert seq.params["time"] >= 3.0 > need
+    assert ds.params["time"] == dataset_phase_limit(60, 8, False) == 4.0
+    assert dataset_phase_limit(180, 8, False) == pytest.approx(0.35 * 180 / 8)
+    assert dataset_phase_limit(3600, 8, False) == 30.0
+    quick = plan_qualify(prof, 1, budget_s=30, quick=True, free_bytes=50 << 30)
+    assert quick.steps[2].params["time"] == QUICK_DATASET_LIMIT_S > need
+    assert "until steady or 3.0 s" in quick.steps[2].note

@@ -8,6 +8,7 @@ from iobench.errors import UsageError
 from iobench.units import (
     format_bytes,
     format_rate,
+    format_size,
     parse_count,
     parse_duration,
     parse_percent,
@@ -100,6 +101,25 @@ def test_format():
     assert format_bytes(100) == "100 B"
     assert format_rate(100 << 20) == "100.0 MiB/s"
     assert format_rate(20 << 30) == "20.00 GiB/s"
+
+
+def test_format_size_is_exact_and_typed_back():
+    assert [format_size(n) for n in (4096, 1536, 0, 3 << 30, 10**6, 976 << 10)] == [
+        "4KiB", "1536", "0", "3GiB", "1000000", "976KiB",
+    ]  # fmt: skip
+
+
+@given(st.integers(min_value=0, max_value=1 << 52))
+def test_format_size_roundtrip(n):
+    assert parse_size(format_size(n)) == n
+
+
+def test_decimal_and_binary_suffixes_are_not_fio_compat_mode():
+    """iobench keeps IEC/SI: 1MB = 10**6, 1MiB = 2**20. fio 3.33's default (kb_base=1024)
+    reads them the other way round (1MB = 1,048,576, 1MiB = 1,000,000), so the fio engine is
+    only ever handed byte counts (tests/test_fio_engine.py)."""
+    assert (parse_size("1MB"), parse_size("1MiB")) == (10**6, 1 << 20)
+    assert (parse_size("4KB"), parse_size("4KiB"), parse_size("4k")) == (4000, 4096, 4096)
 
 
 # -- properties ----------------------------------------------------------------------------

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib
 
-COMMAND_MODULES = ("loader", "estimate", "datasize", "qualify", "compare", "history", "report")
+COMMAND_MODULES = (
+    "loader", "estimate", "datasize", "qualify", "compare", "history", "report", "checkpoint",
+)  # fmt: skip
 
 
 def register_all() -> None:

@@ -25,9 +25,15 @@ def compare(
     fmt: str = typer.Option("table", "--format", help="table | markdown | json."),
     fail_on: str = typer.Option("regression", "--fail-on", help="regression | never."),
     strict: bool = typer.Option(False, "--strict", help="Exit 3 when the runs are not comparable."),
-    history: str = typer.Option(None, "--history", help="History URL for run ids and latest."),
+    history: str = typer.Option(
+        None, "--history", help="History URL for run ids, latest and the noise floor."
+    ),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Also show every metric, not one line per phase."
+    ),
 ) -> int:
-    """Compare two runs; exit 1 when a metric regressed beyond its threshold and the noise."""
+    """Compare two runs; exit 1 when a metric regressed beyond its threshold and the noise
+    (the run-to-run spread of earlier runs of the same spec on this host and storage)."""
     from .. import compare as cmp
 
     if fmt not in ("table", "markdown", "json"):
@@ -54,9 +60,11 @@ def compare(
             base = cmp.resolve(
                 "latest~1", history, workload=current.workload.get("name"), what="baseline"
             )
-    report = cmp.compare_runs(base, current, options)
+    warn = lambda text: err(f"iobench: warning: {text}")  # noqa: E731
+    noise = cmp.history_noise(base, current, history, options, on_warning=warn)
+    report = cmp.compare_runs(base, current, options, noise)
     render = {"table": cmp.render_table, "markdown": cmp.render_markdown, "json": cmp.render_json}
-    out(render[fmt](report))
+    out(render[fmt](report, verbose=verbose))
     if not report.comparable and fmt != "json":
         err(f"iobench: not comparable: {report.reason}")
     return int(report.exit_status())

@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from ..cli import app, out
+from ..cli import app, deprecated, out
 
 
 @app.command()
@@ -21,8 +21,14 @@ def estimate(
     gpus: int | None = typer.Option(
         None, "--gpus", help="Show AU at 1..N accelerators (default: doubling until it falls)."
     ),
-    threshold: str | None = typer.Option(
-        None, "--threshold", help="AU pass line, e.g. 0.9 or 90% (default: the profile's)."
+    min_au: str | None = typer.Option(
+        None,
+        "--min-au",
+        metavar="FRACTION",
+        help="AU pass line, e.g. 0.9 or 90% (default: the profile's au_min).",
+    ),
+    old_threshold: str | None = typer.Option(
+        None, "--threshold", hidden=True, help="Old name of --min-au."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the estimate as JSON."),
 ) -> int:
@@ -30,6 +36,7 @@ def estimate(
     from ..sweep import describe, estimate_from_result
     from ..units import format_rate
 
+    threshold = deprecated("--threshold", "--min-au", old_threshold, min_au)
     est, sweep, run = estimate_from_result(
         result, profile, sets=set_, gpus=gpus, threshold=threshold
     )
@@ -38,18 +45,31 @@ def estimate(
         out(json.dumps(doc, indent=2))
         return 0
     thr = est.threshold
+    iv = est.interval
+    span = f" ({iv.max_gpus_low}–{iv.max_gpus_high}), {iv.level:.0%} interval" if iv else ""
     lines = [
         f"Estimate (model output, not measured): profile {est.profile}, from run {run.run_id}",
         f"  Demand per GPU       {format_rate(est.demand_bps_per_gpu)} at full utilisation",
         f"  Threshold            AU >= {thr:.0%}",
-        f"  Max GPUs (estimate)  {est.max_gpus}"
+        f"  Max GPUs (estimate)  {est.max_gpus}{span}"
         + (" (even one accelerator starves)" if est.max_gpus == 0 else ""),
+    ]
+    if iv:
+        lines.append(f"  Conservative end     {est.conservative_max_gpus} (what a verdict uses)")
+    band = {g: (lo, hi) for g, lo, hi in iv.au_band} if iv else {}
+    lines += [
         "",
-        "  GPUs  Estimated AU  Meets threshold",
-        "  ----  ------------  ---------------",
+        "  GPUs  Estimated AU  Interval       Meets threshold (low end)",
+        "  ----  ------------  -------------  -------------------------",
     ]
     for n, au in est.au_at:
-        lines.append(f"  {n:>4}  {au:>12.1%}  {'yes' if au >= thr else 'no'}")
+        lo, hi = band.get(n, (au, au))
+        lines.append(
+            f"  {n:>4}  {au:>12.1%}  {f'{lo:.1%}–{hi:.1%}':>13}  {'yes' if lo >= thr else 'no'}"
+        )
+    if est.warnings:
+        lines.append("")
+    lines += [f"  Warning: {w}" for w in est.warnings]
     lines += ["", "  Storage sweep used (measured):"]
     for p in describe(sweep):
         p99 = p["latency_p99_s"]
@@ -58,6 +78,8 @@ def estimate(
             f"    {p['readers']:>4} readers  {format_rate(p['bandwidth_bps'])}, "
             f"{p['files_per_s']:,.0f} files/s{tail}"
         )
+    if iv:
+        lines += ["", f"  Interval: {iv.basis}"]
     lines += ["", f"  Basis: {est.basis}"]
     out("\n".join(lines))
     return 0

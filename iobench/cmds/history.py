@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import typer
@@ -12,59 +14,159 @@ from ..errors import UsageError
 
 @app.command()
 def history(
-    action: str = typer.Argument("list", help="list | show RUN | trend METRIC"),
+    action: str = typer.Argument(
+        "list", metavar="ACTION", help="list | show RUN | trend METRIC | export"
+    ),
     arg: str = typer.Argument(
-        None, help="RUN for show, METRIC (e.g. seq-read.bandwidth) for trend."
+        None,
+        metavar="RUN|METRIC|FILE",
+        help="show: RUN (run id, prefix, latest or latest~N); trend: METRIC (e.g. "
+        "seq-read.bandwidth); export: FILE to write (default: stdout).",
     ),
     url: str = typer.Option(
-        None, "--history", help="History URL (default ~/.local/share/iobench/history)."
+        None,
+        "--history",
+        metavar="URL",
+        help="History URL (default ~/.local/share/iobench/history).",
     ),
-    workload: str = typer.Option(None, "--workload", help="Only runs of this workload."),
-    svg: str = typer.Option(None, "--svg", help="trend: also write the plot to this SVG file."),
-    as_json: bool = typer.Option(False, "--json", help="show: print the result JSON."),
+    workload: str = typer.Option(
+        None, "--workload", metavar="NAME", help="Only runs of this workload."
+    ),
+    svg: str = typer.Option(
+        None, "--svg", metavar="FILE", help="trend: also write the plot to this SVG file."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="list: the runs as JSON; show: the result JSON."
+    ),
+    fmt: str = typer.Option(
+        None,
+        "--format",
+        metavar="FORMAT",
+        help="export: csv | parquet | json (default: FILE's extension, else csv).",
+    ),
 ) -> int:
     """Runs kept in the Parquet history, one immutable file per run."""
     from .. import history as hist
     from .. import report, results
-    from ..units import format_count, format_rate, format_seconds
+    from ..units import format_count, format_rate, format_seconds, format_spread
 
     warn = lambda text: err(f"iobench: warning: {text}")  # noqa: E731
     if action == "list":
         runs = hist.list_runs(url, on_warning=warn)
         if workload:
             runs = [r for r in runs if r.workload == workload or r.spec_hash == workload]
+        if as_json:
+            out(json.dumps([list_entry(r) for r in runs], indent=1))
+            return 0
         if not runs:
             out(f"no runs in {url or hist.default_history_url()}")
             return 0
-        out(f"{'run id':<28} {'started':<25} {'workload':<22} {'status':<10} {'engine':<7} phases")
-        for r in runs:
-            out(
-                f"{r.run_id:<28} {r.started_at[:24]:<25} {r.workload:<22} {r.status:<10} {r.engine:<7} {len(r.phases)}"
-            )
+        out(list_table(runs))
+        return 0
+    if action == "export":
+        from .. import export
+
+        output = arg
+        if fmt is None:
+            ext = Path(output).suffix.lstrip(".").lower() if output else ""
+            fmt = ext if ext in export.HISTORY_FORMATS else "csv"
+        if fmt not in export.HISTORY_FORMATS:
+            raise UsageError(f"--format: expected csv, parquet or json, got {fmt!r}")
+        if fmt == "parquet" and not output:
+            raise UsageError("parquet is binary: give a FILE (history export FILE)")
+        if output:
+            export.check_output(output, "export")
+        table, warnings = export.history_rows(url, workload)
+        for w in warnings:
+            warn(w)
+        data = export.encode_history(table, fmt)
+        if output:
+            export.write_output(output, data, "export")
+            err(f"history: {table.num_rows} rows written to {output}")
+        else:
+            sys.stdout.write(data.decode())
         return 0
     if action == "show":
         if not arg:
             raise UsageError("history show needs a RUN id", hint="see iobench history list")
-        run = hist.get_run(arg, url, on_warning=warn)
+        if arg.strip().startswith("latest"):  # as compare takes it; run ids are timestamps
+            from ..compare import resolve
+
+            run = resolve(arg, url, workload, what="run", on_warning=warn)
+        else:
+            run = hist.get_run(arg, url, on_warning=warn)
         out(results.dumps(run) if as_json else report.render_terminal(run))
         return 0
     if action == "trend":
         if not arg:
             raise UsageError("history trend needs a METRIC", hint="e.g. seq-read.bandwidth")
         phase, metric = hist.split_metric(arg)
+        if svg is not None:  # a path that would be refused is refused before anything else
+            results.claim_output_file(svg, option="--svg")
         points = hist.trend(arg, url, workload=workload, on_warning=warn)
         if not points:
             out(f"no values of {arg} in history")
             return 0
         unit = hist.ALL_METRICS.get(metric, (None, ""))[1]
-        fmt = {"B/s": format_rate, "s": format_seconds}.get(unit, lambda v: format_count(v))
-        out(f"{'started':<25} {'run id':<28} {arg}")
-        for started, run_id, value in points:
-            out(f"{started[:24]:<25} {run_id:<28} {fmt(value)}")
-        if svg:
-            results.atomic_write_bytes(Path(svg), hist.trend_svg(points, arg, unit).encode())
-            out(f"plot: {svg}")
+        show = {"B/s": format_rate, "s": format_seconds}.get(unit, lambda v: format_count(v))
+        values = [show(p.value) for p in points]
+        width = max(len(arg), *(len(v) for v in values))
+        out(f"{'started (UTC)':<20}  {'run id':<28} {arg:>{width}}  over repeats")
+        for p, value in zip(points, values, strict=True):
+            s = p.spread
+            spread = format_spread(s.n, s.min, s.max, s.cv, show)
+            out(f"{_when(p.started_at):<20}  {p.run_id:<28} {value:>{width}}  {spread}")
+        if svg is not None:
+            path = results.write_output_file(
+                svg, hist.trend_svg(points, arg, unit).encode(), option="--svg"
+            )
+            out(f"plot: {path}")
         return 0
     raise UsageError(
-        f"unknown history action {action!r}", hint="use list, show RUN or trend METRIC"
+        f"unknown history action {action!r}", hint="use list, show RUN, trend METRIC or export"
     )
+
+
+def _when(started_at: str) -> str:
+    """``2025-01-02T03:04:05.678+00:00`` -> ``2025-01-02 03:04:05Z`` (UTC, whole seconds)."""
+    from ..history import parse_timestamp
+
+    t = parse_timestamp(started_at)
+    return t.strftime("%Y-%m-%d %H:%M:%SZ") if t else (started_at or "?")
+
+
+def list_entry(r) -> dict:
+    """One run of ``history list --json``."""
+    return {
+        "run_id": r.run_id,
+        "started_at": r.started_at,
+        "command": r.command,
+        "workload": r.workload,
+        "spec_hash": r.spec_hash,
+        "status": r.status,
+        "engine": r.engine,
+        "phases": list(r.phases),
+        "env_fingerprint": r.env_fingerprint,
+        "host_class": r.host_class,
+        "fs_identity": r.fs_identity,
+        "path": r.path,
+    }
+
+
+def list_table(runs) -> str:
+    """``history list``: whole timestamps, every column as wide as its widest cell."""
+    head = ("run id", "started (UTC)", "workload", "status", "engine", "phases")
+    rows = [
+        (r.run_id, _when(r.started_at), r.workload or "-", r.status or "-", r.engine or "-",
+         str(len(r.phases)))
+        for r in runs
+    ]  # fmt: skip
+    widths = [max(len(c) for c in col) for col in zip(head, *rows, strict=True)]
+    lines = []
+    for cells in (head, *rows):
+        text = "  ".join(
+            c.rjust(w) if i == len(head) - 1 else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+        lines.append(text.rstrip())
+    return "\n".join(lines)

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import typer
 
-from ..cli import app, finish_run, progress_factory
+from ..cli import (
+    CSV_OPTION,
+    SERIES_CSV_OPTION,
+    app,
+    check_exports,
+    finish_run,
+    progress_factory,
+)
 
 
 @app.command()
@@ -46,12 +53,15 @@ def loader(
         None, "--history", help="History URL to append this run to."
     ),
     no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
+    csv_path: str | None = CSV_OPTION,
+    series_csv: str | None = SERIES_CSV_OPTION,
 ) -> int:
     """Measure the accelerator utilisation a DataLoader reaches on TARGET, and predict it."""
     from ..api import append_history, check_history_url
     from ..distributed import hooks_from_env, is_lead_rank
     from ..loader import run_loader
 
+    check_exports(csv_path, series_csv)
     if not no_history:
         check_history_url(history or "")
     outcome = run_loader(
@@ -61,4 +71,4 @@ def loader(
     )  # fmt: skip
     if not no_history and is_lead_rank():
         append_history(outcome, history or "")
-    return finish_run(outcome, as_json, quiet)
+    return finish_run(outcome, as_json, quiet, (csv_path, series_csv))

@@ -4,30 +4,59 @@ from __future__ import annotations
 
 import typer
 
-from ..cli import app, out, progress_factory
+from ..cli import (
+    CSV_OPTION,
+    SERIES_CSV_OPTION,
+    app,
+    check_exports,
+    deprecated,
+    out,
+    progress_factory,
+    write_exports,
+)
+from ..qualify import DEFAULT_BUDGET_S, DEFAULT_CHECKPOINT, DEFAULT_PROFILE, QUICK_BUDGET_S
+
+
+def _dur(seconds: float) -> str:
+    """180.0 -> ``3m``, 30.0 -> ``30s``: as a user would type it after --budget."""
+    return f"{seconds / 60:g}m" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g}s"
 
 
 @app.command()
 def qualify(
     target: str = typer.Argument(..., help="Directory to qualify."),
     profile: str = typer.Option(
-        None, "--profile", help="Training profile (default resnet50-h100)."
+        None,
+        "--profile",
+        metavar="NAME",
+        help=f"Training profile, name or TOML path (default {DEFAULT_PROFILE}).",
+    ),
+    set_: list[str] | None = typer.Option(
+        None, "--set", metavar="KEY=VALUE", help="Override a profile key: KEY=VALUE."
     ),
     gpus: int = typer.Option(
-        None, "--gpus", help="Accelerators the storage must feed (default 1)."
+        None, "--gpus", metavar="N", help="Accelerators the storage must feed (default 1)."
     ),
     require: str = typer.Option(
         None,
         "--require",
         help="Explicit requirements: read=5GiB/s,creates=20k/s,iops=50k/s,au=0.9,...",
     ),
-    quick: bool = typer.Option(False, "--quick", help="About 30 s in all."),
+    quick: bool = typer.Option(False, "--quick", help=f"About {_dur(QUICK_BUDGET_S)} in all."),
     budget: str = typer.Option(
-        None, "--time", help="Time budget for the suite (default 3m; --quick 30s)."
+        None,
+        "--budget",
+        metavar="DURATION",
+        help=f"Time budget for the whole suite (default {_dur(DEFAULT_BUDGET_S)}; "
+        f"--quick {_dur(QUICK_BUDGET_S)}).",
     ),
+    old_budget: str = typer.Option(None, "--time", hidden=True, help="Old name of --budget."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; write nothing."),
     checkpoint: str = typer.Option(
-        None, "--checkpoint", help="Full checkpoint size to estimate (default 105GB)."
+        None,
+        "--checkpoint",
+        metavar="SIZE",
+        help=f"Full checkpoint size to estimate (default {DEFAULT_CHECKPOINT // 10**9}GB).",
     ),
     engine: str = typer.Option("posix", "--engine", help="posix | fio."),
     output: str = typer.Option(
@@ -40,21 +69,27 @@ def qualify(
     as_json: bool = typer.Option(False, "--json", help="Print result.json instead of the table."),
     keep: bool = typer.Option(False, "--keep", help="Keep the run directory on the target."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    csv_path: str | None = CSV_OPTION,
+    series_csv: str | None = SERIES_CSV_OPTION,
 ) -> int:
     """Qualify TARGET: every phase, the loader, the estimate, and a pass/fail verdict (exit 0/1)."""
     from ..api import append_history, check_history_url
+
+    budget = deprecated("--time", "--budget", old_budget, budget)
     from ..distributed import hooks_from_env, is_lead_rank
     from ..errors import ExitStatus
     from ..qualify import run_qualify
 
     lead = is_lead_rank()  # under torchrun rank 0 prints, appends and writes the report
+    if not dry_run:
+        check_exports(csv_path, series_csv)
     if not no_history:
         check_history_url(history or "")
     outcome, plan_text = run_qualify(
         target, profile_name=profile, gpus=gpus, require=require, quick=quick, budget=budget,
         dry_run=dry_run, output=output, keep=keep, engine_name=engine,
         progress_factory=progress_factory(quiet or not lead), checkpoint=checkpoint,
-        hooks=None if dry_run else hooks_from_env(),
+        hooks=None if dry_run else hooks_from_env(), sets=set_,
     )  # fmt: skip
     if plan_text is not None:
         if lead:
@@ -74,6 +109,7 @@ def qualify(
         out(f"result: {outcome.result_path}")
         out(f"report: {outcome.result_path.parent / 'report.html'}")
         out(f"verdict: {run.verdict['result'].upper()}")
+    write_exports(run, csv_path, series_csv)
     if outcome.error is not None:
         raise outcome.error
     return ExitStatus.OK if run.verdict["result"] == "pass" else ExitStatus.FAILED

@@ -20,9 +20,17 @@ def report(
     from .. import results
 
     run = results.load(result)
+    source = Path(result) / "result.json" if Path(result).is_dir() else Path(result)
+    if html is not None:  # before anything is printed: a refused path writes nothing
+        results.claim_output_file(html, inputs=(source,), option="--html")
     out(rep.render_markdown(run) if markdown else rep.render_terminal(run))
-    if html:
-        path = Path(html)
-        results.atomic_write_bytes(path, rep.render_html(run).encode())
+    if run.checkpoint and not markdown:
+        from ..ckpt_estimate import render as render_checkpoint
+
+        out(render_checkpoint(run.checkpoint))
+    if html is not None:
+        path = results.write_output_file(
+            html, rep.render_html(run).encode(), inputs=(source,), option="--html"
+        )
         out(f"report: {path}")
     return 0

@@ -55,6 +55,8 @@ class PhaseSpec:
     iodepth: int = 1  # fio's iodepth; the posix engine gets queue depth from threads
     verify: bool = False
     drop_cache_after: bool = False  # fadvise(DONTNEED) each file after it is written/read
+    # with time_s: end the phase early once steady (stats.SteadyCriterion); time_s is the limit
+    steady: Any = None
     params: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -123,8 +125,11 @@ def assign(
     work: list[list[Segment]] = [[] for _ in range(jobs)]
     files = list(phase.files)
     if phase.mode == "shared":
+        rand = phase.op in ("randread", "randwrite") and phase.block_size
         for fid, f in enumerate(files):
             region = f.size // jobs
+            if rand:  # offsets are region + k * block: on the file's block grid (O_DIRECT)
+                region -= region % phase.block_size
             for w in range(jobs):
                 length = region if w < jobs - 1 else f.size - region * (jobs - 1)
                 work[w].append(Segment(fid, join(root, f.path), w * region, length))
@@ -167,11 +172,83 @@ class Progress:
     def start(self, name: str, total_bytes: int | None, total_ops: int | None) -> None:
         pass
 
+    def set_duration(self, seconds: float) -> None:
+        """After ``start``: the phase is time-based and ends after ``seconds``."""
+
     def update(self, done_bytes: int, done_ops: int) -> None:
         pass
 
     def close(self) -> None:
         pass
+
+
+class SteadyWatch(Progress):
+    """A Progress that also watches the running totals: once the rate they imply meets the
+    phase's steady criterion over its latest window, ``on_steady`` is called (once).
+
+    The engine's coordinating thread reports totals about every ``interval_s``; each report
+    after the last adds one rate (bytes or ops over the time since). Only the stop decision
+    uses these samples: the phase's recorded steady state is judged afterwards from its own
+    series (``stats.judge_phase``).
+    """
+
+    def __init__(
+        self,
+        inner: Progress,
+        criterion: Any,
+        on_steady: Callable[[], None] | None = None,
+        interval_s: float = 0.1,
+        clock: Callable[[], float] | None = None,
+    ):
+        import time
+
+        self.inner = inner
+        self.criterion = criterion
+        self.on_steady = on_steady
+        self.interval_s = interval_s
+        self.clock = clock or time.perf_counter
+        self.rates: list[float] = []
+        self.steady_at_s: float | None = None
+        self._t0 = self._t = 0.0
+        self._last = (0, 0)
+        self._flowing = False
+
+    def start(self, name: str, total_bytes: int | None, total_ops: int | None) -> None:
+        self._t0 = self._t = self.clock()
+        self.inner.start(name, total_bytes, total_ops)
+
+    def update(self, done_bytes: int, done_ops: int) -> None:
+        self.inner.update(done_bytes, done_ops)
+        now = self.clock()
+        if not self._flowing:
+            # the workers set up before the first I/O: time counts from the first report of
+            # work done, as the recorded series counts from the first operation
+            if done_bytes or done_ops:
+                self._flowing = True
+                self._t0 = self._t = now
+                self._last = (done_bytes, done_ops)
+            return
+        dt = now - self._t
+        if dt < self.interval_s * 0.5 or self.steady_at_s is not None:
+            return
+        use_bw = self.criterion.metric == "bw"
+        moved = done_bytes - self._last[0] if use_bw else done_ops - self._last[1]
+        self._t, self._last = now, (done_bytes, done_ops)
+        self.rates.append(moved / dt)
+        from ..stats import window_figure, window_intervals
+
+        c = self.criterion
+        ramp, n = window_intervals(c, self.interval_s)
+        if len(self.rates) < ramp + n + 1:  # + 1: the recorded series leaves its last out
+            return
+        fig = window_figure(self.rates[-n:], self.interval_s, c.kind)
+        if fig is not None and fig < c.limit:
+            self.steady_at_s = now - self._t0
+            if self.on_steady is not None:
+                self.on_steady()
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 @dataclass
@@ -182,6 +259,7 @@ class EngineContext:
     stop: StopFlag
     progress: Progress = field(default_factory=Progress)
     direct_supported: bool = True
+    direct_align: int = 4096  # O_DIRECT lengths are multiples of it (the target's, measured)
     fs_type: str = "unknown"
     storage_options: dict[str, Any] = field(default_factory=dict)
     raw_dir: str | None = None  # where an engine may keep raw tool output (fio JSON)

@@ -2,10 +2,19 @@
 and its JSON becomes a PhaseResult with the same fields the posix engine fills.
 
 Each worker is one job section with its own files, offset and size, so the files fio touches
-are exactly the ones the posix engine would (``posix.assign`` deals them). Latency is fio's
-completion latency (clat); the json+ ``bins`` of every job are merged into one iobench
-histogram (fio uses the same log-linear layout, 64 sub-buckets per power of two), never
-averaged percentiles. fio's raw JSON is kept beside result.json.
+are exactly the ones the posix engine would (``posix.assign`` deals them).
+
+No path the user chose reaches the job file: fio runs in the run directory and the job file
+names files relative to it, with names iobench made. fio's job-file parser cuts values at
+``;`` and ``#``, splits lines at newlines and at 8,191 characters, strips blanks at both ends,
+treats ``:`` in ``filename=`` as a separator and expands ``${VAR}`` and ``$mb_memory``-like
+keywords, so a target path such as ``DIR/A\nfilename=DIR/victim`` written there would name
+another file. Every value iobench writes is checked against a plain character set
+(``check_value``); anything else is refused (UsageError, exit 2) rather than escaped.
+
+Latency is fio's completion latency (clat); the json+ ``bins`` of every job are merged into
+one iobench histogram (fio uses the same log-linear layout, 64 sub-buckets per power of two),
+never averaged percentiles. fio's raw JSON is kept beside result.json.
 
 Phases fio cannot express faithfully (whole-file transfers, metadata operations, files of
 different sizes in one worker) are refused through ``why_not``; the runner then runs them with
@@ -25,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import EngineError
+from ..errors import EngineError, UsageError
 from ..results import PhaseResult
 from ..stats import Histogram, spread
 from ..target import drop_file_cache
@@ -37,13 +46,45 @@ POLL_S = 0.2
 STOP_GRACE_S = 10.0  # after SIGINT fio writes its JSON for what it did; then it is killed
 
 
-def _escape(path: str) -> str:
-    """fio separates file names with ':'; a literal one is written '\\:'."""
-    return path.replace("\\", "\\\\").replace(":", "\\:")
+# fio reads a job file with fgets(8192): a longer line is split, its tail parsed as a new line
+FIO_LINE_MAX = 8191
+# what a value in a job file may hold: nothing fio cuts, splits, strips, separates or expands
+_SAFE_VALUE = re.compile(r"[A-Za-z0-9_.+/-]+")
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,200}")
+
+
+def check_value(key: str, value: Any) -> str:
+    """``value`` as it goes into the job file, or UsageError when fio cannot take it as is."""
+    text = str(value)
+    if not _SAFE_VALUE.fullmatch(text) or text.startswith("-"):
+        raise UsageError(
+            f"fio cannot be given {key}={text!r} safely: its job-file parser cuts, splits or "
+            "expands values holding other characters than letters, digits and _ . + / -",
+            hint="use --engine posix",
+        )
+    return text
+
+
+def check_path(path: str) -> str:
+    """A file name relative to the run directory, as ``filename=`` lists it."""
+    if os.path.isabs(path):
+        raise UsageError(
+            f"fio job files name files relative to the run directory, not {path!r}",
+            hint="use --engine posix",
+        )
+    return check_value("filename", path)
 
 
 def _job_name(phase: str, w: int) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", phase) + f".w{w}"
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", phase) + f".w{w}"
+    if name.startswith("global"):  # fio takes any section named global* for [global]
+        name = "job." + name
+    if not _SAFE_NAME.fullmatch(name):
+        raise UsageError(
+            f"fio cannot take the job name {name!r} (at most 200 letters, digits, _ . -)",
+            hint="use --engine posix",
+        )
+    return name
 
 
 def _direction(op: str) -> str:
@@ -64,26 +105,45 @@ class FioJobPlan:
 
 @dataclass
 class FioPlan:
+    """fio's jobs for one phase; fio runs in ``cwd`` (the run directory), where every job's
+    ``paths`` are."""
+
     global_opts: dict[str, Any]
     seed: int = 0
     jobs: list[FioJobPlan] = field(default_factory=list)
+    cwd: str = "."
+
+    def abspath(self, path: str) -> str:
+        return os.path.join(self.cwd, path)
 
     def text(self) -> str:
-        """The job file."""
+        """The job file; every value checked (``check_value``), every line within fio's limit."""
         lines = ["[global]"]
-        lines += [f"{k}={v}" for k, v in self.global_opts.items()]
+        lines += [f"{k}={check_value(k, v)}" for k, v in self.global_opts.items()]
         for j in self.jobs:
-            lines += ["", f"[{j.name}]", "filename=" + ":".join(_escape(p) for p in j.paths)]
+            lines += ["", f"[{j.name}]", filename_line(j.paths)]
             if j.offset:
-                lines.append(f"offset={j.offset}")
-            lines.append(f"size={j.length * len(j.paths)}")
+                lines.append(f"offset={check_value('offset', j.offset)}")
+            lines.append(f"size={check_value('size', j.length * len(j.paths))}")
             if j.io_bytes:
-                lines.append(f"io_size={j.io_bytes}")
+                lines.append(f"io_size={check_value('io_size', j.io_bytes)}")
             if len(j.paths) > 1:
                 svc = "random" if self.global_opts["rw"].startswith("rand") else "sequential"
                 lines.append(f"file_service_type={svc}")
-            lines.append(f"randseed={self.seed * 7919 + j.worker + 1}")
+            lines.append(f"randseed={check_value('randseed', self.seed * 7919 + j.worker + 1)}")
+        for line in lines:
+            if len(line) > FIO_LINE_MAX:
+                raise UsageError(
+                    f"a line of {len(line)} characters in the fio job file ({line[:40]}...) is "
+                    f"longer than fio reads ({FIO_LINE_MAX})",
+                    hint="use --engine posix or fewer files",
+                )
         return "\n".join(lines) + "\n"
+
+
+def filename_line(paths: list[str]) -> str:
+    """``filename=a:b``: fio separates file names with ':'; none of ours holds one."""
+    return "filename=" + ":".join(check_path(p) for p in paths)
 
 
 def why_not(phase: PhaseSpec) -> str | None:
@@ -96,9 +156,15 @@ def why_not(phase: PhaseSpec) -> str | None:
         return "fio cannot read or write whole files of different sizes in one transfer each"
     if phase.latency_per != "op":
         return "fio measures latency per I/O, not per whole file"
-    for segs in assign(phase, "."):
+    for segs in assign(phase, ""):
         if len({(s.offset, s.length) for s in segs}) > 1:
             return "fio splits a job's size evenly over its files: files differ in size here"
+        longest = len(filename_line([s.path for s in segs]))
+        if longest > FIO_LINE_MAX:
+            return (
+                f"a job's file list ({len(segs)} files, {longest} characters) is longer than "
+                f"the {FIO_LINE_MAX} characters fio reads in one job-file line"
+            )
     return None
 
 
@@ -108,7 +174,8 @@ def ioengine_for(phase: PhaseSpec) -> str:
 
 
 def build_plan(phase: PhaseSpec, run_dir: str) -> FioPlan:
-    """Turn a phase into fio jobs: one section per worker, files as ``posix.assign`` deals them."""
+    """Turn a phase into fio jobs: one section per worker, files as ``posix.assign`` deals them,
+    named relative to ``run_dir`` (where fio runs)."""
     why = why_not(phase)
     if why:
         raise EngineError(f"phase {phase.name}: {why}")
@@ -139,8 +206,8 @@ def build_plan(phase: PhaseSpec, run_dir: str) -> FioPlan:
         g["time_based"] = 1
     if phase.rate_bps:
         g["rate"] = int(phase.rate_bps)
-    plan = FioPlan(g, seed=phase.seed)
-    for w, segs in enumerate(assign(phase, run_dir)):
+    plan = FioPlan(g, seed=phase.seed, cwd=run_dir)
+    for w, segs in enumerate(assign(phase, "")):
         if not segs:
             continue
         length = segs[0].length
@@ -165,8 +232,8 @@ def build_plan(phase: PhaseSpec, run_dir: str) -> FioPlan:
     return plan
 
 
-def job_file(phase: PhaseSpec, run_dir: str) -> str:
-    """The fio job file for ``phase`` (what ``iobench`` hands to fio)."""
+def job_file(phase: PhaseSpec, run_dir: str = ".") -> str:
+    """The fio job file for ``phase`` (what ``iobench`` hands to fio, run in ``run_dir``)."""
     return build_plan(phase, run_dir).text()
 
 
@@ -315,9 +382,84 @@ def _failed(phase: PhaseSpec, problem: str, res: PhaseResult | None = None) -> E
     return err
 
 
+# fio's status line (--eta=always): "Jobs: 1 (f=1), 0B/s-400MiB/s: [W(1)][42.9%][w=281MiB/s]
+# [w=280 IOPS][eta 00m:04s]"; the range before the colon is the rate limit, not a rate.
+# Before fio has an estimate the percentage reads "-.-%".
+_ETA_RE = re.compile(r"\]\[(?P<pct>\d+(?:\.\d+)?|-\.-)%\]\[(?P<rates>[^\]]*)\]")
+_RATE_RE = re.compile(r"[rwt]=(?P<v>\d+(?:\.\d+)?)(?P<u>[KMGTP]?i?)B/s")
+_RATE_UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50}
+_RATE_UNITS.update({"K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15})
+
+
+def parse_eta(text: str) -> tuple[float | None, float] | None:
+    """The last status line in fio's ``--eta=always`` output: (percent done or None while fio
+    has no estimate, bytes/s now, reads and writes together); None when there is none yet."""
+    last = None
+    for m in _ETA_RE.finditer(text):
+        last = m
+    if last is None:
+        return None
+    rate = sum(
+        float(r.group("v")) * _RATE_UNITS.get(r.group("u"), 1)
+        for r in _RATE_RE.finditer(last.group("rates"))
+    )
+    pct = last.group("pct")
+    return (None if pct == "-.-" else float(pct)), rate
+
+
+def strip_eta(text: str) -> str:
+    """fio's stdout without its status lines (what error messages quote)."""
+    parts = re.split(r"[\r\n]", text or "")
+    return "\n".join(p for p in parts if p.strip() and not p.lstrip().startswith("Jobs:"))
+
+
+class EtaProgress:
+    """Feeds an engine Progress from fio's status lines: done bytes from the percentage when
+    the phase has a size and fio an estimate, else the reported rates summed over time since
+    fio started (a display, never a figure of the result)."""
+
+    def __init__(self, progress, total_bytes: int | None, clock=time.monotonic):
+        self.progress = progress
+        self.total = total_bytes
+        self.clock = clock
+        self.offset = 0
+        self.tail = ""
+        self.done = 0.0
+        self.last_t = clock()
+
+    def feed(self, text: str) -> None:
+        """Take fio's newest stdout text (appended since the last call)."""
+        self.tail = (self.tail + text)[-4096:]
+        eta = parse_eta(self.tail)
+        if eta is None:
+            return
+        pct, rate = eta
+        now = self.clock()
+        if self.total and pct is not None:
+            done = self.total * min(pct, 100.0) / 100.0
+        else:
+            done = self.done + rate * max(0.0, now - self.last_t)
+            if self.total:
+                done = min(done, float(self.total))
+        self.last_t = now
+        if done > self.done:
+            self.done = done
+            self.progress.update(int(done), 0)
+
+    def poll(self, fd: int) -> None:
+        """Read what fio wrote to ``fd`` since the last poll (pread: fio's offset stays put)."""
+        try:
+            data = os.pread(fd, 1 << 16, self.offset)
+        except OSError:
+            return
+        if data:
+            self.offset += len(data)
+            self.feed(data.decode(errors="replace"))
+
+
 def _last_line(*texts: str) -> str:
     for text in texts:
-        lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+        lines = [ln.strip() for ln in strip_eta(text).splitlines() if ln.strip()]
         if lines:
             return lines[-1]
     return "no message"
@@ -326,7 +468,7 @@ def _last_line(*texts: str) -> str:
 def _unique_path(directory: str, stem: str, ext: str) -> str:
     path = os.path.join(directory, f"{stem}{ext}")
     k = 2
-    while os.path.exists(path):  # a repeat of the same phase keeps every repeat's output
+    while os.path.lexists(path):  # a repeat of the same phase keeps every repeat's output
         path = os.path.join(directory, f"{stem}-{k}{ext}")
         k += 1
     return path
@@ -383,22 +525,27 @@ class FioEngine(Engine):
             err.hint = "install fio (apt-get install fio) or use --engine posix"
             raise err
         plan = build_plan(phase, ctx.run_dir)
+        job_text = plan.text()  # refused here (exit 2), before fio runs, if a value is unsafe
         if not phase.op.endswith("write"):
             self._check_inputs(phase, plan)
         with tempfile.TemporaryDirectory(prefix="iobench-fio-") as tmp:
+            # absolute: a relative temp dir ("-x/...") would reach fio's argv as an option
+            tmp = os.path.abspath(tmp)
             jobfile = os.path.join(tmp, "job.fio")
             output = os.path.join(tmp, "out.json")
             with open(jobfile, "w") as f:
-                f.write(plan.text())
+                f.write(job_text)
             total = (
                 None
                 if phase.time_s
                 else sum(j.io_bytes or j.length * len(j.paths) for j in plan.jobs)
             )
             ctx.progress.start(phase.name, total, None)
+            if phase.time_s:
+                ctx.progress.set_duration(phase.time_s)
             try:
                 rc, stderr, stdout, stopped, timed_out = self._execute(
-                    exe, jobfile, output, phase, ctx
+                    exe, jobfile, output, phase, ctx, plan.cwd, EtaProgress(ctx.progress, total)
                 )
             finally:
                 ctx.progress.close()
@@ -415,7 +562,7 @@ class FioEngine(Engine):
     def _check_inputs(self, phase: PhaseSpec, plan: FioPlan) -> None:
         """Reads need files already written: fio would otherwise lay them out itself."""
         for j in plan.jobs:
-            for p in j.paths:
+            for p in map(plan.abspath, j.paths):
                 try:
                     size = os.stat(p).st_size
                 except OSError as e:
@@ -428,12 +575,22 @@ class FioEngine(Engine):
                     )
 
     def _execute(
-        self, exe: str, jobfile: str, output: str, phase: PhaseSpec, ctx: EngineContext
+        self,
+        exe: str,
+        jobfile: str,
+        output: str,
+        phase: PhaseSpec,
+        ctx: EngineContext,
+        cwd: str,
+        eta: EtaProgress | None = None,
     ) -> tuple[int, str, str, bool, bool]:
+        # the status line goes to stdout (the figures to --output): it feeds the progress bar
+        status = (
+            ["--eta=always", "--eta-newline=1", "--eta-interval=1s"] if eta else ["--eta=never"]
+        )
         # --thread: fio's jobs are threads of the one fio process, so that the death signal
         # armed below ends them all (forked job processes would be orphaned and go on writing)
-        cmd = [exe, "--thread", "--output-format=json+", f"--output={output}", "--eta=never"]
-        cmd.append(jobfile)
+        cmd = [exe, "--thread", "--output-format=json+", f"--output={output}", *status, jobfile]
         limit = phase.time_s + max(60.0, phase.time_s) if phase.time_s else None
         with tempfile.TemporaryFile() as err_f, tempfile.TemporaryFile() as out_f:
             try:
@@ -442,6 +599,7 @@ class FioEngine(Engine):
                     stdout=out_f,
                     stderr=err_f,
                     stdin=subprocess.DEVNULL,
+                    cwd=cwd,
                     preexec_fn=_die_with_parent(),
                 )
             except OSError as e:
@@ -456,6 +614,8 @@ class FioEngine(Engine):
                         pass
                     if proc.returncode is not None:
                         break
+                    if eta is not None:
+                        eta.poll(out_f.fileno())
                     if ctx.stop.is_set() and not stopped:
                         stopped = True
                         self._interrupt(proc)
@@ -465,6 +625,8 @@ class FioEngine(Engine):
             except BaseException:  # Ctrl-C in this thread: fio must not outlive us
                 self._interrupt(proc)
                 raise
+            if eta is not None:
+                eta.poll(out_f.fileno())  # fio's last status line: the bar ends where fio did
             # a terminal's Ctrl-C reaches fio too: it may have ended before we saw the flag
             stopped = stopped or ctx.stop.is_set()
             err_f.seek(0)
@@ -498,9 +660,10 @@ class FioEngine(Engine):
             os.makedirs(ctx.raw_dir, exist_ok=True)
             stem = "fio-" + re.sub(r"[^A-Za-z0-9_.-]", "_", phase.name)
             path = _unique_path(ctx.raw_dir, stem, ".json")
-            with open(path, "w") as f:
+            # "x" (O_EXCL): a new file, never through a link planted in the output directory
+            with open(path, "x") as f:
                 f.write(text)
-            with open(path[: -len(".json")] + ".fio", "w") as f:
+            with open(path[: -len(".json")] + ".fio", "x") as f:
                 f.write(plan.text())
             return path
         except OSError:
@@ -528,12 +691,13 @@ class FioEngine(Engine):
         res = to_phase_result(phase, data, plan) if data is not None else _empty(phase)
         res.extra["engine"] = self.name
         res.extra["fio_ioengine"] = plan.global_opts["ioengine"]
+        res.extra["fio_cwd"] = plan.cwd  # the job file's file names are relative to it
         if raw_path:
             res.extra["fio_json"] = raw_path
         if phase.drop_cache_after:
             for j in plan.jobs:
                 for p in j.paths:
-                    drop_file_cache(p)
+                    drop_file_cache(plan.abspath(p))
         job_errors = [
             (j.get("jobname", "?"), int(j.get("error", 0) or 0))
             for j in (data or {}).get("jobs", [])

@@ -154,6 +154,8 @@ class FsspecEngine(Engine):
             sum(s.length for seg in work for s in seg) if phase.op in ("write", "read") else None
         )
         ctx.progress.start(phase.name, total if not phase.time_s else None, None)
+        if phase.time_s:
+            ctx.progress.set_duration(phase.time_s)
         for t in threads:
             t.start()
         try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import array
 import ctypes
+import dataclasses
 import errno
 import mmap
 import multiprocessing
@@ -40,6 +41,7 @@ from .base import (
     Engine,
     EngineContext,
     PhaseSpec,
+    SteadyWatch,
     assign,
     cache_label,
     pace_until,
@@ -53,7 +55,7 @@ CHUNK = 4096  # operations recorded before they are added to the histogram and s
 STOP_EVERY = 16  # the random loop looks at the stop flags every this many operations
 POLL_S = 0.1  # how often the coordinating thread mirrors ctx.stop and reports progress
 _HEADER = 64  # bytes of flags at the start of the shared state page
-_STOP, _FAILED = 0, 1  # flag offsets
+_STOP, _FAILED, _STEADY = 0, 1, 2  # flag offsets
 _PER_S = round(1 / SERIES_RESOLUTION_S)  # series slots per second (an int, as WorkerStats.add)
 
 
@@ -94,7 +96,7 @@ class _PhaseState:
 
     def should_stop(self) -> bool:
         f = self.flags
-        return f[_STOP] != 0 or f[_FAILED] != 0 or self.ctx.stop.is_set()
+        return f[_STOP] != 0 or f[_FAILED] != 0 or f[_STEADY] != 0 or self.ctx.stop.is_set()
 
     def stop_requested(self) -> bool:
         return self.flags[_STOP] != 0 or self.ctx.stop.is_set()
@@ -104,6 +106,10 @@ class _PhaseState:
 
     def request_stop(self) -> None:
         self.flags[_STOP] = 1
+
+    def steady_stop(self) -> None:
+        """End the phase as its time limit would: it reached steady state (not a stop)."""
+        self.flags[_STEADY] = 1
 
     def fail(self, msg: str, err_no: int | None) -> None:
         with self.lock:
@@ -221,12 +227,21 @@ class PosixEngine(Engine):
         if phase.op not in OPS_DATA and phase.op not in OPS_META:
             raise EngineError(f"the posix engine cannot run op {phase.op!r}")
         work = assign(phase, ctx.run_dir)
+        watch = None
+        if phase.steady is not None and phase.time_s:
+            metric = "iops" if phase.op in ("stat", "delete") else "bw"
+            watch = SteadyWatch(ctx.progress, phase.steady.for_metric(metric), None, POLL_S)
+            ctx = dataclasses.replace(ctx, progress=watch)
         state = _PhaseState(ctx, phase.jobs)
+        if watch is not None:
+            watch.on_steady = state.steady_stop
         mode = self.worker_mode(phase)
         total = (
             sum(s.length for seg in work for s in seg) if phase.op in ("write", "read") else None
         )
         ctx.progress.start(phase.name, total if not phase.time_s else None, None)
+        if phase.time_s:
+            ctx.progress.set_duration(phase.time_s)
         origin = time.perf_counter()
         box: list[WorkerStats] = []  # the threads' stats, kept when a second signal cuts in
         try:
@@ -248,7 +263,13 @@ class PosixEngine(Engine):
         finally:
             ctx.progress.update(*state.totals())
             ctx.progress.close()
-        return self._result(phase, stats, state, ctx, mode)
+        res = self._result(phase, stats, state, ctx, mode)
+        if watch is not None:
+            # why the phase ended: its time limit, or steady state seen live (stats.SteadyWatch)
+            res.extra["ended"] = "steady" if watch.steady_at_s is not None else "time limit"
+            if watch.steady_at_s is not None:
+                res.extra["steady_live_at_s"] = round(watch.steady_at_s, 3)
+        return res
 
     # -- coordination ------------------------------------------------------------------------
     def _run_threads(
@@ -425,6 +446,11 @@ class PosixEngine(Engine):
         )
         res.extra["workers"] = mode
         res.warnings.extend(phase.block_size_warnings())
+        if phase.op == "write" and phase.time_s and res.elapsed_s > 1.2 * phase.time_s:
+            res.warnings.append(
+                f"time-based write ran {res.elapsed_s:.2f} s, not {phase.time_s:.2f} s: each "
+                "file is written whole once before the time may end the phase"
+            )
         if state.error:
             res.status = "partial" if res.ops else "failed"
             res.error = state.error
@@ -506,12 +532,17 @@ class PosixEngine(Engine):
         deadline_ns = int(deadline * 1e9) if deadline else 0
         flags = self._open_flags(phase, write)
         direct = phase.direct
+        align = state.ctx.direct_align
         verify = phase.verify
         fds: list[tuple[int, str]] = []  # (dup'd fd, path) to fsync at the end
         view = memoryview(buf) if buf is not None else None
         moved = 0
         done_bytes = state.done_bytes
         should_stop = state.should_stop
+        # A time-based write fills its files once before the clock may stop it: what the
+        # read-back reads (another client, after other phases wrote other blocks there) was
+        # all written by this phase. On slow storage the phase outlasts its time; it says so.
+        first_pass = write and bool(deadline)
         try:
             while True:
                 for seg in segments:
@@ -540,8 +571,9 @@ class PosixEngine(Engine):
                                 t0 = _perf_ns()
                                 done = os.pwrite(fd, data, pos)
                             else:
-                                # O_DIRECT wants aligned lengths: ask for whole pages, take n
-                                req = -(-n // 4096) * 4096 if direct else n
+                                # O_DIRECT wants aligned lengths: n is, but at a file's end
+                                # (whole-file reads): ask for whole blocks there, take n
+                                req = -(-n // align) * align if direct else n
                                 t0 = _perf_ns()
                                 done = min(os.preadv(fd, [view[:req]], pos), n)
                             t1 = _perf_ns()
@@ -554,7 +586,7 @@ class PosixEngine(Engine):
                             if not per_file:
                                 rec.add(done, t0, t1)
                             done_bytes[w] = moved
-                            if deadline_ns and t1 >= deadline_ns:
+                            if deadline_ns and t1 >= deadline_ns and not first_pass:
                                 break
                             if phase.rate_bps:
                                 self._pace(phase, st, moved, state)
@@ -578,10 +610,13 @@ class PosixEngine(Engine):
                     if phase.drop_cache_after:
                         drop_file_cache(seg.path)
                     st.end = t_end / 1e9
-                    if deadline and st.end >= deadline:
+                    if deadline and st.end >= deadline and not first_pass:
                         return
                     if budget is not None and not deadline and moved >= budget:
                         return
+                first_pass = False
+                if deadline and st.end >= deadline:
+                    return
                 if not deadline and (budget is None or moved >= budget or not segments):
                     return
                 if not segments:

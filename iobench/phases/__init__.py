@@ -15,6 +15,7 @@ GENERATORS = {
     "sequential": "iobench.phases.sequential",
     "checkpoint": "iobench.phases.checkpoint",
     "dataset": "iobench.phases.dataset",
+    "llm-checkpoint": "iobench.phases.llm_checkpoint",
 }
 
 

@@ -106,10 +106,9 @@ def _metadata(params: dict[str, Any], runner: Any) -> None:
     fsync = "file" if params["fsync"] != "never" else "never"
     runner.execute(PhaseSpec("ckpt-create", "create", files, fsync=fsync, **common))
     runner.execute(PhaseSpec("ckpt-stat", "stat", files, **common))
-    aligned = all(f.size % 4096 == 0 for f in files)
-    runner.execute(
-        PhaseSpec("ckpt-open_read", "open_read", files, direct=direct and aligned, **common)
-    )
+    # whole-file reads: O_DIRECT takes any file size (the last block is read whole, the
+    # kernel returns the file's bytes), so small files of any size are read direct
+    runner.execute(PhaseSpec("ckpt-open_read", "open_read", files, direct=direct, **common))
     runner.execute(PhaseSpec("ckpt-delete", "delete", files, **common))
 
 
@@ -261,7 +260,7 @@ def _torch_save_load(params: dict[str, Any], runner: Any, state: list[dict[str, 
     for p in paths:
         drop_file_cache(p)
     if runner.cache_state(False) != "dropped":
-        cache = "buffered"
+        cache = "client-cache" if runner.cache_state(False) == "client-cache" else "buffered"
 
     def load(i: int, st: WorkerStats) -> None:
         t0 = time.perf_counter_ns()

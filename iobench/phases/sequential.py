@@ -14,6 +14,7 @@ from ..distributed import peer_files, read_source
 from ..engines.base import FileSpec, PhaseSpec
 from ..plan import Plan
 from ..spec import Param
+from ..target import check_direct_alignment
 
 PARAMS: dict[str, Param] = {
     "mode": Param("choice", "file-per-worker", "file layout", ("file-per-worker", "shared")),
@@ -53,6 +54,19 @@ def _variants(params: dict[str, Any]) -> list[tuple[str, int, int]]:
     return out
 
 
+def direct_sizes(params: dict[str, Any]) -> dict[str, int]:
+    """The sizes that reach O_DIRECT I/O as lengths or offsets (none when buffered): every
+    block size, and the bytes per worker, which fix the files' sizes (their last block) and
+    the workers' regions of a shared file."""
+    if not params["direct"]:
+        return {}
+    out = {"block_size": params["block_size"], "size": params["size"]}
+    out.update({f"block_sizes[{i}]": bs for i, bs in enumerate(params["block_sizes"])})
+    if params["randread"]:
+        out["rand_block_size"] = params["rand_block_size"]
+    return out
+
+
 def plan(params: dict[str, Any]) -> Plan:
     p = Plan()
     biggest = 0
@@ -66,26 +80,25 @@ def plan(params: dict[str, Any]) -> Plan:
         p.add("rand-read", "randread", params["size"] * (params["rand_jobs"] or params["jobs"]))
     p.space_bytes = biggest
     p.inodes = 2 + max(1 if params["mode"] == "shared" else j for _, _, j in _variants(params))
+    p.direct_sizes = direct_sizes(params)
     return p
 
 
 def run(params: dict[str, Any], runner: Any) -> None:
     direct = runner.direct(params["direct"])
+    if direct:  # refused at planning already; here for callers that plan on their own
+        check_direct_alignment(direct_sizes(params), runner.target)
     runner.mkdirs(["seq"])
     src, prefix = read_source(runner)  # many ranks: read back another rank's files (IOR -C)
     last_files: tuple[FileSpec, ...] = ()
     for suffix, bs, jobs in _variants(params):
         files = _files(params, jobs, runner.world, runner.rank)
-        aligned = all(f.size % 4096 == 0 for f in files) and bs % 4096 == 0
-        use_direct = direct and aligned
-        if direct and not aligned:
-            runner.warn("sizes not multiples of 4 KiB: O_DIRECT skipped for those phases")
         common = dict(
             jobs=jobs,
             block_size=bs,
             size=params["size"],
             time_s=params["time"],
-            direct=use_direct,
+            direct=direct,
             rate_bps=params["rate"],
             seed=params["seed"],
             mode=params["mode"],

@@ -111,8 +111,10 @@ def test_history_never_replaces_a_stored_run(tmp_path):
 
 
 def test_result_save_failing_at_the_end_of_a_run(cli, planted, tmp_path, monkeypatch):
-    """The rename of result.json fails: exit 4, the figures are printed, no temp file."""
+    """The rename of result.json fails (a first save links the temp file into place, so that
+    it never replaces anything): exit 4, the figures are printed, no temp file."""
     monkeypatch.setattr(results.os, "replace", _raise(OSError(errno.EIO, "Input/output error")))
+    monkeypatch.setattr(results.os, "link", _raise(OSError(errno.EIO, "Input/output error")))
     out = tmp_path / "out"
     r = cli("run", "sequential-write", planted.path, "--set", "size=4MiB", *SEQ, "--output",
             out, "-q", "--no-history")  # fmt: skip

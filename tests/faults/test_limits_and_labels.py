@@ -20,7 +20,6 @@ from conftest import (
     _umount,
     assert_failed_run,
     debris,
-    iobench_cmd,
     one_line,
     plant,
     sub_env,
@@ -37,19 +36,19 @@ def _nothing_written(tmp_path: Path, planted) -> None:
 # -- item 10: --time bounded; a worker thread that raises fails the phase ----------------------
 
 
-@pytest.mark.parametrize("value", ["1e300s", "31d", "1e12"])
-def test_an_absurd_phase_time_is_bad_input(cli, planted, tmp_path, value):
-    r = cli("run", "sequential-write", planted.path, *SMALL["sequential-write"], "--time", value,
-            "--output", tmp_path / "out")  # fmt: skip
+def test_an_absurd_phase_time_is_bad_input(cli, planted, tmp_path):
+    """1e300 s overflowed the workers' nanosecond clocks: the thread died, the phase passed."""
+    r = cli("run", "sequential-write", planted.path, *SMALL["sequential-write"], "--time",
+            "1e300s", "--output", tmp_path / "out")  # fmt: skip
     assert r.code == 2
-    assert "time" in one_line(r.err) and "at most 2592000s (30 days)" in r.err
+    assert "time" in one_line(r.err) and "must be at most 7d" in r.err
     _nothing_written(tmp_path, planted)
 
 
 def test_an_absurd_qualify_budget_is_bad_input(cli, planted, tmp_path):
-    r = cli("qualify", planted.path, "--time", "1e300s", "--output", tmp_path / "out")
+    r = cli("qualify", planted.path, "--budget", "1e300s", "--output", tmp_path / "out")
     assert r.code == 2
-    assert "--time 1e300s is longer than 2592000s (30 days)" in one_line(r.err)
+    assert "--budget 1e300s is longer than 7 days" in one_line(r.err)
     _nothing_written(tmp_path, planted)
 
 
@@ -159,7 +158,10 @@ def test_gpus_beyond_the_model_are_bad_input(cli, planted, tmp_path, dataset_res
     _nothing_written(tmp_path, planted)
 
 
-def test_the_largest_estimate_is_bounded_and_says_how(cli, dataset_result):
+def test_the_largest_estimate_is_bounded_and_says_how(cli, dataset_result, monkeypatch):
+    from iobench import starvation
+
+    monkeypatch.setattr(starvation, "SIM_RANKS", 64)  # (the interval reruns the model 100 times)
     r = cli("estimate", dataset_result, "--profile", "resnet50-h100", "--gpus", "1048576",
             "--json")  # fmt: skip
     assert r.code == 0, r.err
@@ -306,64 +308,7 @@ def test_the_recorded_block_size_is_the_io_size(cli, planted, tmp_path):
     assert all(any("the I/Os were 4.0 MiB" in w for w in p["warnings"]) for p in res["phases"])
 
 
-@pytest.mark.parametrize("kind", ["directory", "fifo", "dangling link"])
-def test_a_workload_path_that_is_no_file_says_what_it_is(cli, planted, tmp_path, kind):
-    path = tmp_path / "w.toml"
-    if kind == "directory":
-        path.mkdir()
-        words = "is a directory"
-    elif kind == "fifo":
-        os.mkfifo(path)
-        words = "is not a regular file"
-    else:
-        path.symlink_to(tmp_path / "gone.toml")
-        words = "does not exist"
-    r = cli("run", str(path), planted.path, "--output", tmp_path / "out")
-    assert r.code == 2
-    assert words in one_line(r.err) and "workload file" in r.err
-    _nothing_written(tmp_path, planted)
-
-
-# -- item 9: stdout that cannot take the output -----------------------------------------------
-
 RUN = ["run", "sequential-write", "{T}", *SMALL["sequential-write"], "--output", "{O}", "-q"]
-
-
-def _run(planted, tmp_path, **kw):
-    args = [a.format(T=planted.path, O=tmp_path / "out") for a in RUN]
-    return subprocess.run(iobench_cmd(*args), env=sub_env(tmp_path), stderr=subprocess.PIPE,
-                          text=True, timeout=120, **kw)  # fmt: skip
-
-
-def test_closed_stdout_loses_only_the_printout(planted, tmp_path):
-    p = _run(planted, tmp_path, stdout=subprocess.DEVNULL, preexec_fn=lambda: os.close(1))
-    assert p.returncode == 0 and p.stderr == ""
-    res = json.loads((tmp_path / "out" / "result.json").read_text())
-    assert res["status"] == "complete"
-    assert debris(planted.path) == [] and planted.unchanged()
-
-
-def test_a_full_stdout_is_a_warning_not_a_failure(planted, tmp_path):
-    with open("/dev/full", "w") as full:
-        p = _run(planted, tmp_path, stdout=full)
-    assert p.returncode == 0, p.stderr
-    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert lines == [
-        "iobench: warning: the output could not be written to stdout (No space left on device)"
-    ]
-    assert json.loads((tmp_path / "out" / "result.json").read_text())["status"] == "complete"
-
-
-def test_a_reader_that_went_away_keeps_the_exit_status(planted, tmp_path):
-    """``| head`` closing early: EPIPE is not a regression (click would exit 1)."""
-    r, w = os.pipe()
-    os.close(r)
-    try:
-        p = _run(planted, tmp_path, stdout=w)
-    finally:
-        os.close(w)
-    assert p.returncode == 0 and p.stderr == ""
-    assert json.loads((tmp_path / "out" / "result.json").read_text())["status"] == "complete"
 
 
 # -- item 11: torch is imported only where it is used -----------------------------------------

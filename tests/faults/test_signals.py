@@ -151,7 +151,7 @@ def test_signal_in_loader_loop(cli, planted, tmp_path, monkeypatch, sig):
 @pytest.mark.parametrize("sig", SIGNALS, ids=SIGNAL_IDS)
 def test_signal_in_qualify(cli, planted, tmp_path, trip, sig):
     t = trip("seq-write", [sig], on=(os, "pwrite"))
-    r = cli("qualify", planted.path, "--quick", "--time", "5s", "--output", tmp_path / "out",
+    r = cli("qualify", planted.path, "--quick", "--budget", "5s", "--output", tmp_path / "out",
             "-q", "--no-history")  # fmt: skip
     assert t.fired
     res = assert_failed_run(r, tmp_path / "out", planted, 130, "interrupted", sig.name)
@@ -444,10 +444,10 @@ def test_fio_dies_with_a_sigkilled_iobench(planted, tmp_path):
 @pytest.mark.parametrize(
     "extra",
     [
-        ["--set", "rate=1"],
+        ["--set", "rate=1", "--set", "time=1h"],  # (size-based, 1 B/s is refused at planning)
         ["--set", "rate=1KiB", "--set", "jobs=3"],  # on one CPU: forked workers
         ["--set", "block_size=16MiB", "--set", "size=32MiB", "--set", "rate=1MiB"],
-        ["--set", "rate=1", "--engine", "fsspec"],
+        ["--set", "rate=1", "--set", "time=1h", "--engine", "fsspec"],
     ],
     ids=["1B/s", "1KiB/s-forked", "16MiB-at-1MiB/s", "fsspec-1B/s"],
 )

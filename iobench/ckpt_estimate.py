@@ -1,0 +1,379 @@
+"""From a checkpoint run's measured phases to the checkpoint model's labelled estimates.
+
+``measured(run)`` collects what the ``llm-checkpoint`` phases measured (MLPerf's figure: bytes
+÷ the slowest rank's time, with the per-rank spread; the copy, create and open rates; the
+plain sequential write beside ``torch.save``). ``build(...)`` turns those into the
+``checkpoint`` block of result.json: the measured figures, then estimates for the full-size
+checkpoint from ``ckpt_model``, each with its basis. ``render(block)`` prints it. No I/O.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from . import ckpt_model as cm
+from .errors import UsageError
+from .units import format_bytes, format_rate, format_seconds
+
+#: MLPerf Storage's threshold for figures that are not cache: written data over 3 × RAM.
+CACHE_MULTIPLE = 3
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the user gave for the model: failures, interval, restart, capacity, retention."""
+
+    mtbf_s: float | None = None
+    failure_rate_per_s: float | None = None  # per accelerator
+    accelerators: int | None = None  # default: the checkpoint's ranks
+    interval_s: float | None = None
+    restart_s: float = 0.0
+    capacity_bytes: int | None = None
+    keep_last: int | None = None
+
+
+def _phase(run: Any, name: str) -> Any:
+    return next((p for p in run.phases if p.name == name and p.ops), None)
+
+
+def _io(p: Any) -> dict[str, Any]:
+    secs = list((p.extra or {}).get("rank_seconds") or [])
+    spread = {"min": min(secs), "median": statistics.median(secs), "max": max(secs)} if secs else {}
+    world = int((p.extra or {}).get("world") or 1)
+    # under torchrun a phase keeps process 0's extra: its own ranks' times only
+    scope = "all ranks" if world == 1 else f"process 0's {len(secs)} ranks of {world} processes"
+    return {
+        "rank_seconds_scope": scope,
+        "phase": p.name,
+        "api": (p.params or {}).get("api"),
+        "bytes": p.bytes,
+        "files": p.files,
+        "ranks": int((p.params or {}).get("ranks_local") or p.concurrency)
+        * int((p.extra or {}).get("world") or 1),
+        "seconds": p.elapsed_s,
+        "bandwidth_bps": p.bandwidth_bps,
+        "rank_seconds": spread,
+        "cache": p.cache,
+    }
+
+
+def measured(run: Any) -> dict[str, Any]:
+    """The figures the run's checkpoint phases measured (absent phases are left out)."""
+    out: dict[str, Any] = {}
+    for key, name in (
+        ("save", "ckpt-save"), ("load", "ckpt-load"),
+        ("dcp_save", "ckpt-dcp-save"), ("dcp_load", "ckpt-dcp-load"),
+    ):  # fmt: skip
+        p = _phase(run, name)
+        if p is not None:
+            out[key] = _io(p)
+    save = _phase(run, "ckpt-save") or _phase(run, "ckpt-dcp-save")
+    if save is not None and (save.extra or {}).get("copy_bps"):
+        out["copy_bps"] = save.extra["copy_bps"]
+        out["copy_basis"] = save.extra.get("copy_basis", "")
+    base = _phase(run, "ckpt-baseline-write")
+    if base is not None:
+        out["baseline"] = {"bandwidth_bps": base.bandwidth_bps, "bytes": base.bytes}
+        if "save" in out and base.bandwidth_bps:
+            out["baseline"]["save_ratio"] = out["save"]["bandwidth_bps"] / base.bandwidth_bps
+    for key, name in (("create_per_s", "ckpt-create"), ("open_per_s", "ckpt-open_read")):
+        p = _phase(run, name)
+        if p is not None and p.iops:
+            out[key] = p.iops
+            out[f"{key.split('_')[0]}_workers"] = p.concurrency
+    return out
+
+
+def _data_rate(io: dict[str, Any], per_s: float | None) -> tuple[float, float]:
+    """(bytes/s of the data alone, seconds of metadata in the measured time): the measured
+    time less its files at the measured create/open rate, so the full-size estimate does not
+    count those files twice."""
+    meta = io["files"] / per_s if per_s else 0.0
+    data_s = io["seconds"] - meta
+    if data_s <= 0.5 * io["seconds"]:  # metadata would be most of it: keep the plain figure
+        return io["bandwidth_bps"], -1.0
+    return io["bytes"] / data_s, meta
+
+
+def build(
+    run: Any, spec: cm.ModelSpec, *, scale: float, dcp_files_per_rank: int = 1,
+    opts: Options | None = None, source: str = "",
+) -> dict[str, Any]:  # fmt: skip
+    """The ``checkpoint`` block: model, measured figures, and the full-size estimates."""
+    opts = opts or Options()
+    got = measured(run)
+    block: dict[str, Any] = {
+        "model": {**spec.to_dict(), "ranks": spec.ranks, "total_bytes": spec.total_bytes,
+                  "source": source},
+        "scale": scale,
+        "measured": got,
+    }  # fmt: skip
+    dcp = "save" not in got and "dcp_save" in got
+    save = got.get("save") or got.get("dcp_save")
+    load = got.get("load") or got.get("dcp_load")
+    if save is None or load is None:
+        block["estimate"] = None
+        block["estimate_missing"] = "no complete save and load was measured"
+        return block
+    lay = cm.layout(spec, dcp_files_per_rank=dcp_files_per_rank)
+    write_bps, save_meta = _data_rate(save, got.get("create_per_s"))
+    read_bps, load_meta = _data_rate(load, got.get("open_per_s"))
+    rates = cm.Rates(
+        write_bps, read_bps, got.get("copy_bps"), got.get("create_per_s"), got.get("open_per_s")
+    )
+    ranks_run = save["ranks"]
+    basis = [
+        f"aggregate rates measured with {ranks_run} writer(s) saving {format_bytes(save['bytes'])}"
+        f" ({scale:g} of each rank's shard) and loading it back, applied to the full "
+        f"{format_bytes(spec.total_bytes)} over {spec.ranks} ranks: assumes the storage "
+        "sustains the same aggregate rate at full size and rank count",
+    ]
+    if save_meta < 0 or load_meta < 0:
+        basis.append(
+            "the measured files at the measured create/open rates would take most of the "
+            "measured time: the plain measured rates were used, so the full-size files' "
+            "metadata is counted twice (a larger --scale avoids this)"
+        )
+    if save_meta > 0:
+        basis.append(
+            f"the measured save time less {format_seconds(save_meta)} of file creates at the "
+            "measured create rate gives the data rate; full-size files are added back at that rate"
+        )
+    if rates.create_per_s:
+        basis.append(
+            f"file creates at {rates.create_per_s:,.0f}/s and opens at "
+            f"{(rates.open_per_s or 0):,.0f}/s measured by {got.get('create_workers', '?')} "
+            "small-file writers, assumed to hold at every rank count"
+        )
+    if rates.copy_bps:
+        basis.append(
+            f"asynchronous snapshot: the largest rank shard at {format_rate(rates.copy_bps)} "
+            f"({got.get('copy_basis') or 'measured copy'})"
+        )
+    st = cm.stall(lay, rates, dcp=dcp)
+    st_dcp = cm.stall(lay, rates, dcp=True)
+    rec = cm.recovery(lay, rates, opts.restart_s, dcp=dcp)
+    accel = opts.accelerators or spec.ranks
+    if opts.mtbf_s is not None:
+        mtbf, mtbf_basis = opts.mtbf_s, "given (--mtbf)"
+    elif opts.failure_rate_per_s is not None:
+        mtbf = cm.mtbf_from_rate(opts.failure_rate_per_s, accel)
+        mtbf_basis = (
+            f"{opts.failure_rate_per_s * cm.DAY_S:.3g} failures per accelerator-day "
+            f"(--failure-rate) × {accel} accelerators"
+        )
+    else:
+        mtbf = cm.mtbf_from_rate(cm.LLAMA3_RATE_PER_GPU_S, accel)
+        mtbf_basis = (
+            f"Llama 3 405B pre-training rate ({cm.LLAMA3_INTERRUPTIONS} unexpected interruptions"
+            f" in 54 days on {cm.LLAMA3_GPUS:,} GPUs = "
+            f"{cm.LLAMA3_RATE_PER_GPU_S * cm.DAY_S:.3g} per GPU-day) × {accel} accelerators"
+        )
+    sync = cm.plan_sync(st, mtbf, rec.total_s, opts.interval_s)
+    asyn = cm.plan_async(st, mtbf, rec.total_s, opts.interval_s) if st.snapshot_s else None
+    free = (getattr(run, "target", None) or {}).get("free_bytes")
+    cap = cm.capacity(
+        lay.total_bytes, free_bytes=free, capacity_bytes=opts.capacity_bytes,
+        keep_last=opts.keep_last,
+    )  # fmt: skip
+    centre = sync.best_interval_s
+    grid = [centre * 10 ** (k / 10) for k in range(-13, 14)]  # 0.05× to 20×, 10 per decade
+    curve = cm.goodput_curve(grid, st, mtbf, rec.total_s)
+    block["estimate"] = {
+        "label": "estimate",
+        "basis": basis,
+        "layout": lay.to_dict(),
+        "dcp": dcp,
+        "rates": {
+            "write_bps": rates.write_bps,
+            "read_bps": rates.read_bps,
+            "copy_bps": rates.copy_bps,
+            "create_per_s": rates.create_per_s,
+            "open_per_s": rates.open_per_s,
+        },  # fmt: skip
+        "stall": st.to_dict(),
+        "stall_dcp": st_dcp.to_dict(),
+        "recovery": rec.to_dict(),
+        "mtbf_s": mtbf,
+        "mtbf_basis": mtbf_basis,
+        "accelerators": accel,
+        "sync": sync.to_dict(),
+        "async": asyn.to_dict() if asyn else None,
+        "capacity": cap.to_dict(),
+        "curve": [{"interval_s": t, "sync": g, "async": a} for t, g, a in curve],
+        "metadata_dominates_from_ranks": (
+            cm.metadata_crossover_ranks(
+                lay.total_bytes, rates.write_bps, rates.create_per_s, dcp_files_per_rank
+            )
+            if rates.create_per_s
+            else None
+        ),
+    }
+    return block
+
+
+def parse_failure_rate(text: str) -> float:
+    """``4.7e-4`` or ``4.7e-4/day`` (failures per accelerator-day), ``2e-5/h``: per second."""
+    s = str(text).strip().lower()
+    unit = cm.DAY_S
+    for suffix, secs in (("/day", cm.DAY_S), ("/d", cm.DAY_S), ("/h", cm.HOUR_S)):
+        if s.endswith(suffix):
+            s, unit = s[: -len(suffix)], secs
+            break
+    try:
+        value = float(s)
+    except ValueError:
+        value = -1.0
+    if not (value > 0 and value < float("inf")):
+        raise UsageError(
+            f"--failure-rate {text!r} is not valid",
+            hint="give failures per accelerator-day, e.g. 4.7e-4 (or 2e-5/h)",
+        )
+    return value / unit
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.1f} %"
+
+
+def _dur(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s >= 2 * cm.DAY_S:
+        return f"{s / cm.DAY_S:.1f} d"
+    if s >= 2 * cm.HOUR_S:
+        return f"{s / cm.HOUR_S:.1f} h"
+    return format_seconds(s)
+
+
+def _gib(bps: float) -> str:
+    """GiB/s, as MLPerf Storage reports checkpoints (three significant digits)."""
+    return f"{bps / (1 << 30):.3g} GiB/s"
+
+
+def render(block: dict[str, Any]) -> str:
+    """The checkpoint section of the terminal report: measured, then the labelled estimates."""
+    m = block["model"]
+    lines = [
+        "",
+        "Checkpoint",
+        f"  Model     {m['name']}: {format_bytes(m['total_bytes'])} over {m['ranks']} ranks "
+        f"({format_bytes(m['model_bytes'])} weights + {format_bytes(m['optimizer_bytes'])} "
+        f"optimizer state)",
+    ]
+    if m.get("source"):
+        lines.append(f"            {m['source']}")
+    got = block["measured"]
+    lines.append(f"  Measured  (scale {block['scale']:g} of every rank's shard)")
+    for key, what in (
+        ("save", "save  torch.save + fsync"), ("load", "load  torch.load"),
+        ("dcp_save", "save  DCP"), ("dcp_load", "load  DCP"),
+    ):  # fmt: skip
+        io = got.get(key)
+        if not io:
+            continue
+        sp = io["rank_seconds"]
+        scope = io.get("rank_seconds_scope", "all ranks")
+        spread = (
+            f"; per rank {format_seconds(sp['min'])} / {format_seconds(sp['median'])} / "
+            f"{format_seconds(sp['max'])} (min/median/max"
+            + ("" if scope == "all ranks" else f", {scope}")
+            + ")"
+            if sp
+            else ""
+        )
+        lines.append(
+            f"    {what:<26} {format_bytes(io['bytes'])} in {io['files']} files, "
+            f"{format_seconds(io['seconds'])}: {_gib(io['bandwidth_bps'])} "
+            f"(size ÷ slowest rank; cache {io['cache']}){spread}"
+        )
+    base = got.get("baseline")
+    if base:
+        ratio = base.get("save_ratio")
+        lines.append(
+            f"    plain sequential write of the same files: {_gib(base['bandwidth_bps'])}"
+            + (f"; torch.save reached {ratio * 100:.0f} % of it" if ratio else "")
+        )
+    if got.get("copy_bps"):
+        lines.append(f"    snapshot copy {format_rate(got['copy_bps'])} ({got.get('copy_basis')})")
+    if got.get("create_per_s"):
+        lines.append(
+            f"    small files: {got['create_per_s']:,.0f} creates/s, "
+            f"{got.get('open_per_s') or 0:,.0f} opens/s"
+        )
+    est = block.get("estimate")
+    if not est:
+        lines.append(f"  Estimate  none: {block.get('estimate_missing', '')}")
+        return "\n".join(lines)
+    lay, st, rec = est["layout"], est["stall"], est["recovery"]
+    lines.append(
+        f"  Estimates (labelled; full size: {format_bytes(lay['total_bytes'])}, "
+        f"{st['files']} files, largest rank {format_bytes(lay['max_rank_bytes'])})"
+    )
+    lines.append(
+        f"    stall, synchronous save   {_dur(st['sync_s'])} (data {_dur(st['bandwidth_s'])} "
+        f"+ file creates {_dur(st['metadata_s'])})"
+    )
+    if st.get("snapshot_s") is not None:
+        lines.append(
+            f"    stall, asynchronous save  {_dur(st['snapshot_s'])} snapshot, then "
+            f"{_dur(st['write_s'])} of background write before the next may start"
+        )
+    restart = (
+        f"restart {_dur(rec['restart_s'])} as given"
+        if rec["restart_s"]
+        else "no restart cost given"
+    )
+    lines.append(
+        f"    recovery                  {_dur(rec['total_s'])} (load {_dur(rec['load_s'])}; "
+        f"{restart})"
+    )
+    dcp = est["stall_dcp"]
+    verdict = "metadata dominates" if dcp["metadata_dominates"] else "bandwidth dominates"
+    cross = est.get("metadata_dominates_from_ranks")
+    lines.append(
+        f"    DCP layout                {dcp['files']} files: creates {_dur(dcp['metadata_s'])} "
+        f"vs data {_dur(dcp['bandwidth_s'])} ({verdict}"
+        + (f"; creates would dominate from {cross:,} ranks" if cross else "")
+        + ")"
+    )
+    lines.append(f"    MTBF                      {_dur(est['mtbf_s'])}: {est['mtbf_basis']}")
+    for key in ("sync", "async"):
+        pl = est.get(key)
+        if not pl:
+            continue
+        text = (
+            f"    {key + ':':<9} best interval {_dur(pl['best_interval_s'])} (Young "
+            f"{_dur(pl['young_s'])}, Daly {_dur(pl['daly_s'])}"
+            + (f", at least the write {_dur(pl['min_interval_s'])}" if pl["min_interval_s"] else "")
+            + f") → goodput {_pct(pl['best_goodput'])}"
+            + (
+                " (no interval makes progress: stall and recovery too long for this MTBF)"
+                if pl["best_goodput"] <= 0
+                else ""
+            )
+        )
+        if pl.get("user_interval_s"):
+            text += f"; at {_dur(pl['user_interval_s'])}: {_pct(pl['user_goodput'])}"
+        lines.append(text)
+    cap = est["capacity"]
+    parts = [f"{format_bytes(cap['checkpoint_bytes'])} per checkpoint"]
+    if cap.get("fit_free") is not None:
+        parts.append(f"{cap['fit_free']} fit in the target's free space")
+    if cap.get("fit_capacity") is not None:
+        parts.append(f"{cap['fit_capacity']} in {format_bytes(cap['capacity_bytes'])}")
+    if cap.get("keep_last") is not None:
+        fits = {True: "fits", False: "does NOT fit", None: "?"}[cap["retention_fits"]]
+        parts.append(
+            f"keep-last {cap['keep_last']} needs {format_bytes(cap['needed_bytes'])} ({fits})"
+        )
+    lines.append("    capacity                  " + "; ".join(parts))
+    lines.append("  Basis")
+    lines.extend(f"    - {b}" for b in est["basis"])
+    return "\n".join(lines)

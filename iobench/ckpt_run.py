@@ -1,0 +1,74 @@
+"""``iobench checkpoint``: run the llm-checkpoint workload for a model, then add the model.
+
+The run goes through the same machinery as ``iobench run`` (run directory, free-space check,
+signals, torchrun ranks, result.json); the ``checkpoint`` block of the result holds what was
+measured and the checkpoint model's estimates for the full-size checkpoint, each labelled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import results as results_mod
+from .ckpt_estimate import Options, build
+from .ckpt_spec import load_checkpoint_profile
+from .errors import UsageError
+from .runner import RunOutcome, run_workload
+from .spec import load_workload
+
+WORKLOAD = "llm-checkpoint"
+
+
+def run_checkpoint(
+    target: str,
+    model: str,
+    *,
+    ranks: int | None = None,
+    scale: float | None = None,
+    api: str | None = None,
+    baseline: bool | None = None,
+    opts: Options | None = None,
+    output: str | None = None,
+    keep: bool = False,
+    repeat: int = 1,
+    progress_factory: Any = None,
+    hooks: Any = None,
+) -> RunOutcome:
+    """Save and load ``model``'s checkpoint on ``target`` and estimate the full-size figures."""
+    prof = load_checkpoint_profile(model)  # bad model: exit 2 before anything is written
+    if scale is not None and not (0 < scale <= 1):
+        raise UsageError(
+            f"--scale must be in (0, 1], got {scale:g}",
+            hint="the fraction of every rank's shard written, e.g. 0.01",
+        )
+    if ranks is not None and ranks < 1:
+        raise UsageError(f"--ranks must be at least 1, got {ranks}", hint="e.g. --ranks 8")
+    overrides: dict[str, Any] = {"model": prof.path}
+    for key, value in (("ranks", ranks), ("scale", scale), ("api", api), ("baseline", baseline)):
+        if value is not None:
+            overrides[key] = value
+    wl = load_workload(WORKLOAD, overrides)
+    kwargs: dict[str, Any] = {}
+    if progress_factory is not None:
+        kwargs["progress_factory"] = progress_factory
+    if repeat < 1:
+        raise UsageError(
+            f"--repeat must be at least 1, got {repeat}", hint="give --repeat 1 or more"
+        )
+    outcome = run_workload(wl, target, engine_name="posix", output=output, keep=keep,
+                           repeat=repeat, hooks=hooks, **kwargs)  # fmt: skip
+    if hooks is not None and hooks.rank != 0:
+        return outcome
+    from .phases.llm_checkpoint import model_spec
+
+    spec, dcp_files = model_spec(wl.params)
+    outcome.run.checkpoint = build(
+        outcome.run, spec, scale=wl.params["scale"], dcp_files_per_rank=dcp_files, opts=opts,
+        source=prof.source,
+    )  # fmt: skip
+    if outcome.result_path is not None:
+        try:
+            results_mod.save(outcome.run, outcome.result_path.parent)
+        except OSError as e:  # the first save stands; the figures are still printed
+            outcome.run.warnings.append(f"checkpoint block not saved: {e.strerror or e}")
+    return outcome

@@ -1,0 +1,153 @@
+"""Checkpoint profiles (``workloads/checkpoints/*.toml``) loaded into ``ckpt_model.ModelSpec``.
+
+Two forms, validated at load time the way workload and profile files are (an unknown key, a
+wrong type or a bad unit is an error naming the file and the key):
+
+- **sizes** (MLPerf Storage's figures): ``model_size`` and ``optimizer_size`` of one checkpoint
+  and the ``ranks`` that share it, every rank saving 1/ranks of each;
+- **parameters**: ``params`` with bytes per parameter for the weights and the optimizer state,
+  and ``dp`` × ``tp`` × ``pp`` ranks with a ``sharding`` (none | optimizer | full).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .ckpt_model import SHARDINGS, ModelSpec, from_params
+from .errors import SpecError
+from .spec import Param, _read_toml, coerce, workloads_dir
+
+CKPT_PARAMS: dict[str, Param] = {
+    "description": Param("str", "", "one line"),
+    "source": Param("str", "", "where the figures come from"),
+    # sizes form
+    "model_size": Param("size", None, "bytes of model weights in one checkpoint", optional=True),
+    "optimizer_size": Param(
+        "size", None, "bytes of optimizer state in one checkpoint", optional=True
+    ),
+    "ranks": Param("count", None, "ranks sharing the checkpoint equally", optional=True, minimum=1),
+    # parameters form
+    "params": Param("float", None, "parameter count", optional=True, minimum=1),
+    "weight_bytes_per_param": Param("float", 2.0, "bytes per parameter of saved weights"),
+    "optimizer_bytes_per_param": Param(
+        "float", 12.0, "bytes per parameter of optimizer state (fp32 master + 2 Adam moments)"
+    ),
+    "dp": Param("count", 1, "data-parallel size", minimum=1),
+    "tp": Param("count", 1, "tensor-parallel size", minimum=1),
+    "pp": Param("count", 1, "pipeline-parallel size", minimum=1),
+    "sharding": Param("choice", "full", "ZeRO/FSDP sharding over data parallel", SHARDINGS),
+    # both
+    "dcp_files_per_rank": Param(
+        "count", 1, "files torch.distributed.checkpoint writes per rank", minimum=1
+    ),
+}
+
+_SIZE_KEYS = ("model_size", "optimizer_size", "ranks")
+_PARAM_KEYS = ("params", "weight_bytes_per_param", "optimizer_bytes_per_param", "dp", "tp", "pp")
+
+
+@dataclass(frozen=True)
+class CheckpointProfile:
+    """A named checkpoint profile: the model spec and where its figures come from."""
+
+    name: str
+    path: str
+    description: str
+    source: str
+    spec: ModelSpec
+    dcp_files_per_rank: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": self.path,
+            "description": self.description,
+            "source": self.source,
+            "spec": self.spec.to_dict(),
+            "dcp_files_per_rank": self.dcp_files_per_rank,
+        }
+
+
+def checkpoints_dir() -> Path:
+    return workloads_dir() / "checkpoints"
+
+
+def find_checkpoint(name: str) -> Path:
+    """A checkpoint profile by name (``workloads/checkpoints/NAME.toml``) or by path."""
+    p = Path(name)
+    if p.suffix == ".toml" or os.sep in name:
+        if p.is_file():
+            return p
+        raise SpecError(f"model file {name} does not exist", hint="give a path to a TOML file")
+    cand = checkpoints_dir() / f"{name}.toml"
+    if cand.is_file():
+        return cand
+    known = ", ".join(sorted(q.stem for q in checkpoints_dir().glob("*.toml")))
+    raise SpecError(f"unknown model {name!r}", hint=f"choose one of: {known}")
+
+
+def load_checkpoint_profile(name: str) -> CheckpointProfile:
+    """Load and validate a checkpoint profile."""
+    path = find_checkpoint(name)
+    data = _read_toml(path)
+    where = str(path)
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in CKPT_PARAMS:
+            raise SpecError(
+                f"{where}: unknown key {key!r}",
+                hint=f"checkpoint profile keys are {', '.join(sorted(CKPT_PARAMS))}",
+            )
+        values[key] = coerce(key, CKPT_PARAMS[key], value, where)
+    sizes = [k for k in _SIZE_KEYS if values.get(k) is not None]
+    by_params = [k for k in _PARAM_KEYS if k in values]
+    if sizes and by_params:
+        raise SpecError(
+            f"{where}: {sizes[0]} and {by_params[0]} cannot be used together",
+            hint="give either model_size, optimizer_size and ranks, or params with dp/tp/pp",
+        )
+    if sizes:
+        missing = [k for k in _SIZE_KEYS if values.get(k) is None]
+        if missing:
+            raise SpecError(f"{where}: {missing[0]} is missing", hint="the sizes form needs all of "
+                            "model_size, optimizer_size and ranks")  # fmt: skip
+        if "sharding" in values and values["sharding"] != "full":
+            raise SpecError(
+                f"{where}: sharding = {values['sharding']!r} needs the parameters form",
+                hint="with model_size/optimizer_size every rank saves 1/ranks (sharding full)",
+            )
+        spec = ModelSpec(
+            path.stem, values["model_size"], values["optimizer_size"], dp=values["ranks"],
+            basis=values.get("source") or f"sizes from {path.name}",
+        )  # fmt: skip
+    elif values.get("params") is not None:
+        d = {k: p.default for k, p in CKPT_PARAMS.items()} | values
+        spec = from_params(
+            path.stem, d["params"], weight_bytes_per_param=d["weight_bytes_per_param"],
+            optimizer_bytes_per_param=d["optimizer_bytes_per_param"], dp=d["dp"], tp=d["tp"],
+            pp=d["pp"], sharding=d["sharding"],
+        )  # fmt: skip
+    else:
+        raise SpecError(
+            f"{where}: says neither how big the checkpoint is nor how many parameters",
+            hint="give model_size, optimizer_size and ranks, or params",
+        )
+    return CheckpointProfile(
+        path.stem, where, str(values.get("description", "")), str(values.get("source", "")),
+        spec, values.get("dcp_files_per_rank", 1),
+    )  # fmt: skip
+
+
+def list_checkpoint_profiles() -> list[tuple[str, str]]:
+    """(name, description) of every checkpoint profile."""
+    out = []
+    for p in sorted(checkpoints_dir().glob("*.toml")):
+        try:
+            desc = str(_read_toml(p).get("description", ""))
+        except SpecError as e:
+            desc = f"(unreadable: {e.message})"
+        out.append((p.stem, desc))
+    return out

@@ -1,0 +1,450 @@
+"""LLM checkpoints as MLPerf Storage writes them: every rank saves its shard, then reads it back.
+
+The checkpoint is a model from ``workloads/checkpoints/`` (``model``), spread over ``ranks``
+ranks (default: the model's own). Each emulated rank ``torch.save``s its weights and its
+optimizer state to two files and fsyncs them (``ckpt-save``); after the page cache is dropped
+every rank ``torch.load``s them back (``ckpt-load``). With ``api = "dcp"`` (or ``"both"``) the
+same shards go through ``torch.distributed.checkpoint`` (one file per rank plus ``.metadata``:
+``ckpt-dcp-save``/``ckpt-dcp-load``). Reported as MLPerf reports it: bytes ÷ the slowest rank's
+time, with the per-rank spread.
+
+``scale`` writes that fraction of every rank's shard (a full llama3-70b checkpoint is 911 GiB);
+full-size figures are then the checkpoint model's estimates (``iobench checkpoint``).
+
+One process emulates its share of the ranks as threads that start together; under torchrun
+the ranks are dealt to the processes (rank p of W emulates ranks p·R/W … (p+1)·R/W − 1).
+
+The state is built before the timed region from one random pool: each tensor is a different
+slice of the pool with a unique stamp, so generating data never limits the write (MLPerf users
+found theirs capped by it) and no tensor repeats another. ``baseline`` adds
+``ckpt-baseline-write``: the same bytes, the same files and writers as a plain buffered
+sequential write with fsync, so the overhead of ``torch.save`` shows beside it. ``metadata``
+adds small-file create/open phases whose rates the model uses for many-file checkpoints.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from typing import Any
+
+import numpy as np
+
+from ..ckpt_model import ModelSpec, RankShard, rank_shard
+from ..engines.base import FileSpec, PhaseSpec
+from ..errors import EngineError, UsageError
+from ..plan import Plan
+from ..spec import Param
+from ..stats import WorkerStats, phase_result
+from ..target import drop_file_cache
+from .checkpoint import _dcp_storage, _metadata, _parallel
+
+PARAMS: dict[str, Param] = {
+    "model": Param("str", "llama3-8b", "checkpoint model (workloads/checkpoints/NAME.toml)"),
+    "ranks": Param(
+        "count",
+        None,
+        "ranks sharing the checkpoint (default: the model's)",
+        optional=True,
+        minimum=1,
+    ),  # fmt: skip
+    "scale": Param("float", 1.0, "fraction of every rank's shard written", minimum=0),
+    "api": Param("choice", "torch", "torch.save files, DCP, or both", ("torch", "dcp", "both")),
+    "baseline": Param("bool", False, "also a plain sequential write of the same files"),
+    "metadata": Param("bool", True, "small-file create/open phases (the metadata rates)"),
+    "files": Param("count", 64, "small files per writer in the metadata phases", minimum=1),
+    "tensor_size": Param("size", 64 << 20, "bytes per tensor in the state dicts", minimum=4096),
+}
+
+POOL_BYTES = 64 << 20
+BASELINE_BLOCK = 4 << 20
+MAX_LOCAL_RANKS = 1024  # rank threads in one process
+COPY_BYTES = 256 << 20  # the snapshot-rate measurement (twice this in host memory)
+_STAMP = struct.Struct("<QQ")
+
+
+# --------------------------------------------------------------------------------------------
+# Which ranks, how big
+
+
+def model_spec(params: dict[str, Any]) -> tuple[ModelSpec, int]:
+    """The checkpoint's spec (resharded when ``ranks`` is set) and its dcp files per rank."""
+    from ..ckpt_spec import load_checkpoint_profile
+
+    prof = load_checkpoint_profile(params["model"])
+    spec = prof.spec
+    if params["ranks"] is not None and params["ranks"] != spec.ranks:
+        spec = spec.resharded(params["ranks"])
+    return spec, prof.dcp_files_per_rank
+
+
+def local_ranks(ranks: int, world: int, rank: int) -> range:
+    """The model ranks process ``rank`` of ``world`` emulates."""
+    if ranks < world:
+        raise UsageError(
+            f"the checkpoint has {ranks} ranks but torchrun started {world} processes",
+            hint="start at most as many processes as ranks, or pass --ranks",
+        )
+    return range(rank * ranks // world, (rank + 1) * ranks // world)
+
+
+def scaled(shard: RankShard, scale: float) -> RankShard:
+    return RankShard(shard.rank, int(shard.model_bytes * scale), int(shard.optimizer_bytes * scale))
+
+
+def shards(params: dict[str, Any], world: int = 1, rank: int = 0) -> list[RankShard]:
+    """This process's ranks' shards at ``scale``."""
+    spec, _ = model_spec(params)
+    return _shards_of(spec, params["scale"], world, rank)
+
+
+def _shards_of(spec: ModelSpec, scale: float, world: int, rank: int) -> list[RankShard]:
+    return [scaled(rank_shard(spec, r), scale) for r in local_ranks(spec.ranks, world, rank)]
+
+
+def memory_needed(total: int) -> int:
+    """Host memory one process needs: its ranks' state, as much again while every rank holds
+    what it loaded (MLPerf Storage does not say; dlio_benchmark issue 308), and the
+    snapshot-rate buffers."""
+    return 2 * total + 2 * COPY_BYTES
+
+
+def check_memory(total: int, ranks: int, scale: float, per_host: int = 1) -> None:
+    """Refuse (exit 2) when ``per_host`` processes of ``total`` bytes each exceed host memory;
+    the hint gives the largest scale that fits."""
+    from ..runner import physical_memory
+
+    mem = physical_memory()
+    need = per_host * memory_needed(total)
+    if mem and need > mem:
+        room = mem / per_host - 2 * COPY_BYTES
+        fit = scale * room / (2 * total) if room > 0 else 0.0
+        where = f"{per_host} processes × " if per_host > 1 else ""
+        raise UsageError(
+            f"{where}{ranks} ranks' shards at scale {scale:g} need about {need >> 20} MiB of "
+            f"host memory (state + loaded copy) but this host has {mem >> 20} MiB",
+            hint=f"pass --scale {fit:.2g} or less (or spread the ranks over more hosts)",
+        )
+
+
+def plan(params: dict[str, Any]) -> Plan:
+    # under torchrun each process emulates its share of the ranks: memory is checked for the
+    # largest share times the processes on this host; space for the whole scaled checkpoint
+    # (on shared storage every process writes to the same filesystem)
+    from ..distributed import launched_world
+
+    world = launched_world()
+    spec, _ = model_spec(params)
+    everyone = _shards_of(spec, params["scale"], 1, 0)
+    total_all = sum(s.total_bytes for s in everyone)
+    if total_all == 0:
+        raise UsageError(
+            f"scale {params['scale']:g} leaves nothing to write",
+            hint="raise --scale (the fraction of each rank's shard written)",
+        )
+    share = max(
+        (everyone[r.start : r.stop] for r in (local_ranks(spec.ranks, world, p)
+                                              for p in range(world))),
+        key=lambda ss: sum(s.total_bytes for s in ss),
+    )  # fmt: skip
+    if len(share) > MAX_LOCAL_RANKS:
+        raise UsageError(
+            f"{len(share)} ranks would run as threads of one process (at most {MAX_LOCAL_RANKS})",
+            hint="pass --ranks N (the same checkpoint over fewer ranks) or start more "
+            "processes with torchrun",
+        )
+    total = sum(s.total_bytes for s in share)
+    per_host = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) if world > 1 else 1
+    check_memory(total, len(share), params["scale"], per_host)
+    mine = share
+    p = Plan()
+    n = len(mine)
+    apis = ("torch", "dcp") if params["api"] == "both" else (params["api"],)
+    if params["metadata"]:
+        small = 4096 * params["files"] * n
+        p.add("ckpt-create", "create", small, f"{params['files'] * n} files, {n} writers")
+        p.add("ckpt-stat", "stat", 0, f"{params['files'] * n} files")
+        p.add("ckpt-open_read", "open_read", small, f"{params['files'] * n} files")
+        p.add("ckpt-delete", "delete", 0, f"{params['files'] * n} files")
+    if params["baseline"]:
+        p.add("ckpt-baseline-write", "write", total, f"{n} writers, buffered + fsync")
+    for api in apis:
+        pre = "ckpt" if api == "torch" else "ckpt-dcp"
+        how = "torch.save" if api == "torch" else "torch.distributed.checkpoint"
+        p.add(f"{pre}-save", "ckpt_save", total, f"{n} ranks via {how}")
+        p.add(f"{pre}-load", "ckpt_load", total, f"{n} ranks")
+    p.space_bytes = total_all
+    return p
+
+
+# --------------------------------------------------------------------------------------------
+# The state: fast, incompressible, never repeating
+
+
+class _Pool:
+    """One random pool; every tensor is a different slice of it with a unique stamp."""
+
+    def __init__(self, seed: int, size: int = POOL_BYTES):
+        self.data = np.frombuffer(np.random.default_rng(seed).bytes(size), dtype=np.uint8)
+        self.counter = 0
+
+    def tensor(self, n: int, tag: int) -> Any:
+        import torch
+
+        out = torch.empty(n, dtype=torch.uint8)
+        view = out.numpy()
+        size = len(self.data)
+        self.counter += 1
+        pos, off = 0, (self.counter * 7919 * 4096) % size
+        while pos < n:
+            k = min(n - pos, size - off)
+            view[pos : pos + k] = self.data[off : off + k]
+            pos += k
+            off = 0
+        for at in range(0, n - 15, 1 << 20):  # a stamp every MiB: no two MiB are the same
+            _STAMP.pack_into(view, at, tag, (self.counter << 32) | (at >> 20))
+        return out
+
+
+def make_rank_state(
+    shard: RankShard, tensor_size: int, pool: _Pool
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(weights, optimizer state) of one rank: dicts of uint8 tensors of the shard's sizes."""
+    import torch
+
+    def fill(total: int, names: tuple[str, ...], kind: int) -> dict[str, Any]:
+        sd: dict[str, Any] = {}
+        left, k = total, 0
+        while left > 0:
+            n = min(tensor_size, left)
+            sd[f"layer{k}.{names[k % len(names)]}"] = pool.tensor(n, (shard.rank << 8) | kind)
+            left -= n
+            k += 1
+        return sd
+
+    model = fill(shard.model_bytes, ("weight",), 1)
+    optim = fill(shard.optimizer_bytes, ("exp_avg", "exp_avg_sq", "master"), 2)
+    optim["step"] = torch.tensor([shard.rank])
+    return model, optim
+
+
+# --------------------------------------------------------------------------------------------
+# Run
+
+
+def run(params: dict[str, Any], runner: Any) -> None:
+    if getattr(runner.target, "kind", "posix") != "posix":
+        raise UsageError(
+            "llm checkpoints run on a directory target", hint="give a mount point, not a URL"
+        )
+    mine = shards(params, runner.world, runner.rank)
+    if params["metadata"]:
+        meta = {
+            "files": params["files"], "file_sizes": [4096], "jobs": len(mine),
+            "seed": params["seed"], "direct": params["direct"], "verify": False,
+            "fsync": "file",
+        }  # fmt: skip
+        _metadata(meta, runner)
+    if params["baseline"]:  # before the state exists: its writers need memory of their own
+        _baseline(params, runner, mine)
+    pool = _Pool(params["seed"] + runner.rank)
+    states = [make_rank_state(s, params["tensor_size"], pool) for s in mine]
+    copy_bps = _copy_rate(pool) or None
+    if params["api"] in ("torch", "both"):
+        _torch(params, runner, mine, states, copy_bps)
+    if params["api"] in ("dcp", "both"):
+        _dcp(params, runner, mine, states, copy_bps)
+
+
+def _copy_rate(pool: _Pool) -> float:
+    """Bytes/s of a snapshot into a preallocated host buffer (asynchronous checkpointing
+    reuses its staging memory): ``COPY_BYTES`` in 64 MiB tensors, whatever the scale (small
+    tensors would copy from the CPU caches), the second of two passes (the first faults the
+    buffer in). A device-to-host copy when CUDA is present, a host memory copy otherwise."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    n = COPY_BYTES // (64 << 20)
+    src = [pool.tensor(64 << 20, 0xC0FFEE) for _ in range(n)]
+    if cuda:  # pragma: no cover - needs a GPU
+        src = [t.cuda() for t in src]
+    dst = [torch.empty(64 << 20, dtype=torch.uint8, pin_memory=cuda) for _ in range(n)]
+    dt = 0.0
+    for _ in range(2):
+        if cuda:  # pragma: no cover
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for d, t in zip(dst, src, strict=True):
+            d.copy_(t, non_blocking=cuda)
+        if cuda:  # pragma: no cover
+            torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+    del src, dst
+    return COPY_BYTES / dt if dt > 0 else 0.0
+
+
+def _paths(runner: Any, sub: str, shard: RankShard) -> tuple[str, str]:
+    base = os.path.join(runner.run_dir, sub)
+    return (
+        os.path.join(base, f"model_rank{shard.rank}.pt"),
+        os.path.join(base, f"optimizer_rank{shard.rank}.pt"),
+    )
+
+
+def _record(
+    runner: Any, name: str, op: str, stats: list[WorkerStats], cache: str, api: str,
+    params: dict[str, Any], copy_bps: float | None, mine: list[RankShard],
+) -> None:  # fmt: skip
+    res = phase_result(
+        name, op, stats, concurrency=len(stats), block_size=0, cache=cache,
+        params={
+            "model": params["model"], "scale": params["scale"], "api": api,
+            "ranks_local": len(mine), "first_rank": mine[0].rank if mine else 0,
+        },
+    )  # fmt: skip
+    res.extra["seconds_per_checkpoint"] = res.elapsed_s
+    res.extra["rank_seconds"] = [round(w.end - w.start, 6) for w in stats]
+    res.extra["host_memory_bytes"] = sum(s.total_bytes for s in mine)
+    if copy_bps and op == "ckpt_save":
+        res.extra["copy_bps"] = copy_bps
+        res.extra["copy_basis"] = (
+            "device-to-host copy (CUDA)" if _cuda() else "host memory copy (no accelerator)"
+        )
+    runner.record(res)
+    runner.stop.check()
+
+
+def _cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def _torch(
+    params: dict[str, Any], runner: Any, mine: list[RankShard], states: list, copy_bps: Any
+) -> None:
+    import torch
+
+    runner.mkdirs(["llm-ckpt"])
+    paths = [_paths(runner, "llm-ckpt", s) for s in mine]
+
+    def save(i: int, st: WorkerStats) -> None:
+        for path, sd in zip(paths[i], states[i], strict=True):
+            if not sd or (len(sd) == 1 and "step" in sd and mine[i].optimizer_bytes == 0):
+                continue
+            t0 = time.perf_counter_ns()
+            with open(path, "wb") as f:
+                torch.save(sd, f)
+                f.flush()
+                os.fsync(f.fileno())
+            t1 = time.perf_counter_ns()
+            st.add(os.path.getsize(path), t1 / 1e9, t1 - t0)
+            st.files += 1
+
+    stats = _parallel(len(mine), save, runner)
+    _record(runner, "ckpt-save", "ckpt_save", stats, "buffered", "torch.save", params,
+            copy_bps, mine)  # fmt: skip
+    written = [p for pair in paths for p in pair if os.path.exists(p)]
+    for p in written:
+        drop_file_cache(p)
+    cache = runner.cache_state(False)
+
+    def load(i: int, st: WorkerStats) -> None:
+        for path, sd in zip(paths[i], states[i], strict=True):
+            if not os.path.exists(path):
+                continue
+            t0 = time.perf_counter_ns()
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+            t1 = time.perf_counter_ns()
+            if set(obj) != set(sd):
+                raise EngineError(f"checkpoint file {path} read back with different keys")
+            del obj
+            st.add(os.path.getsize(path), t1 / 1e9, t1 - t0)
+            st.files += 1
+
+    stats = _parallel(len(mine), load, runner)
+    _record(runner, "ckpt-load", "ckpt_load", stats, cache, "torch.load", params, None, mine)
+    for p in written:
+        os.unlink(p)
+
+
+def _dcp(
+    params: dict[str, Any], runner: Any, mine: list[RankShard], states: list, copy_bps: Any
+) -> None:
+    import warnings
+
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    storage = _dcp_storage(runner, max(len(mine), 1))
+    if storage is None:  # pragma: no cover - URL targets are refused above
+        return
+    make_writer, make_reader, listing, _, where = storage
+    flat = {
+        f"rank{s.rank}.{part}.{k}": v
+        for s, (m, o) in zip(mine, states, strict=True)
+        for part, sd in (("model", m), ("optim", o))
+        for k, v in sd.items()
+    }
+
+    def save(_: int, st: WorkerStats) -> None:
+        t0 = time.perf_counter_ns()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dcp.save(flat, storage_writer=make_writer(), no_dist=True)
+        t1 = time.perf_counter_ns()
+        files = listing()
+        st.add(sum(n for _, n in files), t1 / 1e9, t1 - t0)
+        st.files += len(files)
+
+    stats = _parallel(1, save, runner)
+    api = "torch.distributed.checkpoint"
+    _record(runner, "ckpt-dcp-save", "ckpt_save", stats, "buffered", api, params, copy_bps, mine)
+    for name, _ in listing():
+        drop_file_cache(name)
+    into = {k: torch.empty_like(v) for k, v in flat.items()}
+
+    def load(_: int, st: WorkerStats) -> None:
+        t0 = time.perf_counter_ns()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dcp.load(into, storage_reader=make_reader(), no_dist=True)
+        t1 = time.perf_counter_ns()
+        files = listing()
+        st.add(sum(n for _, n in files), t1 / 1e9, t1 - t0)
+        st.files += len(files)
+
+    stats = _parallel(1, load, runner)
+    _record(runner, "ckpt-dcp-load", "ckpt_load", stats, runner.cache_state(False), api, params,
+            None, mine)  # fmt: skip
+    key = next(iter(flat))
+    if not torch.equal(into[key], flat[key]):
+        raise EngineError(f"torch.distributed.checkpoint in {where} read back different data")
+    for name, _ in listing():
+        os.unlink(name)
+
+
+def _baseline(params: dict[str, Any], runner: Any, mine: list[RankShard]) -> None:
+    """A plain sequential write of the same files by the same writers (threads, as the ranks
+    here are): buffered, fsync per file, 4 MiB blocks (each writer's pool is 4 blocks)."""
+    runner.mkdirs(["llm-base"])
+    files: list[FileSpec] = []
+    # round-robin dealing gives writer i its weights file, then its optimizer file
+    for part in ("model", "optimizer"):
+        for s in mine:
+            size = s.model_bytes if part == "model" else s.optimizer_bytes
+            files.append(FileSpec(f"llm-base/{part}_rank{s.rank}.dat", max(size, 0)))
+    files = [f for f in files if f.size > 0]
+    spec = PhaseSpec(
+        "ckpt-baseline-write", "write", tuple(files), jobs=len(mine),
+        block_size=min(params["tensor_size"], BASELINE_BLOCK), direct=False, fsync="file",
+        seed=params["seed"],
+        params={"sweep": "base", "baseline_for": "ckpt-save", "workers": "threads"},
+    )  # fmt: skip
+    runner.execute(spec)
+    for f in files:
+        try:
+            os.unlink(os.path.join(runner.run_dir, f.path))
+        except FileNotFoundError:
+            pass

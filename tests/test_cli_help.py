@@ -1,0 +1,201 @@
+"""The help texts against the behaviour: no Python types, every default a help text names is the
+one the command uses, one meaning per option across commands, old spellings still work."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import typer
+
+from iobench import __version__, cli, qualify
+from iobench.cmds import register_all
+from iobench.units import parse_duration, parse_size
+
+PY_TYPE = re.compile(r"<(?:str|int|float|bool|list\[[^\]]*\]|path|text)>", re.I)
+
+
+def _commands() -> dict:
+    register_all()
+    root = typer.main.get_command(cli.app)
+    cli.plain_metavars(root)
+    return dict(root.commands)
+
+
+COMMANDS = sorted(_commands())
+
+
+def test_version(cli):
+    r = cli("--version")
+    assert (r.code, r.out, r.err) == (0, f"iobench {__version__}\n", "")
+
+
+@pytest.mark.parametrize("command", ["", *COMMANDS])
+def test_help_lists_every_option_and_no_python_type(cli, command):
+    r = cli(*([command] if command else []), "--help")
+    assert r.code == 0, r.err
+    assert not PY_TYPE.search(r.out), PY_TYPE.search(r.out).group(0)
+    if not command:
+        return
+    cmd = _commands()[command]
+    for p in cmd.params:
+        if p.param_type_name == "option" and not p.hidden:
+            assert p.opts[0] in r.out, (command, p.opts[0])
+        if p.param_type_name == "option" and p.hidden:
+            assert f"{p.opts[0]} " not in r.out  # an old spelling: works, not advertised
+
+
+def test_set_reads_key_value_wherever_it_is_taken():
+    with_set = {
+        name: p for name, cmd in _commands().items() for p in cmd.params if "--set" in p.opts
+    }
+    assert set(with_set) == {"run", "loader", "estimate", "datasize", "qualify"}
+    assert {p.metavar for p in with_set.values()} == {"KEY=VALUE"}
+
+
+def test_each_option_has_one_meaning_across_commands():
+    """An option spelled the same in two commands takes the same kind of value."""
+    seen: dict[str, set[str]] = {}
+    for cmd in _commands().values():
+        for p in cmd.params:
+            if p.param_type_name == "option" and not p.hidden:
+                for opt in p.opts:
+                    seen.setdefault(opt, set()).add(p.metavar or "")
+    mixed = {opt: kinds for opt, kinds in seen.items() if len(kinds) > 1}
+    assert mixed == {}
+    # the pairs issue 17 named: a per-phase duration and the suite budget, an AU line and a
+    # regression percentage, a result directory and an export file
+    opts = {name: {o for p in cmd.params if not p.hidden for o in p.opts} for name, cmd in _commands().items()}  # fmt: skip
+    assert "--time" not in opts["qualify"] and "--budget" in opts["qualify"]
+    assert "--threshold" not in opts["estimate"] and "--min-au" in opts["estimate"]
+    assert "--threshold" in opts["compare"]
+    assert "--output" not in opts["history"]
+
+
+def test_qualify_help_names_the_defaults_the_dry_run_uses(cli, planted, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    text = " ".join(cli("qualify", "--help").out.split())
+    text = re.sub(r"[│╭╮╰╯─]", " ", text)
+    text = " ".join(text.split())
+    profile = re.search(r"\(default ([\w.-]+)\)", text).group(1)
+    budget, quick = re.search(r"\(default (\w+); --quick (\w+)\)", text).groups()
+    ckpt = re.search(r"checkpoint size to estimate \(default (\w+)\)", text).group(1)
+    assert parse_duration(budget) == qualify.DEFAULT_BUDGET_S
+    assert parse_duration(quick) == qualify.QUICK_BUDGET_S
+    assert parse_size(ckpt) == qualify.DEFAULT_CHECKPOINT
+    r = cli("qualify", planted.path, "--dry-run")
+    assert r.code == 0, r.err
+    assert profile in r.out and profile == qualify.DEFAULT_PROFILE
+    gpus = re.search(r"Accelerators the storage must feed \(default (\d+)\)", text).group(1)
+    assert f"for {profile} x {gpus} GPU(s)" in r.out
+    assert "budget 3.0 min" in r.out and parse_duration(budget) == 180.0
+    r = cli("qualify", planted.path, "--dry-run", "--quick")
+    assert "budget 30.00 s" in r.out
+
+
+def test_qualify_set_overrides_the_profile(cli, planted, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = cli("qualify", planted.path, "--dry-run", "--set", "batch_size=3")
+    assert r.code == 0, r.err
+    r2 = cli("qualify", planted.path, "--dry-run")
+    assert r.out != r2.out
+    r = cli("qualify", planted.path, "--dry-run", "--set", "nope=1")
+    assert r.code == 2 and "nope" in r.err
+
+
+def test_old_spellings_work_with_one_deprecation_line(cli, planted, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    new = cli("qualify", planted.path, "--dry-run", "--budget", "40s")
+    old = cli("qualify", planted.path, "--dry-run", "--time", "40s")
+    assert old.code == 0 and old.out == new.out
+    assert old.err == "iobench: warning: --time is deprecated; use --budget\n"
+    both = cli("qualify", planted.path, "--dry-run", "--time", "40s", "--budget", "40s")
+    assert both.code == 2 and "give --budget once" in both.err
+
+
+def test_estimate_old_threshold_spelling(cli, tmp_path):
+    # the warning comes before the result is read: a missing file still shows it, then exit 2
+    r = cli("estimate", tmp_path / "none.json", "--profile", "retinanet-b200", "--threshold", "0.5")
+    assert r.err.splitlines()[0] == "iobench: warning: --threshold is deprecated; use --min-au"
+    assert r.code == 2 and "no result at" in r.err
+
+
+def test_history_help_matches_its_actions(cli, tmp_path):
+    r = cli("history", "--help")
+    for action in ("list", "show", "trend", "export"):
+        assert action in r.out
+    r = cli("history", "nope", "--history", tmp_path / "h")
+    assert r.code == 2 and "list, show RUN, trend METRIC or export" in r.err
+    r = cli("history", "list", "--json", "--history", tmp_path / "h")
+    assert (r.code, json.loads(r.out)) == (0, [])
+
+
+# Every default a help text names in words, and how the command's behaviour is checked against
+# it (a new "(default ...)" must be added here, with its check).
+def _check_history_default(text: str, monkeypatch) -> None:
+    from pathlib import Path
+
+    from iobench.history import default_history_url
+
+    monkeypatch.delenv("IOBENCH_HISTORY", raising=False)
+    assert default_history_url() == str(Path(text).expanduser())
+
+
+def _check_output_default(text: str, monkeypatch) -> None:
+    from pathlib import Path
+
+    from iobench.runner import output_dir_for
+
+    assert text == "./iobench-results/RUN_ID"
+    assert output_dir_for(None, "RUN_ID") == Path(text)
+
+
+def _check_checkpoint_scale(text: str, monkeypatch) -> None:
+    from iobench.spec import load_workload
+
+    assert float(text) == load_workload("llm-checkpoint").params["scale"]
+
+
+NAMED_DEFAULTS = {
+    ("run", "--engine"): "posix, fsspec for URLs",
+    ("run", "--output"): _check_output_default,
+    ("loader", "--gpus"): "1",
+    ("loader", "--workers"): "the profile's",
+    ("loader", "--steps"): "every full batch",
+    ("loader", "--epochs"): "the profile's",
+    ("loader", "--direct"): "when the target takes them",
+    ("loader", "--output"): _check_output_default,
+    ("estimate", "--gpus"): "doubling until it falls",
+    ("estimate", "--min-au"): "the profile's au_min",
+    ("datasize", "--host-mem"): "this host's RAM",
+    ("qualify", "--profile"): qualify.DEFAULT_PROFILE,  # the dry run's: see the test above
+    ("qualify", "--gpus"): "1",
+    ("qualify", "--budget"): "3m; --quick 30s",
+    ("qualify", "--checkpoint"): "105GB",
+    ("qualify", "--output"): _check_output_default,
+    ("qualify", "--history"): _check_history_default,
+    ("history", "arg"): "stdout",
+    ("history", "--history"): _check_history_default,
+    ("history", "--format"): "FILE's extension, else csv",
+    ("checkpoint", "--ranks"): "the model's",
+    ("checkpoint", "--scale"): _check_checkpoint_scale,
+    ("checkpoint", "--gpus"): "the ranks",
+    ("checkpoint", "--output"): _check_output_default,
+}
+
+
+def test_every_named_default_is_registered_and_true(monkeypatch):
+    found = {}
+    for name, cmd in _commands().items():
+        for p in cmd.params:
+            for m in re.finditer(r"\(default:? ([^)]*)\)", p.help or ""):
+                key = (name, p.opts[0] if p.param_type_name == "option" else p.name)
+                found[key] = m.group(1)
+    assert set(found) == set(NAMED_DEFAULTS)
+    for key, text in found.items():
+        check = NAMED_DEFAULTS[key]
+        if callable(check):
+            check(text, monkeypatch)
+        else:
+            assert text == check, key
