@@ -515,11 +515,19 @@ class PosixEngine(Engine):
             flags |= os.O_DIRECT
         return flags
 
-    def _pace(self, phase: PhaseSpec, st: WorkerStats, moved: int, state: _PhaseState) -> None:
+    def _pace(
+        self,
+        phase: PhaseSpec,
+        st: WorkerStats,
+        moved: int,
+        state: _PhaseState,
+        past_deadline: bool = False,
+    ) -> None:
         """Hold the worker to ``rate`` (bytes/s): sleep until ``moved`` bytes are due, waking
-        at once on a stop request or a failure, and never past the phase's deadline."""
+        at once on a stop request or a failure, and never past the phase's deadline (unless
+        the phase goes on past it: a time-based write's first pass over its files)."""
         until = st.start + moved / phase.rate_bps
-        if phase.time_s:
+        if phase.time_s and not past_deadline:
             until = min(until, st.start + phase.time_s)
         pace_until(until, state.should_stop)
 
@@ -589,7 +597,7 @@ class PosixEngine(Engine):
                             if deadline_ns and t1 >= deadline_ns and not first_pass:
                                 break
                             if phase.rate_bps:
-                                self._pace(phase, st, moved, state)
+                                self._pace(phase, st, moved, state, first_pass)
                         if write and phase.fsync == "file":
                             os.fsync(fd)
                     except OSError as e:
