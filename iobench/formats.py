@@ -197,9 +197,7 @@ def write_files(
                         os.fsync(f.fileno())
                         n = os.fstat(f.fileno()).st_size
             except Exception as e:  # noqa: BLE001 - fsspec backends raise what they like
-                if not (remote or isinstance(e, OSError)):
-                    raise
-                with lock:
+                with lock:  # (anything else, a bug too, fails the phase: see guarded)
                     errors.append(_write_error(e, path))
                 return
             t1 = time.perf_counter_ns()
@@ -212,8 +210,18 @@ def write_files(
 
     total = sum(sum(s) for s in sizes)
     progress.start("dataset-write", total, len(files))
+
+    def guarded(w: int) -> None:
+        # a writer that dies of anything unexpected fails the phase: a thread that just ended
+        # would leave dataset-write "ok" with files missing
+        try:
+            worker(w)
+        except BaseException as e:  # noqa: BLE001 - reported through the phase
+            with lock:
+                errors.append(f"writer {w} failed: {type(e).__name__}: {e}".replace("\n", " "))
+
     threads = [
-        threading.Thread(target=worker, args=(w,), name=f"iobench-dataset-write-{w}", daemon=True)
+        threading.Thread(target=guarded, args=(w,), name=f"iobench-dataset-write-{w}", daemon=True)
         for w in range(jobs)
     ]
     for t in threads:

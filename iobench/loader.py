@@ -51,7 +51,15 @@ from .runner import (
 from .spec import Profile, load_profile, parse_overrides
 from .stats import Histogram
 from .sweep import sweep_from_phases
-from .target import StopFlag, check_free_space, drop_file_cache, fs_class, is_url, resolve
+from .target import (
+    StopFlag,
+    check_free_space,
+    drop_file_cache,
+    fs_class,
+    is_url,
+    resolve,
+    worker_signals,
+)
 from .units import format_bytes, format_seconds
 
 #: The bound is "compute" when the measured AU reaches this.
@@ -211,8 +219,9 @@ def probe_storage(
 
 
 def _worker_init(_worker_id: int) -> None:
-    # Ctrl-C reaches the whole process group; the parent stops the run, workers just follow.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Ctrl-C (or a hang-up) reaches the whole process group; the parent stops the run, workers
+    # just follow; SIGTERM (torch's shutdown of a worker) keeps its default.
+    worker_signals()
     _die_with_parent()
 
 
@@ -590,8 +599,9 @@ def _last_line(e: BaseException) -> str:
 
 def _rank_entry(cfg: LoopConfig, rank: int, barrier: Any, conn: Any) -> None:
     """A rank process: ignore Ctrl-C (the parent stops the run), report to the parent."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    worker_signals()  # Ctrl-C, a hang-up, ...: the parent's to handle
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    _die_with_parent()  # a SIGKILLed loader must not leave its ranks reading on
     try:
         import torch
 
@@ -1038,7 +1048,8 @@ def run_loader(
 
     def check() -> Any:
         tgt = resolve(target)
-        check_free_space(tgt, planned_bytes(prof, files))  # many ranks: the whole dataset
+        # many ranks: the whole dataset; files and their folders (1 per 10,000) as inodes
+        check_free_space(tgt, planned_bytes(prof, files), len(files) + len(files) // 10_000 + 2)
         if writer:
             claim_output_dir(out_dir)  # held until the result is saved
         return tgt

@@ -26,7 +26,7 @@ from .runner import (
     output_dir_for,
     run_session,
 )
-from .spec import Param, Profile, coerce, load_profile
+from .spec import MAX_PHASE_TIME_S, Param, Profile, coerce, load_profile
 from .starvation import RESAMPLES
 from .stats import DEFAULT_STEADY
 from .target import Target, apply_layout, check_free_space, is_url, resolve
@@ -525,6 +525,10 @@ def run_qualify(
 
     if gpus is not None and gpus < 1:
         raise UsageError(f"--gpus must be at least 1, got {gpus}")
+    if gpus is not None:
+        from .sweep import gpus_list
+
+        gpus_list(gpus)  # the model's bound, refused before any I/O rather than after it
     requirements = parse_requirements(require)
     from .spec import parse_overrides
 
@@ -539,6 +543,11 @@ def run_qualify(
         raise UsageError(f"--budget {budget} is too short for the suite", hint="give at least 5s")
     if not math.isfinite(budget_s):
         raise UsageError(f"--budget {budget} is not a finite duration", hint="give e.g. 3m")
+    if budget_s > MAX_PHASE_TIME_S:  # the suite's phases share it: none may exceed the bound
+        raise UsageError(
+            f"--budget {budget} is longer than {MAX_PHASE_TIME_S / 86400:g} days",
+            hint="give e.g. 3m",
+        )
     ckpt_full = parse_size(checkpoint, what="--checkpoint") if checkpoint else DEFAULT_CHECKPOINT
     if ckpt_full <= 0:
         raise UsageError(f"--checkpoint must be more than 0, got {checkpoint!r}")

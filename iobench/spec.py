@@ -153,6 +153,11 @@ def _bound(kind: str, top: float) -> str:
     return f"{top:,}" if isinstance(top, int) and top >= 10**6 else f"{top:g}"
 
 
+# A time-based phase (and qualify's whole budget) is at most this: longer is a typo, not a
+# soak test (1e300s overflowed the engines' nanosecond clocks and passed with 0 bytes).
+MAX_PHASE_TIME_S = KIND_MAXIMUM["duration"]
+
+
 # Parameters every generator understands, with the same meaning everywhere (fio's names).
 COMMON_PARAMS: dict[str, Param] = {
     "size": Param("size", 128 << 20, "bytes each worker moves (fio's per-job size)", minimum=1),
