@@ -234,10 +234,11 @@ def check_memory(params: dict[str, Any], mem_bytes: int) -> None:
 
 
 def check_duration(params: dict[str, Any]) -> None:
-    """Refuse (SpecError, at planning) a rate limit that makes a size-based phase outlast the
-    duration bound (a week): ``size=128MiB rate=1`` would take four years."""
+    """Refuse (SpecError, at planning) a rate limit that makes a phase outlast the duration
+    bound (a week): ``size=128MiB rate=1`` would take four years. Time-based phases too: their
+    writes put every byte of their files down once before the time may end them."""
     rate, size = params.get("rate"), params.get("size")
-    if not rate or not size or params.get("time"):
+    if not rate or not size:
         return
     top = KIND_MAXIMUM["duration"]
     if size / rate > top:
@@ -246,7 +247,7 @@ def check_duration(params: dict[str, Any]) -> None:
         raise SpecError(
             f"size {format_bytes(size)} at rate {format_bytes(rate)}/s takes "
             f"{size / rate / 86400:,.0f} days per phase, more than {_bound('duration', top)}",
-            hint="raise rate, lower size, or set time",
+            hint="raise rate or lower size (a time-based write still writes its files once)",
         )
 
 

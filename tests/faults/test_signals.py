@@ -444,10 +444,31 @@ def test_fio_dies_with_a_sigkilled_iobench(planted, tmp_path):
 @pytest.mark.parametrize(
     "extra",
     [
-        ["--set", "rate=1", "--set", "time=1h"],  # (size-based, 1 B/s is refused at planning)
+        # 1 B/s: a phase that would outlast a week is refused at planning, so 256 KiB (3 days)
+        [
+            "--set",
+            "rate=1",
+            "--set",
+            "time=1h",
+            "--set",
+            "size=256KiB",
+            "--set",
+            "block_size=64KiB",
+        ],
         ["--set", "rate=1KiB", "--set", "jobs=3"],  # on one CPU: forked workers
         ["--set", "block_size=16MiB", "--set", "size=32MiB", "--set", "rate=1MiB"],
-        ["--set", "rate=1", "--set", "time=1h", "--engine", "fsspec"],
+        [
+            "--set",
+            "rate=1",
+            "--set",
+            "time=1h",
+            "--set",
+            "size=256KiB",
+            "--set",
+            "block_size=64KiB",
+            "--engine",
+            "fsspec",
+        ],
     ],
     ids=["1B/s", "1KiB/s-forked", "16MiB-at-1MiB/s", "fsspec-1B/s"],
 )
