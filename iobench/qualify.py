@@ -306,6 +306,15 @@ class QualifyPlan:
         return max(steps + [self.loader.get("space_bytes", 0)])
 
     @property
+    def inodes(self) -> int:
+        """The most files and directories one step (or the loader) holds on the target at once,
+        from each generator's own plan: a file system out of inodes is full whatever df says."""
+        from .phases import get_generator
+
+        steps = [get_generator(s.generator).plan(s.params).inodes * self.ranks for s in self.steps]
+        return max(steps + [self.loader.get("files", 0) * self.ranks + 2])
+
+    @property
     def expected_s(self) -> float:
         return sum(s.expected_s for s in self.steps) + self.loader.get("expected_s", 0.0)
 
@@ -569,7 +578,7 @@ def run_qualify(
         plan = plan_qualify(profile, n_gpus, budget_s=budget_s, quick=quick,
                             free_bytes=target.free_bytes, checkpoint_full_bytes=ckpt_full,
                             ranks=ranks)  # fmt: skip
-        check_free_space(target, plan.space_bytes)
+        check_free_space(target, plan.space_bytes, plan.inodes)
         if writer and not dry_run:
             claim_output_dir(out_dir)  # held until the result is saved
         return target, plan

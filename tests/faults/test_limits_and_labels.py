@@ -248,9 +248,9 @@ def few_inodes(tmp_path):
     """A tmpfs with plenty of space and few inodes (``nr_inodes``), unmounted after."""
     mounted = []
 
-    def mount(n: int) -> Path:
+    def mount(n: int, size: str = "128m") -> Path:
         where = tmp_path / f"inodes{n}"
-        _mount_tmpfs(where, f"size=128m,nr_inodes={n}")
+        _mount_tmpfs(where, f"size={size},nr_inodes={n}")
         mounted.append(where)
         return where
 
@@ -267,6 +267,16 @@ def test_too_few_free_inodes_is_refused_before_the_run(cli, tmp_path, few_inodes
     assert r.code == 2, r.err
     line = one_line(r.err)
     assert "free inodes (df -i)" in line and "files and directories" in line
+    _nothing_written(tmp_path, planted)
+
+
+def test_qualify_checks_free_inodes_before_the_run(cli, tmp_path, few_inodes):
+    """qualify plans every step's files (the dataset's one file per sample among them)."""
+    mnt = few_inodes(24, size="1g")
+    planted = plant(mnt / "target")
+    r = cli("qualify", planted.path, "--quick", "--output", tmp_path / "out", "--no-history")
+    assert r.code == 2, r.err
+    assert "free inodes (df -i)" in one_line(r.err)
     _nothing_written(tmp_path, planted)
 
 
