@@ -9,7 +9,9 @@ from __future__ import annotations
 import errno
 import io
 import os
+import signal
 import sys
+import threading
 import traceback
 
 import typer
@@ -174,6 +176,45 @@ def deprecated(old: str, new: str, old_value, new_value):
 
         raise UsageError(f"give {new} once (not also {old}, its old name)")
     return old_value
+
+
+class StopSignal(KeyboardInterrupt):
+    """A stop signal outside a run session, raised as Ctrl-C is: a KeyboardInterrupt passes
+    the ``except Exception`` of code that skips what it cannot read (history files, probes)."""
+
+    def __init__(self, signum: int):
+        from .target import _signame
+
+        super().__init__(_signame(signum))
+        self.signame = _signame(signum)
+
+
+def _stop_early(signum: int, _frame: object) -> None:
+    """Before a run has a run directory there is nothing to clean: a stop signal ends the
+    command at once, as Ctrl-C does, with its one line and 130."""
+    stop = StopSignal(signum)
+    _state["stopped_by"] = stop.signame
+    raise stop
+
+
+def _interrupted_by(e: BaseException | None) -> str:
+    return getattr(e, "signame", None) or "SIGINT"
+
+
+def _install_stop_handlers() -> dict[int, object]:
+    """Every stop signal (SIGHUP, SIGQUIT, SIGUSR1, ... as SIGINT/SIGTERM) ends the command with
+    130 and one line; during a run, run_session's SignalGuard takes over from these."""
+    from .target import STOP_SIGNALS
+
+    old: dict[int, object] = {}
+    if threading.current_thread() is not threading.main_thread():
+        return old
+    for s in STOP_SIGNALS:
+        try:
+            old[s] = signal.signal(s, _stop_early)
+        except (OSError, ValueError):  # pragma: no cover
+            pass
+    return old
 
 
 def progress_factory(quiet: bool):
@@ -419,7 +460,9 @@ def main(argv: list[str] | None = None) -> int:
     remember_argv(args)  # the credentials typed in URLs are masked wherever they show up
     debug = "--debug" in args
     _state["debug"] = debug
+    _state["stopped_by"] = None
     code: int
+    old_handlers = _install_stop_handlers()
     cx = _click_exceptions()
     _never_fail_on_encoding()
     try:
@@ -428,6 +471,9 @@ def main(argv: list[str] | None = None) -> int:
         plain_metavars(cmd)
         rv = cmd.main(args=args, prog_name="iobench", standalone_mode=False)
         code = int(rv) if isinstance(rv, int) else 0
+        if code == ExitStatus.INTERRUPTED and _state.get("stopped_by"):
+            # typer turns a KeyboardInterrupt (Ctrl-C, StopSignal) into a silent 130
+            err(f"iobench: error: interrupted by {_state['stopped_by']}")
     except IobenchError as e:
         if debug:
             err(traceback.format_exc())
@@ -445,13 +491,20 @@ def main(argv: list[str] | None = None) -> int:
         )
         err(f"iobench: error: {msg}{hint}")
         code = int(ExitStatus.USAGE)
-    except (typer.Abort, getattr(cx, "Abort", typer.Abort)):
-        err("iobench: error: interrupted")
+    except (typer.Abort, getattr(cx, "Abort", typer.Abort)) as e:
+        # click turns a KeyboardInterrupt (Ctrl-C, or StopSignal) into Abort
+        cause = e.__cause__ or e.__context__
+        name = _interrupted_by(cause) if isinstance(cause, KeyboardInterrupt) else None
+        err(f"iobench: error: interrupted by {name}" if name else "iobench: error: interrupted")
         code = int(ExitStatus.INTERRUPTED)
     except (typer.Exit, getattr(cx, "Exit", typer.Exit)) as e:
         code = int(e.exit_code)
-    except KeyboardInterrupt:
-        err("iobench: error: interrupted by SIGINT")
+        if isinstance(e.__cause__, KeyboardInterrupt):
+            # typer turns Ctrl-C (and StopSignal) into a silent Exit(130): say what happened
+            err(f"iobench: error: interrupted by {_interrupted_by(e.__cause__)}")
+            code = int(ExitStatus.INTERRUPTED)
+    except KeyboardInterrupt as e:
+        err(f"iobench: error: interrupted by {_interrupted_by(e)}")
         code = int(ExitStatus.INTERRUPTED)
     except BrokenPipeError:
         code = 0
@@ -465,7 +518,13 @@ def main(argv: list[str] | None = None) -> int:
         code = int(ExitStatus.RUN_FAILED)
     out_flush()
     if argv is None:
+        # the command has finished: a signal now must not cut Python's exit (torch's atexit
+        # handlers) with a traceback and turn a decided exit status into another
+        for s in old_handlers:
+            signal.signal(s, signal.SIG_IGN)
         sys.exit(code)
+    for s, h in old_handlers.items():
+        signal.signal(s, h)  # type: ignore[arg-type]
     return code
 
 

@@ -19,6 +19,7 @@ class Plan:
 
     phases: list[PlannedPhase] = field(default_factory=list)
     space_bytes: int = 0
+    inodes: int = 0  # the most files and directories it holds on the target at once
     # sizes (bytes) that reach O_DIRECT reads or writes as lengths or offsets, by parameter
     # name: each must be a multiple of the target's O_DIRECT alignment (checked at planning)
     direct_sizes: dict[str, int] = field(default_factory=dict)

@@ -26,7 +26,7 @@ from .runner import (
     output_dir_for,
     run_session,
 )
-from .spec import Param, Profile, coerce, load_profile
+from .spec import MAX_PHASE_TIME_S, Param, Profile, coerce, load_profile
 from .starvation import RESAMPLES
 from .stats import DEFAULT_STEADY
 from .target import Target, apply_layout, check_free_space, is_url, resolve
@@ -306,6 +306,15 @@ class QualifyPlan:
         return max(steps + [self.loader.get("space_bytes", 0)])
 
     @property
+    def inodes(self) -> int:
+        """The most files and directories one step (or the loader) holds on the target at once,
+        from each generator's own plan: a file system out of inodes is full whatever df says."""
+        from .phases import get_generator
+
+        steps = [get_generator(s.generator).plan(s.params).inodes * self.ranks for s in self.steps]
+        return max(steps + [self.loader.get("files", 0) * self.ranks + 2])
+
+    @property
     def expected_s(self) -> float:
         return sum(s.expected_s for s in self.steps) + self.loader.get("expected_s", 0.0)
 
@@ -525,6 +534,10 @@ def run_qualify(
 
     if gpus is not None and gpus < 1:
         raise UsageError(f"--gpus must be at least 1, got {gpus}")
+    if gpus is not None:
+        from .sweep import gpus_list
+
+        gpus_list(gpus)  # the model's bound, refused before any I/O rather than after it
     requirements = parse_requirements(require)
     from .spec import parse_overrides
 
@@ -539,6 +552,11 @@ def run_qualify(
         raise UsageError(f"--budget {budget} is too short for the suite", hint="give at least 5s")
     if not math.isfinite(budget_s):
         raise UsageError(f"--budget {budget} is not a finite duration", hint="give e.g. 3m")
+    if budget_s > MAX_PHASE_TIME_S:  # the suite's phases share it: none may exceed the bound
+        raise UsageError(
+            f"--budget {budget} is longer than {MAX_PHASE_TIME_S / 86400:g} days",
+            hint="give e.g. 3m",
+        )
     ckpt_full = parse_size(checkpoint, what="--checkpoint") if checkpoint else DEFAULT_CHECKPOINT
     if ckpt_full <= 0:
         raise UsageError(f"--checkpoint must be more than 0, got {checkpoint!r}")
@@ -560,7 +578,7 @@ def run_qualify(
         plan = plan_qualify(profile, n_gpus, budget_s=budget_s, quick=quick,
                             free_bytes=target.free_bytes, checkpoint_full_bytes=ckpt_full,
                             ranks=ranks)  # fmt: skip
-        check_free_space(target, plan.space_bytes)
+        check_free_space(target, plan.space_bytes, plan.inodes)
         if writer and not dry_run:
             claim_output_dir(out_dir)  # held until the result is saved
         return target, plan

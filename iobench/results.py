@@ -16,6 +16,7 @@ import os
 import platform
 import socket
 import stat
+import sys
 import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
@@ -220,16 +221,26 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
 
 
+def _torch_version() -> str | None:
+    """torch's version without importing it (seconds of start-up, and an import that fails
+    in odd environments): the loaded module's when a command already uses torch, else the
+    installed distribution's."""
+    loaded = sys.modules.get("torch")
+    if loaded is not None and getattr(loaded, "__version__", None):
+        return str(loaded.__version__)
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        return version("torch")
+    except (PackageNotFoundError, ValueError):  # pragma: no cover - torch is a dependency
+        return None
+
+
 def host_info() -> dict[str, Any]:
     """Host and environment capture saved with every run."""
     from .engines.registry import fio_version  # local: keeps results import-light
 
-    try:
-        import torch
-
-        torch_version = torch.__version__
-    except Exception:  # pragma: no cover - torch is a dependency
-        torch_version = None
+    torch_version = _torch_version()
     mem = 0
     try:
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -106,6 +106,13 @@ class PhaseRunner:
                 "no client page cache): requests went through fsspec as usual"
             )
             return False
+        if not getattr(self.engine, "direct_io", True):
+            self.warn(
+                f"direct=true is unsupported by the {self.engine.name} engine (no O_DIRECT): "
+                "reads and writes went through the page cache, dropped before reads where the "
+                "kernel can"
+            )
+            return False
         if fs_class(self.target.fs_type) == "memory":
             # tmpfs may accept O_DIRECT (Linux >= 6.6), but there is no storage behind it
             self.warn(
@@ -177,15 +184,18 @@ class PhaseRunner:
             self.hooks.before_phase(spec)
         engine, why = self._engine_for(spec)
         cpu0 = cpu.sample()  # the client's own CPU over the phase (iobench.cpu)
+        suspended = self.stop.suspended
         try:
             res = engine.run(spec, ctx)
         except (EngineError, Interrupted) as e:  # a second signal may carry figures too
             partial = getattr(e, "partial", None)
             if partial is not None:
                 partial.extra["client_cpu"] = cpu.usage(cpu0, cpu.sample())
+                _note_suspension(partial, self.stop.suspended - suspended)
                 self._finish(spec, partial, engine, why)
             raise
         res.extra["client_cpu"] = cpu.usage(cpu0, cpu.sample())
+        _note_suspension(res, self.stop.suspended - suspended)
         self._finish(spec, res, engine, why)
         if self.hooks:
             res = self.hooks.after_phase(spec, res)
@@ -245,6 +255,16 @@ class PhaseRunner:
             res.extra["engine_fallback"] = why
             res.warnings.append(f"ran with the posix engine: {why}")
         self.results.append(res)
+
+
+def _note_suspension(res: PhaseResult, times: int) -> None:
+    """A phase during which the process was stopped (Ctrl-Z, SIGSTOP) and resumed measured
+    the pause as well: its figures say so."""
+    if times > 0:
+        res.warnings.append(
+            "the process was suspended (SIGTSTP/SIGSTOP) and resumed during this phase: its "
+            "elapsed time includes the pause, so its bandwidth and latencies are understated"
+        )
 
 
 def plan_workload(workload: Workload) -> Plan:
@@ -500,8 +520,12 @@ class RunSession:
         if claim is not None and claim.warning and claim.warning not in run.warnings:
             run.warnings.append(claim.warning)
         try:
+            # every phase is measured: a stop signal now has nothing left to stop, and must
+            # not cut the save (the figures would be lost), so it only sets a flag
+            guard = SignalGuard(StopFlag())
             try:
-                path = results_mod.save(run, self.out_dir, new=True)  # never another's
+                with guard, guard.deferred():
+                    path = results_mod.save(run, self.out_dir, new=True)  # never another's
             finally:
                 release_output_dir(self.out_dir)  # saved (or not): the next run may have it
         except OSError as e:
@@ -594,8 +618,8 @@ def run_session(
         except OSError as e:
             where = f" ({e.filename})" if getattr(e, "filename", None) else ""
             fail(EngineError(f"I/O error: {e.strerror or e}{where}"))
-        except KeyboardInterrupt:
-            fail(Interrupted("interrupted by SIGINT"))
+        except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal raised as one (cli.StopSignal)
+            fail(Interrupted(f"interrupted by {getattr(e, 'signame', None) or 'SIGINT'}"))
         except IobenchError as e:  # StoreError and the like: the run failed, its results stay
             fail(e)
         except Exception as e:  # noqa: BLE001 - a bug must not cost the phases already measured
@@ -680,7 +704,7 @@ def _name_disk_full(e: IobenchError) -> IobenchError:
         seen += 1
     else:
         return e
-    if cause is None or "disk full" in e.message or "quota exceeded" in e.message:
+    if cause is None or any(w in e.message for w in ("disk full", "quota exceeded", "inodes")):
         return e
     what = "disk full (ENOSPC)" if cause.errno == errno.ENOSPC else "quota exceeded (EDQUOT)"
     err = EngineError(f"{what}: {e.message}", hint=e.hint)
@@ -750,7 +774,7 @@ def run_workload(
                 hint="use --engine fsspec (the default for URLs)",
             )
         plan = plan_workload(workload)
-        check_free_space(target, plan.space_bytes)
+        check_free_space(target, plan.space_bytes, plan.inodes)
         # direct I/O that cannot be aligned: refused before anything is written, at the
         # device's logical block size; again below at what the run directory's probe measured
         check_direct_alignment(plan.direct_sizes, target)

@@ -46,6 +46,12 @@ MAX_GPUS = 4096
 COMPUTE_BOUND_TOLERANCE = 0.02
 #: ``estimate``'s default list stops at the first power of two whose AU is below this × threshold.
 _STOP_FRACTION = 0.75
+#: The simulation steps at most this many ranks one by one; beyond it each simulated rank
+#: stands for ``gpus / SIM_RANKS`` ranks (see ``_simulate``), so memory and time stay bounded.
+SIM_RANKS = MAX_GPUS
+#: The largest accelerator count any model command accepts (10× the largest clusters built):
+#: beyond it --gpus is refused as bad input rather than modelled.
+MAX_MODEL_GPUS = 1 << 20
 #: Beyond this many random draws per simulation, batch read times are resampled from a pool of
 #: exact batch sums (keeps a 4096-GPU simulation in tens of milliseconds).
 _DRAW_BUDGET = 250_000
@@ -579,9 +585,16 @@ def _read_time_quantiles(
 
 
 def _batch_read_times(
-    quantiles: np.ndarray, gpus: int, steps: int, batch: int, rng: np.random.Generator
+    quantiles: np.ndarray,
+    gpus: int,
+    steps: int,
+    batch: int,
+    rng: np.random.Generator,
+    per: float = 1.0,
 ) -> np.ndarray:
-    """(gpus, steps) array: the sum of ``batch`` per-sample read times drawn by inverse CDF."""
+    """(gpus, steps) array: the sum of ``batch`` per-sample read times drawn by inverse CDF;
+    with ``per`` > 1 each entry is the slowest of ``per`` such sums (the max of ``per`` draws,
+    drawn at once as the pool's quantile ``U ** (1 / per)``)."""
     n = len(quantiles)
     if n == 1 or quantiles[0] == quantiles[-1]:
         return np.full((gpus, steps), batch * float(quantiles[0]))
@@ -593,12 +606,16 @@ def _batch_read_times(
         i = np.minimum(x.astype(np.intp), n - 2)
         return quantiles[i] + (x - i) * steps_q[i]
 
-    if gpus * steps * batch <= _DRAW_BUDGET:
+    if per <= 1 and gpus * steps * batch <= _DRAW_BUDGET:
         return draw((gpus, steps, batch)).sum(axis=2)
     # Too many draws: resample from a pool of exact batch sums (the pool's own tail is kept).
     pool_size = max(_DRAW_BUDGET // batch, 512)
     pool = draw((pool_size, batch)).sum(axis=1)
-    return pool[rng.integers(0, pool_size, size=(gpus, steps))]
+    if per <= 1:
+        return pool[rng.integers(0, pool_size, size=(gpus, steps))]
+    pool.sort()
+    u = rng.random((gpus, steps)) ** (1.0 / per)
+    return pool[np.minimum((u * pool_size).astype(np.intp), pool_size - 1)]
 
 
 def simulate_au(
@@ -638,10 +655,27 @@ def _simulate(
         raise UsageError(f"gpus must be at least 1, got {gpus}")
     if steps < 2:
         raise UsageError(f"the simulation needs at least 2 steps, got {steps}")
+    if gpus > MAX_MODEL_GPUS:
+        raise UsageError(
+            f"gpus {gpus} is beyond the model's range (at most {MAX_MODEL_GPUS})",
+            hint=f"give --gpus {MAX_MODEL_GPUS} or fewer",
+        )
     quantiles, basis = _read_time_quantiles(params, sweep, gpus)
     rng = np.random.default_rng(seed)
     b = params.batch_size
-    batch_s = _batch_read_times(quantiles, gpus, steps, b, rng) + b * params.decode_s_per_sample
+    # Beyond SIM_RANKS ranks, each simulated rank stands for `per` real ones and takes the
+    # slowest of their batches: memory and time stay those of SIM_RANKS ranks, and the figure
+    # is conservative (finish times only grow with batch times; the barrier takes the max).
+    ranks, per = (gpus, 1.0) if gpus <= SIM_RANKS else (SIM_RANKS, gpus / SIM_RANKS)
+    if per > 1:
+        basis += (
+            f"; {ranks} ranks simulated, each standing for {per:g} and taking the slowest of "
+            "their batches (conservative)"
+        )
+    gpus = ranks
+    batch_s = (
+        _batch_read_times(quantiles, gpus, steps, b, rng, per) + b * params.decode_s_per_sample
+    )
     batch_s = np.ascontiguousarray(batch_s.T)  # (steps, gpus): one step's ranks side by side
     c, o = params.compute_s, params.step_overhead_s
     w = params.workers

@@ -16,7 +16,7 @@ from typing import Any
 
 from .errors import UsageError
 from .results import PhaseResult, RunResult
-from .starvation import SweepPoint
+from .starvation import MAX_MODEL_GPUS, SweepPoint
 from .stats import Histogram, indicative_reason
 from .units import format_bytes
 
@@ -125,6 +125,11 @@ def gpus_list(n: int) -> list[int]:
     """Accelerator counts to show up to ``n``: every count up to 16, else powers of two and n."""
     if n < 1:
         raise UsageError(f"--gpus must be at least 1, got {n}")
+    if n > MAX_MODEL_GPUS:
+        raise UsageError(
+            f"--gpus {n} is beyond the model's range (at most {MAX_MODEL_GPUS:,} accelerators)",
+            hint=f"give --gpus {MAX_MODEL_GPUS} or fewer",
+        )
     if n <= 16:
         return list(range(1, n + 1))
     out, k = [], 1

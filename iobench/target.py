@@ -117,6 +117,15 @@ def read_mountinfo(path: str = "/proc/self/mountinfo") -> list[MountInfo]:
         return []
 
 
+# Kernel interfaces mounted as filesystems: files there are not storage (and writing in them
+# may change the system), so they are refused as targets.
+PSEUDO_FS = {
+    "proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs",
+    "pstore", "bpf", "devpts", "mqueue", "efivarfs", "binfmt_misc", "fusectl", "rpc_pipefs",
+    "nsfs", "autofs", "selinuxfs", "hugetlbfs",
+}  # fmt: skip
+
+
 def fs_class(fs_type: str) -> str:
     """'parallel', 'network', 'memory', 'local' or 'unknown' for a filesystem type."""
     t = fs_type.lower()
@@ -124,7 +133,7 @@ def fs_class(fs_type: str) -> str:
         return "parallel"
     if t in NETWORK_FS or t.startswith("nfs"):
         return "network"
-    if t in {"tmpfs", "ramfs"}:
+    if t in {"tmpfs", "ramfs", "devtmpfs"}:
         return "memory"
     if t in KNOWN_FS:
         return "local"
@@ -278,12 +287,20 @@ def check_direct_alignment(sizes: Mapping[str, int], t: Target) -> None:
 
 
 def drop_file_cache(path: str) -> bool:
-    """Ask the kernel to drop a file's cached pages (after fsync). True when it could."""
+    """Ask the kernel to drop a file's cached pages. True when it could.
+
+    The file's dirty pages are written back first: DONTNEED leaves dirty pages in the cache,
+    so a file written without fsync (fsync=never, fsspec on a local directory) would be read
+    back from memory under a "dropped" label."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return False
     try:
+        try:
+            os.fdatasync(fd)
+        except OSError:
+            pass  # a filesystem that cannot sync: DONTNEED drops what it can
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         return True
     except OSError:
@@ -378,14 +395,20 @@ def resolve(target: str, *, mountinfo: list[MountInfo] | None = None) -> Target:
         )
     mounts = mountinfo if mountinfo is not None else read_mountinfo()
     m = find_mount(real, mounts)
+    if m is not None and m.fs_type in PSEUDO_FS:
+        raise TargetError(
+            f"target {target} is on {m.fs_type}, a kernel interface ({m.mount_point}), not storage",
+            hint="give a directory on the storage to test",
+        )
     t = Target(path_or_url=target, root=real, free_bytes=free_bytes(real))
     if m:
         t.fs_type, t.mount_point, t.mount_source = m.fs_type, m.mount_point, m.source
     return t
 
 
-def check_free_space(t: Target, planned_bytes: int) -> None:
-    """Refuse to start when the plan would not fit, with a margin."""
+def check_free_space(t: Target, planned_bytes: int, planned_inodes: int = 0) -> None:
+    """Refuse to start when the plan would not fit, with a margin: its bytes, and the files
+    and directories it creates (a filesystem out of inodes is full whatever ``df`` says)."""
     if t.kind != "posix":
         return  # object stores report no free space
     need = int(planned_bytes * (1 + FREE_SPACE_MARGIN)) + FREE_SPACE_MIN_HEADROOM
@@ -395,6 +418,30 @@ def check_free_space(t: Target, planned_bytes: int) -> None:
             f"but {t.root} has {format_bytes(t.free_bytes)} free",
             hint="lower size/files with --set or free space",
         )
+    free = free_inodes(t.root)
+    want = planned_inodes + 2  # + the run directory and the O_DIRECT probe
+    if planned_inodes > 0 and free is not None and want > free:
+        raise TargetError(
+            f"the run creates {want:,} files and directories but {t.root} has {free:,} free "
+            "inodes (df -i)",
+            hint="lower files with --set or free inodes on the target",
+        )
+
+
+def free_inodes(path: str) -> int | None:
+    """Inodes an unprivileged user may still create under ``path``; None where the
+    filesystem has no fixed inode count (btrfs and others report 0 in total)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_favail if st.f_files > 0 else None
+
+
+def out_of_inodes(path: str) -> bool:
+    """Whether the filesystem holding ``path`` has run out of inodes (an ENOSPC with space)."""
+    free = free_inodes(path)
+    return free is not None and free == 0
 
 
 def create_run_dir(t: Target, run_id: str) -> str:
@@ -454,12 +501,33 @@ def remove_run_dir(t: Target) -> None:
         )
 
 
+# The signals that end a run the way SIGINT/SIGTERM do: a dropped ssh session (SIGHUP), the
+# terminal's quit key (SIGQUIT), a batch system's warning before its time limit (Slurm --signal: SIGUSR1/SIGUSR2),
+# an alarm (SIGALRM) and a CPU-time limit reached (ulimit -t: SIGXCPU, SIGKILL at the hard
+# limit). Left at their defaults they would kill the process with no result and its run
+# directory (and any fio child) left behind.
+STOP_SIGNALS: tuple[int, ...] = tuple(
+    getattr(signal, name)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM",
+                 "SIGXCPU")
+    if hasattr(signal, name)
+)  # fmt: skip
+# A file-size limit (ulimit -f) raises SIGXFSZ, whose default kills the process; ignored, the
+# write fails with EFBIG instead, and the phase fails naming the file and the limit.
+IGNORED_SIGNALS: tuple[int, ...] = tuple(
+    getattr(signal, n) for n in ("SIGXFSZ",) if hasattr(signal, n)
+)
+
+
 class StopFlag:
-    """Set by SIGINT/SIGTERM; workers poll it, the main thread raises Interrupted."""
+    """Set by a stop signal (SIGINT, SIGTERM, SIGHUP, ...); workers poll it, the main thread
+    raises Interrupted. ``suspended`` counts SIGCONTs: the process was stopped (Ctrl-Z,
+    SIGSTOP) and resumed, so a phase in flight then measured the pause too."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
         self.signal: int | None = None
+        self.suspended = 0
 
     def is_set(self) -> bool:
         return self.event.is_set()
@@ -468,6 +536,10 @@ class StopFlag:
         if self.signal is None:
             self.signal = signum
         self.event.set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``, waking at once when the flag is set; True if it is."""
+        return self.event.wait(max(0.0, seconds))
 
     def check(self) -> None:
         if self.event.is_set():
@@ -483,12 +555,28 @@ def _signame(signum: int | None) -> str:
         return f"signal {signum}"
 
 
+def worker_signals() -> None:
+    """In a forked worker (posix engine, DataLoader): the stop signals a terminal or a
+    session sends to the whole process group are the parent's to handle (it stops the
+    workers through shared state); SIGTERM keeps its default, so a worker can still be
+    ended on its own; SIGXFSZ stays ignored (a write over the limit fails with EFBIG)."""
+    for s in STOP_SIGNALS:
+        if s != signal.SIGTERM:
+            signal.signal(s, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for s in IGNORED_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    if hasattr(signal, "SIGCONT"):
+        signal.signal(signal.SIGCONT, signal.SIG_DFL)
+
+
 class SignalGuard:
-    """Route SIGINT/SIGTERM to a StopFlag for a block.
+    """Route the stop signals (``STOP_SIGNALS``) to a StopFlag for a block.
 
     The first signal only sets the flag: workers poll it and stop, the phase in flight keeps
     what it measured (marked partial) and the main thread raises Interrupted at its next
-    check. A second signal raises Interrupted in the main thread at once.
+    check. A second signal raises Interrupted in the main thread at once. SIGXFSZ is ignored
+    (EFBIG names the file instead) and SIGCONT is counted (``StopFlag.suspended``).
     """
 
     def __init__(self, stop: StopFlag, on_signal: Callable[[int], None] | None = None):
@@ -504,6 +592,9 @@ class SignalGuard:
             self.on_signal(signum)
         if again and not self._deferring:
             raise Interrupted(f"interrupted by {_signame(signum)}")
+
+    def _resumed(self, signum: int, frame: Any) -> None:
+        self.stop.suspended += 1
 
     def defer(self) -> None:
         """From now on a signal only sets the flag, never raises: what runs next (removing the
@@ -522,8 +613,15 @@ class SignalGuard:
 
     def __enter__(self) -> SignalGuard:
         if threading.current_thread() is threading.main_thread():
-            for s in (signal.SIGINT, signal.SIGTERM):
-                self._old[s] = signal.signal(s, self._handler)
+            for s in STOP_SIGNALS:
+                try:
+                    self._old[s] = signal.signal(s, self._handler)
+                except (OSError, ValueError):  # pragma: no cover - not settable here
+                    pass
+            for s in IGNORED_SIGNALS:
+                self._old[s] = signal.signal(s, signal.SIG_IGN)
+            if hasattr(signal, "SIGCONT"):
+                self._old[signal.SIGCONT] = signal.signal(signal.SIGCONT, self._resumed)
         return self
 
     def __exit__(self, *exc: object) -> None:

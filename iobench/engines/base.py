@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,7 +13,9 @@ import numpy as np
 
 from ..results import PhaseResult
 from ..target import StopFlag
+from ..units import format_bytes
 
+WRITE_BLOCK_CAP = 64 << 20  # posix/fsspec writes come from a DataPool of at most this
 OPS_DATA = ("write", "read", "randread", "randwrite")
 OPS_META = ("create", "stat", "open_read", "delete")
 
@@ -60,6 +63,39 @@ class PhaseSpec:
     def result_params(self) -> dict[str, Any]:
         """What a result records of the spec: its own params, how latency was taken, the mode."""
         return {**self.params, "latency_per": self.latency_per, "mode": self.mode}
+
+    def io_block_size(self, write_cap: int | None = WRITE_BLOCK_CAP) -> int:
+        """The largest I/O a sequential phase issues: ``block_size`` cut to the longest file
+        (or shared-file region), to the bytes each worker moves and, for writes, to the
+        engine's largest write buffer; what a result records."""
+        bs = self.block_size
+        if bs and write_cap and self.op == "write":
+            bs = min(bs, write_cap)
+        if not bs or self.op not in ("read", "write"):
+            return bs
+        jobs = max(self.jobs, 1)
+        if self.mode == "shared":
+            longest = max((f.size - f.size // jobs * (jobs - 1) for f in self.files), default=bs)
+        else:
+            longest = max((f.size for f in self.files), default=bs)
+        if self.size and not self.time_s:
+            longest = min(longest, self.size)
+        return min(bs, longest) if longest > 0 else bs
+
+    def block_size_warnings(self, write_cap: int | None = WRITE_BLOCK_CAP) -> list[str]:
+        """Say so when the I/Os were smaller than the block size asked for."""
+        io = self.io_block_size(write_cap)
+        if io == self.block_size:
+            return []
+        why = (
+            "the largest write buffer"
+            if write_cap and io == write_cap
+            else "what each worker moves per file"
+        )
+        return [
+            f"block_size {format_bytes(self.block_size)} is larger than {why}: the I/Os were "
+            f"{format_bytes(io)}, as recorded"
+        ]
 
     @property
     def planned_bytes(self) -> int:
@@ -114,6 +150,20 @@ def cache_label(phase: PhaseSpec) -> str:
     if phase.drop_cache_after or phase.params.get("cache_dropped"):
         return "dropped"
     return "buffered"
+
+
+PACE_POLL_S = 0.05  # a paced worker looks at its stop flags at least this often
+
+
+def pace_until(until: float, should_stop: Callable[[], bool]) -> None:
+    """Sleep until ``time.perf_counter()`` reaches ``until`` (rate pacing), in short slices
+    that look at ``should_stop``: a worker paced at 1 B/s still stops at once on Ctrl-C or a
+    failure (a forked worker sees the stop only through shared state it has to poll)."""
+    while not should_stop():
+        left = until - time.perf_counter()
+        if left <= 0:
+            return
+        time.sleep(min(left, PACE_POLL_S))
 
 
 class Progress:
@@ -220,6 +270,7 @@ class Engine(ABC):
     """An engine executes PhaseSpecs against a target and measures them."""
 
     name: str = "?"
+    direct_io: bool = True  # can it bypass the page cache (O_DIRECT) when a phase asks?
 
     @classmethod
     def available(cls) -> tuple[bool, str | None]:

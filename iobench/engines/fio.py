@@ -474,6 +474,27 @@ def _unique_path(directory: str, stem: str, ext: str) -> str:
     return path
 
 
+def _die_with_parent() -> Any:
+    """A preexec_fn that makes Linux SIGKILL fio when this process dies, however it dies
+    (SIGKILL, the OOM killer): an orphaned fio would go on writing into the target. libc is
+    loaded here, before the fork, never in the child."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return arm
+
+
 class FioEngine(Engine):
     """Runs phases with fio (``--output-format=json+``)."""
 
@@ -567,12 +588,19 @@ class FioEngine(Engine):
         status = (
             ["--eta=always", "--eta-newline=1", "--eta-interval=1s"] if eta else ["--eta=never"]
         )
-        cmd = [exe, "--output-format=json+", f"--output={output}", *status, jobfile]
+        # --thread: fio's jobs are threads of the one fio process, so that the death signal
+        # armed below ends them all (forked job processes would be orphaned and go on writing)
+        cmd = [exe, "--thread", "--output-format=json+", f"--output={output}", *status, jobfile]
         limit = phase.time_s + max(60.0, phase.time_s) if phase.time_s else None
         with tempfile.TemporaryFile() as err_f, tempfile.TemporaryFile() as out_f:
             try:
                 proc = subprocess.Popen(
-                    cmd, stdout=out_f, stderr=err_f, stdin=subprocess.DEVNULL, cwd=cwd
+                    cmd,
+                    stdout=out_f,
+                    stderr=err_f,
+                    stdin=subprocess.DEVNULL,
+                    cwd=cwd,
+                    preexec_fn=_die_with_parent(),
                 )
             except OSError as e:
                 raise _failed(phase, f"cannot start fio ({exe}): {e.strerror or e}") from None
@@ -609,17 +637,19 @@ class FioEngine(Engine):
 
     @staticmethod
     def _interrupt(proc: subprocess.Popen) -> None:
-        """SIGINT (fio stops its jobs and writes what they did), then SIGKILL if it lingers."""
+        """SIGINT (fio stops its jobs and writes what they did), then SIGKILL if it lingers,
+        or if the wait is cut short (a second Ctrl-C): fio never outlives this call."""
         if proc.poll() is not None:
             return
         try:
             proc.send_signal(signal.SIGINT)
             proc.wait(STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        except OSError:
+        except (subprocess.TimeoutExpired, OSError):
             pass
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
     def _keep_raw(
         self, ctx: EngineContext, phase: PhaseSpec, text: str, plan: FioPlan

@@ -31,7 +31,7 @@ from ..results import PhaseResult
 from ..stats import WorkerStats, phase_result
 from ..storage import open_fs
 from ..target import scrub
-from .base import Engine, EngineContext, PhaseSpec
+from .base import Engine, EngineContext, PhaseSpec, pace_until
 from .base import Segment as _Segment
 from .base import assign as assign_work
 
@@ -96,6 +96,7 @@ class _Stop(Exception):
 
 class FsspecEngine(Engine):
     name = "fsspec"
+    direct_io = False  # fsspec's local files go through the page cache whatever is asked
 
     @classmethod
     def available(cls) -> tuple[bool, str | None]:
@@ -198,12 +199,13 @@ class FsspecEngine(Engine):
             phase.op,
             stats,
             concurrency=phase.jobs,
-            block_size=phase.block_size,
+            block_size=phase.io_block_size(),
             cache="buffered" if local else "none",
             params=params,
         )
         proto = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         res.extra["backend"] = f"{proto} ({type(fs).__module__.split('.')[0]})"
+        res.warnings.extend(phase.block_size_warnings())
         if phase.op in ("write", "create") and phase.fsync != "never" and not local:
             res.warnings.append(
                 f"fsync={phase.fsync} is unsupported on {proto}:// (nothing to fsync): an object "
@@ -260,11 +262,13 @@ class FsspecEngine(Engine):
             if pool:
                 pool.close()
 
-    def _pace(self, phase: PhaseSpec, st: WorkerStats) -> None:
+    def _pace(self, phase: PhaseSpec, st: WorkerStats, state: _PhaseState) -> None:
+        """Hold the worker to ``rate``; wakes on a stop or failure, never past the deadline."""
         if phase.rate_bps:
-            ahead = st.bytes / phase.rate_bps - (time.perf_counter() - st.start)
-            if ahead > 0:
-                time.sleep(ahead)
+            until = st.start + st.bytes / phase.rate_bps
+            if phase.time_s:
+                until = min(until, st.start + phase.time_s)
+            pace_until(until, state.should_stop)
 
     def _seq_loop(self, fs, phase, w, segments, st, state, pool, part) -> None:
         write = phase.op == "write"
@@ -317,7 +321,7 @@ class FsspecEngine(Engine):
         state.done_bytes[w] = total
         if deadline and t1 / 1e9 >= deadline:
             return True
-        self._pace(phase, st)
+        self._pace(phase, st, state)
         return False
 
     def _n(self, phase, pos, end, moved, budget, deadline) -> int:
@@ -414,7 +418,7 @@ class FsspecEngine(Engine):
                 t1 = _perf_ns()
                 st.add(got, t1 / 1e9, t1 - t0)
                 st.end = t1 / 1e9
-                self._pace(phase, st)
+                self._pace(phase, st, state)
                 if deadline and st.end >= deadline:
                     return
             done_ops += chunk

@@ -34,7 +34,7 @@ from ..datagen import DataPool
 from ..errors import EngineError, Interrupted, VerifyError
 from ..results import PhaseResult
 from ..stats import SERIES_RESOLUTION_S, WorkerStats, phase_result
-from ..target import aligned_buffer, drop_file_cache
+from ..target import aligned_buffer, drop_file_cache, out_of_inodes, worker_signals
 from .base import (
     OPS_DATA,
     OPS_META,
@@ -44,6 +44,7 @@ from .base import (
     SteadyWatch,
     assign,
     cache_label,
+    pace_until,
 )
 from .base import Segment as _Segment
 
@@ -58,12 +59,24 @@ _STOP, _FAILED, _STEADY = 0, 1, 2  # flag offsets
 _PER_S = round(1 / SERIES_RESOLUTION_S)  # series slots per second (an int, as WorkerStats.add)
 
 
+def _describe_worker_error(w: int, e: BaseException) -> str:
+    if isinstance(e, OSError) and e.errno is not None:
+        return f"worker {w} failed: {_describe_oserror(e, e.filename or '?')}"
+    return f"worker {w} failed: {type(e).__name__}: {e}"
+
+
 def _describe_oserror(e: OSError, path: str, offset: int | None = None) -> str:
     where = path if offset is None else f"{path} at offset {offset}"
     if e.errno == errno.ENOSPC:
+        if out_of_inodes(os.path.dirname(path) or "."):
+            return (
+                f"no free inodes (ENOSPC; df -i: the space is there, the files are not) at {where}"
+            )
         return f"disk full (ENOSPC) writing {where}"
     if e.errno == errno.EDQUOT:
         return f"quota exceeded (EDQUOT) writing {where}"
+    if e.errno == errno.EFBIG:  # SIGXFSZ is ignored during a run: the write says it instead
+        return f"file size limit reached (EFBIG; ulimit -f) writing {where}"
     return f"{e.strerror or e} ({errno.errorcode.get(e.errno or 0, '?')}) on {where}"
 
 
@@ -279,10 +292,26 @@ class PosixEngine(Engine):
             except threading.BrokenBarrierError:
                 return False
 
+        def guarded(w: int) -> None:
+            # anything a worker thread did not expect (a bug, an overflow) fails the phase:
+            # a thread that just died would leave a phase "ok" with the bytes it never moved
+            started = [False]
+
+            def ready_once() -> bool:
+                started[0] = True
+                return ready()
+
+            try:
+                self._worker(phase, w, work[w], stats[w], state, ready_once)
+            except BaseException as e:  # noqa: BLE001 - reported through the phase
+                state.fail(_describe_worker_error(w, e), getattr(e, "errno", None))
+                if not started[0]:
+                    barrier.abort()  # the phase cannot start without this worker
+
         threads = [
             threading.Thread(
-                target=self._worker,
-                args=(phase, w, work[w], stats[w], state, ready),
+                target=guarded,
+                args=(w,),
                 name=f"iobench-{phase.name}-{w}",
                 daemon=True,
             )
@@ -291,7 +320,11 @@ class PosixEngine(Engine):
         for t in threads:
             t.start()
         try:
-            barrier.wait()  # every worker has its buffers ready: the phase starts now
+            try:
+                barrier.wait()  # every worker has its buffers ready: the phase starts now
+            except threading.BrokenBarrierError:
+                if not state.has_failed():
+                    raise
             while alive := [t for t in threads if t.is_alive()]:
                 alive[0].join(POLL_S)
                 if state.ctx.stop.is_set():
@@ -407,11 +440,12 @@ class PosixEngine(Engine):
             phase.op,
             stats,
             concurrency=phase.jobs,
-            block_size=phase.block_size,
+            block_size=phase.io_block_size(),
             cache=cache,
             params=phase.result_params,
         )
         res.extra["workers"] = mode
+        res.warnings.extend(phase.block_size_warnings())
         if phase.op == "write" and phase.time_s and res.elapsed_s > 1.2 * phase.time_s:
             res.warnings.append(
                 f"time-based write ran {res.elapsed_s:.2f} s, not {phase.time_s:.2f} s: each "
@@ -481,10 +515,21 @@ class PosixEngine(Engine):
             flags |= os.O_DIRECT
         return flags
 
-    def _pace(self, phase: PhaseSpec, st: WorkerStats, moved: int) -> None:
-        ahead = moved / phase.rate_bps - (time.perf_counter() - st.start)
-        if ahead > 0:
-            time.sleep(ahead)
+    def _pace(
+        self,
+        phase: PhaseSpec,
+        st: WorkerStats,
+        moved: int,
+        state: _PhaseState,
+        past_deadline: bool = False,
+    ) -> None:
+        """Hold the worker to ``rate`` (bytes/s): sleep until ``moved`` bytes are due, waking
+        at once on a stop request or a failure, and never past the phase's deadline (unless
+        the phase goes on past it: a time-based write's first pass over its files)."""
+        until = st.start + moved / phase.rate_bps
+        if phase.time_s and not past_deadline:
+            until = min(until, st.start + phase.time_s)
+        pace_until(until, state.should_stop)
 
     def _seq_loop(self, phase, w, segments, st, state, pool, buf, rec) -> None:
         write = phase.op == "write"
@@ -552,7 +597,7 @@ class PosixEngine(Engine):
                             if deadline_ns and t1 >= deadline_ns and not first_pass:
                                 break
                             if phase.rate_bps:
-                                self._pace(phase, st, moved)
+                                self._pace(phase, st, moved, state, first_pass)
                         if write and phase.fsync == "file":
                             os.fsync(fd)
                     except OSError as e:
@@ -661,7 +706,7 @@ class PosixEngine(Engine):
                     n += 1
                     if rate:
                         chunk_bytes += done
-                        self._pace(phase, st, chunk_bytes)
+                        self._pace(phase, st, chunk_bytes, state)
                     if deadline_ns and t1 >= deadline_ns:
                         hit_deadline = True
                         break
@@ -760,10 +805,9 @@ def _child_main(
     parent: int,
 ) -> None:
     """A forked worker: run one worker's loop and send its stats (and error) back."""
-    # The parent turns Ctrl-C/SIGTERM into the shared stop flag; the terminal's SIGINT to the
-    # whole process group must not kill a worker before it reports what it did.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # The parent turns Ctrl-C/SIGTERM/SIGHUP... into the shared stop flag; the terminal's
+    # signals to the whole process group must not kill a worker before it reports what it did.
+    worker_signals()
     libc = _LIBC
     if libc:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: never outlive the parent

@@ -158,7 +158,7 @@ class _Writers:
         progress.start("dataset-write", sum(sum(s) for s in self.sizes), len(self.files))
         threads = [
             threading.Thread(
-                target=self.worker, args=(w,), name=f"iobench-dataset-write-{w}", daemon=True
+                target=self.guarded, args=(w,), name=f"iobench-dataset-write-{w}", daemon=True
             )
             for w in range(self.jobs)
         ]
@@ -177,6 +177,15 @@ class _Writers:
             progress.update(sum(s.bytes for s in stats), sum(s.ops for s in stats))
             progress.close()
 
+    def guarded(self, w: int) -> None:
+        # a writer that dies of anything unexpected fails the phase: a thread that just ended
+        # would leave dataset-write "ok" with files missing
+        try:
+            self.worker(w)
+        except BaseException as e:  # noqa: BLE001 - reported through the phase
+            with self.lock:
+                self.errors.append(f"writer {w} failed: {type(e).__name__}: {e}".replace("\n", " "))
+
     def worker(self, w: int) -> None:
         st = self.stats[w]
         st.start = st.end = time.perf_counter()
@@ -190,9 +199,7 @@ class _Writers:
             try:
                 n = self._write_one(path, samples, keys)
             except Exception as e:  # noqa: BLE001 - fsspec backends raise what they like
-                if not (self.remote or isinstance(e, OSError)):
-                    raise
-                with self.lock:
+                with self.lock:  # (anything else, a bug too, fails the phase: see guarded)
                     self.errors.append(_write_error(e, path))
                 return
             t1 = time.perf_counter_ns()

@@ -11,14 +11,16 @@ from typing import Any
 
 from ..errors import EngineError, Interrupted
 from ..stats import Histogram
-from ..target import StopFlag
+from ..target import StopFlag, worker_signals
 from .loop import LoopConfig, LoopResult, _last_line, _rank_loop
+from .torchdata import _die_with_parent
 
 
 def _rank_entry(cfg: LoopConfig, rank: int, barrier: Any, conn: Any) -> None:
     """A rank process: ignore Ctrl-C (the parent stops the run), report to the parent."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    worker_signals()  # Ctrl-C, a hang-up, ...: the parent's to handle
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    _die_with_parent()  # a SIGKILLed loader must not leave its ranks reading on
     try:
         import torch
 

@@ -156,7 +156,9 @@ class _Job:
 def _check_target(target: str, job: _Job, out_dir: Path | None) -> Any:
     """The resolved target, with room for the whole dataset; claims ``out_dir`` if given."""
     tgt = resolve(target)
-    check_free_space(tgt, planned_bytes(job.prof, job.files))  # many ranks: the whole dataset
+    # many ranks: the whole dataset; files and their folders (1 per 10,000) as inodes
+    n = len(job.files)
+    check_free_space(tgt, planned_bytes(job.prof, job.files), n + n // 10_000 + 2)
     if out_dir is not None:
         claim_output_dir(out_dir)  # held until the result is saved
     return tgt

@@ -13,12 +13,14 @@ import numpy as np
 
 from .. import formats
 from ..errors import EngineError
+from ..target import worker_signals
 from .dataset import DatasetIndex
 
 
 def _worker_init(_worker_id: int) -> None:
-    # Ctrl-C reaches the whole process group; the parent stops the run, workers just follow.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Ctrl-C (or a hang-up) reaches the whole process group; the parent stops the run, workers
+    # just follow; SIGTERM (torch's shutdown of a worker) keeps its default.
+    worker_signals()
     _die_with_parent()
 
 

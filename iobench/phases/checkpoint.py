@@ -77,6 +77,9 @@ def plan(params: dict[str, Any]) -> Plan:
             p.add("ckpt-dcp-save", "ckpt_save", ck, "torch.distributed.checkpoint")
             p.add("ckpt-dcp-load", "ckpt_load", ck, "torch.distributed.checkpoint")
     p.space_bytes = max(total, ck * (2 if params["dcp"] else 1))
+    # small files and their folders, or the shards (and a DCP checkpoint's files), at most
+    small = params["files"] * params["jobs"] * 2 if params["metadata"] else 0
+    p.inodes = 4 + max(small, (params["shards"] + 2) * (2 if params["dcp"] else 1) if ck else 0)
     return p
 
 

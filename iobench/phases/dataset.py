@@ -58,6 +58,7 @@ def plan(params: dict[str, Any]) -> Plan:
         for label, _ in _orders(params):
             p.add(f"dataset-{label}-r{r}", "read", total, f"{r} readers, whole files")
     p.space_bytes = int(total * 1.1)  # format overhead (npz headers, tar blocks)
+    p.inodes = 1 + len(files) + len({os.path.dirname(f.path) for f in files})
     return p
 
 

@@ -79,6 +79,7 @@ def plan(params: dict[str, Any]) -> Plan:
     if params["randread"]:
         p.add("rand-read", "randread", params["size"] * (params["rand_jobs"] or params["jobs"]))
     p.space_bytes = biggest
+    p.inodes = 2 + max(1 if params["mode"] == "shared" else j for _, _, j in _variants(params))
     p.direct_sizes = direct_sizes(params)
     return p
 

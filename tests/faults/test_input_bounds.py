@@ -101,6 +101,10 @@ CASES: dict[str, tuple[str, str]] = {
     "workers 1e6": ("loader {T} --profile {P} --set workers=1000000", "must be at most 1024"),
     "a rate that takes years": (f"run sequential-write {{T}} {S} --set size=128MiB --set rate=1",
                                 "size 128.0 MiB at rate 1 B/s takes 1,553 days per phase"),
+    # a time-based write still writes its files once before the time may end it
+    "a time-based rate that takes years": (
+        f"run sequential-write {{T}} {S} --set size=128MiB --set rate=1 --set time=1h",
+        "size 128.0 MiB at rate 1 B/s takes 1,553 days per phase"),
     "seed beyond 64 bits": (f"run sequential-write {{T}} {S} --set seed=1e30",
                             "must be at most 9,223,372,036,854,775,807"),
 }  # fmt: skip
