@@ -217,10 +217,31 @@ def _install_stop_handlers() -> dict[int, object]:
     return old
 
 
-def progress_factory(quiet: bool):
+def progress_factory(quiet: bool, live=None):
+    """A bar per phase (none when ``quiet``); with ``live`` (a LiveCsv) its rows too."""
     from .progress import TqdmProgress
 
-    return lambda: TqdmProgress(enabled=not quiet)
+    if live is None:
+        return lambda: TqdmProgress(enabled=not quiet)
+    return lambda: live.wrap(TqdmProgress(enabled=not quiet))
+
+
+def open_live_csv(path: str | None):
+    """--live-csv: checked now (exit 2 before anything runs), created at the first phase.
+    Rank 0 only under torchrun: its rows are its own ranks' progress."""
+    if not path or not _lead():
+        return None
+    from .livecsv import LiveCsv
+
+    return LiveCsv(path)
+
+
+def close_live_csv(live) -> None:
+    if live is None:
+        return
+    live.close()
+    if live.error:
+        err(f"iobench: warning: --live-csv {live.path}: {live.error}; its rows stop there")
 
 
 def _lead() -> bool:
@@ -295,6 +316,12 @@ def finish_run(
 CSV_OPTION = typer.Option(
     None, "--csv", metavar="FILE", help="Also write one CSV row per phase to FILE."
 )
+LIVE_CSV_OPTION = typer.Option(
+    None,
+    "--live-csv",
+    metavar="FILE",
+    help="Write every phase's running totals and rates to FILE once a second while it runs.",
+)
 SERIES_CSV_OPTION = typer.Option(
     None,
     "--series-csv",
@@ -336,17 +363,22 @@ def run(
     no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
     csv_path: str | None = CSV_OPTION,
     series_csv: str | None = SERIES_CSV_OPTION,
+    live_csv: str | None = LIVE_CSV_OPTION,
 ) -> int:
     """Run one workload against TARGET and print what it measured."""
     from . import api
 
     check_exports(csv_path, series_csv)
-    outcome = api.run(
-        workload, target, engine=engine, sets=set_, jobs=jobs, direct=direct, time=time_,
-        repeat=repeat, output=output, keep=keep, verify=verify,
-        progress_factory=progress_factory(quiet or not _lead()),
-        history=None if no_history else (history or ""),
-    )  # fmt: skip
+    live = open_live_csv(live_csv)
+    try:
+        outcome = api.run(
+            workload, target, engine=engine, sets=set_, jobs=jobs, direct=direct, time=time_,
+            repeat=repeat, output=output, keep=keep, verify=verify,
+            progress_factory=progress_factory(quiet or not _lead(), live),
+            history=None if no_history else (history or ""),
+        )  # fmt: skip
+    finally:
+        close_live_csv(live)
     return finish_run(outcome, as_json, quiet, (csv_path, series_csv))
 
 
@@ -530,5 +562,6 @@ def main(argv: list[str] | None = None) -> int:
 
 __all__ = [
     "app", "main", "out", "err", "finish_run", "progress_factory", "check_exports",
-    "write_exports", "CSV_OPTION", "SERIES_CSV_OPTION", "deprecated",
+    "write_exports", "CSV_OPTION", "SERIES_CSV_OPTION", "LIVE_CSV_OPTION", "open_live_csv",
+    "close_live_csv", "deprecated",
 ]  # fmt: skip

@@ -6,10 +6,13 @@ import typer
 
 from ..cli import (
     CSV_OPTION,
+    LIVE_CSV_OPTION,
     SERIES_CSV_OPTION,
     app,
     check_exports,
+    close_live_csv,
     deprecated,
+    open_live_csv,
     out,
     out_report,
     progress_factory,
@@ -72,6 +75,7 @@ def qualify(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     csv_path: str | None = CSV_OPTION,
     series_csv: str | None = SERIES_CSV_OPTION,
+    live_csv: str | None = LIVE_CSV_OPTION,
 ) -> int:
     """Qualify TARGET: every phase, the loader, the estimate, and a pass/fail verdict (exit 0/1)."""
     from ..api import append_history, check_history_url
@@ -86,12 +90,16 @@ def qualify(
         check_exports(csv_path, series_csv)
     if not no_history:
         check_history_url(history or "")
-    outcome, plan_text = run_qualify(
-        target, profile_name=profile, gpus=gpus, require=require, quick=quick, budget=budget,
-        dry_run=dry_run, output=output, keep=keep, engine_name=engine,
-        progress_factory=progress_factory(quiet or not lead), checkpoint=checkpoint,
-        hooks=None if dry_run else hooks_from_env(), sets=set_,
-    )  # fmt: skip
+    live = None if dry_run else open_live_csv(live_csv)
+    try:
+        outcome, plan_text = run_qualify(
+            target, profile_name=profile, gpus=gpus, require=require, quick=quick, budget=budget,
+            dry_run=dry_run, output=output, keep=keep, engine_name=engine,
+            progress_factory=progress_factory(quiet or not lead, live), checkpoint=checkpoint,
+            hooks=None if dry_run else hooks_from_env(), sets=set_,
+        )  # fmt: skip
+    finally:
+        close_live_csv(live)
     if plan_text is not None:
         if lead:
             out(plan_text)
