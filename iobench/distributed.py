@@ -169,6 +169,8 @@ class DistributedHooks:
         atexit.register(hooks.close, restore_signals=False)
         hooks.setup()
         hooks.watch = PeerWatch.start(comm.open_store, comm.rank, comm.world, timeout_s)
+        if hooks.watch is not None:
+            hooks.watch.hosts = list(hooks.hosts)
         return hooks
 
     def setup(self) -> None:
@@ -741,6 +743,8 @@ class PeerWatch:
         self.world = world
         self.timeout_s = timeout_s
         self.seq = 0
+        #: every rank's host name (set once known), so that a silent rank's host is named
+        self.hosts: list[str] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -815,10 +819,16 @@ class PeerWatch:
                 ]
                 if silent:
                     raise DistributedError(
-                        f"rank {silent[0]} stopped answering (no heartbeat for "
+                        f"{self.who(silent[0])} stopped answering (no heartbeat for "
                         f"{self.timeout_s:g} s, {ENV_TIMEOUT})"
                     )
                 last, window_end = beats, now + self.timeout_s
+
+    def who(self, rank: int) -> str:
+        """``rank 1 on host iob-h2`` where the hosts are known, else ``rank 1``."""
+        if len(self.hosts) == self.world:
+            return f"rank {rank} on host {self.hosts[rank]}"
+        return f"rank {rank}"
 
     def stop(self) -> None:
         self._stop.set()

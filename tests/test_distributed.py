@@ -210,6 +210,9 @@ def test_watch_names_a_silent_rank_within_the_timeout(monkeypatch):
         with pytest.raises(DistributedError, match=r"rank 2 stopped answering \(no heartbeat"):
             alive.wait_all()
         assert time.monotonic() - t0 < 2.0
+        alive.hosts = ["h1", "h1", "h2"]  # once the hosts are known, the silent one's is named
+        with pytest.raises(DistributedError, match=r"^rank 2 on host h2 stopped answering"):
+            alive.wait_all()
     finally:
         alive.stop()
         beating.stop()
@@ -524,7 +527,8 @@ def test_hung_rank_times_out_survivors_exit_4(tmp_path):
         assert procs[k].returncode == 4, outputs[k][1][-2000:]
         err = outputs[k][1].strip().splitlines()[-1]
         assert err.startswith(f"iobench: error: rank {k}: ")
-        assert "rank 1 stopped answering (no heartbeat for 5 s" in err  # the frozen rank named
+        # the frozen rank and its host named
+        assert f"rank 1 on host {socket.gethostname()} stopped answering (no heartbeat for 5 s" in err
     assert debris_while_frozen == set()
     assert set(os.listdir(target)) == before
     res = json.loads((out / "result.json").read_text())
