@@ -777,7 +777,32 @@ class PeerWatch:
             return
 
     def beats(self) -> list[int]:
-        return [int(self.store.add(f"iobench/hb/{k}", 0)) for k in range(self.world)]
+        return [int(self.bounded(self.store.add, f"iobench/hb/{k}", 0)) for k in range(self.world)]
+
+    def bounded(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` (a store call), giving up after ``timeout_s``: a store client blocks
+        without end when the link to the store's host is cut (no reset ever arrives), and a
+        call blocked in C would not even let SIGTERM through."""
+        box: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                box["value"] = fn(*args)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                box["error"] = e
+
+        t = threading.Thread(target=call, name="iobench-store-call", daemon=True)
+        t.start()
+        t.join(self.timeout_s)
+        if t.is_alive():  # left behind, a daemon: it cannot keep the process from exiting
+            where = os.environ.get("MASTER_ADDR")
+            raise DistributedError(
+                f"the job's store{f' on host {where}' if where else ''} did not answer for "
+                f"{self.timeout_s:g} s ({ENV_TIMEOUT}): its host is gone or the link to it is down"
+            )
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
     def wait_all(
         self,
@@ -788,7 +813,7 @@ class PeerWatch:
         that stopped answering)."""
         self.seq += 1
         key = f"iobench/arrive/{self.seq}"
-        arrived = int(self.store.add(key, 1))
+        arrived = int(self.bounded(self.store.add, key, 1))
         if arrived >= self.world:
             return
         # heartbeats are read only once a wait outlasts the timeout (every rank reading every
@@ -801,7 +826,7 @@ class PeerWatch:
         while arrived < self.world:
             time.sleep(pause)
             pause = min(pause * 2, 0.1)
-            arrived = int(self.store.add(key, 0))
+            arrived = int(self.bounded(self.store.add, key, 0))
             if check_signal is not None:
                 check_signal()
             now = time.monotonic()

@@ -563,3 +563,26 @@ def test_a_slow_rank_is_waited_for_beyond_the_timeout(tmp_path):
         assert slow > 2 + fast  # rank 1 finished more than the timeout after rank 0
         assert any("straggler: rank 1" in w for w in p["warnings"])
     assert set(os.listdir(target)) == before
+
+
+def test_watch_gives_up_on_a_store_that_stops_answering(monkeypatch):
+    """A cut link: the store client's call blocks without end; the wait gives up after the
+    timeout, naming the store's host."""
+    monkeypatch.setenv("MASTER_ADDR", "iob-h1")
+    release = threading.Event()
+
+    class CutStore:
+        def add(self, key, n):
+            release.wait(30)
+            return 0
+
+    watch = PeerWatch(CutStore, 1, 2, timeout_s=0.3)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(
+            DistributedError, match=r"^the job's store on host iob-h1 did not answer for 0.3 s"
+        ):
+            watch.wait_all()
+        assert time.monotonic() - t0 < 5
+    finally:
+        release.set()
