@@ -528,7 +528,9 @@ def test_hung_rank_times_out_survivors_exit_4(tmp_path):
         err = outputs[k][1].strip().splitlines()[-1]
         assert err.startswith(f"iobench: error: rank {k}: ")
         # the frozen rank and its host named
-        assert f"rank 1 on host {socket.gethostname()} stopped answering (no heartbeat for 5 s" in err
+        assert (
+            f"rank 1 on host {socket.gethostname()} stopped answering (no heartbeat for 5 s" in err
+        )
     assert debris_while_frozen == set()
     assert set(os.listdir(target)) == before
     res = json.loads((out / "result.json").read_text())
