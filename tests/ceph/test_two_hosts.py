@@ -183,6 +183,38 @@ def test_two_hosts_aggregate_spread_and_read_back(two_hosts, shared, tmp_path):
     assert os.listdir(here) == []
 
 
+# A small loader step, so the test stays short.
+TINY_PROFILE = """description = "tiny two-host profile"
+format = "raw"
+sample_size = "64KiB"
+files = 32
+batch_size = 4
+compute_s = 0.01
+workers = 1
+prefetch = 2
+au_min = 0.5
+epochs = 1
+"""
+
+
+def test_loader_across_two_hosts(two_hosts, shared, tmp_path):
+    target, here = shared
+    profile = tmp_path / "tiny.toml"
+    profile.write_text(TINY_PROFILE)
+    job = Job(two_hosts, tmp_path, ["loader", str(target), "--profile", str(profile)])
+    try:
+        job.wait_rc(HOSTS, 300)
+    finally:
+        job.finish()
+    res = job.result()
+    assert res["status"] == "complete", (res.get("error"), job.log_tails())
+    assert job.rc(HOSTS[0]) == job.rc(HOSTS[1]) in (0, 1), job.log_tails()  # AU decides which
+    assert res["loader"]["gpus"] == 2 and res["loader"]["au"] > 0
+    hosts = {r["host"] for p in res["phases"] for r in p.get("ranks", [])}
+    assert hosts == {"iob-h1", "iob-h2"}
+    assert os.listdir(here) == []
+
+
 def _files_under(d: Path) -> int:
     return sum(len(f) for _, _, f in os.walk(d))
 
