@@ -169,6 +169,8 @@ class DistributedHooks:
         atexit.register(hooks.close, restore_signals=False)
         hooks.setup()
         hooks.watch = PeerWatch.start(comm.open_store, comm.rank, comm.world, timeout_s)
+        if hooks.watch is not None:
+            hooks.watch.hosts = list(hooks.hosts)
         return hooks
 
     def setup(self) -> None:
@@ -742,6 +744,8 @@ class PeerWatch:
         self.world = world
         self.timeout_s = timeout_s
         self.seq = 0
+        #: every rank's host name (set once known), so that a silent rank's host is named
+        self.hosts: list[str] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -774,7 +778,32 @@ class PeerWatch:
             return
 
     def beats(self) -> list[int]:
-        return [int(self.store.add(f"iobench/hb/{k}", 0)) for k in range(self.world)]
+        return [int(self.bounded(self.store.add, f"iobench/hb/{k}", 0)) for k in range(self.world)]
+
+    def bounded(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` (a store call), giving up after ``timeout_s``: a store client blocks
+        without end when the link to the store's host is cut (no reset ever arrives), and a
+        call blocked in C would not even let SIGTERM through."""
+        box: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                box["value"] = fn(*args)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                box["error"] = e
+
+        t = threading.Thread(target=call, name="iobench-store-call", daemon=True)
+        t.start()
+        t.join(self.timeout_s)
+        if t.is_alive():  # left behind, a daemon: it cannot keep the process from exiting
+            where = os.environ.get("MASTER_ADDR")
+            raise DistributedError(
+                f"the job's store{f' on host {where}' if where else ''} did not answer for "
+                f"{self.timeout_s:g} s ({ENV_TIMEOUT}): its host is gone or the link to it is down"
+            )
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
     def wait_all(
         self,
@@ -785,7 +814,7 @@ class PeerWatch:
         that stopped answering)."""
         self.seq += 1
         key = f"iobench/arrive/{self.seq}"
-        arrived = int(self.store.add(key, 1))
+        arrived = int(self.bounded(self.store.add, key, 1))
         if arrived >= self.world:
             return
         # heartbeats are read only once a wait outlasts the timeout (every rank reading every
@@ -798,7 +827,7 @@ class PeerWatch:
         while arrived < self.world:
             time.sleep(pause)
             pause = min(pause * 2, 0.1)
-            arrived = int(self.store.add(key, 0))
+            arrived = int(self.bounded(self.store.add, key, 0))
             if check_signal is not None:
                 check_signal()
             now = time.monotonic()
@@ -816,10 +845,16 @@ class PeerWatch:
                 ]
                 if silent:
                     raise DistributedError(
-                        f"rank {silent[0]} stopped answering (no heartbeat for "
+                        f"{self.who(silent[0])} stopped answering (no heartbeat for "
                         f"{self.timeout_s:g} s, {ENV_TIMEOUT})"
                     )
                 last, window_end = beats, now + self.timeout_s
+
+    def who(self, rank: int) -> str:
+        """``rank 1 on host iob-h2`` where the hosts are known, else ``rank 1``."""
+        if len(self.hosts) == self.world:
+            return f"rank {rank} on host {self.hosts[rank]}"
+        return f"rank {rank}"
 
     def stop(self) -> None:
         self._stop.set()

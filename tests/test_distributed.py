@@ -210,6 +210,9 @@ def test_watch_names_a_silent_rank_within_the_timeout(monkeypatch):
         with pytest.raises(DistributedError, match=r"rank 2 stopped answering \(no heartbeat"):
             alive.wait_all()
         assert time.monotonic() - t0 < 2.0
+        alive.hosts = ["h1", "h1", "h2"]  # once the hosts are known, the silent one's is named
+        with pytest.raises(DistributedError, match=r"^rank 2 on host h2 stopped answering"):
+            alive.wait_all()
     finally:
         alive.stop()
         beating.stop()
@@ -524,7 +527,10 @@ def test_hung_rank_times_out_survivors_exit_4(tmp_path):
         assert procs[k].returncode == 4, outputs[k][1][-2000:]
         err = outputs[k][1].strip().splitlines()[-1]
         assert err.startswith(f"iobench: error: rank {k}: ")
-        assert "rank 1 stopped answering (no heartbeat for 5 s" in err  # the frozen rank named
+        # the frozen rank and its host named
+        assert (
+            f"rank 1 on host {socket.gethostname()} stopped answering (no heartbeat for 5 s" in err
+        )
     assert debris_while_frozen == set()
     assert set(os.listdir(target)) == before
     res = json.loads((out / "result.json").read_text())
@@ -559,3 +565,26 @@ def test_a_slow_rank_is_waited_for_beyond_the_timeout(tmp_path):
         assert slow > 2 + fast  # rank 1 finished more than the timeout after rank 0
         assert any("straggler: rank 1" in w for w in p["warnings"])
     assert set(os.listdir(target)) == before
+
+
+def test_watch_gives_up_on_a_store_that_stops_answering(monkeypatch):
+    """A cut link: the store client's call blocks without end; the wait gives up after the
+    timeout, naming the store's host."""
+    monkeypatch.setenv("MASTER_ADDR", "iob-h1")
+    release = threading.Event()
+
+    class CutStore:
+        def add(self, key, n):
+            release.wait(30)
+            return 0
+
+    watch = PeerWatch(CutStore, 1, 2, timeout_s=0.3)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(
+            DistributedError, match=r"^the job's store on host iob-h1 did not answer for 0.3 s"
+        ):
+            watch.wait_all()
+        assert time.monotonic() - t0 < 5
+    finally:
+        release.set()

@@ -71,6 +71,23 @@ def test_recorder_matches_worker_stats_add():
     assert chunked.slot_ops == one.slot_ops
 
 
+def test_recorder_moves_the_worker_end_to_its_last_op():
+    """A worker that failed in the middle of a file (where the sequential loop sets the end)
+    must not count its bytes over no time: an OSD that stopped under a 512 MiB file gave a
+    partial phase of 41 MB in 0.1 ms (374 GB/s)."""
+    st = WorkerStats(origin=100.0, start=100.0, end=100.0)
+    rec = _Recorder(st)
+    for i in range(1, 4):
+        rec.add(MiB, int((100.0 + i - 0.5) * 1e9), int((100.0 + i) * 1e9))
+    rec.flush()
+    assert (st.bytes, st.end) == (3 * MiB, 103.0)
+    later = WorkerStats(origin=100.0, start=100.0, end=200.0)  # an end set by the loop stays
+    rec = _Recorder(later)
+    rec.add(MiB, int(100.5e9), int(101e9))
+    rec.flush()
+    assert later.end == 200.0
+
+
 def test_error_inside_a_worker_process_is_an_engine_error(tmp_path, monkeypatch):
     def boom(self, *args):
         raise RuntimeError("disk on fire")

@@ -154,6 +154,9 @@ class _Recorder:
         st.hist.record_array(lat)
         st.bytes += int(nb.sum())
         st.ops += n
+        # a worker's end is at least its last recorded op's: a phase that failed in the middle
+        # of a file (where the loop sets the end) must not count its bytes over no time
+        st.end = max(st.end, int(ends[-1]) / 1e9)
         # the series slot of each op's end, as WorkerStats.add computes it
         # slot k holds ops completed in (k, k+1] slots after the origin, as WorkerStats.add
         slots = ((ends / 1e9 - st.origin) * _PER_S - 1e-9).astype(np.int64)
