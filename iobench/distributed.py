@@ -802,6 +802,13 @@ class PeerWatch:
                 f"{self.timeout_s:g} s ({ENV_TIMEOUT}): its host is gone or the link to it is down"
             )
         if "error" in box:
+            if type(box["error"]).__name__ == "DistNetworkError":  # torch's, not imported here
+                where = os.environ.get("MASTER_ADDR")
+                raise DistributedError(
+                    f"the job's store{f' on host {where}' if where else ''} closed the "
+                    "connection: the rank that holds it (rank 0) has exited, having seen the "
+                    "failure first"
+                ) from None
             raise box["error"]
         return box["value"]
 
