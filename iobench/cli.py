@@ -217,13 +217,17 @@ def _install_stop_handlers() -> dict[int, object]:
     return old
 
 
-def progress_factory(quiet: bool, live=None):
-    """A bar per phase (none when ``quiet``); with ``live`` (a LiveCsv) its rows too."""
+def progress_factory(quiet: bool):
     from .progress import TqdmProgress
 
+    return lambda: TqdmProgress(enabled=not quiet)
+
+
+def with_live_csv(factory, live):
+    """``factory``'s progress per phase, with ``live``'s rows (a LiveCsv) when there is one."""
     if live is None:
-        return lambda: TqdmProgress(enabled=not quiet)
-    return lambda: live.wrap(TqdmProgress(enabled=not quiet))
+        return factory
+    return lambda: live.wrap(factory())
 
 
 def open_live_csv(path: str | None):
@@ -374,7 +378,7 @@ def run(
         outcome = api.run(
             workload, target, engine=engine, sets=set_, jobs=jobs, direct=direct, time=time_,
             repeat=repeat, output=output, keep=keep, verify=verify,
-            progress_factory=progress_factory(quiet or not _lead(), live),
+            progress_factory=with_live_csv(progress_factory(quiet or not _lead()), live),
             history=None if no_history else (history or ""),
         )  # fmt: skip
     finally:
@@ -562,6 +566,6 @@ def main(argv: list[str] | None = None) -> int:
 
 __all__ = [
     "app", "main", "out", "err", "finish_run", "progress_factory", "check_exports",
-    "write_exports", "CSV_OPTION", "SERIES_CSV_OPTION", "LIVE_CSV_OPTION", "open_live_csv",
+    "write_exports", "CSV_OPTION", "SERIES_CSV_OPTION", "LIVE_CSV_OPTION", "open_live_csv", "with_live_csv",
     "close_live_csv", "deprecated",
 ]  # fmt: skip

@@ -435,7 +435,15 @@ def free_inodes(path: str) -> int | None:
         st = os.statvfs(path)
     except OSError:
         return None
-    return st.f_favail if st.f_files > 0 else None
+    return inodes_from_statvfs(st.f_files, st.f_favail)
+
+
+def inodes_from_statvfs(files: int, favail: int) -> int | None:
+    """Free inodes from statvfs's counts; None where they are no count: a total of 0 (btrfs)
+    or a free count that is negative or beyond the total (ceph-fuse reports -1: "unlimited")."""
+    if files <= 0 or favail < 0 or favail > files:
+        return None
+    return favail
 
 
 def out_of_inodes(path: str) -> bool:

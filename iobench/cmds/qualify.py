@@ -16,6 +16,7 @@ from ..cli import (
     out,
     out_report,
     progress_factory,
+    with_live_csv,
     write_exports,
 )
 from ..qualify import DEFAULT_BUDGET_S, DEFAULT_CHECKPOINT, DEFAULT_PROFILE, QUICK_BUDGET_S
@@ -95,7 +96,8 @@ def qualify(
         outcome, plan_text = run_qualify(
             target, profile_name=profile, gpus=gpus, require=require, quick=quick, budget=budget,
             dry_run=dry_run, output=output, keep=keep, engine_name=engine,
-            progress_factory=progress_factory(quiet or not lead, live), checkpoint=checkpoint,
+            progress_factory=with_live_csv(progress_factory(quiet or not lead), live),
+            checkpoint=checkpoint,
             hooks=None if dry_run else hooks_from_env(), sets=set_,
         )  # fmt: skip
     finally:

@@ -368,7 +368,8 @@ def iobench_cmd(*args: Any) -> list[str]:
 
 def sub_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {**os.environ, "IOBENCH_HISTORY": str(tmp_path / "history"), **extra}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    # no empty entry: '' is the working directory, which Python cannot resolve once deleted
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     return env
 
 

@@ -271,6 +271,17 @@ def test_too_few_free_inodes_is_refused_before_the_run(cli, tmp_path, few_inodes
     _nothing_written(tmp_path, planted)
 
 
+def test_inode_counts_that_are_no_count_are_not_checked():
+    """btrfs reports 0 inodes in total, ceph-fuse -1 free ("unlimited"): neither is 0 free."""
+    from iobench.target import inodes_from_statvfs
+
+    assert inodes_from_statvfs(100, 7) == 7
+    assert inodes_from_statvfs(100, 0) == 0
+    assert inodes_from_statvfs(0, 5) is None
+    assert inodes_from_statvfs(100, -1) is None
+    assert inodes_from_statvfs(100, 200) is None
+
+
 def test_qualify_checks_free_inodes_before_the_run(cli, tmp_path, few_inodes):
     """qualify plans every step's files (the dataset's one file per sample among them)."""
     mnt = few_inodes(24, size="1g")
