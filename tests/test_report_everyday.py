@@ -188,7 +188,7 @@ def test_report_shows_client_cpu_and_names_a_saturated_phase():
     run.phases[0].extra["client_cpu"] = {"share": 0.93, "cpus": 2, "cpu_s": 1.9, "wall_s": 1.0}
     run.phases[1].extra["client_cpu"] = {"share": 0.2, "cpus": 2, "cpu_s": 0.4, "wall_s": 1.0}
     table = report._phase_table(run)
-    col = table.headers.index("Client CPU")
+    col = table.headers.index("CPU")
     assert [r[col] for r in table.rows] == ["93% !", "20%"]
     assert "seq-write: the client used 80% or more" in table.note
     assert "seq-read:" not in table.note
@@ -198,7 +198,7 @@ def test_report_shows_client_cpu_and_names_a_saturated_phase():
 
 
 def test_older_results_without_cpu_show_no_column():
-    assert "Client CPU" not in report._phase_table(minimal_run()).headers
+    assert "CPU" not in report._phase_table(minimal_run()).headers
 
 
 def test_a_run_records_its_client_cpu(cli, tmp_path):
