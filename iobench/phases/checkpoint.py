@@ -362,6 +362,23 @@ def _dcp_storage(runner: Any, threads: int) -> tuple[Any, Any, Any, str, str] | 
     )  # fmt: skip
 
 
+def dcp_step(call: Any, listing: Any) -> Any:
+    """A worker that times one torch.distributed.checkpoint ``call`` (a save or a load) and
+    counts the files and bytes ``listing()`` finds after it: how every DCP phase is measured."""
+
+    def step(_: int, st: WorkerStats) -> None:
+        t0 = time.perf_counter_ns()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "assuming the intent is to save in a single process"
+            call()
+        t1 = time.perf_counter_ns()
+        files = listing()
+        st.add(sum(n for _, n in files), t1 / 1e9, t1 - t0)
+        st.files += len(files)
+
+    return step
+
+
 def _dcp_save_load(params: dict[str, Any], runner: Any, state: list[dict[str, Any]]) -> None:
     import torch
     import torch.distributed.checkpoint as dcp
@@ -372,17 +389,8 @@ def _dcp_save_load(params: dict[str, Any], runner: Any, state: list[dict[str, An
     make_writer, make_reader, listing, cache, where = storage
     flat = {f"shard{i}.{k}": v for i, sd in enumerate(state) for k, v in sd.items()}
 
-    def save(_: int, st: WorkerStats) -> None:
-        t0 = time.perf_counter_ns()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "assuming the intent is to save in a single process"
-            # no_dist: each rank (and each single process) writes its own checkpoint
-            dcp.save(flat, storage_writer=make_writer(), no_dist=True)
-        t1 = time.perf_counter_ns()
-        files = listing()
-        st.add(sum(n for _, n in files), t1 / 1e9, t1 - t0)
-        st.files += len(files)
-
+    # no_dist: each rank (and each single process) writes its own checkpoint
+    save = dcp_step(lambda: dcp.save(flat, storage_writer=make_writer(), no_dist=True), listing)
     stats = _parallel(1, save, runner)
     api = "torch.distributed.checkpoint"
     _record(runner, "ckpt-dcp-save", "ckpt_save", stats, params, cache or "buffered", api)
@@ -391,16 +399,7 @@ def _dcp_save_load(params: dict[str, Any], runner: Any, state: list[dict[str, An
             drop_file_cache(name)
     target = {k: torch.empty_like(v) for k, v in flat.items()}
 
-    def load(_: int, st: WorkerStats) -> None:
-        t0 = time.perf_counter_ns()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            dcp.load(target, storage_reader=make_reader(), no_dist=True)
-        t1 = time.perf_counter_ns()
-        files = listing()
-        st.add(sum(n for _, n in files), t1 / 1e9, t1 - t0)
-        st.files += len(files)
-
+    load = dcp_step(lambda: dcp.load(target, storage_reader=make_reader(), no_dist=True), listing)
     stats = _parallel(1, load, runner)
     cache = cache or runner.cache_state(False)
     _record(runner, "ckpt-dcp-load", "ckpt_load", stats, params, cache, api)

@@ -38,7 +38,7 @@ from ..plan import Plan
 from ..spec import Param
 from ..stats import WorkerStats, phase_result
 from ..target import drop_file_cache
-from .checkpoint import _dcp_storage, _metadata, _parallel
+from .checkpoint import _dcp_storage, _metadata, _parallel, dcp_step
 
 PARAMS: dict[str, Param] = {
     "model": Param("str", "llama3-8b", "checkpoint model (workloads/checkpoints/NAME.toml)"),
@@ -372,7 +372,6 @@ def _torch(
 def _dcp(
     params: dict[str, Any], runner: Any, mine: list[RankShard], states: list, copy_bps: Any
 ) -> None:
-    import warnings
 
     import torch
     import torch.distributed.checkpoint as dcp
@@ -388,16 +387,7 @@ def _dcp(
         for k, v in sd.items()
     }
 
-    def save(_: int, st: WorkerStats) -> None:
-        t0 = time.perf_counter_ns()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            dcp.save(flat, storage_writer=make_writer(), no_dist=True)
-        t1 = time.perf_counter_ns()
-        files = listing()
-        st.add(sum(n for _, n in files), t1 / 1e9, t1 - t0)
-        st.files += len(files)
-
+    save = dcp_step(lambda: dcp.save(flat, storage_writer=make_writer(), no_dist=True), listing)
     stats = _parallel(1, save, runner)
     api = "torch.distributed.checkpoint"
     _record(runner, "ckpt-dcp-save", "ckpt_save", stats, "buffered", api, params, copy_bps, mine)
@@ -405,16 +395,7 @@ def _dcp(
         drop_file_cache(name)
     into = {k: torch.empty_like(v) for k, v in flat.items()}
 
-    def load(_: int, st: WorkerStats) -> None:
-        t0 = time.perf_counter_ns()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            dcp.load(into, storage_reader=make_reader(), no_dist=True)
-        t1 = time.perf_counter_ns()
-        files = listing()
-        st.add(sum(n for _, n in files), t1 / 1e9, t1 - t0)
-        st.files += len(files)
-
+    load = dcp_step(lambda: dcp.load(into, storage_reader=make_reader(), no_dist=True), listing)
     stats = _parallel(1, load, runner)
     _record(runner, "ckpt-dcp-load", "ckpt_load", stats, runner.cache_state(False), api, params,
             None, mine)  # fmt: skip
