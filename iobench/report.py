@@ -370,6 +370,10 @@ def _loader_table(run: RunResult) -> _Table | None:
         rows.append(["Compute per step", _secs(ld.get("compute_s"))])
     if ld.get("bound"):
         rows.append(["Bound by", str(ld["bound"])])
+    if isinstance(ld.get("existing"), dict):  # a run over the user's own dataset
+        from .loader.existing_summary import table_rows
+
+        rows += table_rows(ld)
     epochs = ld.get("au_per_epoch") or []
     if epochs:
         rows.append(["AU per epoch", ", ".join(_pct(a) for a in epochs)])
