@@ -10,8 +10,15 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "iobench"
-LOADER = ["dataset", "torchdata", "loop", "ranks", "calibration", "run"]
-FORMATS = ["registry", "raw", "npz", "parquet", "tar", "writer", "reader"]
+LOADER = [
+    "dataset", "torchdata", "loop", "ranks", "calibration", "run",
+    "existing_data", "existing_summary", "existing",
+]  # fmt: skip
+FORMATS = [
+    "registry", "raw", "npz", "parquet", "tar",
+    "image", "arrays", "columnar", "hdf5", "webdataset", "tfrecord", "detect",
+    "writer", "reader",
+]  # fmt: skip
 SPLIT = [PKG / "loader" / f"{m}.py" for m in LOADER] + [
     PKG / "formats" / f"{m}.py" for m in FORMATS
 ]

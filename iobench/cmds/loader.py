@@ -31,7 +31,9 @@ def loader(
         False, "--existing", help="Read the dataset already at TARGET, read-only (see README)."
     ),
     fmt: str | None = typer.Option(
-        None, "--format", help="With --existing: the format (default: detected from the names)."
+        None,
+        "--format",
+        help="With --existing: the format; detected from the file names when left out.",
     ),
     transform: str | None = typer.Option(
         None, "--transform", help="With --existing: your per-sample transform, MODULE:FUNCTION."

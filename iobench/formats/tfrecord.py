@@ -140,7 +140,7 @@ def _feature(buf: bytes) -> Any:
         if kind == 1:  # bytes_list
             return [bytes(v) for v in values]
         if kind == 2:  # float_list, packed
-            return np.frombuffer(b"".join(values), dtype="<f4")
+            return np.frombuffer(b"".join(values), dtype="<f4").copy()
         if kind == 3:  # int64_list, packed varints
             out: list[int] = []
             for v in values:
@@ -177,4 +177,4 @@ def samples(data: Any, name: str) -> Iterator[tuple[str, Any]]:
             yield f"{name}#{pos}", rec
             continue
         ex = parse_example(rec)
-        yield f"{name}#{pos}", ex if ex is not None else np.frombuffer(rec, dtype=np.uint8)
+        yield f"{name}#{pos}", ex if ex is not None else np.frombuffer(bytearray(rec), np.uint8)

@@ -48,7 +48,7 @@ def decode_part(ext: str, raw: bytes) -> Any:
     if last in TEXT_PARTS:
         text = raw.decode("utf-8")
         return int(text) if last == "cls" else text
-    return np.frombuffer(raw, dtype=np.uint8)
+    return np.frombuffer(bytearray(raw), dtype=np.uint8)  # owned and writable
 
 
 def _decoded(key: str, parts: dict[str, bytes]) -> Any:

@@ -241,7 +241,12 @@ def _engine_block() -> dict[str, Any]:
 
 
 def _add(acc: dict[int, dict[str, Any]], st: Any) -> None:
-    """Sum a batch's figures into its worker's totals (names: the first few kept)."""
+    """Sum a batch's figures into its worker's totals (names: the first few kept) and keep
+    its own (samples, read, decode CPU, collate) for the spread of the means."""
+    if st.samples:
+        acc.setdefault(-1, {"per_batch": []})["per_batch"].append(
+            (st.samples, st.read_s, st.decode_cpu_s, st.collate_s)
+        )
     w = acc.setdefault(st.worker, {"worker": st.worker, "batches": 0, "failed_names": []})
     w["batches"] += 1
     for k in ("samples", "files", "bytes", "open_s", "read_s", "decode_s", "decode_cpu_s",
@@ -288,7 +293,12 @@ def run_pipeline(
             raise EngineError(f"data loader: {_last_line(e)}") from None
         if progress is not None:
             progress(f"epoch {epoch + 1}/{job.epochs}: {epochs[-1]['steps']} steps")
-    return {"epochs": epochs, "workers": [workers[k] for k in sorted(workers)]}
+    per_batch = workers.pop(-1, {}).get("per_batch", [])
+    return {
+        "epochs": epochs,
+        "workers": [workers[k] for k in sorted(workers)],
+        "per_batch": per_batch,
+    }
 
 
 def _epoch(

@@ -147,13 +147,23 @@ def read_file(path: str, mode: str, st: BatchStats, opts: dict[str, Any] | None)
 
 
 def collate(samples: list[Any]) -> Any:
-    """A batch as a training job's collate makes it: stacked tensors, or a list of them."""
+    """A batch as a training job's collate makes it: stacked tensors, or a list of them.
+
+    RuntimeError (the run fails, one line) when torch cannot make tensors of the samples at
+    all, as a training job's DataLoader would fail on them."""
     from torch.utils.data import default_collate, default_convert
 
     try:
         return default_collate(samples)
-    except (RuntimeError, TypeError, ValueError):  # shapes or types differ: one per sample
+    except (RuntimeError, TypeError, ValueError, IndexError, KeyError):
+        pass  # shapes or types differ: one tensor (or structure of them) per sample
+    try:
         return [default_convert(s) for s in samples]
+    except Exception as e:  # noqa: BLE001 - named in the run's one line
+        raise RuntimeError(
+            f"collating a batch failed ({type(e).__name__}: {str(e).splitlines()[0][:160]}): "
+            "the samples (after --transform) must be arrays or tensors torch can take"
+        ) from None
 
 
 class ExistingDataset(IterableDataset):
@@ -192,13 +202,17 @@ class ExistingDataset(IterableDataset):
         wid, mine = self._my_files()
         reader = get_reader(self.fmt)
         fn = load_transform(self.transform)
-        st, batch = BatchStats(worker=wid), []
+        # the batch being filled: a file's samples may span batches, so its figures go to
+        # whichever batch is current when they are measured
+        cur = [BatchStats(worker=wid)]
+        batch: list[Any] = []
         for f in mine:
-            for sample in self._file_samples(reader, f, fn, st):
+            for sample in self._file_samples(reader, f, fn, cur):
                 batch.append(sample)
                 if len(batch) == self.batch_size:
-                    yield self._collated(batch, st)
-                    st, batch = BatchStats(worker=wid), []
+                    yield self._collated(batch, cur[0])
+                    cur[0], batch = BatchStats(worker=wid), []
+        st = cur[0]
         if batch or st.files or st.failed:
             yield self._collated(batch, st)
 
@@ -210,32 +224,31 @@ class ExistingDataset(IterableDataset):
         return out, st
 
     def _file_samples(
-        self, reader: Any, f: int, fn: Callable[[Any], Any] | None, st: BatchStats
+        self, reader: Any, f: int, fn: Callable[[Any], Any] | None, cur: list[BatchStats]
     ) -> Iterator[Any]:
-        """The good samples of file ``f``; failures counted in ``st`` as they happen."""
+        """The good samples of file ``f``; failures and times counted in ``cur[0]`` (the
+        current batch's figures) as they happen."""
         rel = self.paths[f]
         try:
-            data = read_file(storage.join(self.root, rel), self.mode, st, self.storage_options)
+            data = read_file(storage.join(self.root, rel), self.mode, cur[0], self.storage_options)
         except OSError as e:
-            st.fail(rel, e.strerror or str(e))
+            cur[0].fail(rel, e.strerror or str(e))
             return
-        st.files += 1
-        st.bytes += len(data)
+        cur[0].files += 1
+        cur[0].bytes += len(data)
         gen = reader.samples(data, rel)
         while True:
             t0, c0 = time.perf_counter(), time.thread_time()
             try:
                 key, sample = next(gen)
             except StopIteration:
-                st.decode_s += time.perf_counter() - t0
-                st.decode_cpu_s += time.thread_time() - c0
+                _spent(cur[0], t0, c0)
                 return
             except ImportError:
                 raise  # a missing optional library is not a corrupt file
             except Exception as e:  # noqa: BLE001 - a corrupt file: counted, named, skipped
-                st.decode_s += time.perf_counter() - t0
-                st.decode_cpu_s += time.thread_time() - c0
-                st.fail(rel, e)
+                _spent(cur[0], t0, c0)
+                cur[0].fail(rel, e)
                 return
             ok = not isinstance(sample, Exception)
             if ok and fn is not None:
@@ -244,13 +257,18 @@ class ExistingDataset(IterableDataset):
                     sample = fn(sample)
                 except Exception as e:  # noqa: BLE001 - the user's code: counted like corrupt
                     sample, ok = e, False
-                st.transform_s += time.perf_counter() - t1
-            st.decode_s += time.perf_counter() - t0
-            st.decode_cpu_s += time.thread_time() - c0
+                cur[0].transform_s += time.perf_counter() - t1
+            _spent(cur[0], t0, c0)
             if ok:
                 yield sample
             else:
-                st.fail(key, sample)
+                cur[0].fail(key, sample)
+
+
+def _spent(st: BatchStats, t0: float, c0: float) -> None:
+    """Add the decode wall and thread CPU time since (t0, c0) to ``st``."""
+    st.decode_s += time.perf_counter() - t0
+    st.decode_cpu_s += time.thread_time() - c0
 
 
 @dataclass(frozen=True)
@@ -265,7 +283,7 @@ class PipelineTerms:
 
     read_s_per_sample: float
     open_s_per_file: float
-    decode_s_per_sample: float
+    decode_s_per_sample: float  # CPU (thread time) decoding and transforming
     collate_s_per_batch: float
     compute_s_per_step: float
     batch_size: int

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..stats import Histogram
 from ..units import format_bytes, format_rate, format_seconds
 from .calibration import COMPUTE_BOUND_AU
@@ -18,6 +20,9 @@ from .loop import wait_summary
 
 #: More than this share of failed samples fails the run (exit 4).
 FAIL_SHARE = 0.01
+#: The bootstrap of the terms' intervals: resamples, and batches drawn from at most.
+BOOT_RESAMPLES = 1000
+BOOT_BATCHES = 2000
 _SUMS = ("samples", "files", "bytes", "open_s", "read_s", "decode_s", "decode_cpu_s",
          "transform_s", "collate_s", "failed", "batches", "cache_checked", "cache_resident")  # fmt: skip
 
@@ -65,22 +70,49 @@ def cache_of(mode: str, t: dict[str, Any], fs_note: str = "") -> tuple[str, str]
 
 
 def bound_of(job: Any, split: dict[str, float], au: float, compute_s: float) -> tuple[str, str]:
-    """What limited the loop, from the measured terms: storage, decode CPU, or compute."""
+    """What limited the loop, from the measured terms: storage, decode CPU, or compute.
+
+    Per step, the storage's share is the batch's read time over the workers reading at once;
+    the CPU's is the batch's decode CPU time plus its collation over the cores they can use."""
     b, w = job.batch_size, job.workers
     cores = cpu_cores()
+    lanes = max(min(w, cores), 1)
     storage = b * split["read_s_per_sample"] / max(w, 1)
-    cpu = (b * split["decode_s_per_sample"] + split["collate_s_per_batch"]) / max(min(w, cores), 1)
+    cpu = (b * split["decode_cpu_s_per_sample"] + split["collate_s_per_batch"]) / lanes
     basis = (
         f"per step of {b} samples: storage {format_seconds(storage)} "
         f"({format_seconds(split['read_s_per_sample'])}/sample over {max(w, 1)} reader(s)), "
         f"decode+collate CPU {format_seconds(cpu)} "
-        f"({format_seconds(split['decode_s_per_sample'])}/sample, "
-        f"{format_seconds(split['collate_s_per_batch'])}/batch over {max(min(w, cores), 1)} "
-        f"core(s) of {cores}), compute {format_seconds(compute_s)}; AU {au:.3f}"
+        f"({format_seconds(split['decode_cpu_s_per_sample'])} CPU/sample, "
+        f"{format_seconds(split['collate_s_per_batch'])}/batch over {lanes} core(s) of "
+        f"{cores}), compute {format_seconds(compute_s)}; AU {au:.3f}"
     )
     if compute_s > 0 and au >= COMPUTE_BOUND_AU:
         return "compute", basis + f" (compute bound at >= {COMPUTE_BOUND_AU:.2f})"
     return ("storage" if storage >= cpu else "decode CPU"), basis
+
+
+def ranges(per_batch: list[tuple[int, float, float, float]], seed: int = 1) -> dict[str, Any]:
+    """95 % bootstrap intervals (over batches, at most BOOT_BATCHES of them) of the read and
+    decode CPU seconds per sample and the collate seconds per batch."""
+    if len(per_batch) < 2:
+        return {"read_range": None, "decode_range": None, "collate_range": None}
+    rng = np.random.default_rng(seed)
+    a = np.asarray(per_batch, dtype=np.float64)
+    if len(a) > BOOT_BATCHES:
+        a = a[rng.choice(len(a), BOOT_BATCHES, replace=False)]
+    idx = rng.integers(0, len(a), size=(BOOT_RESAMPLES, len(a)))
+    n = a[idx, 0].sum(axis=1)
+
+    def ci(values: np.ndarray) -> tuple[float, float]:
+        lo, hi = np.percentile(values, [2.5, 97.5])
+        return float(lo), float(hi)
+
+    return {
+        "read_range": ci(a[idx, 1].sum(axis=1) / n),
+        "decode_range": ci(a[idx, 2].sum(axis=1) / n),
+        "collate_range": ci(a[idx, 3].mean(axis=1)),
+    }
 
 
 def summarise(job: Any, plan: Any, measured: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -104,7 +136,7 @@ def summarise(job: Any, plan: Any, measured: dict[str, Any]) -> tuple[dict[str, 
     wall = sum(e["wall_s"] for e in eps)
     terms = PipelineTerms(
         read_s_per_sample=split["read_s_per_sample"], open_s_per_file=split["open_s_per_file"],
-        decode_s_per_sample=split["decode_s_per_sample"],
+        decode_s_per_sample=split["decode_cpu_s_per_sample"],
         collate_s_per_batch=split["collate_s_per_batch"], compute_s_per_step=compute_measured,
         batch_size=job.batch_size, workers=job.workers, cpu_cores=cpu_cores(),
         files=plan.n_files, bytes=plan.total_bytes, samples_per_file=_per(ok, t["files"]),
@@ -126,7 +158,9 @@ def summarise(job: Any, plan: Any, measured: dict[str, Any]) -> tuple[dict[str, 
             "dataset": {**plan.to_dict(), "samples_read": ok, "files_read": t["files"],
                         "samples_per_file": terms.samples_per_file},
             "split": split, "cache_basis": cache_basis, "failed": failed,
-            "transform": job.transform, "terms": terms.to_dict(),
+            "transform": job.transform,
+            "terms": {**terms.to_dict(), **ranges(measured["per_batch"], job.seed),
+                      "decode_wall_s_per_sample": split["decode_s_per_sample"]},
             "workers": [_worker_row(w) for w in workers],
             "epochs": [{k: v for k, v in e.items() if k != "wait"} for e in eps],
         },
