@@ -50,6 +50,9 @@ def test_every_format_is_detected_decoded_and_split(cli, tmp_path, fmt):
     assert ld["bound"] in ("storage", "decode CPU", "compute")
     assert ld["cache"] in ("dropped", "cached")
     assert ex["terms"]["files"] == ex["dataset"]["files"]
+    assert ex["terms"]["cache_read_s_per_sample"] > 0 and ex["terms"]["gpus"] == 1
+    lo, hi = ex["terms"]["read_range"]
+    assert 0 <= lo <= hi
     assert ex["terms"]["samples_per_file"] == pytest.approx(n / ex["dataset"]["files"])
     assert res["phases"] == [] and res["workload"]["generator"] == "loader-existing"
     assert snapshot(data) == before  # nothing written, renamed or removed in the dataset
@@ -72,6 +75,17 @@ def test_the_split_is_per_worker_and_the_table_shows_it(cli, tmp_path):
     assert f"read {per}" in text.out  # the same figure as the JSON holds
     md = cli("report", tmp_path / "out" / "result.json", "--markdown")
     assert f"read {per}" in md.out
+    from iobench import history
+    from iobench.results import load
+
+    rows = {
+        r["metric"]: r["value"]
+        for r in history.metric_rows(load(tmp_path / "out" / "result.json"))
+        if r["phase"] == "loader" and r["repeat"] == 0
+    }
+    assert rows["read_s_per_sample"] == ex["split"]["read_s_per_sample"]  # the same value
+    assert rows["decode_cpu_s_per_sample"] == ex["split"]["decode_cpu_s_per_sample"]
+    assert rows["au"] == res["loader"]["au"]
 
 
 @pytest.mark.parametrize("fmt", sorted(CORRUPT))
@@ -193,6 +207,7 @@ def test_the_users_transform_runs_and_its_failures_are_counted(cli, tmp_path, mo
         (["--gpus", "2"], "one emulated accelerator"),
         (["--direct"], "--direct does not apply to --existing"),
         (["--steps", "1"], "--steps must be at least 2"),
+        (["--keep"], "--keep does not apply to --existing"),
     ],
 )
 def test_bad_options_are_one_line_and_write_nothing(cli, tmp_path, args, needle):
@@ -229,6 +244,14 @@ def test_bad_datasets_are_one_line(cli, tmp_path):
     r = _run(cli, data, data / "results")
     assert r.code == 2 and "lies inside the dataset" in r.err
     assert not (data / "results").exists()
+
+
+def test_loader_needs_a_profile_without_existing(cli, tmp_path):
+    r = cli("loader", tmp_path, "--no-history", "--output", tmp_path / "o")
+    assert r.code == 2 and r.err.strip() == (
+        "iobench: error: iobench loader needs --profile; or --existing for your dataset"
+    )
+    assert not (tmp_path / "o").exists()
 
 
 def test_format_override_takes_files_without_the_extension(cli, tmp_path):

@@ -30,5 +30,6 @@ def test_an_existing_dataset_in_s3_is_read_and_left_alone(cli, s3, tmp_path):  #
     assert ex["dataset"]["files"] == 2 and ex["dataset"]["bytes_basis"].startswith("exact")
     assert res["loader"]["cache"] == "none" and ex["failed"]["count"] == 0
     assert ex["split"]["read_s_per_sample"] > 0
+    assert ex["terms"]["cache_read_s_per_sample"] is None  # no page cache to measure
     after = {o["Key"]: o["ETag"] for o in client.list_objects_v2(Bucket=s3.name)["Contents"]}
     assert after == before  # nothing written, nothing removed

@@ -245,12 +245,12 @@ def _add(acc: dict[int, dict[str, Any]], st: Any) -> None:
     its own (samples, read, decode CPU, collate) for the spread of the means."""
     if st.samples:
         acc.setdefault(-1, {"per_batch": []})["per_batch"].append(
-            (st.samples, st.read_s, st.decode_cpu_s, st.collate_s)
+            (st.samples, st.read_s, st.decode_cpu_s, st.collate_cpu_s)
         )
     w = acc.setdefault(st.worker, {"worker": st.worker, "batches": 0, "failed_names": []})
     w["batches"] += 1
     for k in ("samples", "files", "bytes", "open_s", "read_s", "decode_s", "decode_cpu_s",
-              "transform_s", "collate_s", "failed", "cache_checked", "cache_resident"):  # fmt: skip
+              "transform_s", "collate_s", "collate_cpu_s", "failed", "cache_checked", "cache_resident"):  # fmt: skip
         w[k] = w.get(k, 0) + getattr(st, k)
     w["failed_names"] = (w["failed_names"] + st.failed_names)[:5]
 
@@ -298,6 +298,47 @@ def run_pipeline(
         "epochs": epochs,
         "workers": [workers[k] for k in sorted(workers)],
         "per_batch": per_batch,
+        "cached_read": cached_read(plan, job),
+    }
+
+
+#: Files the page-cache read probe reads twice (the second read timed).
+CACHED_PROBE_FILES = 16
+
+
+def cached_read(plan: DatasetScan, job: ExistingJob) -> dict[str, Any] | None:
+    """Seconds per file a read from the page cache takes: up to CACHED_PROBE_FILES files (a
+    seeded sample) read twice in this process after the loop, the second read timed (what a
+    local cache tier in RAM would give); their pages dropped again after. None for a URL."""
+    from .existing_data import BatchStats, read_file
+
+    if is_url(plan.root) or not plan.paths:
+        return None
+    import numpy as np
+
+    rng = np.random.default_rng([job.seed, 99])
+    pick = rng.choice(len(plan.paths), min(CACHED_PROBE_FILES, len(plan.paths)), replace=False)
+    warm, timed = BatchStats(), BatchStats()
+    for i in sorted(int(k) for k in pick):
+        path = os.path.join(plan.root, plan.paths[i])
+        try:
+            read_file(path, "cached", warm, None)
+            timed.bytes += len(read_file(path, "cached", timed, None))
+            timed.files += 1
+            if job.mode == "dropped":
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+        except OSError:
+            continue
+    if not timed.files:
+        return None
+    return {
+        "files": timed.files,
+        "bytes": timed.bytes,
+        "read_s_per_file": timed.read_s / timed.files,
     }
 
 

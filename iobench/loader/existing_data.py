@@ -83,6 +83,7 @@ class BatchStats:
     decode_cpu_s: float = 0.0
     transform_s: float = 0.0
     collate_s: float = 0.0
+    collate_cpu_s: float = 0.0
     failed: int = 0
     failed_names: list[str] = field(default_factory=list)
     cache_checked: int = 0
@@ -217,9 +218,10 @@ class ExistingDataset(IterableDataset):
             yield self._collated(batch, st)
 
     def _collated(self, batch: list[Any], st: BatchStats) -> tuple[Any, BatchStats]:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         out = collate(batch) if batch else []
         st.collate_s = time.perf_counter() - t0
+        st.collate_cpu_s = time.thread_time() - c0
         st.samples = len(batch)
         return out, st
 
@@ -284,7 +286,7 @@ class PipelineTerms:
     read_s_per_sample: float
     open_s_per_file: float
     decode_s_per_sample: float  # CPU (thread time) decoding and transforming
-    collate_s_per_batch: float
+    collate_s_per_batch: float  # CPU (thread time)
     compute_s_per_step: float
     batch_size: int
     workers: int

@@ -24,7 +24,7 @@ FAIL_SHARE = 0.01
 BOOT_RESAMPLES = 1000
 BOOT_BATCHES = 2000
 _SUMS = ("samples", "files", "bytes", "open_s", "read_s", "decode_s", "decode_cpu_s",
-         "transform_s", "collate_s", "failed", "batches", "cache_checked", "cache_resident")  # fmt: skip
+         "transform_s", "collate_s", "collate_cpu_s", "failed", "batches", "cache_checked", "cache_resident")  # fmt: skip
 
 
 def _totals(workers: list[dict[str, Any]]) -> dict[str, Any]:
@@ -46,6 +46,7 @@ def split_of(t: dict[str, Any]) -> dict[str, float]:
         "decode_cpu_s_per_sample": _per(t["decode_cpu_s"], t["samples"]),
         "transform_s_per_sample": _per(t["transform_s"], t["samples"]),
         "collate_s_per_batch": _per(t["collate_s"], t["batches"]),
+        "collate_cpu_s_per_batch": _per(t["collate_cpu_s"], t["batches"]),
     }
 
 
@@ -78,13 +79,13 @@ def bound_of(job: Any, split: dict[str, float], au: float, compute_s: float) -> 
     cores = cpu_cores()
     lanes = max(min(w, cores), 1)
     storage = b * split["read_s_per_sample"] / max(w, 1)
-    cpu = (b * split["decode_cpu_s_per_sample"] + split["collate_s_per_batch"]) / lanes
+    cpu = (b * split["decode_cpu_s_per_sample"] + split["collate_cpu_s_per_batch"]) / lanes
     basis = (
         f"per step of {b} samples: storage {format_seconds(storage)} "
         f"({format_seconds(split['read_s_per_sample'])}/sample over {max(w, 1)} reader(s)), "
         f"decode+collate CPU {format_seconds(cpu)} "
         f"({format_seconds(split['decode_cpu_s_per_sample'])} CPU/sample, "
-        f"{format_seconds(split['collate_s_per_batch'])}/batch over {lanes} core(s) of "
+        f"{format_seconds(split['collate_cpu_s_per_batch'])} CPU/batch over {lanes} core(s) of "
         f"{cores}), compute {format_seconds(compute_s)}; AU {au:.3f}"
     )
     if compute_s > 0 and au >= COMPUTE_BOUND_AU:
@@ -137,7 +138,7 @@ def summarise(job: Any, plan: Any, measured: dict[str, Any]) -> tuple[dict[str, 
     terms = PipelineTerms(
         read_s_per_sample=split["read_s_per_sample"], open_s_per_file=split["open_s_per_file"],
         decode_s_per_sample=split["decode_cpu_s_per_sample"],
-        collate_s_per_batch=split["collate_s_per_batch"], compute_s_per_step=compute_measured,
+        collate_s_per_batch=split["collate_cpu_s_per_batch"], compute_s_per_step=compute_measured,
         batch_size=job.batch_size, workers=job.workers, cpu_cores=cpu_cores(),
         files=plan.n_files, bytes=plan.total_bytes, samples_per_file=_per(ok, t["files"]),
         mean_file_bytes=_per(plan.total_bytes, plan.n_files),
@@ -160,12 +161,36 @@ def summarise(job: Any, plan: Any, measured: dict[str, Any]) -> tuple[dict[str, 
             "split": split, "cache_basis": cache_basis, "failed": failed,
             "transform": job.transform,
             "terms": {**terms.to_dict(), **ranges(measured["per_batch"], job.seed),
-                      "decode_wall_s_per_sample": split["decode_s_per_sample"]},
+                      **_extra_terms(job, measured, terms.samples_per_file, eps),
+                      "decode_wall_s_per_sample": split["decode_s_per_sample"],
+                      "collate_wall_s_per_batch": split["collate_s_per_batch"]},
             "workers": [_worker_row(w) for w in workers],
             "epochs": [{k: v for k, v in e.items() if k != "wait"} for e in eps],
         },
     }  # fmt: skip
-    return loader, _notes(job, t, failed, cache, cache_basis, timed_steps)
+    notes = _notes(job, t, failed, cache, cache_basis, timed_steps)
+    return loader, notes + _contention(split)
+
+
+def _extra_terms(
+    job: Any, measured: dict[str, Any], spf: float, eps: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The terms beside the dataclass: the loader's shape, and the page-cache read per sample
+    (``cached_read``: files read twice after the loop, the second read timed; None: a URL)."""
+    probe = measured.get("cached_read")
+    per_sample = probe["read_s_per_file"] / spf if probe and spf > 0 else None
+    return {
+        "gpus": 1,
+        "prefetch": job.prefetch,
+        "steps_per_epoch": eps[0]["steps"] if eps else 0,
+        "cache_read_s_per_sample": per_sample,
+        "cache_read_basis": (
+            f"{probe['files']} files read twice after the loop, the second read (from the page "
+            "cache) timed, over the measured samples per file"
+            if per_sample is not None
+            else "not measured (an object store: no page cache)"
+        ),
+    }
 
 
 def _worker_row(w: dict[str, Any]) -> dict[str, Any]:
@@ -197,6 +222,23 @@ def _notes(
     return notes
 
 
+#: Decode wall time over its CPU time above which the workers were waiting for a CPU.
+CONTENDED = 1.5
+
+
+def _contention(split: dict[str, float]) -> list[str]:
+    """A warning when the workers' decode took much longer than its CPU time."""
+    wall, cpu = split["decode_s_per_sample"], split["decode_cpu_s_per_sample"]
+    if cpu <= 0 or wall / cpu <= CONTENDED:
+        return []
+    return [
+        f"the loader's workers waited for a CPU: decode took {format_seconds(wall)} per sample "
+        f"for {format_seconds(cpu)} of CPU ({wall / cpu:.1f}×): the host's cores were "
+        "contended (other processes, or more workers than cores), and the storage read times "
+        "include such waits too; the bound uses the CPU times"
+    ]
+
+
 def table_rows(ld: dict[str, Any]) -> list[list[str]]:
     """The existing-dataset rows of the loader table (empty for a synthetic run)."""
     ex = ld.get("existing")
@@ -215,7 +257,8 @@ def table_rows(ld: dict[str, Any]) -> list[list[str]]:
                        f"{format_seconds(sp.get('open_s_per_file'))}/file), decode "
                        f"{format_seconds(sp.get('decode_s_per_sample'))} (CPU "
                        f"{format_seconds(sp.get('decode_cpu_s_per_sample'))}); collate "
-                       f"{format_seconds(sp.get('collate_s_per_batch'))}/batch"],
+                       f"{format_seconds(sp.get('collate_s_per_batch'))}/batch (CPU "
+                       f"{format_seconds(sp.get('collate_cpu_s_per_batch'))})"],
         ["Storage read", f"{format_rate((ex.get('terms') or {}).get('read_bps'))} per worker stream"],
         ["Failed samples", f"{fl.get('count', 0):,} ({fl.get('share', 0.0):.2%})"
          + (f": {fl['examples'][0]}" if fl.get("examples") else "")],
