@@ -48,3 +48,41 @@ def test_modules_and_functions_stay_short(path):
                 assert "noqa: PLR0915 - the measured loop" in lines[node.lineno - 1], (
                     f"{path.name}:{node.name} is {n} lines"
                 )
+
+
+ENGINE_CLASSES = ("PosixEngine", "FsspecEngine", "FioEngine")
+
+
+def _engine_constructions(path: Path) -> list[str]:
+    """Calls that build an engine class by name in ``path`` (``PosixEngine()`` and the like)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else getattr(f, "attr", "")
+            if name in ENGINE_CLASSES:
+                out.append(f"{path.name}:{node.lineno} {name}()")
+    return out
+
+
+def test_engines_are_built_only_through_the_registry():
+    root = PKG.parent
+    paths = sorted(PKG.rglob("*.py")) + sorted((root / "scripts").glob("*.py"))
+    built = [c for p in paths for c in _engine_constructions(p)]
+    assert not built, f"build engines with engines.registry.get_engine: {built}"
+
+
+def test_why_not_is_part_of_the_engine_interface():
+    from iobench.engines.base import Engine, FileSpec, PhaseSpec
+    from iobench.engines.registry import ENGINES, get_engine
+
+    assert "why_not" in vars(Engine)
+    phase = PhaseSpec("p", "read", (FileSpec("f", 4096),))
+    assert get_engine("posix").why_not(phase) is None
+    assert get_engine("posix", workers="threads").workers == "threads"
+    for name in ENGINES:
+        mod, _, cls = ENGINES[name]["class"].rpartition(".")
+        klass = getattr(__import__(mod, fromlist=[cls]), cls)
+        assert issubclass(klass, Engine) and callable(klass.why_not)
+    text = "".join(p.read_text() for p in PKG.rglob("*.py"))
+    assert 'getattr(self.engine, "why_not"' not in text
