@@ -1,5 +1,6 @@
-"""The shape docs/ARCHITECTURE.md describes, for the packages already split: loader/ and formats/
-layered with no import from a later module, no module over 600 lines, no function over 60
+"""The shape docs/ARCHITECTURE.md describes, for the packages already split: loader/, formats/
+and report/ layered with no import from a later module; the outputs (report/, compare,
+history) importing nothing from the front (cmds/, cli); no module over 600 lines, no function over 60
 lines unless it says why (a noqa naming the measured loop)."""
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "iobench"
 LOADER = ["dataset", "torchdata", "loop", "ranks", "calibration", "run"]
 FORMATS = ["registry", "raw", "npz", "parquet", "tar", "writer", "reader"]
-SPLIT = [PKG / "loader" / f"{m}.py" for m in LOADER] + [
-    PKG / "formats" / f"{m}.py" for m in FORMATS
+REPORT = ["cells", "tables", "text", "series", "figures", "plots", "page"]
+PACKAGES = {"loader": LOADER, "formats": FORMATS, "report": REPORT}
+SPLIT = [PKG / pkg / f"{m}.py" for pkg, order in PACKAGES.items() for m in order] + [
+    PKG / "report" / "__init__.py",
 ]
+OUTPUTS = [PKG / "report" / f"{m}.py" for m in ["__init__", *REPORT]]
 
 
 def _sibling_imports(path: Path) -> set[str]:
@@ -29,7 +33,7 @@ def _sibling_imports(path: Path) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("pkg,order", [("loader", LOADER), ("formats", FORMATS)])
+@pytest.mark.parametrize("pkg,order", list(PACKAGES.items()))
 def test_each_module_imports_only_those_before_it(pkg, order):
     for i, mod in enumerate(order):
         later = _sibling_imports(PKG / pkg / f"{mod}.py") & set(order[i:])
@@ -48,3 +52,36 @@ def test_modules_and_functions_stay_short(path):
                 assert "noqa: PLR0915 - the measured loop" in lines[node.lineno - 1], (
                     f"{path.name}:{node.name} is {n} lines"
                 )
+
+
+def _iobench_imports(path: Path) -> set[str]:
+    """The iobench modules ``path`` imports, module-level or inside a function, as dotted names
+    relative to the iobench package (``cmds.run``, ``cli``, ``results``)."""
+    here = path.relative_to(PKG).with_suffix("").parts
+    package = here[:-1]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[: len(package) - node.level + 1])
+                mods = (
+                    [".".join([*base, node.module])]
+                    if node.module
+                    else [".".join([*base, a.name]) for a in node.names]
+                )
+            elif (node.module or "").startswith("iobench."):
+                mods = [node.module.removeprefix("iobench.")]
+            else:
+                continue
+            out.update(m.strip(".") for m in mods)
+        elif isinstance(node, ast.Import):
+            out.update(
+                a.name.removeprefix("iobench.") for a in node.names if a.name.startswith("iobench.")
+            )
+    return out
+
+
+@pytest.mark.parametrize("path", OUTPUTS, ids=lambda p: str(p.relative_to(PKG)))
+def test_outputs_import_nothing_from_the_front(path):
+    front = {m for m in _iobench_imports(path) if m == "cli" or m.split(".")[0] in ("cmds", "api")}
+    assert not front, f"{path.relative_to(PKG)} imports {sorted(front)} (the front layer)"
