@@ -1,7 +1,8 @@
-"""The shape docs/ARCHITECTURE.md describes, for the packages already split: loader/, formats/
+"""The shape docs/ARCHITECTURE.md describes, for the packages already split: loader/, formats/,
 report/, compare/ and history/ layered with no import from a later module; the outputs
-(report/, compare/, history/) importing nothing from the front (cmds/, cli); no module over 600 lines, no function over 60
-lines unless it says why (a noqa naming the measured loop)."""
+(report/, compare/, history/, ckpt_estimate) importing nothing from the front (cmds/, cli,
+api); no module over 600 lines, no function over 60 lines unless it says why (a noqa naming
+the measured loop)."""
 
 from __future__ import annotations
 
@@ -27,10 +28,14 @@ OUTPUTS = [
     PKG / pkg / f"{m}.py"
     for pkg in ("report", "compare", "history")
     for m in ["__init__", *PACKAGES[pkg]]
-]
-SPLIT = [PKG / pkg / f"{m}.py" for pkg, order in PACKAGES.items() for m in order] + [
-    p for p in OUTPUTS if p.name == "__init__.py"
-]
+] + [PKG / "ckpt_estimate.py"]
+# modules whose long functions were split (no package of their own)
+SHORTENED = [PKG / "ckpt_estimate.py", PKG / "cmds" / "history.py", PKG / "cmds" / "compare.py"]
+SPLIT = (
+    [PKG / pkg / f"{m}.py" for pkg, order in PACKAGES.items() for m in order]
+    + [p for p in OUTPUTS if p.name == "__init__.py"]
+    + SHORTENED
+)
 
 
 def _sibling_imports(path: Path) -> set[str]:
