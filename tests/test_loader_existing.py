@@ -48,6 +48,7 @@ def test_every_format_is_detected_decoded_and_split(cli, tmp_path, fmt):
     assert sp["read_s_per_sample"] > 0 and sp["decode_s_per_sample"] > 0
     assert sp["collate_s_per_batch"] > 0 and sp["open_s_per_file"] > 0
     assert ld["bound"] in ("storage", "decode CPU", "compute")
+    assert (sp["check_s_per_sample"] > 0) == (fmt == "tfrecord")
     assert ld["cache"] in ("dropped", "cached")
     assert ex["terms"]["files"] == ex["dataset"]["files"]
     assert ex["terms"]["cache_read_s_per_sample"] > 0 and ex["terms"]["gpus"] == 1
@@ -117,6 +118,8 @@ def test_a_few_bad_tfrecord_crcs_are_skipped_below_the_threshold(cli, tmp_path):
     failed = res["loader"]["existing"]["failed"]
     offset = sum(len(r) for r in recs[:7])
     assert failed["count"] == 1 and failed["ok"] == 299
+    # the Python CRC check is iobench's cost, reported apart from the decode a job would pay
+    assert res["loader"]["existing"]["split"]["check_s_per_sample"] > 0
     assert failed["examples"] == [f"a.tfrecord#{offset}: ValueError: data CRC mismatch in the "
                                   f"record at byte {offset}"]  # fmt: skip
     assert any("1 sample(s) failed" in w for w in res["warnings"])

@@ -23,7 +23,14 @@ from typing import Any
 
 from ..errors import EngineError, Interrupted, IobenchError, UsageError
 from ..formats.detect import DatasetScan, scan
-from ..runner import RunOutcome, RunSession, claim_output_dir, new_result, output_dir_for
+from ..runner import (
+    RunOutcome,
+    RunSession,
+    claim_output_dir,
+    new_result,
+    output_dir_for,
+    release_output_dir,
+)
 from ..spec import PROFILE_PARAMS, coerce, load_profile, parse_overrides
 from ..stats import Histogram
 from ..target import SignalGuard, StopFlag, Target, find_mount, is_url, read_mountinfo, scrub
@@ -199,6 +206,7 @@ def _session(run: Any, tgt: Target, out_dir: Path) -> Iterator[Any]:
         try:
             yield s
         except UsageError:
+            release_output_dir(out_dir)  # bad input writes nothing, not even the directory
             raise
         except IobenchError as e:
             fail(e)
@@ -250,7 +258,7 @@ def _add(acc: dict[int, dict[str, Any]], st: Any) -> None:
     w = acc.setdefault(st.worker, {"worker": st.worker, "batches": 0, "failed_names": []})
     w["batches"] += 1
     for k in ("samples", "files", "bytes", "open_s", "read_s", "decode_s", "decode_cpu_s",
-              "transform_s", "collate_s", "collate_cpu_s", "failed", "cache_checked", "cache_resident"):  # fmt: skip
+              "transform_s", "collate_s", "collate_cpu_s", "check_s", "failed", "cache_checked", "cache_resident"):  # fmt: skip
         w[k] = w.get(k, 0) + getattr(st, k)
     w["failed_names"] = (w["failed_names"] + st.failed_names)[:5]
 

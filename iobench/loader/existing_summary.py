@@ -24,7 +24,7 @@ FAIL_SHARE = 0.01
 BOOT_RESAMPLES = 1000
 BOOT_BATCHES = 2000
 _SUMS = ("samples", "files", "bytes", "open_s", "read_s", "decode_s", "decode_cpu_s",
-         "transform_s", "collate_s", "collate_cpu_s", "failed", "batches", "cache_checked", "cache_resident")  # fmt: skip
+         "transform_s", "collate_s", "collate_cpu_s", "check_s", "failed", "batches", "cache_checked", "cache_resident")  # fmt: skip
 
 
 def _totals(workers: list[dict[str, Any]]) -> dict[str, Any]:
@@ -47,6 +47,8 @@ def split_of(t: dict[str, Any]) -> dict[str, float]:
         "transform_s_per_sample": _per(t["transform_s"], t["samples"]),
         "collate_s_per_batch": _per(t["collate_s"], t["batches"]),
         "collate_cpu_s_per_batch": _per(t["collate_cpu_s"], t["batches"]),
+        # iobench's own CRC checks (TFRecord), left out of decode: a training job's are C++
+        "check_s_per_sample": _per(t["check_s"], t["samples"]),
     }
 
 
