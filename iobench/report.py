@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .ckpt_report import tables as ckpt_tables
 from .results import PhaseResult, RunResult, atomic_write_bytes, metric_summary, metric_value
 from .stats import DEFAULT_STEADY, MIN_PHASE_S, is_indicative
 from .units import format_bytes, format_count, format_rate, format_seconds, format_spread
@@ -927,7 +928,7 @@ def _sections(run: RunResult, baseline: RunResult | None = None) -> list[_Table]
     if baseline is not None:
         sections.append(_baseline_table(run, baseline))
     sections += [t for t in (_ranks_table(run), _metadata_table(run), _loader_table(run)) if t]
-    return sections + _estimate_tables(run)
+    return sections + _estimate_tables(run) + [_Table(**t) for t in ckpt_tables(run.checkpoint)]
 
 
 def render_terminal(
@@ -1959,6 +1960,13 @@ def render_html(run: RunResult, baseline: RunResult | None = None) -> str:
             parts.append(f"<h3>{_e(t.title)}</h3>{_html_table(t)}")
             if t.note:
                 parts.append(f'<p class="note">{_e(t.note)}</p>')
+        parts.append("</div></section>")
+    ckpt = [_Table(**t) for t in ckpt_tables(run.checkpoint)]
+    if ckpt:  # the same tables as the terminal and markdown reports
+        parts.append('<section id="checkpoint"><h2>Checkpoint</h2><div class="estimate">')
+        for t in ckpt:
+            note = f'<p class="note">{_e(t.note)}</p>' if t.note else ""
+            parts.append(f"<h3>{_e(t.title)}</h3>{_html_table(t)}{note}")
         parts.append("</div></section>")
 
     plots = _build_plots(run, baseline)

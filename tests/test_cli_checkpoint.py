@@ -21,7 +21,7 @@ def test_checkpoint_run_measures_and_estimates(cli, planted, tmp_path):
         "--capacity", "1TiB", "--output", out, "-q",
     )  # fmt: skip
     assert r.code == 0, r.err
-    assert "Estimates (labelled" in r.out and "size ÷ slowest rank" in r.out
+    assert "Checkpoint estimates (model output" in r.out and "size ÷ slowest rank" in r.out
     res = json.loads((out / "result.json").read_text())
     names = [p["name"] for p in res["phases"]]
     for n in ("ckpt-create", "ckpt-baseline-write", "ckpt-save", "ckpt-load", "ckpt-dcp-save",
@@ -50,7 +50,7 @@ def test_checkpoint_run_measures_and_estimates(cli, planted, tmp_path):
     assert planted.unchanged()
     assert not [p for p in planted.path.iterdir() if p.name.startswith(".iobench-2026")]
     r = cli("report", out, "--html", tmp_path / "r.html")
-    assert r.code == 0 and "Estimates (labelled" in r.out
+    assert r.code == 0 and "Checkpoint estimates (model output" in r.out
     assert "Checkpoint goodput vs interval" in (tmp_path / "r.html").read_text()
     stored = [p for p in (tmp_path / "history").rglob("*") if p.is_file()]
     assert stored and res["run_id"] in " ".join(p.name for p in stored)
@@ -73,6 +73,9 @@ def test_checkpoint_run_measures_and_estimates(cli, planted, tmp_path):
         (["--model", "llama3-8b", "--ranks", "0"], "--ranks must be at least 1"),
         (["--model", "llama3-8b", "--restart", "-5s"], "--restart"),
         (["--model", "llama3-8b", "--capacity", "big"], "--capacity"),
+        (["--model", "llama3-8b", "--capacity", "0"], "--capacity must be more than 0"),
+        (["--model", "llama3-8b", "--interval", "0s"], "--interval must be a positive"),
+        (["--model", "llama3-8b", "--gpus", "0"], "--gpus must be at least 1"),
         (["--model", "llama3-8b", "--history", "foo://x"], "foo"),
     ],
 )

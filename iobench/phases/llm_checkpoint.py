@@ -18,7 +18,9 @@ The state is built before the timed region from one random pool: each tensor is 
 slice of the pool with a unique stamp, so generating data never limits the write (MLPerf users
 found theirs capped by it) and no tensor repeats another. ``baseline`` adds
 ``ckpt-baseline-write``: the same bytes, the same files and writers as a plain buffered
-sequential write with fsync, so the overhead of ``torch.save`` shows beside it. ``metadata``
+sequential write with fsync, so the overhead of ``torch.save`` shows beside it: at memory speed
+that is mostly the CRC-32 torch.save computes over every record (``crc32 = false`` turns it off,
+torch 2.6 and later; training pays it unless it does the same). ``metadata``
 adds small-file create/open phases whose rates the model uses for many-file checkpoints.
 """
 
@@ -55,6 +57,9 @@ PARAMS: dict[str, Param] = {
     "metadata": Param("bool", True, "small-file create/open phases (the metadata rates)"),
     "files": Param("count", 64, "small files per writer in the metadata phases", minimum=1),
     "tensor_size": Param("size", 64 << 20, "bytes per tensor in the state dicts", minimum=4096),
+    "crc32": Param(
+        "bool", True, "torch.save's CRC-32 of every record (torch's default, what training pays)"
+    ),
 }
 
 POOL_BYTES = 64 << 20
@@ -155,6 +160,8 @@ def plan(params: dict[str, Any]) -> Plan:
             "processes with torchrun",
         )
     total = sum(s.total_bytes for s in share)
+    if not params["crc32"]:
+        _crc32_options()  # refused before anything is written where torch lacks the switch
     per_host = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) if world > 1 else 1
     check_memory(total, len(share), params["scale"], per_host)
     mine = share
@@ -301,6 +308,7 @@ def _record(
         params={
             "model": params["model"], "scale": params["scale"], "api": api,
             "ranks_local": len(mine), "first_rank": mine[0].rank if mine else 0,
+            "crc32": params["crc32"],
         },
     )  # fmt: skip
     res.extra["seconds_per_checkpoint"] = res.elapsed_s
@@ -319,6 +327,19 @@ def _cuda() -> bool:
     import torch
 
     return bool(torch.cuda.is_available())
+
+
+def _crc32_options() -> Any:
+    """torch.serialization.set_crc32_options (torch 2.6 and later)."""
+    import torch.serialization as ser
+
+    fn = getattr(ser, "set_crc32_options", None)
+    if fn is None:
+        raise UsageError(
+            "crc32 = false needs torch 2.6 or later (torch.serialization.set_crc32_options)",
+            hint="upgrade torch, or leave crc32 at its default (true)",
+        )
+    return fn
 
 
 def _torch(
@@ -342,7 +363,16 @@ def _torch(
             st.add(os.path.getsize(path), t1 / 1e9, t1 - t0)
             st.files += 1
 
-    stats = _parallel(len(mine), save, runner)
+    if params["crc32"]:
+        stats = _parallel(len(mine), save, runner)
+    else:  # a process-wide switch: set for the timed saves only, then torch's default again
+        crc = _crc32_options()
+        before = torch.serialization.get_crc32_options()
+        crc(False)
+        try:
+            stats = _parallel(len(mine), save, runner)
+        finally:
+            crc(before)
     _record(runner, "ckpt-save", "ckpt_save", stats, "buffered", "torch.save", params,
             copy_bps, mine)  # fmt: skip
     written = [p for pair in paths for p in pair if os.path.exists(p)]
