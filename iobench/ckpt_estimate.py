@@ -126,7 +126,7 @@ def build(
     ranks_run = save["ranks"]
     basis = [
         f"aggregate rates measured with {ranks_run} writer(s) saving {format_bytes(save['bytes'])}"
-        f" ({scale:g} of each rank's shard) and loading it back, applied to the full "
+        f" ({scale:.3g} of each rank's shard) and loading it back, applied to the full "
         f"{format_bytes(spec.total_bytes)} over {spec.ranks} ranks: assumes the storage "
         "sustains the same aggregate rate at full size and rank count",
     ]

@@ -106,12 +106,13 @@ def _measured_rows(block: dict[str, Any]) -> list[list[str]]:
 
 
 def interval_text(pl: dict[str, Any]) -> str:
-    """``1.2 h (Daly; Young 1.3 h)``, and the floor an asynchronous write sets."""
-    return (
-        f"{dur(pl['best_interval_s'])} (Daly; Young {dur(pl['young_s'])}"
-        + (f"; at least the write, {dur(pl['min_interval_s'])}" if pl["min_interval_s"] else "")
-        + ")"
-    )
+    """``1.2 h (Daly; Young 1.3 h)``; an asynchronous plan's Daly interval raised to the write
+    it must wait for says so."""
+    if pl["best_interval_s"] > pl["daly_s"]:
+        daly = f"Daly {dur(pl['daly_s'])} raised to the write, {dur(pl['min_interval_s'])}"
+    else:
+        daly = "Daly"
+    return f"{dur(pl['best_interval_s'])} ({daly}; Young {dur(pl['young_s'])})"
 
 
 def goodput_text(pl: dict[str, Any]) -> str:

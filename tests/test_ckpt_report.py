@@ -42,6 +42,12 @@ def test_rows_hold_the_figures_worked_by_hand():
         "keep-last 2 needs 192.0 GiB (fits)"
     )
     assert "bandwidth dominates" in rows["Metadata vs bandwidth"]
+    # Daly 7543 s, Young √(2·921.7·36000) = 8146 s; asynchronous: Daly for the 8 s snapshot,
+    # 753.6 s, is shorter than the 921.7 s write it must wait for
+    assert rows["Interval, synchronous"] == "2.1 h (Daly; Young 2.3 h)"
+    assert rows["Interval, asynchronous"] == (
+        "15.4 min (Daly 12.6 min raised to the write, 15.4 min; Young 12.6 min)"
+    )
 
 
 def test_terminal_markdown_and_html_show_the_same_figures():

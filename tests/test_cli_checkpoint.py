@@ -34,6 +34,8 @@ def test_checkpoint_run_measures_and_estimates(cli, planted, tmp_path):
     assert save["files"] == 16 and save["concurrency"] == 8
     assert written <= save["bytes"] < written * 1.05  # torch.save adds its headers
     assert save["cache"] == "buffered"
+    cpu = save["extra"]["client_cpu"]  # the client's own CPU, as engine phases record it
+    assert cpu["cpu_s"] >= 0 and cpu["wall_s"] > 0 and 0 <= cpu["share"] <= 1
     load = next(p for p in res["phases"] if p["name"] == "ckpt-load")
     assert load["bytes"] == save["bytes"]
     base = next(p for p in res["phases"] if p["name"] == "ckpt-baseline-write")

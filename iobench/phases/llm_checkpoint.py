@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import cpu
 from ..ckpt_model import ModelSpec, RankShard, rank_shard
 from ..engines.base import FileSpec, PhaseSpec
 from ..errors import EngineError, UsageError
@@ -299,10 +300,19 @@ def _paths(runner: Any, sub: str, shard: RankShard) -> tuple[str, str]:
     )
 
 
+def _ranks(n: int, fn: Any, runner: Any) -> tuple[list[WorkerStats], dict[str, Any]]:
+    """``_parallel``, and the client's own CPU over it (``extra.client_cpu``, as the engines
+    record it): the share that says whether the client, not the storage, was the limit."""
+    cpu0 = cpu.sample()
+    stats = _parallel(n, fn, runner)
+    return stats, cpu.usage(cpu0, cpu.sample())
+
+
 def _record(
-    runner: Any, name: str, op: str, stats: list[WorkerStats], cache: str, api: str,
-    params: dict[str, Any], copy_bps: float | None, mine: list[RankShard],
+    runner: Any, name: str, op: str, ran: tuple[list[WorkerStats], dict[str, Any]], cache: str,
+    api: str, params: dict[str, Any], copy_bps: float | None, mine: list[RankShard],
 ) -> None:  # fmt: skip
+    stats, client_cpu = ran
     res = phase_result(
         name, op, stats, concurrency=len(stats), block_size=0, cache=cache,
         params={
@@ -312,6 +322,7 @@ def _record(
         },
     )  # fmt: skip
     res.extra["seconds_per_checkpoint"] = res.elapsed_s
+    res.extra["client_cpu"] = client_cpu
     res.extra["rank_seconds"] = [round(w.end - w.start, 6) for w in stats]
     res.extra["host_memory_bytes"] = sum(s.total_bytes for s in mine)
     if copy_bps and op == "ckpt_save":
@@ -364,16 +375,16 @@ def _torch(
             st.files += 1
 
     if params["crc32"]:
-        stats = _parallel(len(mine), save, runner)
+        ran = _ranks(len(mine), save, runner)
     else:  # a process-wide switch: set for the timed saves only, then torch's default again
         crc = _crc32_options()
         before = torch.serialization.get_crc32_options()
         crc(False)
         try:
-            stats = _parallel(len(mine), save, runner)
+            ran = _ranks(len(mine), save, runner)
         finally:
             crc(before)
-    _record(runner, "ckpt-save", "ckpt_save", stats, "buffered", "torch.save", params,
+    _record(runner, "ckpt-save", "ckpt_save", ran, "buffered", "torch.save", params,
             copy_bps, mine)  # fmt: skip
     written = [p for pair in paths for p in pair if os.path.exists(p)]
     for p in written:
@@ -393,8 +404,8 @@ def _torch(
             st.add(os.path.getsize(path), t1 / 1e9, t1 - t0)
             st.files += 1
 
-    stats = _parallel(len(mine), load, runner)
-    _record(runner, "ckpt-load", "ckpt_load", stats, cache, "torch.load", params, None, mine)
+    ran = _ranks(len(mine), load, runner)
+    _record(runner, "ckpt-load", "ckpt_load", ran, cache, "torch.load", params, None, mine)
     for p in written:
         os.unlink(p)
 
@@ -418,16 +429,16 @@ def _dcp(
     }
 
     save = dcp_step(lambda: dcp.save(flat, storage_writer=make_writer(), no_dist=True), listing)
-    stats = _parallel(1, save, runner)
+    ran = _ranks(1, save, runner)
     api = "torch.distributed.checkpoint"
-    _record(runner, "ckpt-dcp-save", "ckpt_save", stats, "buffered", api, params, copy_bps, mine)
+    _record(runner, "ckpt-dcp-save", "ckpt_save", ran, "buffered", api, params, copy_bps, mine)
     for name, _ in listing():
         drop_file_cache(name)
     into = {k: torch.empty_like(v) for k, v in flat.items()}
 
     load = dcp_step(lambda: dcp.load(into, storage_reader=make_reader(), no_dist=True), listing)
-    stats = _parallel(1, load, runner)
-    _record(runner, "ckpt-dcp-load", "ckpt_load", stats, runner.cache_state(False), api, params,
+    ran = _ranks(1, load, runner)
+    _record(runner, "ckpt-dcp-load", "ckpt_load", ran, runner.cache_state(False), api, params,
             None, mine)  # fmt: skip
     key = next(iter(flat))
     if not torch.equal(into[key], flat[key]):
