@@ -123,6 +123,17 @@ def build(
     rates = cm.Rates(
         write_bps, read_bps, got.get("copy_bps"), got.get("create_per_s"), got.get("open_per_s")
     )
+    basis = _basis(got, save, spec, scale, rates, save_meta, load_meta)
+    free = (getattr(run, "target", None) or {}).get("free_bytes")
+    block["estimate"] = _estimate(lay, rates, basis, spec, opts, dcp, dcp_files_per_rank, free)
+    return block
+
+
+def _basis(
+    got: dict[str, Any], save: dict[str, Any], spec: cm.ModelSpec, scale: float,
+    rates: cm.Rates, save_meta: float, load_meta: float,
+) -> list[str]:  # fmt: skip
+    """What the full-size estimates assume, one sentence each."""
     ranks_run = save["ranks"]
     basis = [
         f"aggregate rates measured with {ranks_run} writer(s) saving {format_bytes(save['bytes'])}"
@@ -152,28 +163,39 @@ def build(
             f"asynchronous snapshot: the largest rank shard at {format_rate(rates.copy_bps)} "
             f"({got.get('copy_basis') or 'measured copy'})"
         )
+    return basis
+
+
+def _mtbf(opts: Options, accel: int) -> tuple[float, str]:
+    """(MTBF seconds, its basis): given, from a given failure rate, or Llama 3's rate."""
+    if opts.mtbf_s is not None:
+        return opts.mtbf_s, "given (--mtbf)"
+    if opts.failure_rate_per_s is not None:
+        mtbf = cm.mtbf_from_rate(opts.failure_rate_per_s, accel)
+        return mtbf, (
+            f"{opts.failure_rate_per_s * cm.DAY_S:.3g} failures per accelerator-day "
+            f"(--failure-rate) × {accel} accelerators"
+        )
+    mtbf = cm.mtbf_from_rate(cm.LLAMA3_RATE_PER_GPU_S, accel)
+    return mtbf, (
+        f"Llama 3 405B pre-training rate ({cm.LLAMA3_INTERRUPTIONS} unexpected interruptions"
+        f" in 54 days on {cm.LLAMA3_GPUS:,} GPUs = "
+        f"{cm.LLAMA3_RATE_PER_GPU_S * cm.DAY_S:.3g} per GPU-day) × {accel} accelerators"
+    )
+
+
+def _estimate(
+    lay: Any, rates: cm.Rates, basis: list[str], spec: cm.ModelSpec, opts: Options, dcp: bool,
+    dcp_files_per_rank: int, free: int | None,
+) -> dict[str, Any]:  # fmt: skip
+    """The labelled full-size estimates: stall, recovery, the best intervals, capacity."""
     st = cm.stall(lay, rates, dcp=dcp)
     st_dcp = cm.stall(lay, rates, dcp=True)
     rec = cm.recovery(lay, rates, opts.restart_s, dcp=dcp)
     accel = opts.accelerators or spec.ranks
-    if opts.mtbf_s is not None:
-        mtbf, mtbf_basis = opts.mtbf_s, "given (--mtbf)"
-    elif opts.failure_rate_per_s is not None:
-        mtbf = cm.mtbf_from_rate(opts.failure_rate_per_s, accel)
-        mtbf_basis = (
-            f"{opts.failure_rate_per_s * cm.DAY_S:.3g} failures per accelerator-day "
-            f"(--failure-rate) × {accel} accelerators"
-        )
-    else:
-        mtbf = cm.mtbf_from_rate(cm.LLAMA3_RATE_PER_GPU_S, accel)
-        mtbf_basis = (
-            f"Llama 3 405B pre-training rate ({cm.LLAMA3_INTERRUPTIONS} unexpected interruptions"
-            f" in 54 days on {cm.LLAMA3_GPUS:,} GPUs = "
-            f"{cm.LLAMA3_RATE_PER_GPU_S * cm.DAY_S:.3g} per GPU-day) × {accel} accelerators"
-        )
+    mtbf, mtbf_basis = _mtbf(opts, accel)
     sync = cm.plan_sync(st, mtbf, rec.total_s, opts.interval_s)
     asyn = cm.plan_async(st, mtbf, rec.total_s, opts.interval_s) if st.snapshot_s else None
-    free = (getattr(run, "target", None) or {}).get("free_bytes")
     cap = cm.capacity(
         lay.total_bytes, free_bytes=free, capacity_bytes=opts.capacity_bytes,
         keep_last=opts.keep_last,
@@ -181,7 +203,7 @@ def build(
     centre = sync.best_interval_s
     grid = [centre * 10 ** (k / 10) for k in range(-13, 14)]  # 0.05× to 20×, 10 per decade
     curve = cm.goodput_curve(grid, st, mtbf, rec.total_s)
-    block["estimate"] = {
+    return {
         "label": "estimate",
         "basis": basis,
         "layout": lay.to_dict(),
@@ -211,7 +233,6 @@ def build(
             else None
         ),
     }
-    return block
 
 
 def parse_options(
