@@ -87,3 +87,20 @@ def test_bad_input_is_one_line_exit_2_nothing_written(cli, planted, tmp_path, ar
     assert r.code == 2, (r.out, r.err)
     assert message in r.err and len(r.err.strip().splitlines()) == 1
     assert not out.exists() and planted.unchanged()
+
+
+def test_no_crc32_saves_without_torch_crc_and_restores_it(cli, planted, tmp_path):
+    import torch
+
+    out = tmp_path / "out"
+    r = cli(
+        "checkpoint", planted.path, "--model", "llama3-8b", "--scale", 1e-5, "--no-crc32",
+        "--no-plain-write", "--output", out, "-q", "--no-history",
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    res = json.loads((out / "result.json").read_text())
+    save = next(p for p in res["phases"] if p["name"] == "ckpt-save")
+    load = next(p for p in res["phases"] if p["name"] == "ckpt-load")
+    assert save["params"]["crc32"] is False and load["bytes"] == save["bytes"]  # read back whole
+    assert torch.serialization.get_crc32_options() is True  # torch's default again
+    assert planted.unchanged()
