@@ -1,0 +1,195 @@
+"""The diagnosis: hand-worked cases of each bound, the change it advises and the AU it predicts.
+
+Every case has constant per-sample times, so the simulated AU is the rate bound's
+``compute ÷ max(compute + o, batch × (read + cpu) ÷ workers)`` (see starvation.py), worked
+out by hand in each test's comment."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from iobench.diagnose import PipelineTerms, diagnose, format_diagnosis
+from iobench.errors import UsageError
+
+APPROX = 0.01
+
+
+def terms(**kw) -> PipelineTerms:
+    base = dict(
+        read_s_per_sample=0.01,
+        decode_s_per_sample=0.04,
+        collate_s_per_batch=0.0,
+        compute_s=0.1,
+        batch_size=10,
+        workers=1,
+        cpu_cores=8,
+        files=1000,
+        total_bytes=1000 * 100_000,
+        mean_file_bytes=100_000,
+        samples_per_file=1,
+        read_bandwidth_bps=1e7,
+        open_rate_per_s=0.0,
+    )
+    base.update(kw)
+    return PipelineTerms(**base)
+
+
+def option(d, kind):
+    return next(s for s in d.options if s.kind == kind)
+
+
+def test_decode_bound_one_worker_advises_five_workers():
+    # now: 10 × (10 + 40 ms) ÷ 1 worker = 0.5 s per batch against 0.1 s compute → AU 0.2.
+    # 4 workers: 0.5 ÷ 4 = 0.125 s → 0.8; 5 workers: 0.1 s → 1.0 (4 of 7 free cores busy).
+    d = diagnose(terms())
+    assert d.now.au == pytest.approx(0.2, abs=APPROX)
+    assert d.now.bound == "cpu"
+    assert d.advice is not None and d.advice.kind == "workers"
+    assert d.advice.amount == 5
+    assert d.advice.au == pytest.approx(1.0, abs=APPROX)
+    # storage is no part of it: 16× the bandwidth only trims the 10 ms read (0.1 + 0.4 → 0.41 s)
+    assert option(d, "bandwidth").au == pytest.approx(0.1 / (10 * (0.01 / 16 + 0.04)), abs=APPROX)
+    assert not option(d, "bandwidth").reaches
+    assert any(s.startswith("cores: not needed") for s in d.not_estimated)
+
+
+def test_decode_bound_on_two_cores_advises_cores():
+    # 2 cores, one for the main process: W workers keep W × 40/50 cores busy on 1 free core, so
+    # decode stretches by 0.8 W and a batch takes 10 × (0.01 + 0.032 W) ÷ W → at most AU 0.31.
+    # 6 cores (5 free) with 5 workers: 4 busy cores, no stretch, 0.1 s per batch → AU 1.0;
+    # 4 cores with 3 workers: 10 × 0.05 ÷ 3 = 0.167 s → 0.6.
+    d = diagnose(terms(cpu_cores=2))
+    w = option(d, "workers")
+    assert not w.reaches and w.au < 0.33
+    assert d.advice is not None and d.advice.kind == "cores"
+    assert d.advice.amount == 6
+    assert d.advice.au == pytest.approx(1.0, abs=APPROX)
+
+
+def test_storage_bound_advises_bandwidth_and_workers_do_not_help():
+    # 4 workers each 50 ms per sample read, no decode: 10 × 0.05 ÷ 4 = 0.125 s → AU 0.8.
+    # The storage is taken as saturated at 4 readers, so 64 workers get the same bandwidth.
+    # 1.25× bandwidth: 40 ms per sample → 0.1 s → AU 1.0.
+    d = diagnose(terms(read_s_per_sample=0.05, decode_s_per_sample=0.0, workers=4))
+    assert d.now.au == pytest.approx(0.8, abs=APPROX)
+    assert d.now.bound == "storage"
+    assert option(d, "workers").au == pytest.approx(0.8, abs=APPROX)
+    assert d.advice is not None and d.advice.kind == "bandwidth"
+    assert d.advice.amount == 1.25
+    assert d.advice.au == pytest.approx(1.0, abs=APPROX)
+
+
+def test_small_files_advise_shards():
+    # 4 KiB files, 2 ms read each with 4 readers; 2,667 opens/s at 4 readers → 1.5 ms per file
+    # (75 % of the read). Batch 100, 40 ms compute: 100 × 2 ms ÷ 4 = 50 ms → AU 0.8.
+    # 256 MiB shards: 65,536 samples per shard, 0.5 ms per sample → 12.5 ms → AU 1.0.
+    d = diagnose(
+        terms(
+            read_s_per_sample=0.002,
+            decode_s_per_sample=0.0,
+            workers=4,
+            batch_size=100,
+            compute_s=0.04,
+            files=10_000,
+            total_bytes=10_000 * 4096,
+            mean_file_bytes=4096,
+            open_rate_per_s=4 / 0.0015,
+        )
+    )
+    assert d.terms.open_share == pytest.approx(0.75)
+    assert d.now.au == pytest.approx(0.8, abs=APPROX)
+    assert d.advice is not None and d.advice.kind == "shards"
+    assert d.advice.amount == 256 << 20
+    assert d.advice.au == pytest.approx(1.0, abs=APPROX)
+    # bandwidth alone leaves the 1.5 ms per file: 2× gives 1.75 ms → 43.75 ms → AU 0.914
+    bw = option(d, "bandwidth")
+    assert bw.amount == 2.0
+    assert bw.au == pytest.approx(0.04 / 0.04375, abs=APPROX)
+
+
+def test_cache_tier_mean_over_epochs():
+    # storage-bound (AU 0.8) with a cache read of 1 ms: epochs 2+ take 25 ms per batch → AU 1.0;
+    # over 5 epochs: 5 ÷ (1/0.8 + 4/1) = 0.952.
+    d = diagnose(
+        terms(
+            read_s_per_sample=0.05,
+            decode_s_per_sample=0.0,
+            workers=4,
+            cache_read_s_per_sample=0.001,
+        )
+    )
+    c = option(d, "cache")
+    assert c.au == pytest.approx(5 / (1 / 0.8 + 4), abs=APPROX)
+    assert d.advice is not None and d.advice.kind == "cache"  # before bandwidth in effort
+    # a cache holding half the dataset: epochs 2+ read 0.5 × 1 + 0.5 × 50 = 25.5 ms
+    # → 63.75 ms per batch → AU 1.0 still
+    half = option(diagnose(replace_terms(d.terms, cache_bytes=d.terms.total_bytes // 2)), "cache")
+    assert "holding 50%" in half.change
+    assert half.au == pytest.approx(5 / (1 / 0.8 + 4), abs=APPROX)
+
+
+def replace_terms(t, **kw):
+    from dataclasses import replace
+
+    return replace(t, **kw)
+
+
+def test_ranges_give_the_au_its_interval():
+    # read 40–60 ms: 10 × 0.06 ÷ 4 = 0.15 s → 0.667; 10 × 0.04 ÷ 4 = 0.1 s → 1.0
+    d = diagnose(
+        terms(
+            read_s_per_sample=0.05,
+            decode_s_per_sample=0.0,
+            workers=4,
+            read_range=(0.04, 0.06),
+        )
+    )
+    assert d.now.au_low == pytest.approx(0.1 / 0.15, abs=APPROX)
+    assert d.now.au_high == pytest.approx(1.0, abs=APPROX)
+    # the advice must reach the threshold at the low end: 1.25× gives 48 ms at worst → 0.833
+    assert d.advice is not None and d.advice.kind == "bandwidth"
+    assert d.advice.au_low >= 0.9
+    assert d.advice.amount == 1.5  # 60 ms ÷ 1.5 = 40 ms → 1.0
+    assert "pessimistic and optimistic ends" in d.advice.basis
+
+
+def test_already_reaching_needs_no_advice():
+    d = diagnose(terms(workers=8))
+    assert d.now.reaches
+    assert d.advice is None
+    assert "none needed" in format_diagnosis(d)
+
+
+def test_rendering_and_dict_label_every_figure_an_estimate():
+    d = diagnose(terms(cpu_cores=2))
+    text = format_diagnosis(d)
+    assert "estimates by the starvation model" in text
+    assert "advice (estimate): 6 CPU cores" in text
+    out = json.loads(json.dumps(d.to_dict()))
+    assert all(o["estimate"] and o["basis"].startswith("estimate: ") for o in out["options"])
+    assert out["advice"]["kind"] == "cores"
+    assert out["terms"]["sample_bytes"] == 100_000
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"read_s_per_sample": 0.0},
+        {"decode_s_per_sample": -1.0},
+        {"batch_size": 0},
+        {"cpu_cores": 0},
+        {"compute_s": float("nan")},
+        {"read_range": (0.02, 0.01)},
+        {"cache_read_s_per_sample": 0.0},
+    ],
+)
+def test_bad_terms_are_refused(kw):
+    with pytest.raises(UsageError):
+        terms(**kw)
+
+
+def test_bad_threshold_is_refused():
+    with pytest.raises(UsageError):
+        diagnose(terms(), threshold=0.0)
