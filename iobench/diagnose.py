@@ -157,6 +157,39 @@ class PipelineTerms:
             if r is not None and not (0 <= r[0] <= r[1] and math.isfinite(r[1])):
                 raise UsageError(f"pipeline terms: {name} must be (low, high), 0 ≤ low ≤ high")
 
+    @classmethod
+    def from_loader(cls, m: dict[str, Any], **override: Any) -> PipelineTerms:
+        """The terms from ``iobench loader PATH --existing``'s ``loader.existing.terms`` (its
+        keys: ``open_s_per_file`` per worker becomes the aggregate open rate of ``gpus ×
+        workers`` readers; ``bytes``, ``compute_s_per_step``, ``read_bps_aggregate`` and ``au``
+        map to ``total_bytes``, ``compute_s``, ``read_bandwidth_bps`` and ``measured_au``).
+        ``override``: fields to set beside them (``gpus``, ``cache_read_s_per_sample``, …)."""
+        try:
+            gpus = int(override.get("gpus", m.get("gpus", 1)))
+            readers = gpus * max(int(m["workers"]), 1)
+            open_s = float(m.get("open_s_per_file") or 0.0)
+            kw: dict[str, Any] = {
+                "read_s_per_sample": float(m["read_s_per_sample"]),
+                "decode_s_per_sample": float(m["decode_s_per_sample"]),
+                "collate_s_per_batch": float(m["collate_s_per_batch"]),
+                "compute_s": float(m["compute_s_per_step"]),
+                "batch_size": int(m["batch_size"]),
+                "workers": int(m["workers"]),
+                "cpu_cores": int(m["cpu_cores"]),
+                "files": int(m["files"]),
+                "total_bytes": int(m["bytes"]),
+                "mean_file_bytes": float(m["mean_file_bytes"]),
+                "samples_per_file": max(1, round(float(m["samples_per_file"]))),
+                "read_bandwidth_bps": float(m.get("read_bps_aggregate") or 0.0),
+                "open_rate_per_s": readers / open_s if open_s > 0 else 0.0,
+                "measured_au": m.get("au"),
+                "gpus": gpus,
+            }
+        except (KeyError, TypeError, ValueError) as e:
+            raise UsageError(f"pipeline terms: the loader's terms lack or garble {e}") from None
+        kw.update(override)
+        return cls(**kw)
+
     @property
     def sample_bytes(self) -> float:
         return self.total_bytes / (self.files * self.samples_per_file)

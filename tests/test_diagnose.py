@@ -193,3 +193,33 @@ def test_bad_terms_are_refused(kw):
 def test_bad_threshold_is_refused():
     with pytest.raises(UsageError):
         diagnose(terms(), threshold=0.0)
+
+
+def test_terms_from_the_existing_loader_result():
+    m = {
+        "read_s_per_sample": 0.002,
+        "open_s_per_file": 0.0015,
+        "decode_s_per_sample": 0.0,
+        "collate_s_per_batch": 0.0,
+        "compute_s_per_step": 0.04,
+        "batch_size": 100,
+        "workers": 4,
+        "cpu_cores": 8,
+        "files": 10_000,
+        "bytes": 10_000 * 4096,
+        "samples_per_file": 1.0,
+        "mean_file_bytes": 4096.0,
+        "read_bps": 2e6,
+        "read_bps_aggregate": 8e6,
+        "file_open_per_s": 1 / 0.0015,
+        "au": 0.79,
+        "cache": "dropped",
+    }
+    t = PipelineTerms.from_loader(m)
+    # 1.5 ms per file per worker, 4 workers → 2,667 opens/s aggregate → 1.5 ms again
+    assert t.open_s_per_file == pytest.approx(0.0015)
+    assert t.open_share == pytest.approx(0.75)
+    assert t.measured_au == 0.79 and t.total_bytes == 10_000 * 4096
+    assert PipelineTerms.from_loader(m, cpu_cores=2).cpu_cores == 2
+    with pytest.raises(UsageError, match="lack or garble"):
+        PipelineTerms.from_loader({k: v for k, v in m.items() if k != "batch_size"})
