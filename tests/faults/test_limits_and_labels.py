@@ -107,7 +107,7 @@ def test_a_dataset_writer_that_raises_fails_the_phase(cli, planted, tmp_path, mo
         raise ValueError("injected fault")
 
     if where == "sample":
-        monkeypatch.setattr(formats.SampleSource, "sample", boom)
+        monkeypatch.setattr(formats.SampleSource, "file_samples", boom)
     else:
         monkeypatch.setattr(formats.writer, "write_sample_file", boom)  # where the writer calls it
     r = cli(
