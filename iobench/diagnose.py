@@ -185,6 +185,10 @@ class PipelineTerms:
                 "measured_au": m.get("au"),
                 "gpus": gpus,
             }
+            for k in ("read_range", "decode_range", "collate_range"):
+                if m.get(k) is not None:
+                    lo, hi = m[k]
+                    kw[k] = (float(lo), float(hi))
         except (KeyError, TypeError, ValueError) as e:
             raise UsageError(f"pipeline terms: the loader's terms lack or garble {e}") from None
         kw.update(override)

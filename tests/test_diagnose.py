@@ -221,5 +221,7 @@ def test_terms_from_the_existing_loader_result():
     assert t.open_share == pytest.approx(0.75)
     assert t.measured_au == 0.79 and t.total_bytes == 10_000 * 4096
     assert PipelineTerms.from_loader(m, cpu_cores=2).cpu_cores == 2
+    ranged = PipelineTerms.from_loader({**m, "read_range": [0.0018, 0.0022], "decode_range": None})
+    assert ranged.read_range == (0.0018, 0.0022) and ranged.decode_range is None
     with pytest.raises(UsageError, match="lack or garble"):
         PipelineTerms.from_loader({k: v for k, v in m.items() if k != "batch_size"})
