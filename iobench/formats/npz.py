@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -82,6 +82,66 @@ def write(f: Any, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:
     directory = b"".join(central)
     f.write(directory)
     f.write(_END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), len(directory), offset, 0))
+
+
+def frame(
+    sizes: Sequence[int], keys: Sequence[str]
+) -> tuple[int, list[int], Callable[[Any], None]] | None:
+    """The file ``write`` writes, laid out ahead (see tar.frame): the headers, CRCs and the
+    directory filled in once the samples are in place. None beyond the plain zip's limits."""
+    if len(sizes) >= 0xFFFF or sum(sizes) + len(sizes) * OVERHEAD_PER_SAMPLE >= _PLAIN_LIMIT:
+        return None
+    names = [f"s{j:05d}.npy".encode() for j in range(len(sizes))]
+    npy = [_npy_header(n) for n in sizes]
+    starts, offsets, pos = [], [], 0
+    for name, head, n in zip(names, npy, sizes, strict=True):
+        starts.append(pos)
+        pos += _LOCAL.size + len(name) + len(head)
+        offsets.append(pos)
+        pos += n
+    directory_at = pos
+    directory_len = sum(_CENTRAL.size + len(name) for name in names)
+    total = directory_at + directory_len + _END.size
+
+    def finish(image: Any) -> None:
+        central = []
+        for name, head, n, start, at in zip(names, npy, sizes, starts, offsets, strict=True):
+            crc = zlib.crc32(memoryview(image[at : at + n]), zlib.crc32(head))
+            size = len(head) + n
+            local = _LOCAL.pack(
+                b"PK\x03\x04", _VERSION, 0, 0, 0, 0, _DOS_DATE, crc, size, size, len(name), 0
+            )
+            image[start:at] = np.frombuffer(local + name + head, dtype=np.uint8)
+            central.append(
+                _CENTRAL.pack(
+                    b"PK\x01\x02",
+                    _VERSION,
+                    3,
+                    _VERSION,
+                    0,
+                    0,
+                    0,
+                    0,
+                    _DOS_DATE,
+                    crc,
+                    size,
+                    size,
+                    len(name),
+                    0,
+                    0,
+                    0,
+                    0,
+                    0o644 << 16,
+                    start,
+                )  # fmt: skip
+                + name
+            )
+        end = _END.pack(
+            b"PK\x05\x06", 0, 0, len(central), len(central), directory_len, directory_at, 0
+        )
+        image[directory_at:total] = np.frombuffer(b"".join(central) + end, dtype=np.uint8)
+
+    return total, offsets, finish
 
 
 def decode(data: Any, sizes: Sequence[int] | None = None) -> list[np.ndarray]:

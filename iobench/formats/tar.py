@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -54,6 +54,29 @@ def write(f: Any, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:
         written += len(head) + len(s) + pad
     end = written + 2 * _BLOCK
     f.write(_ZEROS[: 2 * _BLOCK + (-end % _RECORD)])
+
+
+def frame(
+    sizes: Sequence[int], keys: Sequence[str]
+) -> tuple[int, list[int], Callable[[Any], None]] | None:
+    """The file ``write`` writes, laid out ahead: (its size, where each sample's bytes go,
+    a function that fills in the rest of a buffer whose samples are in place). The dataset
+    writer generates the samples straight into their places: no copy after."""
+    cache: dict[int, bytes] = {}
+    heads, offsets, pos = [], [], 0
+    for key, n in zip(keys, sizes, strict=True):
+        heads.append(header(f"{key}.bin", n, cache))
+        offsets.append(pos + _BLOCK)
+        pos += _BLOCK + n + (-n % _BLOCK)
+    total = pos + 2 * _BLOCK + (-(pos + 2 * _BLOCK) % _RECORD)
+
+    def finish(image: Any) -> None:
+        for head, at, n in zip(heads, offsets, sizes, strict=True):
+            image[at - _BLOCK : at] = np.frombuffer(head, dtype=np.uint8)
+            image[at + n : at + n + (-n % _BLOCK)] = 0
+        image[pos:total] = 0
+
+    return total, offsets, finish
 
 
 def decode(data: Any, sizes: Sequence[int] | None = None) -> list[np.ndarray]:

@@ -26,7 +26,7 @@ from ..errors import EngineError
 from ..results import PhaseResult
 from ..stats import WorkerStats, phase_result
 from ..target import DIRECT_ALIGN, drop_file_cache, fs_class, is_url, scrub
-from .registry import get_format
+from .registry import get_format, overhead_bytes
 
 
 def sample_key(file_index: int, j: int) -> str:
@@ -71,18 +71,28 @@ class SampleSource:
         out[: min(16, n)] = stamp[: min(16, n)]
 
     def file_samples(
-        self, file_index: int, sizes: Sequence[int], buf: FileBuffer
+        self,
+        file_index: int,
+        sizes: Sequence[int],
+        buf: FileBuffer,
+        offsets: Sequence[int] | None = None,
     ) -> list[np.ndarray]:
-        """A file's samples, the same bytes ``sample`` gives, back to back in ``buf`` (a
-        writer thread's buffer, reused file after file: its pages are already mapped, so
-        filling it is a memcpy, not a page fault per 4 KiB as a fresh array is)."""
-        whole = buf.take(int(sum(sizes)))
-        out, pos = [], 0
-        for j, n in enumerate(sizes):
-            view = whole[pos : pos + n]
+        """A file's samples, the same bytes ``sample`` gives, in ``buf`` (a writer thread's
+        buffer, reused file after file: its pages are already mapped, so filling it is a
+        memcpy, not a page fault per 4 KiB as a fresh array is): back to back, or at
+        ``offsets`` (where a format's ``frame`` puts them) in the buffer as already sized."""
+        if offsets is None:
+            whole = buf.take(int(sum(sizes)))
+            offsets = [0]
+            for n in sizes[:-1]:
+                offsets.append(offsets[-1] + n)
+        else:
+            whole = buf.array
+        out = []
+        for j, (at, n) in enumerate(zip(offsets, sizes, strict=True)):
+            view = whole[at : at + n]
             self._fill(view, file_index, j)
             out.append(view)
-            pos += n
         return out
 
 
@@ -342,9 +352,7 @@ class _Writers:
             if self.stop.is_set() or self.errors:
                 return
             path = storage.join(self.runner.run_dir, self.files[i].path)
-            samples = self.source.file_samples(i, self.sizes[i], buf)
-            keys = [sample_key(i, j) for j in range(len(samples))]
-            image = self._image(samples, keys, img)
+            image = self._image(i, buf, img)
             t0 = time.perf_counter_ns()
             try:
                 n = self._write_one(path, image)
@@ -360,14 +368,29 @@ class _Writers:
             st.files += 1
             st.end = t1 / 1e9
 
-    def _image(self, samples: list[np.ndarray], keys: list[str], img: ImageFile) -> memoryview:
-        """The whole file in memory: raw samples already lie back to back in the thread's
-        aligned buffer; the other formats are written into ``img``."""
+    def _image(self, i: int, buf: FileBuffer, img: ImageFile) -> memoryview:
+        """File ``i`` whole in memory, each sample's bytes generated once: raw samples back
+        to back in the thread's aligned buffer; a format with a ``frame`` (tar, npz) gets
+        them generated in their places and its headers around them; others (parquet) are
+        written into ``img`` from the samples."""
+        sizes = self.sizes[i]
+        keys = [sample_key(i, j) for j in range(len(sizes))]
+        framer = getattr(get_format(self.fmt), "frame", None)
+        laid = framer(sizes, keys) if framer is not None else None
+        if laid is not None:
+            total, offsets, finish = laid
+            buf.take(total)
+            self.source.file_samples(i, sizes, buf, offsets)
+            finish(buf.array[:total])
+            return memoryview(buf.array[:total])
+        samples = self.source.file_samples(i, sizes, buf)
         if self.fmt == "raw":
             whole = get_format("raw").contiguous(samples)
             if whole is not None:
                 return whole
-        write_sample_file(img.reset(), self.fmt, samples, keys)
+        img.reset()
+        img.buf.take(sum(sizes) + overhead_bytes(self.fmt, len(sizes)))  # sized once
+        write_sample_file(img, self.fmt, samples, keys)
         return img.image()
 
     def _write_one(self, path: str, image: memoryview) -> int:
