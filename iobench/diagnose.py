@@ -17,7 +17,10 @@ How the measured terms become the model's inputs (``_model``):
   headroom: more workers then read no faster in the model than they would.
 - per-file cost: ``open_s = R0 ÷ open_rate`` seconds per file (Little's law at the measured
   concurrency) is the part of each file's read that does not depend on its size; a sample pays
-  ``open_s ÷ samples_per_file`` of it, the rest of ``read_s`` is transfer.
+  ``open_s ÷ samples_per_file`` of it, the rest of ``read_s`` is transfer. A file of at most
+  one read request (``REQUEST_BYTES``) costs a request whatever its size: all its read time is
+  per-file cost, and packed into shards it is read in requests of ``REQUEST_BYTES``, each taken
+  to cost what a small file's did (storage bound by its request rate, as an IOPS limit is).
 - CPU: a worker's decode plus its share of the collate (``decode + collate ÷ batch``) is CPU
   time; the workers keep ``gpus × workers × cpu ÷ (read + cpu)`` cores busy, and when that is
   more than the cores left beside one main process per GPU, the CPU time stretches by the ratio.
@@ -52,6 +55,8 @@ from .units import format_bytes, format_rate, format_seconds
 
 #: The default pass line: the AU a training job should reach (MLPerf Storage's).
 DEFAULT_THRESHOLD = 0.90
+#: A read request's size: a file no larger costs one request (the Linux default readahead).
+REQUEST_BYTES = 128 << 10
 #: The default shard size the ``shards`` change packs small files into.
 DEFAULT_SHARD_BYTES = 256 << 20
 #: The ``shards`` change is considered only for files smaller than this share of a shard.
@@ -205,13 +210,21 @@ class PipelineTerms:
 
     @property
     def open_s_per_file(self) -> float:
-        """The size-independent seconds per file read (0 when the open rate was not measured),
-        at most one sample's whole read time per file."""
+        """The size-independent seconds per file read: a small file's whole read time (see
+        ``small_files``), else ``readers ÷ open rate`` (0 when the rate was not measured), at
+        most the file's whole read time."""
+        whole = self.read_s_per_sample * self.samples_per_file
+        if self.small_files:
+            return whole
         if self.open_rate_per_s <= 0:
             return 0.0
-        return min(
-            self.readers / self.open_rate_per_s, self.read_s_per_sample * self.samples_per_file
-        )
+        return min(self.readers / self.open_rate_per_s, whole)
+
+    @property
+    def small_files(self) -> bool:
+        """Files of at most one read request (REQUEST_BYTES): each costs a request whatever
+        its size, so its whole read time is per-file cost."""
+        return self.mean_file_bytes <= REQUEST_BYTES
 
     @property
     def open_share(self) -> float:
@@ -305,6 +318,10 @@ def _read_s(t: PipelineTerms, cfg: _Config, read_s: float) -> float:
         return cfg.read_s
     per_file = t.open_s_per_file * read_s / t.read_s_per_sample
     transfer = max(read_s - per_file / t.samples_per_file, 0.0)
+    if t.small_files and cfg.samples_per_file > t.samples_per_file:
+        # a shard is read in requests of REQUEST_BYTES, each taken to cost what a small
+        # file's one request cost (storage bound by its request rate, as an IOPS limit is)
+        transfer = per_file * t.sample_bytes / REQUEST_BYTES
     return per_file / cfg.samples_per_file + transfer / cfg.transfer_factor
 
 
@@ -441,7 +458,7 @@ def _bandwidth(t: PipelineTerms, make: Any) -> Scenario | None:
 
 
 def _shards(t: PipelineTerms, make: Any, shard_bytes: int) -> Scenario | str:
-    if t.open_rate_per_s <= 0:
+    if t.open_rate_per_s <= 0 and not t.small_files:
         return "shards: not estimated (no file-open/metadata rate was measured)"
     spf = max(1, int(shard_bytes // t.sample_bytes))
     if t.mean_file_bytes * SHARD_MIN_GAIN > shard_bytes or spf <= t.samples_per_file:
@@ -449,11 +466,20 @@ def _shards(t: PipelineTerms, make: Any, shard_bytes: int) -> Scenario | str:
             f"shards: not considered (files of {format_bytes(t.mean_file_bytes)} are already "
             f"over 1/{SHARD_MIN_GAIN} of a {format_bytes(shard_bytes)} shard)"
         )
+    if t.small_files:
+        cost = (
+            f"files of {format_bytes(t.mean_file_bytes)}: one request each, the whole "
+            f"{format_seconds(t.open_s_per_file)} read per-file cost; shards read in "
+            f"{format_bytes(REQUEST_BYTES)} requests at that cost each"
+        )
+    else:
+        cost = (
+            f"per-file cost {format_seconds(t.open_s_per_file)} = {t.readers} readers ÷ "
+            f"{t.open_rate_per_s:,.0f} files/s, {t.open_share:.0%} of each read now"
+        )
     change = (
         f"files packed into {format_bytes(shard_bytes)} shards ({spf:,} samples per shard, "
-        f"now {t.samples_per_file:,} per file; per-file cost "
-        f"{format_seconds(t.open_s_per_file)} = {t.readers} readers ÷ "
-        f"{t.open_rate_per_s:,.0f} files/s, {t.open_share:.0%} of each read now)"
+        f"now {t.samples_per_file:,} per file; {cost})"
     )
     return make(replace(_base(t), samples_per_file=spf), change, float(shard_bytes))
 

@@ -26,8 +26,8 @@ def terms(**kw) -> PipelineTerms:
         workers=1,
         cpu_cores=8,
         files=1000,
-        total_bytes=1000 * 100_000,
-        mean_file_bytes=100_000,
+        total_bytes=1000 << 20,
+        mean_file_bytes=1 << 20,
         samples_per_file=1,
         read_bandwidth_bps=1e7,
         open_rate_per_s=0.0,
@@ -82,9 +82,10 @@ def test_storage_bound_advises_bandwidth_and_workers_do_not_help():
 
 
 def test_small_files_advise_shards():
-    # 4 KiB files, 2 ms read each with 4 readers; 2,667 opens/s at 4 readers → 1.5 ms per file
-    # (75 % of the read). Batch 100, 40 ms compute: 100 × 2 ms ÷ 4 = 50 ms → AU 0.8.
-    # 256 MiB shards: 65,536 samples per shard, 0.5 ms per sample → 12.5 ms → AU 1.0.
+    # 4 KiB files (one request each), 2 ms read each with 4 readers: all of it per-file cost.
+    # Batch 100, 40 ms compute: 100 × 2 ms ÷ 4 = 50 ms → AU 0.8.
+    # 256 MiB shards: 65,536 samples per shard read in 128 KiB requests at 2 ms each:
+    # 2 ms × 4 KiB ÷ 128 KiB = 62.5 us per sample → 1.6 ms per batch → AU 1.0.
     d = diagnose(
         terms(
             read_s_per_sample=0.002,
@@ -95,18 +96,38 @@ def test_small_files_advise_shards():
             files=10_000,
             total_bytes=10_000 * 4096,
             mean_file_bytes=4096,
-            open_rate_per_s=4 / 0.0015,
         )
     )
-    assert d.terms.open_share == pytest.approx(0.75)
+    assert d.terms.small_files and d.terms.open_share == pytest.approx(1.0)
     assert d.now.au == pytest.approx(0.8, abs=APPROX)
     assert d.advice is not None and d.advice.kind == "shards"
     assert d.advice.amount == 256 << 20
     assert d.advice.au == pytest.approx(1.0, abs=APPROX)
-    # bandwidth alone leaves the 1.5 ms per file: 2× gives 1.75 ms → 43.75 ms → AU 0.914
-    bw = option(d, "bandwidth")
-    assert bw.amount == 2.0
-    assert bw.au == pytest.approx(0.04 / 0.04375, abs=APPROX)
+    assert "one request each" in d.advice.change
+    # more bandwidth moves nothing of a per-request cost
+    assert option(d, "bandwidth").au == pytest.approx(0.8, abs=APPROX)
+
+
+def test_large_files_per_file_cost_from_the_open_rate():
+    # 1 MiB files, 20 ms read each with 4 readers, 400 opens/s at 4 readers → 10 ms per file
+    # (50 %). Batch 10, compute 40 ms: 10 × 20 ms ÷ 4 = 50 ms → AU 0.8. 256 MiB shards: 256
+    # samples per shard, 10 ms ÷ 256 + 10 ms transfer → 25.1 ms per batch → AU 1.0.
+    d = diagnose(
+        terms(
+            read_s_per_sample=0.02,
+            decode_s_per_sample=0.0,
+            workers=4,
+            compute_s=0.04,
+            total_bytes=1000 * (1 << 20),
+            mean_file_bytes=1 << 20,
+            open_rate_per_s=400.0,
+        )
+    )
+    assert not d.terms.small_files and d.terms.open_share == pytest.approx(0.5)
+    assert d.now.au == pytest.approx(0.8, abs=APPROX)
+    assert d.advice is not None and d.advice.kind == "shards"
+    # 1.25×: 10 + 8 ms → 45 ms → 0.89, short; 1.5×: 10 + 6.7 ms → 41.7 ms → 0.96
+    assert option(d, "bandwidth").amount == 1.5
 
 
 def test_cache_tier_mean_over_epochs():
@@ -170,7 +191,7 @@ def test_rendering_and_dict_label_every_figure_an_estimate():
     out = json.loads(json.dumps(d.to_dict()))
     assert all(o["estimate"] and o["basis"].startswith("estimate: ") for o in out["options"])
     assert out["advice"]["kind"] == "cores"
-    assert out["terms"]["sample_bytes"] == 100_000
+    assert out["terms"]["sample_bytes"] == 1 << 20
 
 
 @pytest.mark.parametrize(
@@ -216,9 +237,12 @@ def test_terms_from_the_existing_loader_result():
         "cache": "dropped",
     }
     t = PipelineTerms.from_loader(m)
-    # 1.5 ms per file per worker, 4 workers → 2,667 opens/s aggregate → 1.5 ms again
-    assert t.open_s_per_file == pytest.approx(0.0015)
-    assert t.open_share == pytest.approx(0.75)
+    # 1.5 ms per file per worker, 4 workers → 2,667 opens/s aggregate; but 4 KiB files are
+    # one request each: their whole 2 ms read is per-file cost
+    assert t.open_rate_per_s == pytest.approx(4 / 0.0015)
+    assert t.small_files and t.open_s_per_file == pytest.approx(0.002)
+    big = PipelineTerms.from_loader({**m, "mean_file_bytes": 1 << 20, "bytes": 10_000 << 20})
+    assert big.open_s_per_file == pytest.approx(0.0015) and big.open_share == pytest.approx(0.75)
     assert t.measured_au == 0.79 and t.total_bytes == 10_000 * 4096
     assert PipelineTerms.from_loader(m, cpu_cores=2).cpu_cores == 2
     ranged = PipelineTerms.from_loader({**m, "read_range": [0.0018, 0.0022], "decode_range": None})
