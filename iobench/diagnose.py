@@ -23,7 +23,8 @@ How the measured terms become the model's inputs (``_model``):
   to cost what a small file's did (storage bound by its request rate, as an IOPS limit is).
 - CPU: a worker's decode plus its share of the collate (``decode + collate ÷ batch``) is CPU
   time; the workers keep ``gpus × workers × cpu ÷ (read + cpu)`` cores busy, and when that is
-  more than the cores left beside one main process per GPU, the CPU time stretches by the ratio.
+  more than the cores left beside the main processes (``main_cores_per_gpu`` each, 1 by
+  default), the CPU time stretches by the ratio.
 
 The changes, in the order of effort ``diagnose`` ranks them (the first that reaches the
 threshold at the low end of its interval is the advice; within a kind, the smallest amount):
@@ -88,7 +89,10 @@ class PipelineTerms:
     ``open_rate_per_s``: files opened and stat'ed per second by that many readers (0: not
     measured); ``cache_read_s_per_sample``: a sample's read from a local cache tier or the page
     cache (None: not measured), ``cache_bytes`` that tier's capacity (None: taken as the whole
-    dataset). ``*_range``: (low, high) of a mean, when the measurement gives its spread.
+    dataset). ``steps_per_epoch``: the run's steps, for the figure of a run that short (None:
+    steady state). ``main_cores_per_gpu``: the cores each GPU's main process keeps busy (1: a
+    training loop launching kernels; 0: an emulated compute that sleeps). ``*_range``: (low,
+    high) of a mean, when the measurement gives its spread.
     """
 
     read_s_per_sample: float
@@ -111,6 +115,7 @@ class PipelineTerms:
     cache_bytes: int | None = None
     measured_au: float | None = None
     steps_per_epoch: int | None = None
+    main_cores_per_gpu: float = 1.0
     read_range: tuple[float, float] | None = None
     decode_range: tuple[float, float] | None = None
     collate_range: tuple[float, float] | None = None
@@ -155,6 +160,8 @@ class PipelineTerms:
             raise UsageError(f"pipeline terms: cache_read_s_per_sample must be positive, got {c!r}")
         if self.steps_per_epoch is not None and self.steps_per_epoch < 2:
             raise UsageError("pipeline terms: steps_per_epoch must be at least 2")
+        if not 0 <= self.main_cores_per_gpu <= self.cpu_cores:
+            raise UsageError("pipeline terms: main_cores_per_gpu must be in [0, cpu_cores]")
         if self.cache_bytes is not None and self.cache_bytes < 0:
             raise UsageError("pipeline terms: cache_bytes must be non-negative")
         for name in ("read_range", "decode_range", "collate_range"):
@@ -332,7 +339,7 @@ def _model(
     read = _read_s(t, cfg, read_s)
     cpu = decode_s + collate_s / t.batch_size
     busy = t.gpus * max(cfg.workers, 1) * cpu / (read + cpu) if read + cpu > 0 else 0.0
-    free = max(cfg.cores - t.gpus, 1) if cfg.workers > 0 else cfg.cores
+    free = max(cfg.cores - t.gpus * t.main_cores_per_gpu, 1) if cfg.workers > 0 else cfg.cores
     stretch = max(1.0, busy / free)
     sample = t.sample_bytes
     params = sv.LoaderParams(

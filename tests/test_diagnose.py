@@ -68,6 +68,16 @@ def test_decode_bound_on_two_cores_advises_cores():
     assert d.advice.au == pytest.approx(1.0, abs=APPROX)
 
 
+def test_an_emulated_compute_leaves_its_core_to_the_workers():
+    # 2 cores, the main loop sleeping: both are the workers'. 2 workers keep 2 × 40/50 = 1.6
+    # busy, no stretch: 10 × 50 ms ÷ 2 = 0.25 s → AU 0.4. With a core kept by the main loop,
+    # 1.6 busy on 1 stretches the CPU ×1.6: 10 × (10 + 64) ms ÷ 2 = 0.37 s → 0.27.
+    d1 = diagnose(terms(cpu_cores=2, workers=2, main_cores_per_gpu=0.0))
+    assert d1.now.au == pytest.approx(0.4, abs=APPROX)
+    d2 = diagnose(terms(cpu_cores=2, workers=2))
+    assert d2.now.au == pytest.approx(0.1 / (10 * (0.01 + 0.064) / 2), abs=APPROX)
+
+
 def test_storage_bound_advises_bandwidth_and_workers_do_not_help():
     # 4 workers each 50 ms per sample read, no decode: 10 × 0.05 ÷ 4 = 0.125 s → AU 0.8.
     # The storage is taken as saturated at 4 readers, so 64 workers get the same bandwidth.
