@@ -48,3 +48,66 @@ def test_modules_and_functions_stay_short(path):
                 assert "noqa: PLR0915 - the measured loop" in lines[node.lineno - 1], (
                     f"{path.name}:{node.name} is {n} lines"
                 )
+
+
+# -- the outputs (issue 13): report/, compare/ and history/ are layered the same way, every
+# module and function short; ckpt_estimate and the history and compare commands have their long
+# functions split; none of the outputs imports from the front (cmds/, cli, api).
+
+REPORT = ["cells", "tables", "text", "series", "figures", "plots", "page"]
+COMPARE = ["options", "noise", "metric", "runs", "render"]
+HISTORY = ["schema", "files", "query"]
+OUTPUT_PACKAGES = {"report": REPORT, "compare": COMPARE, "history": HISTORY}
+OUTPUTS = [
+    PKG / pkg / f"{m}.py" for pkg, order in OUTPUT_PACKAGES.items() for m in ["__init__", *order]
+] + [PKG / "ckpt_estimate.py"]
+SHORTENED = [PKG / "cmds" / "history.py", PKG / "cmds" / "compare.py"]
+
+
+@pytest.mark.parametrize("pkg,order", list(OUTPUT_PACKAGES.items()))
+def test_each_output_module_imports_only_those_before_it(pkg, order):
+    test_each_module_imports_only_those_before_it(pkg, order)
+
+
+def test_every_module_of_the_output_packages_is_listed():
+    for pkg, order in OUTPUT_PACKAGES.items():
+        have = {p.stem for p in (PKG / pkg).glob("*.py")} - {"__init__"}
+        assert have <= set(order), f"{pkg}/: add {sorted(have - set(order))} to its layer list"
+
+
+@pytest.mark.parametrize("path", OUTPUTS + SHORTENED, ids=lambda p: str(p.relative_to(PKG)))
+def test_output_modules_and_functions_stay_short(path):
+    test_modules_and_functions_stay_short(path)
+
+
+def _iobench_imports(path: Path) -> set[str]:
+    """The iobench modules ``path`` imports, module-level or inside a function, as dotted names
+    relative to the iobench package (``cmds.run``, ``cli``, ``results``)."""
+    here = path.relative_to(PKG).with_suffix("").parts
+    package = here[:-1]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[: len(package) - node.level + 1])
+                mods = (
+                    [".".join([*base, node.module])]
+                    if node.module
+                    else [".".join([*base, a.name]) for a in node.names]
+                )
+            elif (node.module or "").startswith("iobench."):
+                mods = [node.module.removeprefix("iobench.")]
+            else:
+                continue
+            out.update(m.strip(".") for m in mods)
+        elif isinstance(node, ast.Import):
+            out.update(
+                a.name.removeprefix("iobench.") for a in node.names if a.name.startswith("iobench.")
+            )
+    return out
+
+
+@pytest.mark.parametrize("path", OUTPUTS, ids=lambda p: str(p.relative_to(PKG)))
+def test_outputs_import_nothing_from_the_front(path):
+    front = {m for m in _iobench_imports(path) if m == "cli" or m.split(".")[0] in ("cmds", "api")}
+    assert not front, f"{path.relative_to(PKG)} imports {sorted(front)} (the front layer)"
