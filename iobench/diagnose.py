@@ -73,6 +73,9 @@ MAX_CORE_FACTOR = 8
 #: the prefetch filled before the first step does not lift a steady-state figure.
 SIM_STEPS = 300
 STEADY_BATCHES = 20
+#: The model's AU of the measured configuration may miss the measured AU by this much before
+#: the diagnosis warns that its terms do not explain the run.
+FIT_TOLERANCE = 0.05
 #: The epochs the ``cache`` change's mean AU is taken over.
 DEFAULT_EPOCHS = 5
 
@@ -292,6 +295,7 @@ class Diagnosis:
     options: tuple[Scenario, ...]
     advice: Scenario | None
     not_estimated: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -301,6 +305,7 @@ class Diagnosis:
             "options": [s.to_dict() for s in self.options],
             "advice": self.advice.to_dict() if self.advice else None,
             "not_estimated": list(self.not_estimated),
+            "warnings": list(self.warnings),
         }
 
 
@@ -567,7 +572,32 @@ def diagnose(
     advice = None
     if not now.reaches:
         advice = next((s for s in found if s.reaches and s.au > now.au), None)
-    return Diagnosis(terms, threshold, now, tuple(found), advice, tuple(skipped))
+    return Diagnosis(
+        terms, threshold, now, tuple(found), advice, tuple(skipped), _fit_warnings(terms, now)
+    )
+
+
+def _fit_warnings(t: PipelineTerms, now: Scenario) -> tuple[str, ...]:
+    """When the model's AU of the measured configuration misses the measured AU by more than
+    FIT_TOLERANCE: time per step the measured terms do not explain (or explain twice)."""
+    au = t.measured_au
+    if au is None or not 0 < au <= 1 or abs(now.au - au) <= FIT_TOLERANCE:
+        return ()
+    step, model_step = t.compute_s / au, t.compute_s / max(now.au, 1e-9)
+    if au < now.au:
+        return (
+            f"the model's AU of the measured configuration ({now.au:.0%}) is "
+            f"{100 * (now.au - au):.0f} points above the measured {au:.0%}: "
+            f"{format_seconds(step - model_step)} per step are not in the measured terms "
+            "(main-loop time, the batch hand-off, CPU contention beyond the cores counted); "
+            "every estimate here leaves it out, so they are optimistic",
+        )
+    return (
+        f"the model's AU of the measured configuration ({now.au:.0%}) is "
+        f"{100 * (au - now.au):.0f} points below the measured {au:.0%}: the terms count "
+        f"{format_seconds(model_step - step)} per step more than the run spent (overlap the "
+        "model does not see); the estimates here are pessimistic",
+    )
 
 
 def format_diagnosis(d: Diagnosis) -> str:
@@ -594,6 +624,7 @@ def format_diagnosis(d: Diagnosis) -> str:
         mark = "reaches" if s.reaches else "short of"
         lines.append(f"  {s.kind:>9}: AU {au_text(s)} {mark} the threshold — {s.change}")
     lines.extend(f"  {why}" for why in d.not_estimated)
+    lines.extend(f"  warning: {w}" for w in d.warnings)
     if d.now.reaches:
         lines.append("  advice: none needed (the AU already reaches the threshold)")
     elif d.advice is None:

@@ -259,3 +259,13 @@ def test_terms_from_the_existing_loader_result():
     assert ranged.read_range == (0.0018, 0.0022) and ranged.decode_range is None
     with pytest.raises(UsageError, match="lack or garble"):
         PipelineTerms.from_loader({k: v for k, v in m.items() if k != "batch_size"})
+
+
+def test_a_model_that_misses_the_measured_au_says_so():
+    # now: AU 0.2 by the model. Measured 0.1: 1 s per step against the model's 0.5 s.
+    d = diagnose(terms(measured_au=0.1))
+    assert len(d.warnings) == 1 and "10 points above the measured 10%" in d.warnings[0]
+    assert "500.00 ms per step are not in the measured terms" in d.warnings[0]
+    assert "warning: the model's AU" in format_diagnosis(d)
+    assert diagnose(terms(measured_au=0.22)).warnings == ()  # within 5 points
+    assert "below the measured" in diagnose(terms(measured_au=0.4)).warnings[0]
