@@ -28,6 +28,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -196,6 +197,8 @@ def apply(a, case, data, root, loop, throttle, args) -> tuple[str, float] | None
 
 
 def main() -> int:
+    # a termination signal unwinds like Ctrl-C: the finally below removes what was written
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", default="/var/tmp")
     ap.add_argument("--cases", default=",".join(CASES))
