@@ -8,7 +8,7 @@ loader PATH --existing`` (1 emulated accelerator, sleep compute) inside a blkio 
 - ``decode``: large JPEGs (2048², noise: slow to decode), 1 worker, no throttle;
 - ``small-files``: 4 KiB JPEGs, 2 workers, reads throttled to ``--iops`` requests/s.
 
-Each case's first run gives the measured terms; ``iobench.diagnose`` (the run's steps, the
+Each case's first run gives the measured terms; ``iobench.diagnose`` (steady state, the
 main loop's core left to the workers: the compute sleeps) names the smallest change that
 reaches the threshold and the AU it predicts. The change is applied — more workers (the
 ``--workers`` flag), N× bandwidth (the throttle raised N×), shards (the small files packed
@@ -156,8 +156,9 @@ def run_case(case: str, args: argparse.Namespace, root: str) -> dict:
     with cgroup(data, bps, iops) as cg:
         first = loader(data, workers, batch, compute, cg, os.path.join(root, f"{case}-1"))
     m = first["loader"]["existing"]["terms"]
-    steps = int(first["loader"]["existing"]["epochs"][0]["steps"])
-    terms = PipelineTerms.from_loader(m, steps_per_epoch=max(steps, 2), main_cores_per_gpu=0.0)
+    # steady state (no steps_per_epoch): a short run's first batches, all prefetched at once,
+    # would make many workers look free
+    terms = PipelineTerms.from_loader(m, main_cores_per_gpu=0.0)
     d = diagnose(terms, args.threshold, shard_bytes=args.shard_size)
     print(f"\n== {case}\n{format_diagnosis(d)}", flush=True)
     row = {"case": case, "au_measured": m["au"], "au_model_now": d.now.au, "advice": None}
