@@ -151,6 +151,7 @@ def pack(data: str, out: str, shard_bytes: int) -> str:
 def run_case(case: str, args: argparse.Namespace, root: str) -> dict:
     workers, batch, compute, kind = CASES[case]
     data = build(case, root)
+    os.sync()  # clean pages: the loader's per-file cache drop (fadvise) cannot drop dirty ones
     bps = args.read_rate if kind == "bps" else None
     iops = args.iops if kind == "iops" else None
     with cgroup(data, bps, iops) as cg:
@@ -189,6 +190,7 @@ def apply(a, case, data, root, loop, throttle, args) -> tuple[str, float] | None
         what = f"read throttle {format_rate(bps)} ({a.amount:g}×)"
     elif a.kind == "shards":
         data = pack(data, os.path.join(root, f"{case}-shards"), int(a.amount))
+        os.sync()
         what = f"packed into {len(os.listdir(data))} tar shards"
     else:
         return None
