@@ -50,7 +50,14 @@ def seq_write(where: str, size: int, jobs: int) -> tuple[float, float]:
            "--set", f"size={size // jobs}", "--set", f"jobs={jobs}", "--set", "read_back=false",
            "--set", "block_sizes=[]", "--set", "jobs_sweep=[]", "--no-history", "-q",
            "--json"]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    out = tempfile.mkdtemp(prefix="iobench-bench-datagen-out-")
+    try:
+        proc = subprocess.run(
+            [*cmd, "--output", os.path.join(out, "r")], cwd=REPO, env=env,
+            capture_output=True, text=True,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
     if proc.returncode != 0:
         raise SystemExit(f"sequential-write failed ({proc.returncode}): {proc.stderr[-2000:]}")
     phases = [p for p in json.loads(proc.stdout)["phases"] if p["op"] == "write"]
