@@ -33,7 +33,7 @@ from pathlib import Path
 
 from iobench import cpu, formats
 from iobench.engines.base import FileSpec
-from iobench.engines.posix import PosixEngine
+from iobench.engines.registry import get_engine
 from iobench.runner import PhaseRunner
 from iobench.target import StopFlag, create_run_dir, remove_run_dir, resolve
 from iobench.units import format_bytes, parse_size
@@ -74,7 +74,7 @@ def dataset_write(where: str, fmt: str, args: argparse.Namespace) -> tuple[float
     target = resolve(where)
     create_run_dir(target, f"datagen-{fmt}-{os.getpid()}")
     try:
-        runner = PhaseRunner(target, PosixEngine(), StopFlag())
+        runner = PhaseRunner(target, get_engine("posix"), StopFlag())
         params = {"format": fmt, "samples_per_file": spf, "jobs": args.jobs, "seed": 1}
         before = cpu.sample()
         res, _ = formats.write_files(params, runner, files)
