@@ -10,10 +10,11 @@ names the smallest change that reaches the threshold.
 
 How the measured terms become the model's inputs (``_model``):
 
-- storage: the ``R0 = gpus × max(workers, 1)`` readers of the measured run each took
-  ``read_s`` per sample, so the storage delivers ``R0 × sample ÷ read_s`` when all of them read
-  at once; beyond ``R0`` readers it is assumed saturated (flat), below it each reader keeps its
-  rate (``starvation.bandwidth_at`` over that one level). Conservative when the storage had
+- storage: ``R0`` readers of the measured run read at once on average (Little's law: the
+  delivered bandwidth × ``read_s`` ÷ sample bytes, rounded, 1 to ``gpus × max(workers, 1)``),
+  each taking ``read_s`` per sample, so the storage delivers ``R0 × sample ÷ read_s``; beyond
+  ``R0`` readers it is assumed saturated (flat), below it each reader keeps its rate
+  (``starvation.bandwidth_at`` over that one level). Conservative when the storage had
   headroom: more workers then read no faster in the model than they would.
 - per-file cost: ``open_s = R0 ÷ open_rate`` seconds per file (Little's law at the measured
   concurrency) is the part of each file's read that does not depend on its size; a sample pays
@@ -231,6 +232,17 @@ class PipelineTerms:
         return min(self.readers / self.open_rate_per_s, whole)
 
     @property
+    def active_readers(self) -> int:
+        """The readers that read at once in the measured run, by Little's law: the delivered
+        bandwidth × a sample's read time ÷ its bytes, rounded, between 1 and ``readers``
+        (``readers`` when the bandwidth was not measured). The storage is modelled as giving
+        each of them a sample per read time, and nothing more beyond them."""
+        if self.read_bandwidth_bps <= 0:
+            return self.readers
+        k = self.read_bandwidth_bps * self.read_s_per_sample / self.sample_bytes
+        return min(max(1, round(k)), self.readers)
+
+    @property
     def small_files(self) -> bool:
         """Files of at most one read request (REQUEST_BYTES): each costs a request whatever
         its size, so its whole read time is per-file cost."""
@@ -357,7 +369,7 @@ def _model(
         decode_s_per_sample=cpu * stretch,
         step_overhead_s=t.step_overhead_s,
     )
-    r0 = t.readers
+    r0 = t.active_readers
     point = sv.SweepPoint(
         readers=r0,
         bandwidth_bps=r0 * sample / read,

@@ -29,7 +29,7 @@ def terms(**kw) -> PipelineTerms:
         total_bytes=1000 << 20,
         mean_file_bytes=1 << 20,
         samples_per_file=1,
-        read_bandwidth_bps=1e7,
+        read_bandwidth_bps=0.0,  # not measured: every worker taken as reading at once
         open_rate_per_s=0.0,
     )
     base.update(kw)
@@ -269,3 +269,29 @@ def test_a_model_that_misses_the_measured_au_says_so():
     assert "warning: the model's AU" in format_diagnosis(d)
     assert diagnose(terms(measured_au=0.22)).warnings == ()  # within 5 points
     assert "below the measured" in diagnose(terms(measured_au=0.4)).warnings[0]
+
+
+def test_the_storage_gives_what_the_readers_measured_at_once():
+    # 2 workers, 2 MiB samples read in 25 ms each, but the storage delivered 88 MiB/s: by
+    # Little's law 88 MiB/s × 25 ms ÷ 2 MiB = 1.1 readers at once → 1: the storage gives one
+    # sample per 25 ms (80 MiB/s), not two. Batch 4, compute 44 ms: 4 × 25 ms = 100 ms per step
+    # → AU 0.44 (with every worker reading at once: 50 ms → 0.88).
+    kw = dict(
+        read_s_per_sample=0.025,
+        decode_s_per_sample=0.0,
+        workers=2,
+        batch_size=4,
+        compute_s=0.044,
+        total_bytes=1000 * (2 << 20),
+        mean_file_bytes=2 << 20,
+    )
+    once = diagnose(terms(**kw, read_bandwidth_bps=88 * 2**20))
+    assert once.terms.active_readers == 1
+    assert once.now.au == pytest.approx(0.44, abs=APPROX)
+    both = diagnose(terms(**kw))
+    assert both.terms.active_readers == 2
+    assert both.now.au == pytest.approx(0.88, abs=APPROX)
+    # 2× bandwidth on one reader at a time: 12.5 ms per sample → 50 ms → 0.88, short;
+    # 3×: 8.3 ms → 33 ms → AU 1.0
+    assert once.advice is not None and once.advice.kind == "bandwidth"
+    assert once.advice.amount == 3.0
