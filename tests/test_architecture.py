@@ -29,6 +29,7 @@ SPLIT = (
     + [PKG / "target" / f"{m}.py" for m in TARGET]
     + [PKG / "engines" / f"{m}.py" for m in ENGINES]
     + sorted(PKG.glob("starvation*.py"))
+    + sorted(PKG.glob("diagnose*.py"))
     + [PKG / "stats.py"]
 )
 
