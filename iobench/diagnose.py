@@ -52,7 +52,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import starvation as sv
-from .diagnose_terms import REQUEST_BYTES, PipelineTerms
+from .diagnose_terms import RANGES, REQUEST_BYTES, PipelineTerms
 from .errors import UsageError
 from .units import format_bytes, format_rate, format_seconds
 
@@ -209,14 +209,17 @@ def _au(t: PipelineTerms, cfg: _Config, ends: str) -> tuple[float, sv.Prediction
     read = max(term(t.read_s_per_sample, t.read_range), 1e-12)
     decode = term(t.decode_s_per_sample, t.decode_range)
     collate = term(t.collate_s_per_batch, t.collate_range)
-    params, point, stretch = _model(t, cfg, read, decode, collate)
+    overhead = term(t.step_overhead_s, t.overhead_range)
+    params, point, stretch = _model(
+        replace(t, step_overhead_s=overhead), cfg, read, decode, collate
+    )
     steps = t.steps_per_epoch or max(SIM_STEPS, STEADY_BATCHES * cfg.workers * t.prefetch)
     pred = sv.predict_au(params, [point], t.gpus, steps=steps, seed=0)
     return pred.au, pred, stretch
 
 
 def _has_range(t: PipelineTerms) -> bool:
-    return any(r is not None for r in (t.read_range, t.decode_range, t.collate_range))
+    return any(getattr(t, r) is not None for r in RANGES)
 
 
 def _scenario(
@@ -229,7 +232,8 @@ def _scenario(
         f"estimate: {change}; per sample: read {format_seconds(read)}, CPU "
         f"{format_seconds(t.decode_s_per_sample + t.collate_s_per_batch / t.batch_size)}"
         f" × {stretch:.2f} (CPU contention: {max(cfg.workers, 1) * t.gpus} workers on "
-        f"{cfg.cores} cores); {pred.basis}"
+        f"{cfg.cores} cores); main loop {format_seconds(t.step_overhead_s)}/step measured "
+        f"beside compute; {pred.basis}"
     )
     if _has_range(t):
         basis += "; AU range: the model at the pessimistic and optimistic ends of the terms' ranges"
@@ -421,7 +425,8 @@ def _fit_warnings(t: PipelineTerms, now: Scenario) -> tuple[str, ...]:
             f"the model's AU of the measured configuration ({now.au:.0%}) is "
             f"{100 * (now.au - au):.0f} points above the measured {au:.0%}: "
             f"{format_seconds(step - model_step)} per step are not in the measured terms "
-            "(main-loop time, the batch hand-off, CPU contention beyond the cores counted); "
+            "(main-loop or hand-off time beyond the measured step overhead, CPU contention beyond "
+            "the cores counted); "
             "every estimate here leaves it out, so they are optimistic",
         )
     return (
@@ -447,7 +452,8 @@ def format_diagnosis(d: Diagnosis) -> str:
         f"({t.open_share:.0%} per-file cost), CPU {format_seconds(cpu)} (decode "
         f"{format_seconds(t.decode_s_per_sample)}, collate "
         f"{format_seconds(t.collate_s_per_batch)}/batch); compute "
-        f"{format_seconds(t.compute_s)}/step; {t.workers} workers × {t.gpus} GPU(s), "
+        f"{format_seconds(t.compute_s)}/step, main loop {format_seconds(t.step_overhead_s)}"
+        f"/step; {t.workers} workers × {t.gpus} GPU(s), "
         f"{t.cpu_cores} cores; storage read {format_rate(t.read_bandwidth_bps)}",
         f"  now: AU {au_text(d.now)}, bound: {d.now.bound}"
         + (f" (measured AU {t.measured_au:.0%})" if t.measured_au is not None else ""),

@@ -11,6 +11,8 @@ from .errors import UsageError
 
 #: A read request's size: a file no larger costs one request (the Linux default readahead).
 REQUEST_BYTES = 128 << 10
+#: The terms' (low, high) intervals of a mean: of the read, decode, collate, step overhead.
+RANGES = ("read_range", "decode_range", "collate_range", "overhead_range")
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,9 @@ class PipelineTerms:
     dataset). ``steps_per_epoch``: the run's steps, for the figure of a run that short (None:
     steady state). ``main_cores_per_gpu``: the cores each GPU's main process keeps busy (1: a
     training loop launching kernels; 0: an emulated compute that sleeps). ``*_range``: (low,
-    high) of a mean, when the measurement gives its spread.
+    high) of a mean, when the measurement gives its spread (``overhead_range``: of
+    ``step_overhead_s``, the main loop's own seconds per step, neither compute nor waiting for
+    a worker: the loop, the batch hand-off).
     """
 
     read_s_per_sample: float
@@ -53,6 +57,7 @@ class PipelineTerms:
     read_range: tuple[float, float] | None = None
     decode_range: tuple[float, float] | None = None
     collate_range: tuple[float, float] | None = None
+    overhead_range: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         positive = {
@@ -98,7 +103,7 @@ class PipelineTerms:
             raise UsageError("pipeline terms: main_cores_per_gpu must be in [0, cpu_cores]")
         if self.cache_bytes is not None and self.cache_bytes < 0:
             raise UsageError("pipeline terms: cache_bytes must be non-negative")
-        for name in ("read_range", "decode_range", "collate_range"):
+        for name in RANGES:
             r = getattr(self, name)
             if r is not None and not (0 <= r[0] <= r[1] and math.isfinite(r[1])):
                 raise UsageError(f"pipeline terms: {name} must be (low, high), 0 ≤ low ≤ high")
@@ -131,9 +136,10 @@ class PipelineTerms:
                 "measured_au": m.get("au"),
                 "gpus": gpus,
             }
-            for k in ("read_range", "decode_range", "collate_range"):
-                if m.get(k) is not None:
-                    lo, hi = m[k]
+            kw["step_overhead_s"] = float(m.get("step_overhead_s") or 0.0)
+            for k, src in zip(RANGES, (*RANGES[:3], "step_overhead_range"), strict=True):
+                if m.get(src) is not None:
+                    lo, hi = m[src]
                     kw[k] = (float(lo), float(hi))
         except (KeyError, TypeError, ValueError) as e:
             raise UsageError(f"pipeline terms: the loader's terms lack or garble {e}") from None
@@ -185,7 +191,7 @@ class PipelineTerms:
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        for k in ("read_range", "decode_range", "collate_range"):
+        for k in RANGES:
             out[k] = list(out[k]) if out[k] is not None else None
         out["sample_bytes"] = self.sample_bytes
         out["open_share"] = self.open_share

@@ -196,7 +196,12 @@ def apply(a, case, data, root, loop, throttle, args) -> tuple[str, float] | None
         return None
     with cgroup(data, bps, iops) as cg:
         after = loader(data, workers, batch, compute, cg, out)
-    return what, float(after["loader"]["existing"]["terms"]["au"])
+    m = after["loader"]["existing"]["terms"]
+    # the second run diagnosed on its own terms: where the prediction misses, whether the
+    # model misses the run it measured (a term missing) or the terms changed with the change
+    d = diagnose(PipelineTerms.from_loader(m, main_cores_per_gpu=0.0), args.threshold)
+    print(f"-- {case} after the change\n{format_diagnosis(d)}", flush=True)
+    return what, float(m["au"])
 
 
 def main() -> int:

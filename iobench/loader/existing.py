@@ -359,9 +359,10 @@ def _epoch(
 ) -> dict[str, Any]:
     """One pass (or ``job.steps`` steps): AU = compute after the first step ÷ wall after it."""
     wait = Histogram()
-    t_start = first_end = time.perf_counter()
+    t_start = first_end = prev = time.perf_counter()
     compute_sum = 0.0
     steps = samples = timed = nbytes = 0
+    overhead: list[float] = []
     try:
         while job.steps is None or steps < job.steps:
             stop.check()
@@ -375,18 +376,21 @@ def _epoch(
             del _batch
             if not st.samples:
                 continue  # a worker's tail of failed samples: no step
+            tc = time.perf_counter()
             if job.compute_s > 0:
                 compute(job.compute_s)
             t2 = time.perf_counter()
             steps += 1
-            if steps == 1:
-                first_end = t2  # the first step (workers starting) is left out, as DLIO does
-                continue
-            wait.record(int((t1 - t0) * 1e9))
-            compute_sum += t2 - t1 if job.compute_s > 0 else 0.0
-            samples += st.samples
-            nbytes += st.bytes
-            timed += 1
+            if steps > 1:  # the first step (workers starting) is left out, as DLIO does
+                wait.record(int((t1 - t0) * 1e9))
+                compute_sum += t2 - tc if job.compute_s > 0 else 0.0
+                samples += st.samples
+                nbytes += st.bytes
+                timed += 1
+                overhead.append(step_overhead(prev, t0, t1, tc, st.ready_t))
+            else:
+                first_end = t2
+            prev = t2
         t_end = time.perf_counter()
     finally:
         if hasattr(it, "_shutdown_workers"):
@@ -395,8 +399,18 @@ def _epoch(
     return {
         "steps": steps, "timed_steps": timed, "samples": samples, "bytes": nbytes, "wall_s": t_end - t_start,
         "timed_s": span, "first_step_s": first_end - t_start, "compute_s": compute_sum,
-        "au": compute_sum / span if timed else 0.0, "wait": wait,
+        "au": compute_sum / span if timed else 0.0, "wait": wait, "overhead_s": overhead,
     }  # fmt: skip
+
+
+def step_overhead(prev: float, t0: float, t1: float, tc: float, ready: float) -> float:
+    """The main loop's own seconds in one step, neither compute nor waiting for a worker: the
+    loop from the last compute's end to asking for the batch (``prev`` → ``t0``), the hand-off
+    of a batch a worker had ready (from ``max(ready, t0)`` to ``t1``: the queue, unpickling
+    from shared memory) and the bookkeeping before compute (``t1`` → ``tc``). ``ready``: when
+    the worker finished the batch (0: unknown, the whole fetch then counted as waiting)."""
+    handoff = t1 - max(ready, t0) if ready > 0 else 0.0
+    return max(t0 - prev, 0.0) + max(handoff, 0.0) + max(tc - t1, 0.0)
 
 
 __all__ = [

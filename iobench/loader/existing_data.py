@@ -89,6 +89,7 @@ class BatchStats:
     failed_names: list[str] = field(default_factory=list)
     cache_checked: int = 0
     cache_resident: int = 0  # checked files whose first page stayed cached after the drop
+    ready_t: float = 0.0  # perf_counter (CLOCK_MONOTONIC, one clock for all processes) at collated
 
     def fail(self, name: str, why: BaseException | str) -> None:
         self.failed += 1
@@ -224,6 +225,7 @@ class ExistingDataset(IterableDataset):
         st.collate_s = time.perf_counter() - t0
         st.collate_cpu_s = time.thread_time() - c0
         st.samples = len(batch)
+        st.ready_t = time.perf_counter()
         return out, st
 
     def _file_samples(

@@ -164,14 +164,33 @@ def summarise(job: Any, plan: Any, measured: dict[str, Any]) -> tuple[dict[str, 
             "transform": job.transform,
             "terms": {**terms.to_dict(), **ranges(measured["per_batch"], job.seed),
                       **_extra_terms(job, measured, terms.samples_per_file, eps),
+                      **overhead_of(eps, job.seed),
                       "decode_wall_s_per_sample": split["decode_s_per_sample"],
                       "collate_wall_s_per_batch": split["collate_s_per_batch"]},
             "workers": [_worker_row(w) for w in workers],
-            "epochs": [{k: v for k, v in e.items() if k != "wait"} for e in eps],
+            "epochs": [{k: v for k, v in e.items() if k not in ("wait", "overhead_s")}
+                       for e in eps],
         },
     }  # fmt: skip
     notes = _notes(job, t, failed, cache, cache_basis, timed_steps)
     return loader, notes + _contention(split)
+
+
+def overhead_of(eps: list[dict[str, Any]], seed: int = 1) -> dict[str, Any]:
+    """The main loop's own time per step (``existing.step_overhead``: neither compute nor waiting
+    for a worker), its mean over the timed steps and a 95 % bootstrap interval of the mean."""
+    per_step = np.asarray([o for e in eps for o in e.get("overhead_s", ())], dtype=np.float64)
+    if not len(per_step):
+        return {"step_overhead_s": 0.0, "step_overhead_range": None}
+    out: dict[str, Any] = {"step_overhead_s": float(per_step.mean()), "step_overhead_range": None}
+    rng = np.random.default_rng([seed, 7])
+    if len(per_step) > BOOT_BATCHES:
+        per_step = per_step[rng.choice(len(per_step), BOOT_BATCHES, replace=False)]
+    if len(per_step) >= 2:
+        means = per_step[rng.integers(0, len(per_step), (BOOT_RESAMPLES, len(per_step)))]
+        lo, hi = np.percentile(means.mean(axis=1), [2.5, 97.5])
+        out["step_overhead_range"] = (float(lo), float(hi))
+    return out
 
 
 def _extra_terms(
