@@ -76,6 +76,9 @@ STEADY_BATCHES = 20
 #: The model's AU of the measured configuration may miss the measured AU by this much before
 #: the diagnosis warns that its terms do not explain the run.
 FIT_TOLERANCE = 0.05
+#: When no amount of a change reaches the threshold, the smallest within this of the best AU
+#: tried is named (e.g. workers past the cores: only their reads still overlap).
+NEAR_BEST = 0.02
 #: The epochs the ``cache`` change's mean AU is taken over.
 DEFAULT_EPOCHS = 5
 
@@ -261,13 +264,19 @@ def _base(t: PipelineTerms) -> _Config:
 
 
 def _search(candidates: Sequence[tuple[_Config, str, float]], make: Any) -> Scenario | None:
-    """The first candidate whose scenario reaches the threshold, else the last one tried."""
-    last = None
+    """The first candidate (smallest first) whose scenario reaches the threshold; when none
+    does, the smallest one within NEAR_BEST of the best AU tried (more of a change that
+    hardly helps — workers beyond the cores they can use — is not named)."""
+    tried = []
     for cfg, change, amount in candidates:
-        last = make(cfg, change, amount)
-        if last.reaches:
-            return last
-    return last
+        s = make(cfg, change, amount)
+        if s.reaches:
+            return s
+        tried.append(s)
+    if not tried:
+        return None
+    best = max(s.au for s in tried)
+    return next(s for s in tried if s.au >= best - NEAR_BEST)
 
 
 def _workers(t: PipelineTerms, make: Any) -> Scenario | None:
@@ -308,7 +317,8 @@ def _bandwidth(t: PipelineTerms, make: Any) -> Scenario | None:
 def _shards(t: PipelineTerms, make: Any, shard_bytes: int) -> Scenario | str:
     if t.open_rate_per_s <= 0 and not t.small_files:
         return "shards: not estimated (no file-open/metadata rate was measured)"
-    spf = max(1, int(shard_bytes // t.sample_bytes))
+    # a shard holds at most the whole dataset
+    spf = max(1, min(int(shard_bytes // t.sample_bytes), t.files * t.samples_per_file))
     if t.mean_file_bytes * SHARD_MIN_GAIN > shard_bytes or spf <= t.samples_per_file:
         return (
             f"shards: not considered (files of {format_bytes(t.mean_file_bytes)} are already "

@@ -14,7 +14,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "iobench"
 LOADER = [
     "dataset", "torchdata", "loop", "ranks", "calibration", "run",
-    "existing_data", "existing_summary", "existing",
+    "existing_data", "existing_diagnosis", "existing_summary", "existing",
 ]  # fmt: skip
 FORMATS = [
     "registry", "raw", "npz", "parquet", "tar",

@@ -87,6 +87,16 @@ def test_the_split_is_per_worker_and_the_table_shows_it(cli, tmp_path):
     assert rows["read_s_per_sample"] == ex["split"]["read_s_per_sample"]  # the same value
     assert rows["decode_cpu_s_per_sample"] == ex["split"]["decode_cpu_s_per_sample"]
     assert rows["au"] == res["loader"]["au"]
+    # the diagnosis: in the JSON (threshold from the loop's au_min), in every rendering
+    d = ex["diagnosis"]
+    assert d["threshold"] == 0.9 and d["now"]["estimate"] is True
+    assert d["terms"]["step_overhead_s"] == ex["terms"]["step_overhead_s"] >= 0
+    lo, hi = ex["terms"]["step_overhead_range"]
+    assert 0 <= lo <= ex["terms"]["step_overhead_s"] <= hi
+    now = f"AU {d['now']['au']:.0%}"
+    for out in (text.out, md.out):
+        assert "Diagnosis (estimate)" in out and "Advice (estimate)" in out
+        assert now in out and "starvation model" in out
 
 
 @pytest.mark.parametrize("fmt", sorted(CORRUPT))
@@ -335,3 +345,33 @@ def test_a_read_only_bind_mount_is_read_and_left_untouched(tmp_path):
     finally:
         subprocess.run(["umount", str(ro)], check=False)
     assert snapshot(src) == before
+
+
+def test_the_diagnosis_takes_au_min_and_a_run_without_compute_has_none(cli, tmp_path):
+    data = tmp_path / "data"
+    MAKERS["npz"](data)
+    res = _ok(_run(cli, data, tmp_path / "o1", "--workers", "0", "--set", "au_min=0.5"))
+    assert res["loader"]["existing"]["diagnosis"]["threshold"] == 0.5
+    args = ("--workers", "0", "--set", "compute_s=0")
+    res = _ok(cli("loader", data, "--existing", *BASE, "--output", tmp_path / "o2", *args))
+    assert res["loader"]["existing"]["diagnosis"] is None
+    assert any("no diagnosis" in w and "compute_s" in w for w in res["warnings"])
+
+
+def test_step_overhead_counts_the_loop_and_the_hand_off_not_the_wait():
+    from iobench.loader.existing import step_overhead
+    from iobench.loader.existing_summary import overhead_of
+
+    # batch ready at 1.5 while the loop asked at 1.0: 0.5 s were waiting, 0.1 s hand-off
+    assert step_overhead(0.9, 1.0, 1.6, 1.65, 1.5) == pytest.approx(0.1 + 0.1 + 0.05)
+    # ready before the loop asked: the whole fetch is hand-off
+    assert step_overhead(1.0, 1.0, 1.2, 1.2, 0.5) == pytest.approx(0.2)
+    assert step_overhead(1.0, 1.0, 1.2, 1.2, 0.0) == 0.0  # unknown readiness: all waiting
+    got = overhead_of([{"overhead_s": [0.01, 0.03]}, {"overhead_s": [0.02]}])
+    assert got["step_overhead_s"] == pytest.approx(0.02)
+    lo, hi = got["step_overhead_range"]
+    assert 0.01 <= lo <= 0.02 <= hi <= 0.03
+    assert overhead_of([{"overhead_s": []}]) == {
+        "step_overhead_s": 0.0,
+        "step_overhead_range": None,
+    }

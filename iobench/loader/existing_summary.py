@@ -16,6 +16,7 @@ from ..stats import Histogram
 from ..units import format_bytes, format_rate, format_seconds
 from .calibration import COMPUTE_BOUND_AU
 from .existing_data import NAMES_KEPT, PipelineTerms, cpu_cores
+from .existing_diagnosis import diagnosis_of, diagnosis_rows
 from .loop import wait_summary
 
 #: More than this share of failed samples fails the run (exit 4).
@@ -172,8 +173,10 @@ def summarise(job: Any, plan: Any, measured: dict[str, Any]) -> tuple[dict[str, 
                        for e in eps],
         },
     }  # fmt: skip
+    ex = loader["existing"]
+    ex["diagnosis"], why_not = diagnosis_of(job, ex["terms"]) if ok else (None, [])
     notes = _notes(job, t, failed, cache, cache_basis, timed_steps)
-    return loader, notes + _contention(split)
+    return loader, notes + _contention(split) + why_not
 
 
 def overhead_of(eps: list[dict[str, Any]], seed: int = 1) -> dict[str, Any]:
@@ -286,4 +289,4 @@ def table_rows(ld: dict[str, Any]) -> list[list[str]]:
     ]  # fmt: skip
     if ex.get("transform"):
         rows.append(["Transform", str(ex["transform"])])
-    return rows
+    return rows + diagnosis_rows(ex.get("diagnosis"))
