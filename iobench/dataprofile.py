@@ -33,6 +33,7 @@ from typing import IO, Any
 import numpy as np
 
 from .errors import UsageError
+from .formats.detect import MAGIC_BYTES, choose, magic_format
 from .target import is_url, scrub
 from .units import format_bytes
 
@@ -40,49 +41,14 @@ from .units import format_bytes
 INSPECT = 32
 #: Files stat'ed at most by default (beyond, a random sample of this many).
 DEFAULT_SAMPLE = 10_000
-#: Bytes read from a file's start to check its magic.
-MAGIC_BYTES = 512
-
-#: Extension → the dataset format it names.
-EXTENSIONS = {
-    "jpg": "image", "jpeg": "image", "png": "image",
-    "tar": "webdataset",
-    "parquet": "parquet",
-    "npz": "npz", "npy": "npy",
-    "h5": "hdf5", "hdf5": "hdf5",
-    "tfrecord": "tfrecord", "tfrecords": "tfrecord",
-    "bin": "raw",
-}  # fmt: skip
-
-#: Dataset format → the synthetic format that emulates it (iobench/formats/registry.py).
+#: Dataset format (``formats.detect``'s) → the synthetic format that emulates it
+#: (iobench/formats/registry.py).
 SYNTHETIC = {
     "image": "raw", "raw": "raw", "hdf5": "raw",
     "webdataset": "tar", "tfrecord": "tar",
     "parquet": "parquet",
-    "npz": "npz", "npy": "npz",
+    "npz": "npz",
 }  # fmt: skip
-
-
-def magic_format(head: bytes) -> str | None:
-    """The format the first bytes say, or None (TFRecord and raw have no magic)."""
-    if head.startswith(b"\xff\xd8\xff") or head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image"
-    if head.startswith(b"PAR1"):
-        return "parquet"
-    if head.startswith(b"\x93NUMPY"):
-        return "npy"
-    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
-        return "npz"
-    if head.startswith(b"\x89HDF\r\n\x1a\n"):
-        return "hdf5"
-    if len(head) >= 262 and head[257:262] == b"ustar":
-        return "webdataset"
-    return None
-
-
-def _ext(name: str) -> str:
-    base = name.rsplit("/", 1)[-1]
-    return base.rsplit(".", 1)[-1].lower() if "." in base else ""
 
 
 # --------------------------------------------------------------------------------------------
@@ -263,10 +229,10 @@ def count_samples(fmt: str, f: IO[bytes], size: int) -> list[int] | int:
         import pyarrow.parquet as pq
 
         return int(pq.ParquetFile(f).metadata.num_rows)
-    if fmt == "npz":
-        return _npz_samples(f)
-    if fmt == "npy":
-        return _npy_rows(f)
+    if fmt == "npz":  # an npz archive or a plain npy file: its magic says which
+        npy = f.read(6) == b"\x93NUMPY"
+        f.seek(0)
+        return _npy_rows(f) if npy else _npz_samples(f)
     if fmt == "tfrecord":
         return _tfrecord_samples(f, size)
     return _hdf5_samples(f)
@@ -303,27 +269,10 @@ class DatasetProfile:
 
 
 def _detect(listing: Listing, fmt: str | None) -> tuple[str, str, list[int]]:
-    """(format, basis, the indices of its files)."""
-    if fmt is not None:
-        if fmt not in SYNTHETIC:
-            raise UsageError(
-                f"unknown dataset format {fmt!r}", hint=f"choose one of: {', '.join(SYNTHETIC)}"
-            )
-        exts = {e for e, f in EXTENSIONS.items() if f == fmt}
-        chosen = [i for i, n in enumerate(listing.names) if _ext(n) in exts]
-        return fmt, "given (--format)", chosen or list(range(len(listing.names)))
-    votes = Counter(EXTENSIONS[e] for e in map(_ext, listing.names) if e in EXTENSIONS)
-    if not votes:
-        seen = Counter(_ext(n) or "(none)" for n in listing.names).most_common(5)
-        raise UsageError(
-            f"no known dataset format among {len(listing.names):,} files (extensions: "
-            + ", ".join(f".{e} ×{n}" for e, n in seen)
-            + ")",
-            hint=f"give --format ({', '.join(SYNTHETIC)})",
-        )
-    fmt, n = votes.most_common(1)[0]
-    chosen = [i for i, name in enumerate(listing.names) if EXTENSIONS.get(_ext(name)) == fmt]
-    return fmt, f"detected from the extensions of {n:,} of {len(listing.names):,} files", chosen
+    """(format, basis, the indices of its files): ``formats.detect``'s detector, which also
+    knows ``raw`` (.bin) here: a profile needs no reader."""
+    fmt, source, chosen = choose(listing.names, fmt, profile_only=True)
+    return fmt, "given (--format)" if source == "--format" else source, chosen
 
 
 def _inspect(listing: Listing, fmt: str, chosen: list[int], seed: int) -> tuple[Any, ...]:
@@ -339,7 +288,7 @@ def _inspect(listing: Listing, fmt: str, chosen: list[int], seed: int) -> tuple[
             with listing.open(i) as f:
                 head = f.read(MAGIC_BYTES)
                 said = magic_format(head)
-                if said is not None and said != fmt and {said, fmt} != {"npz", "npy"}:
+                if said is not None and said != fmt:
                     mismatched += 1
                     continue
                 f.seek(0)

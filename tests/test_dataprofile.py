@@ -92,7 +92,7 @@ def test_parquet_npz_npy_tfrecord_counted_from_their_framing(tmp_path):
     d = tmp_path / "npy"
     d.mkdir()
     np.save(d / "a.npy", np.zeros((12, 4), np.float32))
-    cases[d] = ("npy", "npz", 12)
+    cases[d] = ("npz", "npz", 12)  # one detector (formats.detect): npy files are npz's
     d = tmp_path / "tfr"
     d.mkdir()
     with open(d / "a.tfrecord", "wb") as f:
@@ -213,3 +213,23 @@ def test_an_fsspec_url_is_listed_with_its_sizes(tmp_path):
         assert (p.fmt, p.files, p.total_bytes, p.inspected) == ("image", 3, 1503, 3)
     finally:
         fs.rm("/wg-profile", recursive=True)
+
+
+def test_one_detector_for_the_profile_and_the_loader(tmp_path):
+    from iobench.dataprofile import magic_format as profile_magic
+    from iobench.errors import UsageError
+    from iobench.formats import detect
+
+    assert profile_magic is detect.magic_format  # the same detector, not a copy
+    assert detect.magic_format(b"\x93NUMPY\x01\x00") == "npz"  # npy files are npz's reader's
+    assert detect.magic_format(b"PK\x03\x04") == "npz"
+    root = tmp_path / "bins"
+    root.mkdir()
+    for i in range(3):
+        (root / f"{i}.bin").write_bytes(bytes(100 + i))
+    (root / "notes.txt").write_text("x")
+    p, _ = profile_dataset(str(root))  # a profile needs no reader: raw, one sample per file
+    assert (p.fmt, p.files, p.samples_per_file) == ("raw", 3, 1)
+    assert p.fmt_basis == "detected from the names of 3 of 4 files"
+    with pytest.raises(UsageError, match="no known dataset format"):
+        detect.scan(str(root))  # the loader has no reader for it

@@ -144,19 +144,31 @@ def _ext(path: str) -> str:
     return base.rsplit(".", 1)[-1].lower() if "." in base else ""
 
 
-def detect_format(files: list[str]) -> tuple[str, int]:
-    """(the format most files are of, how many) by extension; UsageError when none is known."""
-    owner = {ext: name for name in READERS for ext in get_reader_exts(name)}
-    votes = Counter(owner[e] for e in map(_ext, files) if e in owner)
-    if not votes:
-        seen = Counter(_ext(f) or "(none)" for f in files).most_common(5)
-        raise UsageError(
-            f"no known dataset format among {len(files):,} files (extensions: "
-            + ", ".join(f".{e} ×{n}" for e, n in seen)
-            + ")",
-            hint=f"give --format ({', '.join(READERS)})",
-        )
-    return votes.most_common(1)[0]
+#: Formats detected (and profiled: one sample per file, no framing) that no reader decodes.
+PROFILE_ONLY: dict[str, tuple[str, ...]] = {"raw": ("bin",)}
+#: Bytes read from a file's start to check its magic (``magic_format``).
+MAGIC_BYTES = 512
+
+
+def magic_format(head: bytes) -> str | None:
+    """The reader format a file's first bytes say (``npz`` for an npz or npy file), or None
+    (TFRecord and raw have no magic)."""
+    if head.startswith(b"\xff\xd8\xff") or head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image"
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    if head.startswith((b"\x93NUMPY", b"PK\x03\x04", b"PK\x05\x06")):
+        return "npz"
+    if head.startswith(b"\x89HDF\r\n\x1a\n"):
+        return "hdf5"
+    if len(head) >= 262 and head[257:262] == b"ustar":
+        return "webdataset"
+    return None
+
+
+def format_names(profile_only: bool = False) -> tuple[str, ...]:
+    """The formats detected: the readers' (and, for a profile, PROFILE_ONLY's)."""
+    return (*READERS, *(PROFILE_ONLY if profile_only else ()))
 
 
 def get_reader_exts(name: str) -> tuple[str, ...]:
@@ -164,6 +176,50 @@ def get_reader_exts(name: str) -> tuple[str, ...]:
     import importlib
 
     return tuple(importlib.import_module(READERS[name]).EXTENSIONS)
+
+
+def extensions_of(fmt: str) -> tuple[str, ...]:
+    """A format's file extensions."""
+    return PROFILE_ONLY[fmt] if fmt in PROFILE_ONLY else get_reader_exts(fmt)
+
+
+def detect_format(files: list[str], *, profile_only: bool = False) -> tuple[str, int]:
+    """(the format most files are of, how many) by extension; UsageError when none is known.
+    ``profile_only``: PROFILE_ONLY's formats count too."""
+    names = format_names(profile_only)
+    owner = {ext: name for name in names for ext in extensions_of(name)}
+    votes = Counter(owner[e] for e in map(_ext, files) if e in owner)
+    if not votes:
+        seen = Counter(_ext(f) or "(none)" for f in files).most_common(5)
+        raise UsageError(
+            f"no known dataset format among {len(files):,} files (extensions: "
+            + ", ".join(f".{e} ×{n}" for e, n in seen)
+            + ")",
+            hint=f"give --format ({', '.join(names)})",
+        )
+    return votes.most_common(1)[0]
+
+
+def choose(
+    files: list[str], fmt: str | None, *, profile_only: bool = False
+) -> tuple[str, str, list[int]]:
+    """(the format, how it was chosen, the indices of its files): detected from the names, or
+    ``fmt`` as given (then every file when none has its extensions)."""
+    if fmt is None:
+        fmt, votes = detect_format(files, profile_only=profile_only)
+        source = f"detected from the names of {votes:,} of {len(files):,} files"
+    else:
+        if fmt not in format_names(profile_only):
+            raise UsageError(
+                f"unknown dataset format {fmt!r}",
+                hint=f"choose one of: {', '.join(format_names(profile_only))}",
+            )
+        source = "--format"
+    exts = set(extensions_of(fmt))
+    chosen = [i for i, f in enumerate(files) if _ext(f) in exts]
+    if not chosen and source == "--format":
+        chosen = list(range(len(files)))
+    return fmt, source, chosen
 
 
 def scan(
@@ -189,14 +245,8 @@ def scan(
         raise UsageError(
             f"dataset {scrub(root)} holds no files", hint="point at the dataset's directory"
         )
-    if fmt is None:
-        fmt, votes = detect_format(files)
-        source = f"detected from the names of {votes:,} of {len(files):,} files"
-    else:
-        source = "--format"
-    exts = set(get_reader_exts(fmt))
-    chosen = [f for f in files if _ext(f) in exts] or (files if source == "--format" else [])
-    paths = tuple(chosen)
+    fmt, source, idx = choose(files, fmt)
+    paths = tuple(files[i] for i in idx)
     if sizes_known is not None:
         sizes = {i: sizes_known[p] for i, p in enumerate(paths)}
     else:
