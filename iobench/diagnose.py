@@ -178,9 +178,7 @@ def _model(
     """(loader params, the one storage level, the CPU stretch) of ``cfg`` at these times."""
     read = _read_s(t, cfg, read_s)
     cpu = decode_s + collate_s / t.batch_size
-    busy = t.gpus * max(cfg.workers, 1) * cpu / (read + cpu) if read + cpu > 0 else 0.0
-    free = max(cfg.cores - t.gpus * t.main_cores_per_gpu, 1) if cfg.workers > 0 else cfg.cores
-    stretch = max(1.0, busy / free)
+    stretch = _own_stretch(t, cfg, read, cpu) * external_contention(t)
     sample = t.sample_bytes
     params = sv.LoaderParams(
         batch_size=t.batch_size,
@@ -200,6 +198,25 @@ def _model(
         latency_quantiles=[],
     )
     return params, point, stretch
+
+
+def _own_stretch(t: PipelineTerms, cfg: _Config, read: float, cpu: float) -> float:
+    """How much the workers' CPU time stretches on the cores left beside the main loops:
+    ``gpus × workers × cpu ÷ (read + cpu)`` cores busy over those free, at least 1."""
+    busy = t.gpus * max(cfg.workers, 1) * cpu / (read + cpu) if read + cpu > 0 else 0.0
+    free = max(cfg.cores - t.gpus * t.main_cores_per_gpu, 1) if cfg.workers > 0 else cfg.cores
+    return max(1.0, busy / free)
+
+
+def external_contention(t: PipelineTerms) -> float:
+    """The host's other load, measured: the decode's wall ÷ CPU time over the stretch the
+    workers' own count explains in the measured run, at least 1 (1: not measured). Every
+    configuration keeps it (the other load is taken to stay)."""
+    wall, cpu = t.decode_wall_s_per_sample, t.decode_s_per_sample
+    if wall is None or cpu <= 0:
+        return 1.0
+    own = _own_stretch(t, _base(t), t.read_s_per_sample, cpu + t.collate_s_per_batch / t.batch_size)
+    return max(1.0, wall / cpu / own)
 
 
 def _au(t: PipelineTerms, cfg: _Config, ends: str) -> tuple[float, sv.Prediction, float]:
@@ -235,7 +252,8 @@ def _scenario(
         f"estimate: {change}; per sample: read {format_seconds(read)}, CPU "
         f"{format_seconds(t.decode_s_per_sample + t.collate_s_per_batch / t.batch_size)}"
         f" × {stretch:.2f} (CPU contention: {max(cfg.workers, 1) * t.gpus} workers on "
-        f"{cfg.cores} cores); main loop {format_seconds(t.step_overhead_s)}/step measured "
+        f"{cfg.cores} cores, × {external_contention(t):.2f} the host's other load as "
+        "measured); main loop {format_seconds(t.step_overhead_s)}/step measured "
         f"beside compute; {pred.basis}"
     )
     if _has_range(t):

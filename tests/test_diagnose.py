@@ -351,3 +351,21 @@ def test_a_shard_holds_at_most_the_dataset():
     t = terms(files=100, total_bytes=100 << 10, mean_file_bytes=1024, open_rate_per_s=100.0)
     s = option(diagnose(t), "shards")
     assert "(100 samples per shard" in s.change
+
+
+def test_the_hosts_other_load_is_kept_and_the_hand_off_is_the_workers():
+    # decode took 2× its CPU time with 1 worker on 8 cores (no own contention): the host's
+    # other load stretches every configuration's CPU ×2: 10 × (10 + 80) ms = 0.9 s → AU 0.11
+    d = diagnose(terms(decode_wall_s_per_sample=0.08))
+    assert d.now.au == pytest.approx(0.1 / 0.9, abs=APPROX)
+    assert "× 2.00 the host's other load" in d.now.basis
+    m = {
+        "read_s_per_sample": 0.01, "decode_s_per_sample": 0.04, "collate_s_per_batch": 0.01,
+        "compute_s_per_step": 0.1, "batch_size": 10, "workers": 1, "cpu_cores": 8,
+        "files": 1000, "bytes": 1000 << 20, "mean_file_bytes": 1 << 20,
+        "samples_per_file": 1, "read_bps_aggregate": 0.0, "open_s_per_file": 0.0,
+        "handoff_s_per_batch": 0.02, "collate_range": [0.005, 0.015],
+    }  # fmt: skip
+    t = PipelineTerms.from_loader(m)
+    assert t.collate_s_per_batch == pytest.approx(0.03)
+    assert t.collate_range == (pytest.approx(0.025), pytest.approx(0.035))

@@ -362,16 +362,21 @@ def test_step_overhead_counts_the_loop_and_the_hand_off_not_the_wait():
     from iobench.loader.existing import step_overhead
     from iobench.loader.existing_summary import overhead_of
 
-    # batch ready at 1.5 while the loop asked at 1.0: 0.5 s were waiting, 0.1 s hand-off
-    assert step_overhead(0.9, 1.0, 1.6, 1.65, 1.5) == pytest.approx(0.1 + 0.1 + 0.05)
-    # ready before the loop asked: the whole fetch is hand-off
-    assert step_overhead(1.0, 1.0, 1.2, 1.2, 0.5) == pytest.approx(0.2)
-    assert step_overhead(1.0, 1.0, 1.2, 1.2, 0.0) == 0.0  # unknown readiness: all waiting
-    got = overhead_of([{"overhead_s": [0.01, 0.03]}, {"overhead_s": [0.02]}])
+    # batch finished at 1.5, the loop asked at 1.0 and got it at 1.6 with 0.02 s of its own
+    # CPU: 0.1 s loop before + 0.05 s bookkeeping + 0.02 s fetch; 0.08 s the worker's hand-off
+    own, handoff = step_overhead(0.9, (1.0, 1.6, 1.65), 1.5, 0.02)
+    assert (own, handoff) == (pytest.approx(0.17), pytest.approx(0.08))
+    # ready before the loop asked: the whole fetch is the main loop's own
+    assert step_overhead(1.0, (1.0, 1.2, 1.2), 0.5, 0.01) == (pytest.approx(0.2), None)
+    assert step_overhead(1.0, (1.0, 1.2, 1.2), 0.0, 0.01) == (0.0, None)  # unknown: waiting
+    got = overhead_of([{"overhead_s": [0.01, 0.03], "handoff_s": [0.004]}, {"overhead_s": [0.02]}])
     assert got["step_overhead_s"] == pytest.approx(0.02)
+    assert (got["handoff_s_per_batch"], got["handoff_batches"]) == (0.004, 1)
     lo, hi = got["step_overhead_range"]
     assert 0.01 <= lo <= 0.02 <= hi <= 0.03
-    assert overhead_of([{"overhead_s": []}]) == {
-        "step_overhead_s": 0.0,
-        "step_overhead_range": None,
-    }
+    none = overhead_of([{"overhead_s": []}])
+    assert (none["step_overhead_s"], none["step_overhead_range"], none["handoff_batches"]) == (
+        0,
+        None,
+        0,
+    )

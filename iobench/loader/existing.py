@@ -363,15 +363,16 @@ def _epoch(
     compute_sum = 0.0
     steps = samples = timed = nbytes = 0
     overhead: list[float] = []
+    handoffs: list[float] = []
     try:
         while job.steps is None or steps < job.steps:
             stop.check()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             try:
                 _batch, st = next(it)
             except StopIteration:
                 break
-            t1 = time.perf_counter()
+            t1, fetch_cpu = time.perf_counter(), time.thread_time() - c0
             _add(workers, st)
             del _batch
             if not st.samples:
@@ -387,7 +388,10 @@ def _epoch(
                 samples += st.samples
                 nbytes += st.bytes
                 timed += 1
-                overhead.append(step_overhead(prev, t0, t1, tc, st.ready_t))
+                own, handoff = step_overhead(prev, (t0, t1, tc), st.ready_t, fetch_cpu)
+                overhead.append(own)
+                if handoff is not None:
+                    handoffs.append(handoff)
             else:
                 first_end = t2
             prev = t2
@@ -400,17 +404,31 @@ def _epoch(
         "steps": steps, "timed_steps": timed, "samples": samples, "bytes": nbytes, "wall_s": t_end - t_start,
         "timed_s": span, "first_step_s": first_end - t_start, "compute_s": compute_sum,
         "au": compute_sum / span if timed else 0.0, "wait": wait, "overhead_s": overhead,
+        "handoff_s": handoffs,
     }  # fmt: skip
 
 
-def step_overhead(prev: float, t0: float, t1: float, tc: float, ready: float) -> float:
-    """The main loop's own seconds in one step, neither compute nor waiting for a worker: the
-    loop from the last compute's end to asking for the batch (``prev`` → ``t0``), the hand-off
-    of a batch a worker had ready (from ``max(ready, t0)`` to ``t1``: the queue, unpickling
-    from shared memory) and the bookkeeping before compute (``t1`` → ``tc``). ``ready``: when
-    the worker finished the batch (0: unknown, the whole fetch then counted as waiting)."""
-    handoff = t1 - max(ready, t0) if ready > 0 else 0.0
-    return max(t0 - prev, 0.0) + max(handoff, 0.0) + max(tc - t1, 0.0)
+def step_overhead(
+    prev: float, times: tuple[float, float, float], ready: float, fetch_cpu: float
+) -> tuple[float, float | None]:
+    """(the main loop's own seconds in one step, the worker's hand-off seconds or None).
+
+    ``times``: (asked for the batch, got it, compute started); ``ready``: when the worker
+    finished the batch (0: unknown); ``fetch_cpu``: the main thread's CPU seconds fetching it.
+    The main loop's own: from the last compute's end to asking (``prev`` → ``t0``), the
+    bookkeeping before compute (``t1`` → ``tc``), and the fetch of a batch a worker had ready
+    before it was asked for (``t0`` → ``t1``: the queue, unpickling from shared memory) — of
+    a batch finished after, only the main thread's CPU in the fetch; the rest after ``ready``
+    is the worker's hand-off (its queue's feeder moving the batch to shared memory), which
+    the worker pays per batch, beside compute."""
+    t0, t1, tc = times
+    own = max(t0 - prev, 0.0) + max(tc - t1, 0.0)
+    if ready <= 0:
+        return own, None
+    if ready <= t0:
+        return own + max(t1 - t0, 0.0), None
+    fetch = min(max(fetch_cpu, 0.0), max(t1 - ready, 0.0))
+    return own + fetch, max(t1 - ready - fetch, 0.0)
 
 
 __all__ = [

@@ -169,7 +169,7 @@ def summarise(job: Any, plan: Any, measured: dict[str, Any]) -> tuple[dict[str, 
                       "decode_wall_s_per_sample": split["decode_s_per_sample"],
                       "collate_wall_s_per_batch": split["collate_s_per_batch"]},
             "workers": [_worker_row(w) for w in workers],
-            "epochs": [{k: v for k, v in e.items() if k not in ("wait", "overhead_s")}
+            "epochs": [{k: v for k, v in e.items() if k not in ("wait", "overhead_s", "handoff_s")}
                        for e in eps],
         },
     }  # fmt: skip
@@ -180,12 +180,18 @@ def summarise(job: Any, plan: Any, measured: dict[str, Any]) -> tuple[dict[str, 
 
 
 def overhead_of(eps: list[dict[str, Any]], seed: int = 1) -> dict[str, Any]:
-    """The main loop's own time per step (``existing.step_overhead``: neither compute nor waiting
-    for a worker), its mean over the timed steps and a 95 % bootstrap interval of the mean."""
+    """The main loop's own time per step (``existing.step_overhead``: neither compute nor
+    waiting for a worker), its mean over the timed steps with a 95 % bootstrap interval of the
+    mean; and the workers' hand-off per batch (moving it to shared memory after it was made),
+    the mean over the steps whose batch was finished after the loop asked for it."""
     per_step = np.asarray([o for e in eps for o in e.get("overhead_s", ())], dtype=np.float64)
-    if not len(per_step):
-        return {"step_overhead_s": 0.0, "step_overhead_range": None}
-    out: dict[str, Any] = {"step_overhead_s": float(per_step.mean()), "step_overhead_range": None}
+    handoff = [h for e in eps for h in e.get("handoff_s", ())]
+    out: dict[str, Any] = {
+        "step_overhead_s": float(per_step.mean()) if len(per_step) else 0.0,
+        "step_overhead_range": None,
+        "handoff_s_per_batch": float(np.mean(handoff)) if handoff else 0.0,
+        "handoff_batches": len(handoff),
+    }
     rng = np.random.default_rng([seed, 7])
     if len(per_step) > BOOT_BATCHES:
         per_step = per_step[rng.choice(len(per_step), BOOT_BATCHES, replace=False)]
