@@ -367,5 +367,9 @@ def test_the_hosts_other_load_is_kept_and_the_hand_off_is_the_workers():
         "handoff_s_per_batch": 0.02, "collate_range": [0.005, 0.015],
     }  # fmt: skip
     t = PipelineTerms.from_loader(m)
-    assert t.collate_s_per_batch == pytest.approx(0.03)
-    assert t.collate_range == (pytest.approx(0.025), pytest.approx(0.035))
+    assert (t.collate_s_per_batch, t.handoff_s_per_batch) == (0.01, 0.02)
+    # 10 × (10 + 40 + 1) ms + 20 ms hand-off = 0.53 s per batch → AU 0.189; not stretched by
+    # the other load: with decode wall 80 ms (×2 on the CPU's 41 ms per sample) 0.93 s → 0.108
+    assert diagnose(t).now.au == pytest.approx(0.1 / 0.53, abs=APPROX)
+    t2 = PipelineTerms.from_loader({**m, "decode_wall_s_per_sample": 0.08})
+    assert diagnose(t2).now.au == pytest.approx(0.1 / (10 * (0.01 + 2 * 0.041) + 0.02), abs=APPROX)
