@@ -45,6 +45,7 @@ from iobench.units import format_rate, parse_size
 REPO = Path(__file__).resolve().parents[1]
 BLKIO = "/sys/fs/cgroup/blkio"
 TOLERANCE = 0.05
+SAVE: list[str] = []  # --save: where each run's result.json is copied
 
 #: case → (workers, batch, compute seconds per step, throttle kind). Each compute is long
 #: beside the main loop's own few ms per step (which caps every option's AU), and the decode
@@ -106,6 +107,8 @@ def loader(data: str, workers: int, batch: int, compute: float, cg: str | None, 
     proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"loader run failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    if SAVE:
+        shutil.copy(Path(out, "result.json"), Path(SAVE[0], f"{Path(out).name}.json"))
     return json.loads(Path(out, "result.json").read_text())
 
 
@@ -217,8 +220,12 @@ def main() -> int:
     ap.add_argument("--iops", type=int, default=500, help="the small-files case's reads/s")
     ap.add_argument("--shard-size", default="4MiB")
     ap.add_argument("--threshold", type=float, default=0.9)
+    ap.add_argument("--save", help="a directory to copy each run's result.json into")
     args = ap.parse_args()
     args.read_rate, args.shard_size = parse_size(args.read_rate), parse_size(args.shard_size)
+    if args.save:
+        os.makedirs(args.save, exist_ok=True)
+        SAVE.append(args.save)
     root = tempfile.mkdtemp(prefix="iobench-bench-diagnose-", dir=args.dir)
     rows = []
     try:
