@@ -187,7 +187,7 @@ def _model(
         compute_s=t.compute_s,
         workers=cfg.workers,
         prefetch=t.prefetch,
-        decode_s_per_sample=cpu * stretch + t.handoff_s_per_batch / t.batch_size,
+        decode_s_per_sample=cpu * stretch,
         step_overhead_s=t.step_overhead_s,
     )
     r0 = t.active_readers

@@ -32,9 +32,7 @@ class PipelineTerms:
     ``step_overhead_s``, the main loop's own seconds per step, neither compute nor waiting for
     a worker: the loop, the batch hand-off). ``decode_wall_s_per_sample``: the decode's wall
     time, whose excess over its CPU time beyond what the workers' own count explains is the
-    host's other load (``diagnose``: kept in every configuration). ``handoff_s_per_batch``:
-    the wall seconds a worker's batch took to reach the main loop after it was made (moved to
-    shared memory), part of the worker's time per batch (wall: not stretched again).
+    host's other load (``diagnose``: kept in every configuration).
     """
 
     read_s_per_sample: float
@@ -63,7 +61,6 @@ class PipelineTerms:
     collate_range: tuple[float, float] | None = None
     overhead_range: tuple[float, float] | None = None
     decode_wall_s_per_sample: float | None = None
-    handoff_s_per_batch: float = 0.0
 
     def __post_init__(self) -> None:
         positive = {
@@ -143,7 +140,6 @@ class PipelineTerms:
                 "gpus": gpus,
             }
             kw["step_overhead_s"] = float(m.get("step_overhead_s") or 0.0)
-            kw["handoff_s_per_batch"] = float(m.get("handoff_s_per_batch") or 0.0)
             if m.get("decode_wall_s_per_sample") is not None:
                 kw["decode_wall_s_per_sample"] = float(m["decode_wall_s_per_sample"])
             for k, src in zip(RANGES, (*RANGES[:3], "step_overhead_range"), strict=True):

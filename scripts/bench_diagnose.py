@@ -4,7 +4,7 @@
 Three cases, each a dataset built for it on the disk under ``--dir`` and read by ``iobench
 loader PATH --existing`` (1 emulated accelerator, sleep compute) inside a blkio cgroup:
 
-- ``storage``: 200 × 2 MiB npz samples, 2 workers, reads throttled to ``--read-rate``;
+- ``storage``: 240 × 512 KiB npz samples, 2 workers, reads throttled to ``--read-rate``;
 - ``decode``: 64 large JPEGs (2048², noise: slow to decode), 1 worker, no throttle;
 - ``small-files``: 12,000 JPEGs of 1.2 KiB, 2 workers, reads throttled to ``--iops``/s.
 
@@ -17,7 +17,7 @@ with the prediction: within ``TOLERANCE`` (5 points) passes. A change this host 
 (more CPU cores, a cache tier) is reported as not applied. Needs root for the throttle.
 
     PYTHONPATH=. .venv/bin/python scripts/bench_diagnose.py [--dir /var/tmp]
-        [--cases storage,decode,small-files] [--read-rate 100MiB] [--iops 500]
+        [--cases storage,decode,small-files] [--read-rate 10MiB] [--iops 500]
 """
 
 from __future__ import annotations
@@ -48,12 +48,13 @@ TOLERANCE = 0.05
 SAVE: list[str] = []  # --save: where each run's result.json is copied
 
 #: case → (workers, batch, compute seconds per step, throttle kind). Each compute is long
-#: beside the main loop's own few ms per step (which caps every option's AU), and the decode
-#: case's so that 2 workers on this 2-core host reach the threshold (2048² JPEGs decode in
-#: ~85 ms of CPU: 1 worker ~0.18 s per batch of 2, 2 workers ~0.09 s against 0.12 s).
+#: beside the main loop's own time per step (the fetch of a batch: ~15-25 ms here for 4-24
+#: MiB batches, which caps every option's AU at compute ÷ (compute + it)), and the decode
+#: case's so that 2 workers on this 2-core host reach the threshold where 1 does not (2048²
+#: noise JPEGs decode in ~60-85 ms of CPU: 1 worker ~0.18 s per batch of 2, 2 workers ~0.09 s).
 CASES = {
-    "storage": (2, 4, 0.06, "bps"),
-    "decode": (1, 2, 0.12, None),
+    "storage": (2, 8, 0.20, "bps"),
+    "decode": (1, 2, 0.16, None),
     "small-files": (2, 64, 0.06, "iops"),
 }
 
@@ -120,8 +121,8 @@ def build(case: str, root: str) -> str:
     data = os.path.join(root, case)
     os.makedirs(os.path.join(data, "c0"))
     if case == "storage":
-        for i in range(200):
-            np.savez(os.path.join(data, "c0", f"{i:05d}.npz"), x=rng.bytes(2 << 20))
+        for i in range(240):
+            np.savez(os.path.join(data, "c0", f"{i:05d}.npz"), x=rng.bytes(512 << 10))
     elif case == "decode":
         for i in range(64):
             a = rng.integers(0, 256, (2048, 2048, 3), dtype=np.uint8)
@@ -216,7 +217,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", default="/var/tmp")
     ap.add_argument("--cases", default=",".join(CASES))
-    ap.add_argument("--read-rate", default="100MiB", help="the storage case's read throttle /s")
+    ap.add_argument("--read-rate", default="10MiB", help="the storage case's read throttle /s")
     ap.add_argument("--iops", type=int, default=500, help="the small-files case's reads/s")
     ap.add_argument("--shard-size", default="4MiB")
     ap.add_argument("--threshold", type=float, default=0.9)

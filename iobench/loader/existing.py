@@ -411,24 +411,25 @@ def _epoch(
 def step_overhead(
     prev: float, times: tuple[float, float, float], ready: float, fetch_cpu: float
 ) -> tuple[float, float | None]:
-    """(the main loop's own seconds in one step, the worker's hand-off seconds or None).
+    """(the main loop's own seconds in one step, the hand-off part of them or None).
 
     ``times``: (asked for the batch, got it, compute started); ``ready``: when the worker
-    finished the batch (0: unknown); ``fetch_cpu``: the main thread's CPU seconds fetching it.
-    The main loop's own: from the last compute's end to asking (``prev`` → ``t0``), the
-    bookkeeping before compute (``t1`` → ``tc``), and the fetch of a batch a worker had ready
-    before it was asked for (``t0`` → ``t1``: the queue, unpickling from shared memory) — of
-    a batch finished after, only the main thread's CPU in the fetch; the rest after ``ready``
-    is the worker's hand-off (its queue's feeder moving the batch to shared memory), which
-    the worker pays per batch, beside compute."""
+    finished the batch (0: unknown, the whole fetch then taken as waiting); ``fetch_cpu``:
+    the main thread's CPU seconds in the fetch. The main loop's own: from the last compute's
+    end to asking (``prev`` → ``t0``), the fetch from when the batch was finished or asked
+    for, whichever is later (``max(ready, t0)`` → ``t1``: the queue, the move to shared
+    memory and back, unpickling), and the bookkeeping before compute (``t1`` → ``tc``). The
+    fetch is serial with compute whenever the workers are ahead (measured: with one worker
+    behind it is the hand-off below; with two ahead, the loop's own time grew by as much), so
+    it is counted whole. The hand-off: a batch finished after the loop asked, its fetch less
+    the main thread's CPU in it (the worker's side: the move to shared memory)."""
     t0, t1, tc = times
     own = max(t0 - prev, 0.0) + max(tc - t1, 0.0)
     if ready <= 0:
         return own, None
-    if ready <= t0:
-        return own + max(t1 - t0, 0.0), None
-    fetch = min(max(fetch_cpu, 0.0), max(t1 - ready, 0.0))
-    return own + fetch, max(t1 - ready - fetch, 0.0)
+    fetch = max(t1 - max(ready, t0), 0.0)
+    handoff = max(fetch - max(fetch_cpu, 0.0), 0.0) if ready > t0 else None
+    return own + fetch, handoff
 
 
 __all__ = [
