@@ -54,7 +54,7 @@ SAVE: list[str] = []  # --save: where each run's result.json is copied
 #: noise JPEGs decode in ~60-85 ms of CPU: 1 worker ~0.18 s per batch of 2, 2 workers ~0.09 s).
 CASES = {
     "storage": (2, 8, 0.20, "bps"),
-    "decode": (1, 2, 0.16, None),
+    "decode": (1, 2, 0.12, None),
     "small-files": (2, 64, 0.06, "iops"),
 }
 
