@@ -156,8 +156,9 @@ class PhaseRunner:
         if self.target.kind == "fsspec":  # object stores have no directories
             make_url_dirs(self.target, relpaths)
             return
-        for d in sorted(set(relpaths)):
-            os.makedirs(os.path.join(self.run_dir, d), exist_ok=True)
+        with watchdog.watching(None, "mkdir"):
+            for d in sorted(set(relpaths)):
+                os.makedirs(os.path.join(self.run_dir, d), exist_ok=True)
 
     def drop_cache(self, spec: PhaseSpec) -> None:
         if self.target.kind == "fsspec":  # no page cache to drop for object stores
@@ -167,10 +168,13 @@ class PhaseRunner:
 
     def execute(self, spec: PhaseSpec) -> PhaseResult:
         """Run one phase through the engine; keep its result even when it fails."""
+        with watchdog.watching(spec):  # cache drop, I/O, layout query: blocked I/O gives up
+            return self._execute(spec)
+
+    def _execute(self, spec: PhaseSpec) -> PhaseResult:
         self.stop.check()
         if self.steady is not None and spec.time_s and spec.steady is None:
             spec = dataclasses.replace(spec, steady=self.steady)
-        watchdog.note_phase(spec)  # watched from here (the cache drop opens files) to its end
         reading = spec.op in ("read", "randread", "open_read", "stat")
         if reading and not spec.direct:
             self.drop_cache(spec)  # outside the timed region

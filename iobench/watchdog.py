@@ -5,9 +5,10 @@ partitioned NFS server) blocks the caller in the system call, often for ever: ce
 for the OSD or the MDS to come back. Threads stuck in a system call cannot be stopped or
 joined, so a flag the workers poll is no help. The watchdog is a thread of its own that sees
 the running totals every engine reports (``Progress.update``): while a phase is in flight
-(between its progress ``start`` and ``close``), no completed operation or byte and no
-shrinking of the kernel's dirty and writeback pages (an ``fsync`` draining the page cache is
-progress) for ``timeout`` seconds is a stall. Then it:
+(from its cache drop to its layout query), no completed operation or byte for ``timeout``
+seconds is a stall; once a buffered write phase on a block device has written all its
+bytes, sectors written to that device count as progress too (its ``fsync`` draining the page
+cache). Then it:
 
 1. writes the partial result (the phases measured so far, and the stalled one marked
    ``failed`` with what it had counted), within ``SAVE_LIMIT_S``;
@@ -65,19 +66,29 @@ def timeout_for(spec_value: float | None) -> float:
     return DEFAULT_STALL_S if spec_value is None else float(spec_value)
 
 
-def _dirty_bytes() -> int | None:
-    """The kernel's dirty + writeback page cache (bytes); None where /proc/meminfo is absent."""
-    try:
-        with open("/proc/meminfo") as f:
-            text = f.read()
-    except OSError:  # pragma: no cover
+def _block_device(path: str | None) -> str | None:
+    """The block device statistics file of the file system holding ``path`` (None: no block
+    device behind it, as on FUSE, NFS or tmpfs). Looked up once, before any phase: a stat of
+    a hung mount would block the watchdog itself."""
+    if not path:
         return None
-    total = 0
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("Dirty", "Writeback"):
-            total += int(rest.split()[0]) * 1024
-    return total
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    stat = f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/stat"
+    return stat if os.path.exists(stat) else None
+
+
+def _sectors_written(stat: str | None) -> int | None:
+    """Sectors written to the device so far (its stat file's seventh field)."""
+    if stat is None:
+        return None
+    try:
+        with open(stat) as f:
+            return int(f.read().split()[6])
+    except (OSError, ValueError, IndexError):  # pragma: no cover
+        return None
 
 
 class Watchdog:
@@ -99,18 +110,22 @@ class Watchdog:
         self.err = err
         self.lock = threading.Lock()
         self.phase: str | None = None
+        self.total: int | None = None  # the phase's bytes, when its progress says
         self.totals = (0, 0)
         self.last = clock()
-        self.dirty: int | None = None
+        self.device = _block_device(getattr(getattr(session, "target", None), "root", None))
+        self.written: int | None = None  # the device's sectors written at the last look
         self.fired = False
-        self.spec: Any = None  # the PhaseSpec of the phase in flight (note_phase)
+        self.spec: Any = None  # the PhaseSpec of the phase in flight (``watching``)
+        self.held = 0  # ``watching`` blocks open: a phase (or step) that its progress does not end
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
     # -- what the phases report ------------------------------------------------------------
-    def started(self, name: str) -> None:
+    def started(self, name: str, total_bytes: int | None = None) -> None:
         with self.lock:
             self.phase, self.totals, self.last = name, (0, 0), self.clock()
+            self.total = total_bytes
         self._ensure_thread()
 
     def moved(self, done_bytes: int, done_ops: int) -> None:
@@ -125,7 +140,8 @@ class Watchdog:
 
     def ended(self) -> None:
         with self.lock:
-            self.phase, self.last = None, self.clock()
+            if self.held == 0:  # a progress's close inside ``watching``: the phase goes on
+                self.phase, self.last = None, self.clock()
 
     @contextmanager
     def busy(self, name: str) -> Iterator[None]:
@@ -147,19 +163,24 @@ class Watchdog:
     def close(self) -> None:
         self._done.set()
 
-    def _buffered_write(self) -> bool:
+    def _draining(self) -> bool:
+        """A buffered write phase whose every byte is written: what is left (its fsync, its
+        close) drains the page cache."""
         sp = self.spec
-        return sp is not None and sp.name == self.phase and sp.op in _WRITES and not sp.direct
+        if sp is None or sp.name != self.phase or sp.op not in _WRITES or sp.direct:
+            return False
+        return bool(self.total) and self.totals[0] >= self.total
 
     def idle_s(self) -> float | None:
         """Seconds the phase in flight has made no progress (None: no phase in flight)."""
-        # a buffered write's fsync drains the page cache: progress the totals do not show.
-        # The counters are the whole host's (other writers too), so only such phases use them
-        dirty = _dirty_bytes() if self._buffered_write() else None
+        # a buffered write's final fsync drains the page cache to the device: progress the
+        # totals do not show. The device's counters count every writer, so only that step
+        # uses them (and only on a block device: a FUSE or network mount has none)
+        written = _sectors_written(self.device) if self._draining() else None
         with self.lock:
-            if dirty is not None and self.dirty is not None and dirty < self.dirty:
-                self.last = self.clock()  # the page cache drains to the storage: it moves
-            self.dirty = dirty
+            if written is not None and self.written is not None and written > self.written:
+                self.last = self.clock()  # the device takes the page cache's data: it moves
+            self.written = written
             return None if self.phase is None else self.clock() - self.last
 
     def _watch(self) -> None:
@@ -181,7 +202,7 @@ class Watchdog:
         s = self.session
         where = _where(s.target)
         line = (
-            f"phase {phase} made no progress for {idle_s:.0f} s on {where} (blocked I/O: the "
+            f"phase {phase} made no progress for {self.timeout_s:g} s on {where} (blocked I/O: the "
             f"storage is not responding; --stall-timeout {self.timeout_s:g}s)"
         )
         saved = _bounded(
@@ -241,11 +262,23 @@ def _bounded(fn: Callable[[], Any], limit_s: float) -> Any:
     return box[0] if box else None
 
 
-def note_phase(spec: Any) -> None:
-    """The phase about to run (a PhaseSpec): what its stall records."""
-    if _active:
-        _active[-1].spec = spec
-        _active[-1].started(spec.name)  # its progress's close ends the watch
+@contextmanager
+def watching(spec: Any, name: str | None = None) -> Iterator[None]:
+    """Watch one phase (a PhaseSpec) from its cache drop to its layout query, or one step
+    (``name``: creating directories), whatever its progress reports in between."""
+    dog = _active[-1] if _active else None
+    if dog is None:
+        yield
+        return
+    if spec is not None:
+        dog.spec = spec
+    dog.started(spec.name if spec is not None else str(name))
+    dog.held += 1
+    try:
+        yield
+    finally:
+        dog.held -= 1
+        dog.ended()
 
 
 def _stalled_phase(spec: Any, name: str, line: str, done_bytes: int, done_ops: int) -> Any:
@@ -342,7 +375,7 @@ class WatchedProgress(Progress):
         self.dog = dog
 
     def start(self, name: str, total_bytes: int | None, total_ops: int | None) -> None:
-        self.dog.started(name)
+        self.dog.started(name, total_bytes)
         self.inner.start(name, total_bytes, total_ops)
 
     def set_duration(self, seconds: float) -> None:
