@@ -346,16 +346,14 @@ def reap_later(root: str, run_dir: str) -> int:
 
 def reap(root: str, run_dir: str, limit_s: float, poll_s: float = 2.0) -> int:
     """Remove ``run_dir`` (an iobench run directory directly under ``root``, and nothing else)
-    once the storage answers; give up after ``limit_s`` (SIGALRM ends a blocked call)."""
-    import signal
+    once the storage answers; give up after ``limit_s`` (the reaper process's alarm also ends
+    a call that blocks past it: ``_reaper_main``)."""
     from types import SimpleNamespace
 
     from .target import RUN_DIR_PREFIX, remove_run_dir
 
     if not os.path.basename(run_dir).startswith(RUN_DIR_PREFIX) or os.path.dirname(run_dir) != root:
         return 2
-    signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    signal.alarm(max(1, int(limit_s)))
     end = time.monotonic() + limit_s
     while time.monotonic() < end:
         t = SimpleNamespace(kind="posix", created=True, run_dir=run_dir, root=root, warnings=[])
@@ -438,5 +436,16 @@ def set_spec_timeout(spec_value: float | None) -> None:
         _active[-1].timeout_s = timeout_for(spec_value)
 
 
-if __name__ == "__main__":  # the detached reaper: ROOT RUN_DIR LIMIT_S
-    sys.exit(reap(sys.argv[1], sys.argv[2], float(sys.argv[3])))
+def _reaper_main(argv: list[str]) -> int:
+    """The detached reaper: ROOT RUN_DIR LIMIT_S. SIGALRM (default action: the process ends)
+    after LIMIT_S ends it even inside a system call the storage never answers."""
+    import signal
+
+    limit_s = float(argv[2])
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(max(1, int(limit_s)))
+    return reap(argv[0], argv[1], limit_s)
+
+
+if __name__ == "__main__":
+    sys.exit(_reaper_main(sys.argv[1:]))
