@@ -190,6 +190,10 @@ def _loader_rates(ld: dict[str, Any]) -> list[list[str]]:
         rows.append(["Compute per step", _secs(ld.get("compute_s"))])
     if ld.get("bound"):
         rows.append(["Bound by", str(ld["bound"])])
+    if isinstance(ld.get("existing"), dict):  # a run over the user's own dataset
+        from ..loader.existing_summary import table_rows
+
+        rows += table_rows(ld)
     return rows
 
 
