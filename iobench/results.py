@@ -25,6 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .blocks import (
+    CheckpointBlock,
+    EngineBlock,
+    EstimateBlock,
+    HostBlock,
+    LoaderBlock,
+    TargetBlock,
+    VerdictBlock,
+    WorkloadBlock,
+)
 from .errors import StoreError, UsageError
 from .stats import Summary, summarize
 
@@ -139,6 +149,43 @@ class RunResult:
 
     def phase(self, name: str) -> PhaseResult | None:
         return next((p for p in self.phases if p.name == name), None)
+
+    # -- the blocks, typed (iobench.blocks): renderings read these; the dicts above stay what
+    # result.json holds and what the writers fill, so the file is unchanged byte for byte.
+
+    @property
+    def host_block(self) -> HostBlock:
+        return HostBlock.from_dict(self.host)
+
+    @property
+    def target_block(self) -> TargetBlock:
+        return TargetBlock.from_dict(self.target)
+
+    @property
+    def workload_block(self) -> WorkloadBlock:
+        return WorkloadBlock.from_dict(self.workload)
+
+    @property
+    def engine_block(self) -> EngineBlock:
+        return EngineBlock.from_dict(self.engine)
+
+    @property
+    def loader_block(self) -> LoaderBlock | None:
+        """The loader block (None when the run has none, or it is not an object)."""
+        return LoaderBlock.from_dict(self.loader) if isinstance(self.loader, dict) else None
+
+    @property
+    def estimate_block(self) -> EstimateBlock | None:
+        return EstimateBlock.from_dict(self.estimate) if isinstance(self.estimate, dict) else None
+
+    @property
+    def verdict_block(self) -> VerdictBlock | None:
+        return VerdictBlock.from_dict(self.verdict) if isinstance(self.verdict, dict) else None
+
+    @property
+    def checkpoint_block(self) -> CheckpointBlock | None:
+        c = self.checkpoint
+        return CheckpointBlock.from_dict(c) if isinstance(c, dict) else None
 
 
 def schema_version_problem(version: Any) -> str | None:
