@@ -83,6 +83,18 @@ class Block:
                 kwargs[key] = _load(f, value)
         return cls(**kwargs, extra=extra, _keys=tuple(d))
 
+    @property
+    def empty(self) -> bool:
+        """Read from an empty object (``{}``): a block with nothing in it."""
+        return self._keys == ()
+
+    def has(self, key: str) -> bool:
+        """Whether the object read held ``key`` (even as null); a block built in code has
+        every field. For the few renderings that tell a missing key from a null one."""
+        if self._keys is None:
+            return key in self.extra or any(f.name == key for f in self._fields())
+        return key in self._keys
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON object: exactly the one read (when read), else every field then ``extra``."""
         by_name = {f.name: f for f in self._fields()}
