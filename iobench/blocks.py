@@ -344,9 +344,15 @@ class VerdictItem(Block):
     key: str | None = None
     required: float | None = None
     measured: float | None = None
+    # the ``gpus`` requirement: the estimate's point, its interval, and the end judged
+    estimate: float | None = None
+    low: float | None = None
+    high: float | None = None
+    judged: float | None = None
     unit: str | None = None
     result: str | None = None
     indicative: str | None = None
+    notes: tuple[Any, ...] = _seq()
 
 
 @dataclass(frozen=True, kw_only=True)
