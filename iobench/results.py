@@ -41,7 +41,7 @@ from .stats import Summary, summarize
 SCHEMA_VERSION = 1
 
 
-@dataclass
+@dataclass  # mutable: engines and the runner fill it (stats, steady state, warnings, repeats)
 class PhaseResult:
     """What one phase measured. Engines fill it through ``stats.aggregate_workers``."""
 
@@ -90,6 +90,8 @@ class PhaseResult:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
+# mutable: a run accumulates as it goes (phases, warnings, status, error; the loader, estimate,
+# checkpoint and verdict blocks are set after their steps); renderings read the typed blocks
 @dataclass
 class RunResult:
     """One invocation of iobench: the unit stored in history and compared."""

@@ -74,7 +74,7 @@ class NoiseBasis:
         return f"noise: {where} {setup} ({min_history} needed for a noise floor)"
 
 
-@dataclass
+@dataclass(frozen=True)
 class CompareReport:
     """The outcome of :func:`compare_runs`.
 

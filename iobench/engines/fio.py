@@ -91,7 +91,7 @@ def _direction(op: str) -> str:
     return "write" if op in ("write", "randwrite") else "read"
 
 
-@dataclass
+@dataclass(frozen=True)
 class FioJobPlan:
     """One fio job section: a worker's files, its region of each, and how much it moves."""
 
@@ -103,7 +103,7 @@ class FioJobPlan:
     io_bytes: int  # bytes the job moves (fio's io_size); 0 with time_based
 
 
-@dataclass
+@dataclass  # mutable: planning appends each worker's job to ``jobs``
 class FioPlan:
     """fio's jobs for one phase; fio runs in ``cwd`` (the run directory), where every job's
     ``paths`` are."""
@@ -249,7 +249,7 @@ def parse_output(text: str) -> dict[str, Any]:
     return obj
 
 
-@dataclass
+@dataclass(frozen=True)
 class FioJobStats:
     """One job's figures for one direction, in iobench's units (bytes, seconds, ns)."""
 

@@ -39,7 +39,7 @@ _CACHE_MEANING = {
 _STATUS_MARK = {"ok": "ok", "partial": "PARTIAL", "failed": "FAILED"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Table:
     """Formatted cells and how each column aligns ("l" or "r")."""
 
