@@ -376,3 +376,47 @@ class CheckpointBlock(Block):
     measured: Mapping[str, Any] | None = None
     estimate: Mapping[str, Any] | None = None
     estimate_missing: str | None = None
+
+
+# --- inside a phase --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class LatencyBlock(Block):
+    """A phase's ``latency_s``: seconds per operation."""
+
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    p999: float | None = None
+    max: float | None = None
+    min: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpreadBlock(Block):
+    """min / median / max of a set of figures (``stats.spread``): a phase's ``per_worker``
+    bandwidth, and in a many-client phase ``extra.rank_spread``/``host_spread`` with the
+    figure's ``unit``, the ``slowest`` rank or host and ``max_over_min``."""
+
+    unit: str | None = None
+    min: float | None = None
+    median: float | None = None
+    max: float | None = None
+    slowest: Any = None
+    max_over_min: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PhaseExtraBlock(Block):
+    """The figures of a phase's ``extra`` that every engine may record; engine- and
+    phase-specific ones (fio's, a checkpoint's) stay in ``extra``."""
+
+    engine: str | None = None  # the engine that ran it, when not the run's
+    world: int | None = None  # torchrun ranks it was aggregated over
+    hosts: int | None = None
+    rank_spread: SpreadBlock | None = _sub(SpreadBlock)
+    host_spread: SpreadBlock | None = _sub(SpreadBlock)
+    client_cpu: CpuBlock | None = _sub(CpuBlock)
+    series_start_s: float | None = None  # where the series starts, after the phase's start

@@ -70,14 +70,14 @@ def phase_rows(run: RunResult) -> list[dict[str, Any]]:
     run_engine = run.engine_block.name
     rows = []
     for p in run.phases:
-        lat = p.latency_s or {}
+        lat = p.latency
         rows.append(
             {
                 **base,
                 "phase": p.name,
                 "op": p.op,
                 "status": p.status,
-                "engine": (p.extra or {}).get("engine") or run_engine,
+                "engine": p.extra_block.engine or run_engine,
                 "block_size": p.block_size or None,
                 "jobs": p.concurrency,
                 "cache": p.cache,
@@ -87,10 +87,10 @@ def phase_rows(run: RunResult) -> list[dict[str, Any]]:
                 "elapsed_s": p.elapsed_s,
                 "bandwidth_bps": p.bandwidth_bps if p.bytes else None,
                 "iops": p.iops if p.ops else None,
-                "latency_mean_s": lat.get("mean"),
-                "latency_p50_s": lat.get("p50"),
-                "latency_p99_s": lat.get("p99"),
-                "latency_p999_s": lat.get("p999"),
+                "latency_mean_s": lat.mean,
+                "latency_p50_s": lat.p50,
+                "latency_p99_s": lat.p99,
+                "latency_p999_s": lat.p999,
                 "repeats": len(p.repeats) or 1,
             }
         )

@@ -30,7 +30,10 @@ from .blocks import (
     EngineBlock,
     EstimateBlock,
     HostBlock,
+    LatencyBlock,
     LoaderBlock,
+    PhaseExtraBlock,
+    SpreadBlock,
     TargetBlock,
     VerdictBlock,
     WorkloadBlock,
@@ -88,6 +91,19 @@ class PhaseResult:
     def from_dict(cls, d: dict[str, Any]) -> PhaseResult:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+    # typed views of the dict fields (iobench.blocks), for renderings
+    @property
+    def latency(self) -> LatencyBlock:
+        return LatencyBlock.from_dict(self.latency_s)
+
+    @property
+    def worker_spread(self) -> SpreadBlock:
+        return SpreadBlock.from_dict(self.per_worker)
+
+    @property
+    def extra_block(self) -> PhaseExtraBlock:
+        return PhaseExtraBlock.from_dict(self.extra)
 
 
 # mutable: a run accumulates as it goes (phases, warnings, status, error; the loader, estimate,

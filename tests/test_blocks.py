@@ -210,3 +210,22 @@ _keys = st.sampled_from(
 def test_any_json_object_round_trips(cls, d):
     got = cls.from_dict(d).to_dict()
     assert json.dumps(got) == json.dumps(d)
+
+
+@pytest.mark.parametrize("run", _runs(), ids=lambda r: r.run_id)
+def test_the_phase_views_read_back_exactly_what_was_written(run):
+    for p in run.phases:
+        for d, view in ((p.latency_s, p.latency), (p.per_worker, p.worker_spread),
+                        (p.extra, p.extra_block)):  # fmt: skip
+            assert json.dumps(view.to_dict()) == json.dumps(d)
+
+
+def test_the_phase_extra_types_the_many_client_figures_and_keeps_the_rest():
+    p = make_phase("seq-read", bandwidth=[1e9])
+    p.extra = {"world": 4, "rank_spread": {"unit": "iops", "min": 1.0, "slowest": 2},
+               "client_cpu": {"share": 0.5}, "fio_json": "x"}  # fmt: skip
+    e = p.extra_block
+    assert e.world == 4 and e.hosts is None and e.rank_spread.unit == "iops"
+    assert e.rank_spread.slowest == 2 and e.client_cpu.share == 0.5 and e.host_spread is None
+    assert e.extra == {"fio_json": "x"} and e.has("world") and not e.has("hosts")
+    assert p.latency.p99 is None and p.worker_spread.empty

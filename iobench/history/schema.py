@@ -255,7 +255,7 @@ def _setup(run: RunResult, phase) -> dict[str, Any]:
         "block_size": phase.block_size or None,
         "jobs": phase.concurrency or None,
         "cache": phase.cache or None,
-        "phase_engine": (phase.extra or {}).get("engine") or run.engine_block.name,
+        "phase_engine": phase.extra_block.engine or run.engine_block.name,
     }
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..blocks import EstimateBlock, LoaderBlock
-from ..results import RunResult
+from ..results import PhaseResult, RunResult
 from .cells import METADATA_OPS, _is_num, _pct, metadata_rates
 from .figures import (
     _COLOURS,
@@ -33,6 +33,12 @@ from .series import (
     time_points,
 )
 from .tables import _level, _loader_points
+
+
+def _series_start(p: PhaseResult) -> Any:
+    """Where the phase's series starts after its start (0 when the result does not say)."""
+    extra = p.extra_block
+    return extra.series_start_s if extra.has("series_start_s") else 0.0
 
 
 def _au_curves(est: EstimateBlock) -> tuple[list[tuple[float, float]], list[tuple[float, ...]]]:
@@ -219,7 +225,7 @@ def _baseline_time_points(
     for p in baseline.phases if baseline else []:
         values = p.ops_series if ops else p.series
         if values and p.series_interval_s > 0:
-            off = (p.extra or {}).get("series_start_s", 0.0)
+            off = _series_start(p)
             dt = float(p.series_interval_s)
             base_t[p.name] = time_points(_clean_series(values), dt, p.elapsed_s, off)
     return base_t
@@ -235,7 +241,7 @@ def _time_curves(
         values = p.ops_series if ops else p.series
         if is_meta == ops and values and p.series_interval_s > 0:
             dt = float(p.series_interval_s)
-            off = (p.extra or {}).get("series_start_s", 0.0)
+            off = _series_start(p)
             curve = (p.name, time_points(_clean_series(values), dt, p.elapsed_s, off), dt)
             if curve[1]:  # one partial interval alone is no rate to draw
                 timed.setdefault(_plot_group(p), []).append(curve)

@@ -18,6 +18,7 @@ from ..blocks import (
     IntervalBlock,
     LoaderBlock,
     RankBlock,
+    SpreadBlock,
     TargetBlock,
     WaitBlock,
 )
@@ -125,10 +126,10 @@ def _phase_detail_table(run: RunResult) -> _Table:
         headers.insert(7, _SPREAD_HEADER)
     rows, classes = [], []
     for p in run.phases:
-        pw = p.per_worker or {}
+        pw = p.worker_spread
         spread = "-"
-        if _is_num(pw.get("min")) and _is_num(pw.get("max")) and pw["max"] > 0:
-            spread = _rate_range(pw["min"], pw["max"])
+        if _is_num(pw.min) and _is_num(pw.max) and pw.max > 0:
+            spread = _rate_range(pw.min, pw.max)
         moved = format_bytes(p.bytes) if p.bytes else (f"{p.ops:,} ops" if p.ops else "-")
         ops = _count(_value(p, "iops"))
         row = [
@@ -165,8 +166,8 @@ def _metadata_table(run: RunResult) -> _Table | None:
     for p in run.phases:
         rates = metadata_rates(p)
         for op, r in rates.items():
-            lat = (p.latency_s or {}) if op == p.op else {}
-            rows.append([p.name, op, f"{format_count(r)} ops/s", _secs(lat.get("p99"))])
+            p99 = p.latency.p99 if op == p.op else None
+            rows.append([p.name, op, f"{format_count(r)} ops/s", _secs(p99)])
     if not rows:
         return None
     return _Table("Metadata operations", ["Phase", "Operation", "Rate", "p99"], rows, "llrr")
@@ -376,34 +377,35 @@ def _ranks_table(run: RunResult) -> _Table | None:
     phases = _many_client_phases(run)
     if not phases:
         return None
-    many_hosts = any(int(p.extra.get("hosts") or 1) > 1 for p in phases)
+    many_hosts = any(int(p.extra_block.hosts or 1) > 1 for p in phases)
     rows = []
     for p in phases:
-        sp = p.extra.get("rank_spread") or {}
-        by_bytes = sp.get("unit", "bandwidth_bps") == "bandwidth_bps"
+        extra = p.extra_block
+        sp = extra.rank_spread if isinstance(extra.rank_spread, SpreadBlock) else SpreadBlock()
+        by_bytes = (sp.unit if sp.has("unit") else "bandwidth_bps") == "bandwidth_bps"
 
         def fmt(v: Any, by_bytes: bool = by_bytes) -> str:
             if not _is_num(v) or not v:
                 return "-"
             return _rate(v) if by_bytes else f"{format_count(v)} ops/s"
 
-        def slowest(d: dict[str, Any], what: str) -> str:
-            if d.get("slowest") is None:
+        def slowest(d: Any, what: str) -> str:
+            if not isinstance(d, SpreadBlock) or d.slowest is None:
                 return "-"
-            ratio = d.get("max_over_min")
-            return f"{what}{d['slowest']}" + (f" x{ratio:.2f}" if _is_num(ratio) else "")
+            ratio = d.max_over_min
+            return f"{what}{d.slowest}" + (f" x{ratio:.2f}" if _is_num(ratio) else "")
 
         row = [
             p.name,
-            str(p.extra.get("world", "-")),
+            str(extra.world if extra.has("world") else "-"),
             fmt(p.bandwidth_bps if by_bytes else p.iops),
             fmt(p.bandwidth_stonewall_bps if by_bytes else None),
-            fmt(sp.get("min")),
-            fmt(sp.get("max")),
+            fmt(sp.min),
+            fmt(sp.max),
             slowest(sp, "rank "),
         ]
         if many_hosts:
-            row.append(slowest(p.extra.get("host_spread") or {}, ""))
+            row.append(slowest(extra.host_spread, ""))
         rows.append(row)
     headers = ["Phase", "Ranks", "Aggregate", "Stonewall", "Rank min", "Rank max", "Slowest"]
     if many_hosts:
