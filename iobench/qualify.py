@@ -16,6 +16,9 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .ckpt_qualify import CKPT_KEYS, check_model_options, normal_key, parse_item, step_fields
+from .ckpt_qualify import attach as ckpt_attach
+from .ckpt_qualify import verdict_lines as ckpt_verdict_lines
 from .errors import UsageError
 from .phases import get_generator
 from .runner import (
@@ -79,10 +82,13 @@ def parse_requirements(text: str | None) -> list[Requirement]:
     for item in [s.strip() for s in (text or "").split(",") if s.strip()]:
         key, eq, value = item.partition("=")
         key = key.strip()
+        if eq and normal_key(key):  # ckpt-goodput, ckpt-stall, ... (qualify --model)
+            out.append(parse_item(key, value))
+            continue
         if not eq or key not in REQUIREMENT_KEYS:
             raise UsageError(
                 f"--require {item!r}: expected KEY=VALUE",
-                hint=f"keys: {', '.join(REQUIREMENT_KEYS)}",
+                hint=f"keys: {', '.join([*REQUIREMENT_KEYS, *CKPT_KEYS])}",
             )
         unit = REQUIREMENT_KEYS[key][1]
         value = value.strip()
@@ -213,8 +219,8 @@ def verdict(
     if profile is not None and gpus:
         reqs.append(Requirement("gpus", float(gpus), "GPUs"))
         reqs.append(Requirement("au", profile.au_min, "fraction"))
-    rests_on_indicative = False
-    for r in reqs:
+    ckpt_ok, ckpt_reasons, ckpt_items, rests_on_indicative = ckpt_verdict_lines(run, reqs)
+    for r in [r for r in reqs if not normal_key(r.key)]:
         what = REQUIREMENT_KEYS[r.key][0]
         if r.key == "gpus":
             if profile is not None:
@@ -243,6 +249,9 @@ def verdict(
             item["indicative"] = f"{phase.name} {why}"
         reasons.append(line)
         items.append(item)
+    ok &= ckpt_ok
+    reasons += ckpt_reasons
+    items += ckpt_items
     if run.status != "complete":
         ok = False
         reasons.append(f"FAIL: the run did not complete ({run.status}: {run.error})")
@@ -344,6 +353,7 @@ def plan_qualify(
     free_bytes: int | None = None,
     checkpoint_full_bytes: int = DEFAULT_CHECKPOINT,
     ranks: int = 1,
+    model: str | None = None,
 ) -> QualifyPlan:
     """Size every step to the time budget (and to a tenth of the free space).
 
@@ -389,6 +399,8 @@ def plan_qualify(
     plan.steps.append(Step("checkpoint", "checkpoint-smallfile", gen, params,
                            meta_s + 4 * ckpt / ASSUMED_WRITE_BPS, int(ckpt * 2.2),
                            f"{files * 4} small files; {format_bytes(ckpt)} checkpoint in 4 shards"))  # fmt: skip
+    if model:  # qualify --model: that model's checkpoint, shaped as MLPerf writes it
+        plan.steps[-1] = Step(**step_fields(model, ckpt, files, quick, ASSUMED_WRITE_BPS))
 
     # Dataset sweep: one sample per file, sized like the profile's samples, because the
     # starvation model wants the per-sample read time at each reader count.
@@ -521,6 +533,8 @@ def run_qualify(
     checkpoint: str | None = None,
     hooks: Any = None,
     sets: list[str] | None = None,
+    model: str | None = None,
+    ckpt_opts: Any = None,
 ) -> tuple[RunOutcome | None, str | None]:
     """Plan (and unless ``dry_run``) run the suite. Returns (outcome, dry-run text).
 
@@ -560,6 +574,7 @@ def run_qualify(
     ckpt_full = parse_size(checkpoint, what="--checkpoint") if checkpoint else DEFAULT_CHECKPOINT
     if ckpt_full <= 0:
         raise UsageError(f"--checkpoint must be more than 0, got {checkpoint!r}")
+    ckpt_full = check_model_options(model, checkpoint, ckpt_opts, requirements) or ckpt_full
     if is_url(target_spec):
         raise UsageError(
             "qualify runs on a mounted directory",
@@ -577,7 +592,7 @@ def run_qualify(
         target = resolve(target_spec)
         plan = plan_qualify(profile, n_gpus, budget_s=budget_s, quick=quick,
                             free_bytes=target.free_bytes, checkpoint_full_bytes=ckpt_full,
-                            ranks=ranks)  # fmt: skip
+                            ranks=ranks, model=model)  # fmt: skip
         check_free_space(target, plan.space_bytes, plan.inodes)
         if writer and not dry_run:
             claim_output_dir(out_dir)  # held until the result is saved
@@ -611,7 +626,11 @@ def run_qualify(
         for step in plan.steps:
             get_generator(step.generator).run(step.params, runner)
         run.phases = runner.results
-        _checkpoint_estimate(run, plan)
+        if model:  # the checkpoint model's block instead of the plain full-size time
+            ckpt_attach(run, next(s.params for s in plan.steps if s.name == "checkpoint"),
+                        ckpt_opts, gpus)  # fmt: skip
+        else:
+            _checkpoint_estimate(run, plan)
     outcome = s.outcome()
     if hooks is not None and outcome.error is not None:
         hooks.abandon(outcome.error.one_line())

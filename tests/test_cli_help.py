@@ -50,7 +50,7 @@ def test_set_reads_key_value_wherever_it_is_taken():
     with_set = {
         name: p for name, cmd in _commands().items() for p in cmd.params if "--set" in p.opts
     }
-    assert set(with_set) == {"run", "loader", "estimate", "datasize", "qualify"}
+    assert set(with_set) == {"run", "loader", "estimate", "datasize", "qualify", "profile"}
     assert {p.metavar for p in with_set.values()} == {"KEY=VALUE"}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from ..cli import app, out, progress_factory
+from ..cli import app, out, out_report, progress_factory
 
 
 @app.command()
@@ -27,6 +27,11 @@ def checkpoint(
         None,
         "--plain-write/--no-plain-write",
         help="Also write the same files as a plain sequential write (torch.save's overhead).",
+    ),
+    crc32: bool | None = typer.Option(
+        None,
+        "--crc32/--no-crc32",
+        help="torch.save's CRC-32 per record (torch's default; off needs torch >= 2.6).",
     ),
     mtbf: str | None = typer.Option(
         None, "--mtbf", help="Mean time between failures of the job, e.g. 3h."
@@ -62,40 +67,21 @@ def checkpoint(
     no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
 ) -> int:
     """Save and load an LLM checkpoint on TARGET; estimate stall, recovery and goodput."""
-    from .. import report, results
+    from .. import results
     from ..api import append_history, check_history_url
-    from ..ckpt_estimate import Options, parse_failure_rate, render
+    from ..ckpt_estimate import parse_options
     from ..ckpt_run import run_checkpoint
     from ..distributed import hooks_from_env, is_lead_rank
-    from ..errors import UsageError
-    from ..units import parse_duration, parse_size
 
-    if mtbf is not None and failure_rate is not None:
-        raise UsageError("--mtbf and --failure-rate both given", hint="give one of them")
-    if gpus is not None and gpus < 1:
-        raise UsageError(f"--gpus must be at least 1, got {gpus}")
-    mtbf_s = parse_duration(mtbf, what="--mtbf") if mtbf is not None else None
-    if mtbf_s is not None and mtbf_s <= 0:
-        raise UsageError("--mtbf must be positive", hint="e.g. --mtbf 3h")
-    interval_s = parse_duration(interval, what="--interval") if interval is not None else None
-    if interval_s is not None and interval_s <= 0:
-        raise UsageError("--interval must be positive", hint="e.g. --interval 30m")
-    opts = Options(
-        mtbf_s=mtbf_s,
-        failure_rate_per_s=parse_failure_rate(failure_rate) if failure_rate else None,
-        accelerators=gpus,
-        interval_s=interval_s,
-        restart_s=parse_duration(restart, what="--restart"),
-        capacity_bytes=parse_size(capacity, what="--capacity") if capacity else None,
-        keep_last=keep_last,
-    )
-    if keep_last is not None and keep_last < 1:
-        raise UsageError(f"--keep-last must be at least 1, got {keep_last}")
+    opts = parse_options(
+        mtbf=mtbf, failure_rate=failure_rate, gpus=gpus, interval=interval, restart=restart,
+        capacity=capacity, keep_last=keep_last,
+    )  # fmt: skip
     if not no_history:
         check_history_url(history or "")
     lead = is_lead_rank()
     outcome = run_checkpoint(
-        target, model, ranks=ranks, scale=scale, api=api, baseline=baseline, opts=opts,
+        target, model, ranks=ranks, scale=scale, api=api, baseline=baseline, crc32=crc32, opts=opts,
         output=output, keep=keep, repeat=repeat,
         progress_factory=progress_factory(quiet or not lead), hooks=hooks_from_env(),
     )  # fmt: skip
@@ -105,9 +91,7 @@ def checkpoint(
         if as_json:
             out(results.dumps(outcome.run))
         else:
-            out(report.render_terminal(outcome.run))
-            if outcome.run.checkpoint:
-                out(render(outcome.run.checkpoint))
+            out_report(outcome.run)
             if outcome.result_path:
                 out(f"result: {outcome.result_path}")
     if outcome.error is not None:

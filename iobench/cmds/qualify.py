@@ -63,6 +63,19 @@ def qualify(
         metavar="SIZE",
         help=f"Full checkpoint size to estimate (default {DEFAULT_CHECKPOINT // 10**9}GB).",
     ),
+    model: str = typer.Option(
+        None, "--model", help="LLM checkpoint model (workloads/checkpoints), e.g. llama3-70b."
+    ),
+    mtbf: str = typer.Option(None, "--mtbf", help="With --model: the job's MTBF, e.g. 3h."),
+    failure_rate: str = typer.Option(
+        None, "--failure-rate", help="With --model: failures per accelerator-day (x --gpus)."
+    ),
+    interval: str = typer.Option(
+        None, "--interval", help="With --model: your checkpoint interval, e.g. 30m."
+    ),
+    restart: str = typer.Option(
+        None, "--restart", help="With --model: restart cost per failure, e.g. 10m."
+    ),
     engine: str = typer.Option("posix", "--engine", help="posix | fio."),
     output: str = typer.Option(
         None, "--output", help="Result directory (default ./iobench-results/RUN_ID)."
@@ -80,12 +93,15 @@ def qualify(
 ) -> int:
     """Qualify TARGET: every phase, the loader, the estimate, and a pass/fail verdict (exit 0/1)."""
     from ..api import append_history, check_history_url
+    from ..ckpt_estimate import parse_options
 
     budget = deprecated("--time", "--budget", old_budget, budget)
     from ..distributed import hooks_from_env, is_lead_rank
     from ..errors import ExitStatus
     from ..qualify import run_qualify
 
+    ckpt_opts = parse_options(mtbf=mtbf, failure_rate=failure_rate, interval=interval,
+                              restart=restart)  # fmt: skip
     lead = is_lead_rank()  # under torchrun rank 0 prints, appends and writes the report
     if not dry_run:
         check_exports(csv_path, series_csv)
@@ -97,7 +113,7 @@ def qualify(
             target, profile_name=profile, gpus=gpus, require=require, quick=quick, budget=budget,
             dry_run=dry_run, output=output, keep=keep, engine_name=engine,
             progress_factory=with_live_csv(progress_factory(quiet or not lead), live),
-            checkpoint=checkpoint,
+            checkpoint=checkpoint, model=model, ckpt_opts=ckpt_opts,
             hooks=None if dry_run else hooks_from_env(), sets=set_,
         )  # fmt: skip
     finally:

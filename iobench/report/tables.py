@@ -22,6 +22,7 @@ from ..blocks import (
     TargetBlock,
     WaitBlock,
 )
+from ..ckpt_report import tables as ckpt_tables
 from ..results import PhaseResult, RunResult
 from ..units import format_bytes, format_count, format_rate, format_seconds
 from .cells import (
@@ -568,7 +569,7 @@ def _sections(run: RunResult, baseline: RunResult | None = None) -> list[_Table]
     if baseline is not None:
         sections.append(_baseline_table(run, baseline))
     sections += [t for t in (_ranks_table(run), _metadata_table(run), _loader_table(run)) if t]
-    return sections + _estimate_tables(run)
+    return sections + _estimate_tables(run) + [_Table(**t) for t in ckpt_tables(run.checkpoint)]
 
 
 def _cache_table(run: RunResult) -> _Table | None:
