@@ -366,18 +366,6 @@ class VerdictBlock(Block):
     smoke_test: bool | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class CheckpointBlock(Block):
-    """``checkpoint``: the checkpoint model, what was measured, and the full-size estimates
-    (``ckpt_estimate.build``); the nested objects stay mappings, ckpt_estimate renders them."""
-
-    model: Mapping[str, Any] | None = None
-    scale: float | None = None
-    measured: Mapping[str, Any] | None = None
-    estimate: Mapping[str, Any] | None = None
-    estimate_missing: str | None = None
-
-
 # --- inside a phase --------------------------------------------------------------------------
 
 
@@ -420,3 +408,69 @@ class PhaseExtraBlock(Block):
     host_spread: SpreadBlock | None = _sub(SpreadBlock)
     client_cpu: CpuBlock | None = _sub(CpuBlock)
     series_start_s: float | None = None  # where the series starts, after the phase's start
+
+
+# --- the checkpoint (after the phase blocks: its rank spread is a SpreadBlock) ----------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class CkptModelBlock(Block):
+    """``checkpoint.model``: the checkpoint model (``ckpt_spec``) at its full size."""
+
+    name: str | None = None
+    total_bytes: int | None = None
+    ranks: int | None = None
+    model_bytes: int | None = None
+    optimizer_bytes: int | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CkptIoBlock(Block):
+    """One measured save or load (``ckpt_estimate._io``): size ÷ the slowest rank's time."""
+
+    rank_seconds_scope: str | None = None
+    phase: str | None = None
+    api: str | None = None
+    bytes: int | None = None
+    files: int | None = None
+    ranks: int | None = None
+    seconds: float | None = None
+    bandwidth_bps: float | None = None
+    rank_seconds: SpreadBlock | None = _sub(SpreadBlock)  # min / median / max
+    cache: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CkptMeasuredBlock(Block):
+    """``checkpoint.measured``: what the checkpoint phases measured (absent phases left out)."""
+
+    save: CkptIoBlock | None = _sub(CkptIoBlock)
+    load: CkptIoBlock | None = _sub(CkptIoBlock)
+    dcp_save: CkptIoBlock | None = _sub(CkptIoBlock)
+    dcp_load: CkptIoBlock | None = _sub(CkptIoBlock)
+    copy_bps: float | None = None
+    copy_basis: str | None = None
+    baseline: Mapping[str, Any] | None = None  # bandwidth_bps, bytes, save_ratio
+    create_per_s: float | None = None
+    create_workers: int | None = None
+    open_per_s: float | None = None
+    open_workers: int | None = None
+
+    def io(self) -> list[tuple[str, CkptIoBlock]]:
+        """(key, figures) of each save and load measured, in the report's order."""
+        pairs = (("save", self.save), ("load", self.load), ("dcp_save", self.dcp_save),
+                 ("dcp_load", self.dcp_load))  # fmt: skip
+        return [(k, v) for k, v in pairs if isinstance(v, CkptIoBlock) and not v.empty]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointBlock(Block):
+    """``checkpoint``: the checkpoint model, what was measured, and the full-size estimates
+    (``ckpt_estimate.build``); the estimate stays a mapping, ``ckpt_report`` renders it."""
+
+    model: CkptModelBlock | None = _sub(CkptModelBlock)
+    scale: float | None = None
+    measured: CkptMeasuredBlock | None = _sub(CkptMeasuredBlock)
+    estimate: Mapping[str, Any] | None = None
+    estimate_missing: str | None = None

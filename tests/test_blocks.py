@@ -229,3 +229,11 @@ def test_the_phase_extra_types_the_many_client_figures_and_keeps_the_rest():
     assert e.rank_spread.slowest == 2 and e.client_cpu.share == 0.5 and e.host_spread is None
     assert e.extra == {"fio_json": "x"} and e.has("world") and not e.has("hosts")
     assert p.latency.p99 is None and p.worker_spread.empty
+
+
+def test_the_checkpoint_block_types_its_model_and_measured_figures():
+    ck = _runs()[0].checkpoint_block
+    assert ck.model.name == "llama3-8b" and ck.model.total_bytes == 1 << 30 and ck.scale == 1e-4
+    assert [k for k, _ in ck.measured.io()] == ["save"] and ck.measured.save.ranks == 8
+    assert ck.measured.copy_bps == 1e9 and ck.measured.load is None and ck.estimate is None
+    assert ck.has("estimate") and ck.estimate_missing.startswith("no complete")
