@@ -290,6 +290,8 @@ class LoaderBlock(Block):
     client_cpu: CpuBlock | None = _sub(CpuBlock)
     hosts: int | None = None
     status: str | None = None  # with repeats: the loader's own status
+    # a run over the user's own dataset (loader --existing): rendered by loader.existing_summary
+    existing: Mapping[str, Any] | None = None
     repeats: tuple[Any, ...] = _seq()  # one loader block per repeat
 
 

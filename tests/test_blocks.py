@@ -166,10 +166,10 @@ def test_an_older_file_reads_with_defaults_and_writes_back_only_its_own_keys():
 
 
 def test_unknown_keys_are_kept_in_place_and_odd_values_as_they_are():
-    d = {"profile": "p", "existing": {"path": "/data", "files": 3}, "au": "n/a",
+    d = {"profile": "p", "later": {"path": "/data", "files": 3}, "au": "n/a",
          "points": [1, {"gpus": 2, "au": 0.5, "later": True}], "ranks": "x", "extra": 7}  # fmt: skip
     ld = b.LoaderBlock.from_dict(d)
-    assert ld.extra == {"existing": {"path": "/data", "files": 3}, "extra": 7}
+    assert ld.extra == {"later": {"path": "/data", "files": 3}, "extra": 7}
     assert ld.points[0] == 1 and ld.points[1].extra == {"later": True} and ld.ranks == "x"
     assert json.dumps(ld.to_dict()) == json.dumps(d)
 

@@ -17,9 +17,26 @@ from ..cli import (
 
 @app.command()
 def loader(
-    target: str = typer.Argument(..., help="Directory to lay the dataset out in (a run dir)."),
-    profile: str = typer.Option(
-        ..., "--profile", help="Profile name (see `iobench workloads`) or TOML path."
+    target: str = typer.Argument(
+        ...,
+        help="Directory to lay the dataset out in (a run dir); with --existing, the dataset "
+        "(directory or fsspec URL) to read, never written.",
+    ),
+    profile: str | None = typer.Option(
+        None,
+        "--profile",
+        help="Profile name (see `iobench workloads`) or TOML path (needed without --existing).",
+    ),
+    existing: bool = typer.Option(
+        False, "--existing", help="Read the dataset already at TARGET, read-only (see README)."
+    ),
+    fmt: str | None = typer.Option(
+        None,
+        "--format",
+        help="With --existing: the format; detected from the file names when left out.",
+    ),
+    transform: str | None = typer.Option(
+        None, "--transform", help="With --existing: your per-sample transform, MODULE:FUNCTION."
     ),
     set_: list[str] | None = typer.Option(None, "--set", help="Override a profile key: KEY=VALUE."),
     gpus: int | None = typer.Option(
@@ -58,17 +75,37 @@ def loader(
 ) -> int:
     """Measure the accelerator utilisation a DataLoader reaches on TARGET, and predict it."""
     from ..api import append_history, check_history_url
-    from ..distributed import hooks_from_env, is_lead_rank
-    from ..loader import run_loader
+    from ..distributed import is_lead_rank
 
     check_exports(csv_path, series_csv)
     if not no_history:
         check_history_url(history or "")
-    outcome = run_loader(
+    if existing or fmt or transform:
+        from .loader_existing import existing_run
+
+        outcome = existing_run(
+            target, existing, profile, set_, fmt=fmt, transform=transform, gpus=gpus,
+            workers=workers, steps=steps, epochs=epochs, compute=compute, direct=direct,
+            output=output, keep=keep, quiet=quiet,
+        )  # fmt: skip
+    else:
+        outcome = _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute,
+                             direct, output, keep, quiet)  # fmt: skip
+    if not no_history and is_lead_rank():
+        append_history(outcome, history or "")
+    return finish_run(outcome, as_json, quiet, (csv_path, series_csv))
+
+
+def _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute, direct, output,
+               keep, quiet):  # fmt: skip
+    from ..distributed import hooks_from_env, is_lead_rank
+    from ..errors import UsageError
+    from ..loader import run_loader
+
+    if not profile:
+        raise UsageError("iobench loader needs --profile", hint="or --existing for your dataset")
+    return run_loader(
         target, profile, sets=set_, gpus=gpus, workers=workers, steps=steps, epochs=epochs,
         compute=compute, direct=direct, output=output, keep=keep,
         progress_factory=progress_factory(quiet or not is_lead_rank()), hooks=hooks_from_env(),
     )  # fmt: skip
-    if not no_history and is_lead_rank():
-        append_history(outcome, history or "")
-    return finish_run(outcome, as_json, quiet, (csv_path, series_csv))

@@ -6,7 +6,7 @@ HTML page render these same tables, so they never disagree.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..blocks import (
@@ -203,6 +203,10 @@ def _loader_rates(ld: LoaderBlock) -> list[list[str]]:
         rows.append(["Compute per step", _secs(ld.compute_s)])
     if ld.bound:
         rows.append(["Bound by", str(ld.bound)])
+    if isinstance(ld.existing, Mapping):  # a run over the user's own dataset
+        from ..loader.existing_summary import table_rows
+
+        rows += table_rows(ld.to_dict())
     return rows
 
 
