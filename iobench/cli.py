@@ -219,6 +219,22 @@ def _install_stop_handlers() -> dict[int, object]:
     return old
 
 
+STALL_OPTION = typer.Option(
+    None,
+    "--stall-timeout",
+    help="Give up (exit 4, partial result kept) when a phase's I/O makes no progress for "
+    "this long: blocked storage (default 60s, or the workload's stall_timeout; 0: never).",
+)
+
+
+def arm_watchdog(value: str | None) -> None:
+    """--stall-timeout: arm the I/O watchdog (iobench.watchdog) for this command's runs."""
+    from . import watchdog
+    from .units import parse_duration
+
+    watchdog.configure(None if value is None else parse_duration(value, what="--stall-timeout"))
+
+
 def progress_factory(quiet: bool):
     from .progress import TqdmProgress
 
@@ -370,10 +386,12 @@ def run(
     csv_path: str | None = CSV_OPTION,
     series_csv: str | None = SERIES_CSV_OPTION,
     live_csv: str | None = LIVE_CSV_OPTION,
+    stall_timeout: str | None = STALL_OPTION,
 ) -> int:
     """Run one workload against TARGET and print what it measured."""
     from . import api
 
+    arm_watchdog(stall_timeout)
     check_exports(csv_path, series_csv)
     live = open_live_csv(live_csv)
     try:
@@ -553,6 +571,9 @@ def main(argv: list[str] | None = None) -> int:
             f"iobench: error: internal error: {type(e).__name__}: {what} (rerun with --debug and report it)"
         )
         code = int(ExitStatus.RUN_FAILED)
+    from .watchdog import disarm
+
+    disarm()  # the command's runs are over (tests call main many times in one process)
     out_flush()
     if argv is None:
         # the command has finished: a signal now must not cut Python's exit (torch's atexit
@@ -566,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = [
-    "app", "main", "out", "err", "finish_run", "progress_factory", "check_exports",
+    "app", "main", "out", "err", "finish_run", "progress_factory", "arm_watchdog", "STALL_OPTION", "check_exports",
     "write_exports", "CSV_OPTION", "SERIES_CSV_OPTION", "LIVE_CSV_OPTION", "open_live_csv", "with_live_csv",
     "close_live_csv", "deprecated",
 ]  # fmt: skip

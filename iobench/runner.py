@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import cpu
+from . import cpu, watchdog
 from . import results as results_mod
 from .engines.base import EngineContext, PhaseSpec, Progress
 from .engines.registry import get_engine
@@ -79,6 +79,9 @@ class PhaseRunner:
     # a time-based phase ends once steady by this (stats.SteadyCriterion); None: at its time
     steady: Any = None
     _fallback: Any = field(default=None, repr=False)  # posix engine for phases the engine refuses
+
+    def __post_init__(self) -> None:
+        self.progress_factory = watchdog.watched(self.progress_factory)  # stalls give up
 
     @property
     def run_dir(self) -> str:
@@ -153,8 +156,9 @@ class PhaseRunner:
         if self.target.kind == "fsspec":  # object stores have no directories
             make_url_dirs(self.target, relpaths)
             return
-        for d in sorted(set(relpaths)):
-            os.makedirs(os.path.join(self.run_dir, d), exist_ok=True)
+        with watchdog.watching(None, "mkdir"):
+            for d in sorted(set(relpaths)):
+                os.makedirs(os.path.join(self.run_dir, d), exist_ok=True)
 
     def drop_cache(self, spec: PhaseSpec) -> None:
         if self.target.kind == "fsspec":  # no page cache to drop for object stores
@@ -164,6 +168,10 @@ class PhaseRunner:
 
     def execute(self, spec: PhaseSpec) -> PhaseResult:
         """Run one phase through the engine; keep its result even when it fails."""
+        with watchdog.watching(spec):  # cache drop, I/O, layout query: blocked I/O gives up
+            return self._execute(spec)
+
+    def _execute(self, spec: PhaseSpec) -> PhaseResult:
         self.stop.check()
         if self.steady is not None and spec.time_s and spec.steady is None:
             spec = dataclasses.replace(spec, steady=self.steady)
@@ -594,7 +602,7 @@ def run_session(
             if any(p.ops for p in run.phases) and not interrupted:
                 run.status = "partial"
 
-    with guard, _thread_errors_as_warnings(run):
+    with guard, _thread_errors_as_warnings(run), watchdog.armed(s):
         try:
             try:
                 with guard.deferred():  # the run dir is ours once it exists: record that first
@@ -813,6 +821,7 @@ def _run_claimed(
     with run_session(
         run, target, out_dir, keep=keep, save=writes, run_dir_id=run_dir_id, hooks=hooks
     ) as s:
+        watchdog.set_spec_timeout(workload.stall_timeout)
         # the probe may need more than the device's logical block size (btrfs: its sectors);
         # under torchrun every rank refuses when one does
         direct_sizes = plan_workload(workload).direct_sizes

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from ..cli import app, out, out_report, progress_factory
+from ..cli import STALL_OPTION, app, arm_watchdog, out, out_report, progress_factory
 
 
 @app.command()
@@ -65,8 +65,10 @@ def checkpoint(
         None, "--history", help="History URL to append this run to."
     ),
     no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
+    stall_timeout: str | None = STALL_OPTION,
 ) -> int:
     """Save and load an LLM checkpoint on TARGET; estimate stall, recovery and goodput."""
+    arm_watchdog(stall_timeout)
     from .. import results
     from ..api import append_history, check_history_url
     from ..ckpt_estimate import parse_options

@@ -8,7 +8,9 @@ import typer
 from ..cli import (
     CSV_OPTION,
     SERIES_CSV_OPTION,
+    STALL_OPTION,
     app,
+    arm_watchdog,
     check_exports,
     finish_run,
     progress_factory,
@@ -72,11 +74,13 @@ def loader(
     no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
     csv_path: str | None = CSV_OPTION,
     series_csv: str | None = SERIES_CSV_OPTION,
+    stall_timeout: str | None = STALL_OPTION,
 ) -> int:
     """Measure the accelerator utilisation a DataLoader reaches on TARGET, and predict it."""
     from ..api import append_history, check_history_url
     from ..distributed import is_lead_rank
 
+    arm_watchdog(stall_timeout)
     check_exports(csv_path, series_csv)
     if not no_history:
         check_history_url(history or "")

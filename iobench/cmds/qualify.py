@@ -8,7 +8,9 @@ from ..cli import (
     CSV_OPTION,
     LIVE_CSV_OPTION,
     SERIES_CSV_OPTION,
+    STALL_OPTION,
     app,
+    arm_watchdog,
     check_exports,
     close_live_csv,
     deprecated,
@@ -90,10 +92,13 @@ def qualify(
     csv_path: str | None = CSV_OPTION,
     series_csv: str | None = SERIES_CSV_OPTION,
     live_csv: str | None = LIVE_CSV_OPTION,
+    stall_timeout: str | None = STALL_OPTION,
 ) -> int:
     """Qualify TARGET: every phase, the loader, the estimate, and a pass/fail verdict (exit 0/1)."""
     from ..api import append_history, check_history_url
     from ..ckpt_estimate import parse_options
+
+    arm_watchdog(stall_timeout)
 
     budget = deprecated("--time", "--budget", old_budget, budget)
     from ..distributed import hooks_from_env, is_lead_rank
