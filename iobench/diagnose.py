@@ -23,9 +23,12 @@ How the measured terms become the model's inputs (``_model``):
   per-file cost, and packed into shards it is read in requests of ``REQUEST_BYTES``, each taken
   to cost what a small file's did (storage bound by its request rate, as an IOPS limit is).
 - CPU: a worker's decode plus its share of the collate (``decode + collate ÷ batch``) is CPU
-  time; the workers keep ``gpus × workers × cpu ÷ (read + cpu)`` cores busy, and when that is
-  more than the cores left beside the main processes (``main_cores_per_gpu`` each, 1 by
-  default), the CPU time stretches by the ratio.
+  time; the ``gpus × workers`` workers can take no more than the cores left beside the main
+  processes (``main_cores_per_gpu`` each, 1 by default), so a worker's cycle (read + CPU) is
+  at least ``gpus × workers × cpu ÷ free cores``, its CPU phase stretched to fill it (workers
+  past the cores then add nothing); times the host's other load as measured (the decode's
+  wall ÷ CPU beyond what the workers' own count explains). The main loop's measured time
+  per step (``step_overhead_s``) is paid in every configuration.
 
 The changes, in the order of effort ``diagnose`` ranks them (the first that reaches the
 threshold at the low end of its interval is the advice; within a kind, the smallest amount):
@@ -201,11 +204,15 @@ def _model(
 
 
 def _own_stretch(t: PipelineTerms, cfg: _Config, read: float, cpu: float) -> float:
-    """How much the workers' CPU time stretches on the cores left beside the main loops:
-    ``gpus × workers × cpu ÷ (read + cpu)`` cores busy over those free, at least 1."""
-    busy = t.gpus * max(cfg.workers, 1) * cpu / (read + cpu) if read + cpu > 0 else 0.0
+    """How much the workers' CPU time stretches on the cores left beside the main loops
+    (``free``): ``gpus × workers`` workers, each cycling through a read and its CPU time, can
+    take no more than ``free`` cores, so a worker's cycle is at least ``gpus × workers × cpu ÷
+    free`` (the CPU phase then stretched to fill it), at least 1."""
     free = max(cfg.cores - t.gpus * t.main_cores_per_gpu, 1) if cfg.workers > 0 else cfg.cores
-    return max(1.0, busy / free)
+    if cpu <= 0:
+        return 1.0
+    cycle = t.gpus * max(cfg.workers, 1) * cpu / free
+    return max(1.0, (cycle - read) / cpu)
 
 
 def external_contention(t: PipelineTerms) -> float:

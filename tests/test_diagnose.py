@@ -59,13 +59,13 @@ def test_decode_bound_one_worker_advises_five_workers():
 
 
 def test_decode_bound_on_two_cores_advises_cores():
-    # 2 cores, one for the main process: W workers keep W × 40/50 cores busy on 1 free core, so
-    # decode stretches by 0.8 W and a batch takes 10 × (0.01 + 0.032 W) ÷ W → at most AU 0.31.
+    # 2 cores, one for the main process: W workers on 1 free core cycle in at least W × 40 ms
+    # per sample, so from 2 workers on a batch takes 10 × 40 ms = 0.4 s → AU 0.25 at most.
     # 6 cores (5 free) with 5 workers: 4 busy cores, no stretch, 0.1 s per batch → AU 1.0;
     # 4 cores with 3 workers: 10 × 0.05 ÷ 3 = 0.167 s → 0.6.
     d = diagnose(terms(cpu_cores=2))
     w = option(d, "workers")
-    assert not w.reaches and w.au < 0.33
+    assert not w.reaches and w.au == pytest.approx(0.25, abs=APPROX)
     assert d.advice is not None and d.advice.kind == "cores"
     assert d.advice.amount == 6
     assert d.advice.au == pytest.approx(1.0, abs=APPROX)
@@ -74,11 +74,11 @@ def test_decode_bound_on_two_cores_advises_cores():
 def test_an_emulated_compute_leaves_its_core_to_the_workers():
     # 2 cores, the main loop sleeping: both are the workers'. 2 workers keep 2 × 40/50 = 1.6
     # busy, no stretch: 10 × 50 ms ÷ 2 = 0.25 s → AU 0.4. With a core kept by the main loop,
-    # 1.6 busy on 1 stretches the CPU ×1.6: 10 × (10 + 64) ms ÷ 2 = 0.37 s → 0.27.
+    # 2 workers on 1 core cycle in 2 × 40 ms per sample: 10 × 80 ms ÷ 2 = 0.4 s → 0.25.
     d1 = diagnose(terms(cpu_cores=2, workers=2, main_cores_per_gpu=0.0))
     assert d1.now.au == pytest.approx(0.4, abs=APPROX)
     d2 = diagnose(terms(cpu_cores=2, workers=2))
-    assert d2.now.au == pytest.approx(0.1 / (10 * (0.01 + 0.064) / 2), abs=APPROX)
+    assert d2.now.au == pytest.approx(0.25, abs=APPROX)
 
 
 def test_storage_bound_advises_bandwidth_and_workers_do_not_help():
@@ -301,12 +301,12 @@ def test_the_storage_gives_what_the_readers_measured_at_once():
 
 
 def test_workers_beyond_the_cores_are_not_advised():
-    # 2 cores, one for the main loop: the best AU more workers give (~0.31, see above) is
-    # nearly reached by a handful; the option names the smallest count within 2 points of it,
-    # not the last tried (64)
+    # 2 cores, one for the main loop: W workers cycle in at least W × 40 ms per sample on the
+    # one free core, so from 2 workers on a batch takes 10 × 40 ms = 0.4 s → AU 0.25 whatever
+    # W; the option names the smallest such count, not the last tried (64)
     w = option(diagnose(terms(cpu_cores=2)), "workers")
-    assert w.amount <= 8
-    assert w.au == pytest.approx(0.31, abs=0.02)
+    assert w.amount == 2
+    assert w.au == pytest.approx(0.25, abs=APPROX)
 
 
 def test_two_workers_on_two_cores_are_advised_when_they_reach():
