@@ -2,7 +2,7 @@
 
 Launched by ``torchrun`` with WORLD_SIZE > 1, every rank runs the same workload against its
 own run directory ``TARGET/.iobench-<run_id>-r<rank>`` (each rank owns its files; this works
-on a shared filesystem, on node-local disks and on object stores alike). The hooks here keep
+on a shared filesystem, on node-local disks and on object stores alike). Its coordinator keeps
 the ranks in step and turn their results into one, as IOR does:
 
 - the run id is rank 0's, so every rank's run directory and the one result.json agree;
@@ -22,7 +22,7 @@ the ranks in step and turn their results into one, as IOR does:
   directory they can see.
 
 Other modules (the loader, qualify) use ``rank``, ``world``, ``local_rank``, ``hostname``,
-``hosts``, ``barrier()``, ``all_gather_object()``, ``broadcast_object()``, ``agree()`` (input
+``hosts``, ``barrier()``, ``all_gather_object()``, ``broadcast_object()``, ``agreed()`` (input
 checks refused on any rank end every rank with exit 2) and ``StepBarrier`` (the loader's
 per-step barrier, which stops every rank at the same step).
 """
@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .coordinator import Coordinator, SingleProcess, T, agree_on
 from .errors import DistributedError, Interrupted, UsageError
 from .results import PhaseResult
 from .stats import SERIES_RESOLUTION_S, Histogram, spread
@@ -84,22 +85,22 @@ def dist_timeout(environ: Mapping[str, str] | None = None) -> float:
     return value
 
 
-def hooks_from_env(environ: Mapping[str, str] | None = None) -> DistributedHooks | None:
-    """Coordination hooks when launched by torchrun with WORLD_SIZE > 1, else None.
-
-    Joins (or reuses) a gloo process group with the ``IOBENCH_DIST_TIMEOUT`` timeout.
+def coordinator_from_env(environ: Mapping[str, str] | None = None) -> Coordinator:
+    """The run's coordinator: a TorchCoordinator when launched by torchrun with WORLD_SIZE > 1
+    (joins, or reuses, a gloo process group with the ``IOBENCH_DIST_TIMEOUT`` timeout), else
+    a SingleProcess.
     """
     env = os.environ if environ is None else environ
     world = launched_world(env)
     if world <= 1:
-        return None
+        return SingleProcess()
     missing = [k for k in ("RANK", "MASTER_ADDR", "MASTER_PORT") if not env.get(k)]
     if missing:
         raise UsageError(
             f"WORLD_SIZE={world} but {', '.join(missing)} not set",
             hint="launch many clients with torchrun (see the README)",
         )
-    return DistributedHooks.join(dist_timeout(env), local_rank=int(env.get("LOCAL_RANK", "0")))
+    return TorchCoordinator.join(dist_timeout(env), local_rank=int(env.get("LOCAL_RANK", "0")))
 
 
 def is_lead_rank(environ: Mapping[str, str] | None = None) -> bool:
@@ -108,28 +109,11 @@ def is_lead_rank(environ: Mapping[str, str] | None = None) -> bool:
     return launched_world(env) <= 1 or env.get("RANK", "0") == "0"
 
 
-def agreed(hooks: DistributedHooks | None, check: Callable[[], Any]) -> Any:
-    """Run ``check`` (input checks that may differ between hosts: the target, free space, the
-    output directory); under torchrun every rank raises when any rank's check refused, so no
-    rank goes on to wait for peers that have already given up. Returns what ``check`` returns.
-    """
-    if hooks is None:
-        return check()
-    error: UsageError | None = None
-    value = None
-    try:
-        value = check()
-    except UsageError as e:
-        error = e
-    hooks.agree(error)
-    return value
+# -- the coordinator -------------------------------------------------------------------------------
 
 
-# -- the hooks -------------------------------------------------------------------------------
-
-
-class DistributedHooks:
-    """What the runner (and the loader) call to act as one of ``world`` coordinated clients."""
+class TorchCoordinator:
+    """The Coordinator of one of ``world`` torchrun ranks (a gloo group through ``comm``)."""
 
     def __init__(
         self,
@@ -159,19 +143,19 @@ class DistributedHooks:
 
     # -- set-up ---------------------------------------------------------------------------
     @classmethod
-    def join(cls, timeout_s: float, local_rank: int = 0) -> DistributedHooks:
+    def join(cls, timeout_s: float, local_rank: int = 0) -> TorchCoordinator:
         """Join the torchrun process group (gloo), learn the hosts and the clock offsets."""
         comm = TorchComm.init(timeout_s)
-        hooks = cls(comm, local_rank=local_rank, timeout_s=timeout_s)
-        hooks.install_signal_handler()
+        coord = cls(comm, local_rank=local_rank, timeout_s=timeout_s)
+        coord.install_signal_handler()
         # at exit the SIGTERM torchrun sends when another rank failed must not turn this
         # rank's own status (4, or 130) into death by signal: keep deferring it
-        atexit.register(hooks.close, restore_signals=False)
-        hooks.setup()
-        hooks.watch = PeerWatch.start(comm.open_store, comm.rank, comm.world, timeout_s)
-        if hooks.watch is not None:
-            hooks.watch.hosts = list(hooks.hosts)
-        return hooks
+        atexit.register(coord.close, restore_signals=False)
+        coord.setup()
+        coord.watch = PeerWatch.start(comm.open_store, comm.rank, comm.world, timeout_s)
+        if coord.watch is not None:
+            coord.watch.hosts = list(coord.hosts)
+        return coord
 
     def setup(self) -> None:
         """Collective: gather hostnames and pids, measure clock offsets. Every rank calls it
@@ -204,6 +188,9 @@ class DistributedHooks:
     @property
     def ranks_per_host(self) -> int:
         return max(1, self.hosts.count(self.hostname)) if len(self.hosts) == self.world else 1
+
+    def clock_offset(self) -> float:
+        return self.clock_offsets[self.rank]
 
     # -- the runner's interface -----------------------------------------------------------
     def shared_run_id(self, run_id: str) -> str:
@@ -238,7 +225,7 @@ class DistributedHooks:
         mine = {
             "rank": self.rank,
             "host": self.hostname,
-            "clock_offset_s": self.clock_offsets[self.rank],
+            "clock_offset_s": self.clock_offset(),
             "read_from": self._read_source_of(spec),
             "result": res.to_dict(),
         }
@@ -303,15 +290,11 @@ class DistributedHooks:
     def broadcast_object(self, obj: Any, src: int = 0) -> Any:
         return self._collective("broadcast", self.comm.broadcast, obj, src)
 
-    def agree(self, error: UsageError | None) -> None:
-        """Collective: raise on every rank when any rank's inputs were refused (this rank's
-        own error first, else the lowest refusing rank's, named)."""
-        refused = self.all_gather_object(None if error is None else (error.message, error.hint))
-        if error is not None:
-            raise error
-        for k, r in enumerate(refused):
-            if r is not None:
-                raise UsageError(f"rank {k}: {r[0]}", hint=r[1])
+    def agreed(self, check: Callable[[], T]) -> T:
+        """``check()`` (input checks that may differ between hosts: the target, free space,
+        the output directory) on every rank; every rank raises when any rank's check refused,
+        so no rank goes on to wait for peers that have already given up."""
+        return agree_on(self, check)
 
     def any_stopping(self, stopping: bool) -> bool:
         """Collective: whether any rank was asked to stop (the loader's per-step barrier)."""
@@ -416,19 +399,16 @@ def read_source(runner: Any) -> tuple[int, str]:
     ``(runner.rank, "")`` on a single client or when the target is not shared between ranks.
     Generators build the source rank's file names and put the prefix in front.
     """
-    hooks = getattr(runner, "hooks", None)
-    rank = getattr(runner, "rank", 0)
-    if hooks is None or getattr(hooks, "world", 1) <= 1 or not hasattr(hooks, "read_shift"):
-        return rank, ""
-    src = hooks.read_shift()
-    if src == rank:
-        if not getattr(hooks, "shared_target", True):
+    coord = runner.coord
+    src = coord.read_shift()
+    if src == coord.rank:
+        if not coord.shared_target:
             runner.warn(
                 "the target is not shared between ranks: each rank read back its own files, "
                 "so client caches may inflate the read figures"
             )
-        return rank, ""
-    return src, hooks.read_prefix(src)
+        return coord.rank, ""
+    return src, coord.read_prefix(src)
 
 
 def peer_files(files: Sequence[Any], prefix: str) -> tuple[Any, ...]:
@@ -449,12 +429,12 @@ class StepBarrier:
 
     checks_stop = True
 
-    def __init__(self, hooks: DistributedHooks, stop: Any):
-        self.hooks = hooks
+    def __init__(self, coord: Coordinator, stop: Any):
+        self.coord = coord
         self.stop = stop
 
     def wait(self) -> None:
-        if self.hooks.any_stopping(self.stop.is_set()):
+        if self.coord.any_stopping(self.stop.is_set()):
             self.stop.check()  # this rank's own signal, named
             raise Interrupted("interrupted: another rank was stopped")
 
@@ -874,7 +854,7 @@ class PeerWatch:
 
 @dataclass
 class Comm:
-    """The collectives the hooks need; TorchComm implements them over a gloo group."""
+    """The collectives the coordinator needs; TorchComm implements them over a gloo group."""
 
     rank: int = 0
     world: int = 1

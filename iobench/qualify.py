@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .coordinator import Coordinator, SingleProcess
 from .errors import UsageError
 from .phases import get_generator
 from .runner import (
@@ -519,16 +520,15 @@ def run_qualify(
     progress_factory: Any = None,
     command: str | None = None,
     checkpoint: str | None = None,
-    hooks: Any = None,
+    coord: Coordinator | None = None,
     sets: list[str] | None = None,
 ) -> tuple[RunOutcome | None, str | None]:
     """Plan (and unless ``dry_run``) run the suite. Returns (outcome, dry-run text).
 
-    With ``hooks`` (torchrun, many ranks) every rank runs each I/O step on its own files, in
+    With a torchrun ``coord`` (many ranks) every rank runs each I/O step on its own files, in
     step, and the phases are the ranks' aggregates; the loader runs one accelerator per rank;
     rank 0 writes the result, the report and the verdict (the same on every rank).
     """
-    from .distributed import agreed
     from .engines.registry import get_engine
     from .units import parse_duration
 
@@ -566,11 +566,11 @@ def run_qualify(
             hint="use iobench run with the fsspec engine for URLs",
         )
     engine = get_engine(engine_name)
-    ranks = hooks.world if hooks is not None else 1
+    coord = coord or SingleProcess()
+    ranks = coord.world
     run = new_result(command)
-    if hooks is not None:
-        run.run_id = hooks.shared_run_id(run.run_id)
-    writer = hooks is None or hooks.rank == 0
+    run.run_id = coord.shared_run_id(run.run_id)
+    writer = coord.rank == 0
     out_dir = output_dir_for(output, run.run_id)
 
     def check() -> tuple[Target, QualifyPlan]:
@@ -583,7 +583,7 @@ def run_qualify(
             claim_output_dir(out_dir)  # held until the result is saved
         return target, plan
 
-    target, plan = agreed(hooks, check)
+    target, plan = coord.agreed(check)
     if dry_run:
         return None, render_plan(plan, target)
     run.workload = {
@@ -595,17 +595,16 @@ def run_qualify(
     }  # fmt: skip
     run.engine = {"name": engine.name, "version": engine.version()}
     kwargs = {"progress_factory": progress_factory} if progress_factory else {}
-    run_dir_id = run.run_id if hooks is None else hooks.run_dir_id(run.run_id)
+    run_dir_id = coord.run_dir_id(run.run_id)
     with run_session(
-        run, target, out_dir, keep=keep, save=writer, run_dir_id=run_dir_id, hooks=hooks
+        run, target, out_dir, keep=keep, save=writer, run_dir_id=run_dir_id, coord=coord
     ) as s:
         # the parallel filesystem's layout (Lustre, GPFS, CephFS) in target.layout
         run.warnings.extend(w for w in apply_layout(target, {}) if w not in run.warnings)
         run.target = target.to_dict()
-        if hooks is not None:
-            hooks.attach(target)  # every rank's run dir exists: can ranks read each other's?
+        coord.attach(target)  # every rank's run dir exists: can ranks read each other's?
         runner = s.runner = PhaseRunner(
-            target, engine, s.stop, raw_dir=str(out_dir) if writer else None, hooks=hooks,
+            target, engine, s.stop, raw_dir=str(out_dir) if writer else None, coord=coord,
             steady=DEFAULT_STEADY, **kwargs,
         )  # fmt: skip
         for step in plan.steps:
@@ -613,15 +612,15 @@ def run_qualify(
         run.phases = runner.results
         _checkpoint_estimate(run, plan)
     outcome = s.outcome()
-    if hooks is not None and outcome.error is not None:
-        hooks.abandon(outcome.error.one_line())
+    if outcome.error is not None:
+        coord.abandon(outcome.error.one_line())
     if outcome.error is None:
-        _loader_step(outcome, target_spec, plan, keep, progress_factory, hooks)
+        _loader_step(outcome, target_spec, plan, keep, progress_factory, coord)
     _estimate_step(outcome.run, profile)
     outcome.run.verdict = verdict(outcome.run, requirements, profile, n_gpus, quick=quick)
-    if hooks is not None and outcome.error is None:
+    if outcome.error is None:
         # one verdict, rank 0's, so every rank exits with the same status
-        outcome.run.verdict = hooks.broadcast_object(outcome.run.verdict)
+        outcome.run.verdict = coord.broadcast_object(outcome.run.verdict)
     if writer:
         from . import report, results
 
@@ -636,7 +635,7 @@ def _loader_step(
     plan: QualifyPlan,
     keep: bool,
     progress_factory: Any,
-    hooks: Any = None,
+    coord: Coordinator,
 ) -> None:
     """The profile through a real DataLoader (its own run directory, after the I/O steps)."""
     from .loader import run_loader
@@ -645,7 +644,7 @@ def _loader_step(
     prof = replace(plan.profile, files=lp["files"], epochs=lp["epochs"])
     lo = run_loader(
         target_spec, prof, gpus=lp["gpus"], steps=lp["steps"], save=False, keep=keep,
-        progress_factory=progress_factory, command=outcome.run.command, hooks=hooks,
+        progress_factory=progress_factory, command=outcome.run.command, coord=coord,
     )  # fmt: skip
     run = outcome.run
     run.loader = lo.run.loader

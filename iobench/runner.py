@@ -19,6 +19,7 @@ from typing import Any
 
 from . import cpu
 from . import results as results_mod
+from .coordinator import Coordinator, SingleProcess
 from .engines.base import EngineContext, PhaseSpec, Progress
 from .engines.registry import get_engine
 from .errors import (
@@ -75,7 +76,8 @@ class PhaseRunner:
     raw_dir: str | None = None
     results: list[PhaseResult] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    hooks: Any = None  # distributed coordination (barriers, gathers), when ranks > 1
+    # the other clients (barriers, gathers, the ranks' aggregate); one client: SingleProcess
+    coord: Coordinator = field(default_factory=SingleProcess)
     # a time-based phase ends once steady by this (stats.SteadyCriterion); None: at its time
     steady: Any = None
     _fallback: Any = field(default=None, repr=False)  # posix engine for phases the engine refuses
@@ -86,11 +88,11 @@ class PhaseRunner:
 
     @property
     def rank(self) -> int:
-        return getattr(self.hooks, "rank", 0)
+        return self.coord.rank
 
     @property
     def world(self) -> int:
-        return getattr(self.hooks, "world", 1)
+        return self.coord.world
 
     def warn(self, text: str) -> None:
         if text not in self.warnings:
@@ -180,8 +182,7 @@ class PhaseRunner:
             storage_options=self.target.storage_options,  # fsspec URL targets (endpoint)
             raw_dir=self.raw_dir,
         )
-        if self.hooks:
-            self.hooks.before_phase(spec)
+        self.coord.before_phase(spec)
         engine, why = self._engine_for(spec)
         cpu0 = cpu.sample()  # the client's own CPU over the phase (iobench.cpu)
         suspended = self.stop.suspended
@@ -197,9 +198,7 @@ class PhaseRunner:
         res.extra["client_cpu"] = cpu.usage(cpu0, cpu.sample())
         _note_suspension(res, self.stop.suspended - suspended)
         self._finish(spec, res, engine, why)
-        if self.hooks:
-            res = self.hooks.after_phase(spec, res)
-            self.results[-1] = res
+        res = self.results[-1] = self.coord.after_phase(spec, res)
         self.stop.check()
         return res
 
@@ -208,8 +207,7 @@ class PhaseRunner:
         if res.cache == "dropped" and client_cache(self.target.fs_type):
             res.cache = "client-cache"  # dropped from the kernel only
         mark_steady(res, self.steady)
-        if self.hooks:
-            res = self.hooks.after_phase(None, res)
+        res = self.coord.after_phase(None, res)
         self.results.append(res)
         return res
 
@@ -550,7 +548,7 @@ def run_session(
     keep: bool = False,
     save: bool = True,
     run_dir_id: str | None = None,
-    hooks: Any = None,
+    coord: Coordinator | None = None,
 ) -> Iterator[RunSession]:
     """Create the run directory, route signals to a stop flag, and always clean up.
 
@@ -560,12 +558,13 @@ def run_session(
     directory this session created, still empty, is removed). The run directory is removed on
     every path unless ``keep``; removing it is never cut short by a second signal, and a
     signal that arrives during the cleanup still ends the run as interrupted. Under torchrun
-    (``hooks``) an interruption or error while another rank on this host has died is that
+    (``coord``) an interruption or error while another rank on this host has died is that
     rank's failure (DistributedError, exit 4): torchrun stops every rank, and its workers, when
     one dies.
     ``session.outcome()`` then saves and returns the run.
     """
     s = RunSession(run, target, out_dir, save, keep)
+    coord = coord or SingleProcess()
     guard = SignalGuard(s.stop)
     made: list[Path] = []  # output directories this session created, deepest first
 
@@ -575,18 +574,16 @@ def run_session(
 
     def fail(e: IobenchError) -> None:
         interrupted = isinstance(e, Interrupted)
-        dead = None
-        if hooks is not None and not isinstance(e, DistributedError):
-            dead = hooks.peer_failure()
+        dead = None if isinstance(e, DistributedError) else coord.peer_failure()
         if dead:
             # torchrun stopped this rank (or its DataLoader workers) because another rank
             # died: that rank's failure, not a stop or an error of this rank's own
             e = DistributedError(
-                f"{dead}; torchrun stopped rank {hooks.rank} ({e.message})",
+                f"{dead}; torchrun stopped rank {coord.rank} ({e.message})",
                 hint="see that rank's output; torchrun names the first failure",
             )
             interrupted = False
-            hooks.remove_peer_run_dirs()  # the dead rank cannot remove its own
+            coord.remove_peer_run_dirs()  # the dead rank cannot remove its own
         if not interrupted:
             e = _name_vanished_run_dir(target, _name_disk_full(e))
         s.error = e
@@ -745,7 +742,7 @@ def run_workload(
     keep: bool = False,
     progress_factory: ProgressFactory = Progress,
     command: str | None = None,
-    hooks: Any = None,
+    coord: Coordinator | None = None,
     save: bool = True,
 ) -> RunOutcome:
     """Run ``workload`` on ``target_spec``; always returns the (possibly partial) result.
@@ -755,13 +752,11 @@ def run_workload(
     """
     if repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
-    from .distributed import agreed
-
+    coord = coord or SingleProcess()
     run = new_result(command)
-    if hooks is not None:
-        run.run_id = hooks.shared_run_id(run.run_id)
+    run.run_id = coord.shared_run_id(run.run_id)
     out_dir = output_dir_for(output, run.run_id)
-    is_writer = hooks is None or hooks.rank == 0
+    is_writer = coord.rank == 0
     claims: list[OutputClaim] = []
 
     def check() -> tuple[Any, Target]:
@@ -783,10 +778,10 @@ def run_workload(
         return engine, target
 
     try:
-        engine, target = agreed(hooks, check)
+        engine, target = coord.agreed(check)
         return _run_claimed(
             run, workload, engine, target, out_dir, repeat=repeat, keep=keep,
-            progress_factory=progress_factory, hooks=hooks, writes=save and is_writer,
+            progress_factory=progress_factory, coord=coord, writes=save and is_writer,
         )  # fmt: skip
     finally:
         for claim in claims:  # released at the save; here on the ways out that never save
@@ -803,38 +798,36 @@ def _run_claimed(
     repeat: int,
     keep: bool,
     progress_factory: ProgressFactory,
-    hooks: Any,
+    coord: Coordinator,
     writes: bool,
 ) -> RunOutcome:
     """``run_workload`` once its inputs are checked and its output directory is claimed."""
-    from .distributed import agreed
 
     run.workload = workload.to_dict()
     run.engine = {"name": engine.name, "version": engine.version()}
     gen = get_generator(workload.generator)
-    run_dir_id = run.run_id if hooks is None else hooks.run_dir_id(run.run_id)
+    run_dir_id = coord.run_dir_id(run.run_id)
     with run_session(
-        run, target, out_dir, keep=keep, save=writes, run_dir_id=run_dir_id, hooks=hooks
+        run, target, out_dir, keep=keep, save=writes, run_dir_id=run_dir_id, coord=coord
     ) as s:
         # the probe may need more than the device's logical block size (btrfs: its sectors);
         # under torchrun every rank refuses when one does
         direct_sizes = plan_workload(workload).direct_sizes
-        agreed(hooks, lambda: check_direct_alignment(direct_sizes, target))
+        coord.agreed(lambda: check_direct_alignment(direct_sizes, target))
         # Lustre: stripe the run dir as the workload asks, before any file is created; record
         # the Lustre/GPFS layout in target.layout
         run.warnings.extend(
             w for w in apply_layout(target, workload.params) if w not in run.warnings
         )
         run.target = target.to_dict()
-        if hooks is not None and hasattr(hooks, "attach"):
-            hooks.attach(target)  # every rank's run dir exists: can ranks read each other's?
+        coord.attach(target)  # every rank's run dir exists: can ranks read each other's?
         runner = s.runner = PhaseRunner(
             target,
             engine,
             s.stop,
             progress_factory,
             raw_dir=str(out_dir) if writes else None,
-            hooks=hooks,
+            coord=coord,
         )
         repeats: list[list[PhaseResult]] = []
         try:

@@ -66,7 +66,7 @@ def checkpoint(
     from ..api import append_history, check_history_url
     from ..ckpt_estimate import Options, parse_failure_rate, render
     from ..ckpt_run import run_checkpoint
-    from ..distributed import hooks_from_env, is_lead_rank
+    from ..distributed import coordinator_from_env, is_lead_rank
     from ..errors import UsageError
     from ..units import parse_duration, parse_size
 
@@ -97,7 +97,7 @@ def checkpoint(
     outcome = run_checkpoint(
         target, model, ranks=ranks, scale=scale, api=api, baseline=baseline, opts=opts,
         output=output, keep=keep, repeat=repeat,
-        progress_factory=progress_factory(quiet or not lead), hooks=hooks_from_env(),
+        progress_factory=progress_factory(quiet or not lead), coord=coordinator_from_env(),
     )  # fmt: skip
     if lead and not no_history:
         append_history(outcome, history or "")

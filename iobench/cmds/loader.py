@@ -58,7 +58,7 @@ def loader(
 ) -> int:
     """Measure the accelerator utilisation a DataLoader reaches on TARGET, and predict it."""
     from ..api import append_history, check_history_url
-    from ..distributed import hooks_from_env, is_lead_rank
+    from ..distributed import coordinator_from_env, is_lead_rank
     from ..loader import run_loader
 
     check_exports(csv_path, series_csv)
@@ -67,7 +67,7 @@ def loader(
     outcome = run_loader(
         target, profile, sets=set_, gpus=gpus, workers=workers, steps=steps, epochs=epochs,
         compute=compute, direct=direct, output=output, keep=keep,
-        progress_factory=progress_factory(quiet or not is_lead_rank()), hooks=hooks_from_env(),
+        progress_factory=progress_factory(quiet or not is_lead_rank()), coord=coordinator_from_env(),
     )  # fmt: skip
     if not no_history and is_lead_rank():
         append_history(outcome, history or "")

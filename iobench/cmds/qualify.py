@@ -82,7 +82,7 @@ def qualify(
     from ..api import append_history, check_history_url
 
     budget = deprecated("--time", "--budget", old_budget, budget)
-    from ..distributed import hooks_from_env, is_lead_rank
+    from ..distributed import coordinator_from_env, is_lead_rank
     from ..errors import ExitStatus
     from ..qualify import run_qualify
 
@@ -98,7 +98,7 @@ def qualify(
             dry_run=dry_run, output=output, keep=keep, engine_name=engine,
             progress_factory=with_live_csv(progress_factory(quiet or not lead), live),
             checkpoint=checkpoint,
-            hooks=None if dry_run else hooks_from_env(), sets=set_,
+            coord=None if dry_run else coordinator_from_env(), sets=set_,
         )  # fmt: skip
     finally:
         close_live_csv(live)
