@@ -185,7 +185,7 @@ class FakeStore:
 
 
 def test_watch_waits_for_a_slow_rank_that_still_beats(monkeypatch):
-    monkeypatch.setattr("iobench.distributed.HEARTBEAT_S", 0.05)
+    monkeypatch.setattr("iobench.distributed.comm.HEARTBEAT_S", 0.05)
     store = FakeStore()
     watches = [PeerWatch.start(lambda: store, k, 2, timeout_s=0.3) for k in range(2)]
     try:
@@ -201,7 +201,7 @@ def test_watch_waits_for_a_slow_rank_that_still_beats(monkeypatch):
 
 
 def test_watch_names_a_silent_rank_within_the_timeout(monkeypatch):
-    monkeypatch.setattr("iobench.distributed.HEARTBEAT_S", 0.05)
+    monkeypatch.setattr("iobench.distributed.comm.HEARTBEAT_S", 0.05)
     store = FakeStore()
     alive = PeerWatch.start(lambda: store, 0, 3, timeout_s=0.3)
     beating = PeerWatch.start(lambda: store, 1, 3, timeout_s=0.3)  # beats, never arrives
