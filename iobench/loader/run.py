@@ -13,7 +13,6 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from .. import cpu
@@ -21,18 +20,12 @@ from .. import starvation as sv
 from ..coordinator import Coordinator, SingleProcess
 from ..engines.base import FileSpec, Progress
 from ..errors import UsageError
-from ..runner import (
-    PhaseRunner,
-    RunOutcome,
-    claim_output_dir,
-    new_result,
-    output_dir_for,
-    physical_memory,
-    run_session,
-)
+from ..results import RunResult
+from ..runner import PhaseRunner, RunOutcome, physical_memory
+from ..session import open_run
 from ..spec import Profile, load_profile, parse_overrides
 from ..stats import Histogram
-from ..target import check_free_space, fs_class, resolve
+from ..target import Target, check_free_space, fs_class, resolve
 from ..units import format_bytes, format_seconds
 from .calibration import (
     COMPUTE_BOUND_AU,
@@ -116,21 +109,15 @@ def run_loader(
         coord, *plan_dataset(prof, seed),
     )  # fmt: skip
     _check_steps(prof, gpus, job.workers)
-    run = new_result(command)
-    run.run_id = coord.shared_run_id(run.run_id)
-    writer = save and coord.rank == 0
-    out_dir = output_dir_for(output, run.run_id)
-    tgt = coord.agreed(lambda: _check_target(target, job, out_dir if writer else None))
-    run.workload, run.engine = _workload(job), _engine_block()
-    run_dir_id = coord.run_dir_id(run.run_id)
-    with run_session(
-        run, tgt, out_dir, keep=keep, save=writer, run_dir_id=run_dir_id, coord=coord
-    ) as s:
-        _measure(job, s, run, tgt, progress_factory)
-    outcome = s.outcome()
-    if outcome.error is not None:
-        coord.abandon(outcome.error.one_line())
-    return outcome
+
+    def check(run: RunResult) -> tuple[Target, None]:
+        run.workload, run.engine = _workload(job), _engine_block()
+        return _check_target(target, job), None
+
+    with open_run(check, output=output, command=command, coord=coord, save=save, keep=keep) as ctx:
+        _measure(job, ctx.session, ctx.run, ctx.target, progress_factory)
+    assert ctx.outcome is not None
+    return ctx.outcome
 
 
 @dataclass(frozen=True)
@@ -151,14 +138,12 @@ class _Job:
     sizes: list[list[int]]
 
 
-def _check_target(target: str, job: _Job, out_dir: Path | None) -> Any:
-    """The resolved target, with room for the whole dataset; claims ``out_dir`` if given."""
+def _check_target(target: str, job: _Job) -> Target:
+    """The resolved target, with room for the whole dataset."""
     tgt = resolve(target)
     # many ranks: the whole dataset; files and their folders (1 per 10,000) as inodes
     n = len(job.files)
     check_free_space(tgt, planned_bytes(job.prof, job.files), n + n // 10_000 + 2)
-    if out_dir is not None:
-        claim_output_dir(out_dir)  # held until the result is saved
     return tgt
 
 
