@@ -13,6 +13,14 @@ from ..cli import (
     finish_run,
     progress_factory,
 )
+from .options import (
+    HISTORY_OPTION,
+    JSON_OPTION,
+    KEEP_OPTION,
+    NO_HISTORY_OPTION,
+    OUTPUT_OPTION,
+    QUIET_OPTION,
+)
 
 
 @app.command()
@@ -43,16 +51,12 @@ def loader(
     direct: bool | None = typer.Option(
         None, "--direct/--buffered", help="O_DIRECT reads (default when the target takes them)."
     ),
-    output: str | None = typer.Option(
-        None, "--output", help="Result directory (default ./iobench-results/RUN_ID)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print result.json instead of the table."),
-    keep: bool = typer.Option(False, "--keep", help="Keep the run directory on the target."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
-    history: str | None = typer.Option(
-        None, "--history", help="History URL to append this run to."
-    ),
-    no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
+    output: str | None = OUTPUT_OPTION,
+    as_json: bool = JSON_OPTION,
+    keep: bool = KEEP_OPTION,
+    quiet: bool = QUIET_OPTION,
+    history: str | None = HISTORY_OPTION,
+    no_history: bool = NO_HISTORY_OPTION,
     csv_path: str | None = CSV_OPTION,
     series_csv: str | None = SERIES_CSV_OPTION,
 ) -> int:
