@@ -77,7 +77,7 @@ class OutputClaim:
 
     def acquire(self) -> None:
         check_output_dir(self.path)
-        self.made = _missing_dirs(self.path)
+        self.made = missing_dirs(self.path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -115,7 +115,7 @@ class OutputClaim:
             os.close(self.fd)
             self.fd = None
         for d in self.made:  # deepest first; those still empty are ours and unused
-            _remove_if_empty(d)
+            remove_if_empty(d)
         self.made = []
 
 
@@ -133,6 +133,11 @@ def claim_output_dir(path: Path) -> OutputClaim:
     return claim
 
 
+def held_claim(path: Path) -> OutputClaim | None:
+    """This process's claim on ``path``, if it holds one."""
+    return _CLAIMS.get(Path(path))
+
+
 def release_output_dir(path: Path) -> None:
     """Release this process's claim on ``path``, if it holds one."""
     claim = _CLAIMS.get(Path(path))
@@ -140,7 +145,7 @@ def release_output_dir(path: Path) -> None:
         claim.release()
 
 
-def _missing_dirs(path: Path) -> list[Path]:
+def missing_dirs(path: Path) -> list[Path]:
     """``path`` and those of its parents that do not exist yet, deepest first."""
     out = []
     p = Path(path)
@@ -150,7 +155,7 @@ def _missing_dirs(path: Path) -> list[Path]:
     return out
 
 
-def _remove_if_empty(path: Path) -> None:
+def remove_if_empty(path: Path) -> None:
     try:
         path.rmdir()
     except OSError:

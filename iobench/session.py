@@ -25,13 +25,13 @@ from . import results as results_mod
 from .coordinator import Coordinator, SingleProcess
 from .errors import DistributedError, EngineError, Interrupted, IobenchError, StoreError, UsageError
 from .outdir import (
-    _CLAIMS,
     OutputClaim,
-    _missing_dirs,
-    _remove_if_empty,
     claim_output_dir,
+    held_claim,
+    missing_dirs,
     output_dir_for,
     release_output_dir,
+    remove_if_empty,
 )
 from .results import PhaseResult, RunResult
 from .target import SignalGuard, StopFlag, Target, create_run_dir, remove_run_dir, scrub
@@ -121,7 +121,7 @@ class RunSession:
         run.finished_at = results_mod.now_iso()
         if not self.save:
             return RunOutcome(run, None, self.error)
-        claim = _CLAIMS.get(Path(self.out_dir))
+        claim = held_claim(self.out_dir)
         if claim is not None and claim.warning and claim.warning not in run.warnings:
             run.warnings.append(claim.warning)
         try:
@@ -180,14 +180,14 @@ def run_session(
                     create_run_dir(target, run_dir_id or run.run_id)
                 run.target = target.to_dict()
                 if save:
-                    made[:] = _missing_dirs(out_dir)
+                    made[:] = missing_dirs(out_dir)
                     out_dir.mkdir(parents=True, exist_ok=True)
                 yield s
             finally:
                 guard.defer()  # from here on a signal only sets the flag: cleanup finishes
         except UsageError:
             for d in made:  # bad input writes nothing: not even an empty results directory
-                _remove_if_empty(d)
+                remove_if_empty(d)
             raise
         except BaseException as e:  # noqa: BLE001 - kept in the result (as_run_error)
             s.fail(as_run_error(e))
