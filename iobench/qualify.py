@@ -411,7 +411,7 @@ def _workload_block(suite: _Suite, plan: QualifyPlan) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _io_steps(ctx: RunContext, engine: Any, progress_factory: Any) -> None:
+def _io_steps(ctx: RunContext[QualifyPlan], engine: Any, progress_factory: Any) -> None:
     """Inside ``open_run``: every I/O step of the plan through one runner."""
     run, target, plan = ctx.run, ctx.target, ctx.checked
     kwargs = {"progress_factory": progress_factory} if progress_factory else {}
@@ -430,7 +430,7 @@ def _io_steps(ctx: RunContext, engine: Any, progress_factory: Any) -> None:
 
 
 def _after_io(
-    ctx: RunContext,
+    ctx: RunContext[QualifyPlan],
     outcome: RunOutcome,
     suite: _Suite,
     target_spec: str,

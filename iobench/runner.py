@@ -14,7 +14,7 @@ from typing import Any
 from . import cpu
 from . import results as results_mod
 from .coordinator import Coordinator, SingleProcess
-from .engines.base import EngineContext, PhaseSpec, Progress
+from .engines.base import Engine, EngineContext, PhaseSpec, Progress
 from .engines.registry import get_engine
 from .errors import EngineError, Interrupted, UsageError
 from .outdir import (
@@ -376,7 +376,7 @@ def run_workload(
     if repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
 
-    def check(run: RunResult) -> tuple[Target, Any]:
+    def check(run: RunResult) -> tuple[Target, Engine]:
         # checks that may differ between hosts: under torchrun any rank refusing ends them all
         engine = get_engine(engine_name)
         target = resolve(target_spec)
@@ -401,7 +401,7 @@ def run_workload(
 
 
 def _run_phases(
-    ctx: RunContext, workload: Workload, repeat: int, progress_factory: ProgressFactory
+    ctx: RunContext[Engine], workload: Workload, repeat: int, progress_factory: ProgressFactory
 ) -> None:
     """Inside ``open_run``: lay the run directory out, then ``repeat`` times the generator."""
     run, target, coord = ctx.run, ctx.target, ctx.coord

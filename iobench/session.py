@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from . import results as results_mod
 from .coordinator import Coordinator, SingleProcess
@@ -219,8 +219,11 @@ def as_run_error(e: BaseException) -> IobenchError:
     )
 
 
+C = TypeVar("C")
+
+
 @dataclass
-class RunContext:
+class RunContext(Generic[C]):
     """What ``open_run`` yields: the run's result, coordinator, output directory, the target
     its checks resolved (and what else they returned), and the session around the body."""
 
@@ -229,7 +232,7 @@ class RunContext:
     out_dir: Path
     writer: bool  # this process saves result.json (rank 0, when saving)
     target: Target
-    checked: Any
+    checked: C  # what the checks returned beside the target (the engine, the plan)
     session: RunSession
     outcome: RunOutcome | None = None
 
@@ -240,14 +243,14 @@ class RunContext:
 
 @contextmanager
 def open_run(
-    check: Callable[[RunResult], tuple[Target, Any]],
+    check: Callable[[RunResult], tuple[Target, C]],
     *,
     output: str | None,
     command: str | None = None,
     coord: Coordinator | None = None,
     save: bool = True,
     keep: bool = False,
-) -> Iterator[RunContext]:
+) -> Iterator[RunContext[C]]:
     """The one run set-up of every command that runs I/O, and its one way out.
 
     A new result whose run id every rank shares; its output directory; ``check(run)`` (the
@@ -265,7 +268,7 @@ def open_run(
     writer = save and coord.rank == 0
     claims: list[OutputClaim] = []
 
-    def checked() -> tuple[Target, Any]:
+    def checked() -> tuple[Target, C]:
         target, extra = check(run)
         if writer:  # last: the one check that creates something (the output directory)
             claims.append(claim_output_dir(out_dir))
