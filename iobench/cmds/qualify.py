@@ -95,6 +95,7 @@ def qualify(
     from ..api import check_history_url
 
     budget = deprecated("--time", "--budget", old_budget, budget)
+    from ..coordinator import SingleProcess
     from ..distributed import coordinator_from_env, is_lead_rank
     from ..errors import ExitStatus
     from ..qualify import run_qualify
@@ -104,6 +105,7 @@ def qualify(
         check_exports(csv_path, series_csv)
     if not no_history:
         check_history_url(history or "")
+    coord = SingleProcess() if dry_run else coordinator_from_env()  # a dry run joins no group
     live = None if dry_run else open_live_csv(live_csv)
     try:
         outcome, plan_text = run_qualify(
@@ -111,7 +113,7 @@ def qualify(
             dry_run=dry_run, output=output, keep=keep, engine_name=engine,
             progress_factory=with_live_csv(progress_factory(quiet or not lead), live),
             checkpoint=checkpoint,
-            coord=None if dry_run else coordinator_from_env(), sets=set_,
+            coord=coord, sets=set_,
         )  # fmt: skip
     finally:
         close_live_csv(live)
@@ -124,6 +126,7 @@ def qualify(
         _report(outcome, None if no_history else history or "", as_json, (csv_path, series_csv))
     if outcome.error is not None:
         raise outcome.error
+    coord.barrier()  # ranks leave together: torchrun kills the rest when one exits 1 (a fail)
     return ExitStatus.OK if outcome.run.verdict["result"] == "pass" else ExitStatus.FAILED
 
 
