@@ -123,6 +123,17 @@ def build(
     rates = cm.Rates(
         write_bps, read_bps, got.get("copy_bps"), got.get("create_per_s"), got.get("open_per_s")
     )
+    basis = _basis(got, save, spec, scale, rates, save_meta, load_meta)
+    free = (getattr(run, "target", None) or {}).get("free_bytes")
+    block["estimate"] = _estimate(lay, rates, basis, spec, opts, dcp, dcp_files_per_rank, free)
+    return block
+
+
+def _basis(
+    got: dict[str, Any], save: dict[str, Any], spec: cm.ModelSpec, scale: float,
+    rates: cm.Rates, save_meta: float, load_meta: float,
+) -> list[str]:  # fmt: skip
+    """What the full-size estimates assume, one sentence each."""
     ranks_run = save["ranks"]
     basis = [
         f"aggregate rates measured with {ranks_run} writer(s) saving {format_bytes(save['bytes'])}"
@@ -152,28 +163,39 @@ def build(
             f"asynchronous snapshot: the largest rank shard at {format_rate(rates.copy_bps)} "
             f"({got.get('copy_basis') or 'measured copy'})"
         )
+    return basis
+
+
+def _mtbf(opts: Options, accel: int) -> tuple[float, str]:
+    """(MTBF seconds, its basis): given, from a given failure rate, or Llama 3's rate."""
+    if opts.mtbf_s is not None:
+        return opts.mtbf_s, "given (--mtbf)"
+    if opts.failure_rate_per_s is not None:
+        mtbf = cm.mtbf_from_rate(opts.failure_rate_per_s, accel)
+        return mtbf, (
+            f"{opts.failure_rate_per_s * cm.DAY_S:.3g} failures per accelerator-day "
+            f"(--failure-rate) × {accel} accelerators"
+        )
+    mtbf = cm.mtbf_from_rate(cm.LLAMA3_RATE_PER_GPU_S, accel)
+    return mtbf, (
+        f"Llama 3 405B pre-training rate ({cm.LLAMA3_INTERRUPTIONS} unexpected interruptions"
+        f" in 54 days on {cm.LLAMA3_GPUS:,} GPUs = "
+        f"{cm.LLAMA3_RATE_PER_GPU_S * cm.DAY_S:.3g} per GPU-day) × {accel} accelerators"
+    )
+
+
+def _estimate(
+    lay: Any, rates: cm.Rates, basis: list[str], spec: cm.ModelSpec, opts: Options, dcp: bool,
+    dcp_files_per_rank: int, free: int | None,
+) -> dict[str, Any]:  # fmt: skip
+    """The labelled full-size estimates: stall, recovery, the best intervals, capacity."""
     st = cm.stall(lay, rates, dcp=dcp)
     st_dcp = cm.stall(lay, rates, dcp=True)
     rec = cm.recovery(lay, rates, opts.restart_s, dcp=dcp)
     accel = opts.accelerators or spec.ranks
-    if opts.mtbf_s is not None:
-        mtbf, mtbf_basis = opts.mtbf_s, "given (--mtbf)"
-    elif opts.failure_rate_per_s is not None:
-        mtbf = cm.mtbf_from_rate(opts.failure_rate_per_s, accel)
-        mtbf_basis = (
-            f"{opts.failure_rate_per_s * cm.DAY_S:.3g} failures per accelerator-day "
-            f"(--failure-rate) × {accel} accelerators"
-        )
-    else:
-        mtbf = cm.mtbf_from_rate(cm.LLAMA3_RATE_PER_GPU_S, accel)
-        mtbf_basis = (
-            f"Llama 3 405B pre-training rate ({cm.LLAMA3_INTERRUPTIONS} unexpected interruptions"
-            f" in 54 days on {cm.LLAMA3_GPUS:,} GPUs = "
-            f"{cm.LLAMA3_RATE_PER_GPU_S * cm.DAY_S:.3g} per GPU-day) × {accel} accelerators"
-        )
+    mtbf, mtbf_basis = _mtbf(opts, accel)
     sync = cm.plan_sync(st, mtbf, rec.total_s, opts.interval_s)
     asyn = cm.plan_async(st, mtbf, rec.total_s, opts.interval_s) if st.snapshot_s else None
-    free = (getattr(run, "target", None) or {}).get("free_bytes")
     cap = cm.capacity(
         lay.total_bytes, free_bytes=free, capacity_bytes=opts.capacity_bytes,
         keep_last=opts.keep_last,
@@ -181,7 +203,7 @@ def build(
     centre = sync.best_interval_s
     grid = [centre * 10 ** (k / 10) for k in range(-13, 14)]  # 0.05× to 20×, 10 per decade
     curve = cm.goodput_curve(grid, st, mtbf, rec.total_s)
-    block["estimate"] = {
+    return {
         "label": "estimate",
         "basis": basis,
         "layout": lay.to_dict(),
@@ -211,7 +233,6 @@ def build(
             else None
         ),
     }
-    return block
 
 
 def parse_failure_rate(text: str) -> float:
@@ -259,6 +280,19 @@ def _gib(bps: float) -> str:
 
 def render(block: dict[str, Any]) -> str:
     """The checkpoint section of the terminal report: measured, then the labelled estimates."""
+    lines = _model_lines(block) + _measured_lines(block)
+    est = block.get("estimate")
+    if not est:
+        lines.append(f"  Estimate  none: {block.get('estimate_missing', '')}")
+        return "\n".join(lines)
+    lines += _stall_lines(est) + _plan_lines(est)
+    lines.append("    capacity                  " + "; ".join(_capacity_parts(est["capacity"])))
+    lines.append("  Basis")
+    lines.extend(f"    - {b}" for b in est["basis"])
+    return "\n".join(lines)
+
+
+def _model_lines(block: dict[str, Any]) -> list[str]:
     m = block["model"]
     lines = [
         "",
@@ -269,30 +303,38 @@ def render(block: dict[str, Any]) -> str:
     ]
     if m.get("source"):
         lines.append(f"            {m['source']}")
+    return lines
+
+
+def _io_line(what: str, io: dict[str, Any]) -> str:
+    """One measured save or load: size, files, time, MLPerf's rate and the per-rank spread."""
+    sp = io["rank_seconds"]
+    scope = io.get("rank_seconds_scope", "all ranks")
+    spread = (
+        f"; per rank {format_seconds(sp['min'])} / {format_seconds(sp['median'])} / "
+        f"{format_seconds(sp['max'])} (min/median/max"
+        + ("" if scope == "all ranks" else f", {scope}")
+        + ")"
+        if sp
+        else ""
+    )
+    return (
+        f"    {what:<26} {format_bytes(io['bytes'])} in {io['files']} files, "
+        f"{format_seconds(io['seconds'])}: {_gib(io['bandwidth_bps'])} "
+        f"(size ÷ slowest rank; cache {io['cache']}){spread}"
+    )
+
+
+def _measured_lines(block: dict[str, Any]) -> list[str]:
     got = block["measured"]
-    lines.append(f"  Measured  (scale {block['scale']:g} of every rank's shard)")
+    lines = [f"  Measured  (scale {block['scale']:g} of every rank's shard)"]
     for key, what in (
         ("save", "save  torch.save + fsync"), ("load", "load  torch.load"),
         ("dcp_save", "save  DCP"), ("dcp_load", "load  DCP"),
     ):  # fmt: skip
         io = got.get(key)
-        if not io:
-            continue
-        sp = io["rank_seconds"]
-        scope = io.get("rank_seconds_scope", "all ranks")
-        spread = (
-            f"; per rank {format_seconds(sp['min'])} / {format_seconds(sp['median'])} / "
-            f"{format_seconds(sp['max'])} (min/median/max"
-            + ("" if scope == "all ranks" else f", {scope}")
-            + ")"
-            if sp
-            else ""
-        )
-        lines.append(
-            f"    {what:<26} {format_bytes(io['bytes'])} in {io['files']} files, "
-            f"{format_seconds(io['seconds'])}: {_gib(io['bandwidth_bps'])} "
-            f"(size ÷ slowest rank; cache {io['cache']}){spread}"
-        )
+        if io:
+            lines.append(_io_line(what, io))
     base = got.get("baseline")
     if base:
         ratio = base.get("save_ratio")
@@ -307,19 +349,18 @@ def render(block: dict[str, Any]) -> str:
             f"    small files: {got['create_per_s']:,.0f} creates/s, "
             f"{got.get('open_per_s') or 0:,.0f} opens/s"
         )
-    est = block.get("estimate")
-    if not est:
-        lines.append(f"  Estimate  none: {block.get('estimate_missing', '')}")
-        return "\n".join(lines)
+    return lines
+
+
+def _stall_lines(est: dict[str, Any]) -> list[str]:
+    """The full-size layout, the stalls, recovery, the DCP layout and the MTBF."""
     lay, st, rec = est["layout"], est["stall"], est["recovery"]
-    lines.append(
+    lines = [
         f"  Estimates (labelled; full size: {format_bytes(lay['total_bytes'])}, "
-        f"{st['files']} files, largest rank {format_bytes(lay['max_rank_bytes'])})"
-    )
-    lines.append(
+        f"{st['files']} files, largest rank {format_bytes(lay['max_rank_bytes'])})",
         f"    stall, synchronous save   {_dur(st['sync_s'])} (data {_dur(st['bandwidth_s'])} "
-        f"+ file creates {_dur(st['metadata_s'])})"
-    )
+        f"+ file creates {_dur(st['metadata_s'])})",
+    ]
     if st.get("snapshot_s") is not None:
         lines.append(
             f"    stall, asynchronous save  {_dur(st['snapshot_s'])} snapshot, then "
@@ -344,6 +385,12 @@ def render(block: dict[str, Any]) -> str:
         + ")"
     )
     lines.append(f"    MTBF                      {_dur(est['mtbf_s'])}: {est['mtbf_basis']}")
+    return lines
+
+
+def _plan_lines(est: dict[str, Any]) -> list[str]:
+    """The best checkpoint interval and its goodput, synchronous and asynchronous."""
+    lines = []
     for key in ("sync", "async"):
         pl = est.get(key)
         if not pl:
@@ -362,7 +409,10 @@ def render(block: dict[str, Any]) -> str:
         if pl.get("user_interval_s"):
             text += f"; at {_dur(pl['user_interval_s'])}: {_pct(pl['user_goodput'])}"
         lines.append(text)
-    cap = est["capacity"]
+    return lines
+
+
+def _capacity_parts(cap: dict[str, Any]) -> list[str]:
     parts = [f"{format_bytes(cap['checkpoint_bytes'])} per checkpoint"]
     if cap.get("fit_free") is not None:
         parts.append(f"{cap['fit_free']} fit in the target's free space")
@@ -373,7 +423,4 @@ def render(block: dict[str, Any]) -> str:
         parts.append(
             f"keep-last {cap['keep_last']} needs {format_bytes(cap['needed_bytes'])} ({fits})"
         )
-    lines.append("    capacity                  " + "; ".join(parts))
-    lines.append("  Basis")
-    lines.extend(f"    - {b}" for b in est["basis"])
-    return "\n".join(lines)
+    return parts

@@ -26,7 +26,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-_state = {"debug": False}
+_state: dict[str, str | None] = {"stopped_by": None}  # the signal that stopped the run
 
 
 def _print_version(value: bool) -> None:
@@ -48,7 +48,9 @@ def _root(
         help="Print the version and exit.",
     ),
 ) -> None:
-    _state["debug"] = debug
+    # no docstring: it would become the app's help text; --debug is read from the arguments
+    # by ``main`` (before typer parses them), --version by its callback
+    pass
 
 
 # What iobench prints beyond ASCII, as ASCII, for a terminal or pipe that cannot encode it
@@ -558,7 +560,6 @@ def main(argv: list[str] | None = None) -> int:
     forget()
     remember_argv(args)  # the credentials typed in URLs are masked wherever they show up
     debug = "--debug" in args
-    _state["debug"] = debug
     _state["stopped_by"] = None
     old_handlers = _install_stop_handlers()
     _never_fail_on_encoding()

@@ -69,12 +69,6 @@ class StoreError(IobenchError):
     exit_status = ExitStatus.RUN_FAILED
 
 
-class NotComparable(IobenchError):
-    """Two results cannot be compared (different workload spec)."""
-
-    exit_status = ExitStatus.NOT_COMPARABLE
-
-
 class DistributedError(EngineError):
     """Another rank failed or vanished; the collective timed out."""
 

@@ -30,13 +30,3 @@ class Plan:
     @property
     def bytes_moved(self) -> int:
         return sum(p.bytes_moved for p in self.phases)
-
-    def expected_seconds(self, write_bps: float, read_bps: float, meta_ops_per_s: float) -> float:
-        """A rough duration at assumed rates (labelled an estimate wherever it is shown)."""
-        t = 0.0
-        for p in self.phases:
-            if p.op in ("write", "create", "ckpt_save", "randwrite"):
-                t += p.bytes_moved / write_bps
-            else:
-                t += p.bytes_moved / read_bps
-        return t

@@ -231,19 +231,16 @@ class PhaseRunner:
         mdtest-like metadata ops) runs with the posix engine, with a warning, rather than
         measuring something else under the same name.
         """
-        check = getattr(self.engine, "why_not", None)
         if not self.engine.supports(spec.op):
             why = f"the {self.engine.name} engine does not run {spec.op!r} phases"
         else:
-            why = check(spec) if check else None
+            why = self.engine.why_not(spec)
         if why is None:
             return self.engine, None
         if self.target.kind != "posix" or getattr(self.engine, "name", "") == "posix":
             raise EngineError(f"phase {spec.name}: {why}")
         if self._fallback is None:
-            from .engines.posix import PosixEngine
-
-            self._fallback = PosixEngine()
+            self._fallback = get_engine("posix")
         self.warn(f"{why}: such phases ran with the posix engine")
         return self._fallback, why
 

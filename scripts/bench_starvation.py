@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from iobench import loader as ld
-from iobench.engines.posix import PosixEngine
+from iobench.engines.registry import get_engine
 from iobench.runner import PhaseRunner
 from iobench.spec import Profile
 from iobench.target import StopFlag, create_run_dir, remove_run_dir, resolve
@@ -193,7 +193,7 @@ def bench(args, where, profile, size, rate, gpus_list, fractions) -> int:
         return 2
     rows = []
     try:
-        runner = PhaseRunner(target, PosixEngine(), StopFlag())
+        runner = PhaseRunner(target, get_engine("posix"), StopFlag())
         files, sizes = ld.plan_dataset(profile, args.seed)
         index = ld.generate_dataset(runner, profile, files, sizes, args.seed)
         print(

@@ -41,7 +41,7 @@ from typing import Any
 
 from iobench.engines.base import EngineContext, FileSpec, PhaseSpec
 from iobench.engines.fio import FioEngine
-from iobench.engines.posix import PosixEngine
+from iobench.engines.registry import get_engine
 from iobench.stats import Histogram
 from iobench.target import StopFlag, drop_file_cache, probe_direct_io
 from iobench.units import parse_duration, parse_size
@@ -110,7 +110,7 @@ def lay_out(run_dir: str, size: int, seed: int) -> None:
         "layout", "write", (FileSpec("bench-0.dat", size),), block_size=1 << 20, fsync="end",
         seed=seed,
     )  # fmt: skip
-    PosixEngine().run(spec, EngineContext(run_dir=run_dir, stop=StopFlag()))
+    get_engine("posix").run(spec, EngineContext(run_dir=run_dir, stop=StopFlag()))
     drop_file_cache(os.path.join(run_dir, "bench-0.dat"))
 
 
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         chosen = [c for c in chosen if c.name in wanted]
     run_dir = tempfile.mkdtemp(prefix="iobench-bench-", dir=args.dir)
-    engines = {"posix": PosixEngine(workers=args.posix_workers), "fio": FioEngine()}
+    engines = {"posix": get_engine("posix", workers=args.posix_workers), "fio": get_engine("fio")}
     rows = []
     t0 = time.monotonic()
     try:

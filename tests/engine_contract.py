@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from iobench.engines.base import EngineContext, FileSpec, PhaseSpec
+from iobench.engines.base import EngineContext, FileSpec, PhaseSpec, Progress
 from iobench.errors import EngineError
 from iobench.results import PhaseResult
 from iobench.target import StopFlag, probe_direct_alignment, probe_direct_io
@@ -31,8 +31,28 @@ MiB = 1 << 20
 KiB = 1 << 10
 
 
+class _StopAfterFirstIO(Progress):
+    """Sets ``stop`` once ``after_s`` has passed since the engine first reported bytes done."""
+
+    def __init__(self, stop: StopFlag, after_s: float):
+        self.stop, self.after_s, self.first = stop, after_s, None
+
+    def update(self, done_bytes: int, done_ops: int) -> None:
+        if done_bytes <= 0 and done_ops <= 0:
+            return
+        now = time.monotonic()
+        if self.first is None:
+            self.first = now
+        elif now - self.first >= self.after_s:
+            self.stop.set()
+
+
 class EngineContract:
     """Pytest-style contract tests; subclasses provide the ``engine`` fixture."""
+
+    #: the last progress update is the phase's exact totals (engines on ``engines.worker``);
+    #: False for an engine whose progress is an estimate (fio's ETA line)
+    progress_totals_exact = True
 
     # -- hooks an engine for another kind of target overrides --------------------------------
     @pytest.fixture
@@ -206,17 +226,22 @@ class EngineContract:
     def test_stop_flag_mid_phase_returns_partial(self, engine, run_dir):
         files, _ = self.write_files(engine, run_dir, n=2, size=MiB)
         stop = StopFlag()
-        timer = threading.Timer(0.5, stop.set)
+        # The stop comes 0.5 s after the engine first reports I/O done (a tool's start-up on a
+        # loaded machine can take longer than any fixed delay), or after 20 s at the latest.
+        timer = threading.Timer(20.0, stop.set)
         timer.start()
+        ctx = dataclasses.replace(
+            self.ctx(run_dir, stop), progress=_StopAfterFirstIO(stop, after_s=0.5)
+        )
         t0 = time.monotonic()
         try:
             r = engine.run(
                 PhaseSpec("c-stopped", "read", files, jobs=2, block_size=64 * KiB, time_s=60),
-                self.ctx(run_dir, stop),
+                ctx,
             )
         finally:
             timer.cancel()
-        assert time.monotonic() - t0 < 15  # far less than the 60 s asked for
+        assert time.monotonic() - t0 < 40  # far less than the 60 s asked for
         assert r.status == "partial"
         assert r.ops > 0 and r.histogram["count"] == r.ops
 
@@ -235,3 +260,56 @@ class EngineContract:
         assert partial.status in ("failed", "partial")
         assert partial.error
         assert "c-bad" in err.one_line()
+
+    # -- what engines share (engines/worker.py) ----------------------------------------------
+    def test_why_not_is_none_or_one_reason(self, engine, run_dir):
+        """``why_not`` is on every engine: None for a phase it runs, a reason otherwise."""
+        files = (FileSpec("w.dat", MiB),)
+        assert engine.why_not(PhaseSpec("w", "write", files, block_size=64 * KiB)) is None
+        why = engine.why_not(PhaseSpec("w", "read", files, block_size=0, latency_per="file"))
+        assert why is None or (isinstance(why, str) and why)
+
+    def test_each_worker_moves_its_size(self, engine, run_dir):
+        """``size``: the bytes each worker moves, cut mid-file, over files of every worker."""
+        files, _ = self.write_files(engine, run_dir, n=2, size=2 * MiB)
+        r = engine.run(
+            PhaseSpec("c-size", "read", files, jobs=2, block_size=256 * KiB, size=MiB),
+            self.ctx(run_dir),
+        )
+        self.check_consistent(r, 2 * MiB, 256 * KiB)
+
+    def test_whole_file_latency_is_one_op_per_file(self, engine, run_dir):
+        files, _ = self.write_files(engine, run_dir, n=3, size=MiB)
+        phase = PhaseSpec(
+            "c-files", "read", files, jobs=2, block_size=0, latency_per="file", order="shuffled"
+        )
+        if engine.why_not(phase):
+            pytest.skip(engine.why_not(phase))
+        r = engine.run(phase, self.ctx(run_dir))
+        assert r.status == "ok" and r.files == 3
+        assert (r.ops, r.bytes) == (3, 3 * MiB)
+        assert r.histogram["count"] == 3
+
+    def test_progress_sees_start_the_final_totals_and_close(self, engine, run_dir):
+        files, _ = self.write_files(engine, run_dir, n=2, size=MiB)
+        seen: list = []
+
+        class Watch(Progress):
+            def start(self, name, total_bytes, total_ops):
+                seen.append(("start", name, total_bytes))
+
+            def update(self, done_bytes, done_ops):
+                seen.append(("update", done_bytes, done_ops))
+
+            def close(self):
+                seen.append(("close",))
+
+        ctx = dataclasses.replace(self.ctx(run_dir), progress=Watch())
+        r = engine.run(PhaseSpec("c-prog", "read", files, jobs=2, block_size=256 * KiB), ctx)
+        assert seen[0] == ("start", "c-prog", 2 * MiB)
+        assert seen[-1] == ("close",)
+        updates = [s for s in seen if s[0] == "update"]
+        assert r.bytes == 2 * MiB
+        if self.progress_totals_exact:
+            assert updates and updates[-1][1:] == (r.bytes, r.ops)
+            assert [u[1] for u in updates] == sorted(u[1] for u in updates)  # running totals

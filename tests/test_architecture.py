@@ -1,6 +1,8 @@
-"""The shape docs/ARCHITECTURE.md describes, for the packages already split: loader/ and formats/
-layered with no import from a later module, no module over 600 lines, no function over 60
-lines unless it says why (a noqa naming the measured loop)."""
+"""The shape docs/ARCHITECTURE.md describes, for the packages already split: loader/, formats/,
+target/ and engines/ layered with no import from a later module, no module over 600 lines, no
+function over 60 lines unless it says why (a noqa naming the measured loop); the same limits for
+the models (starvation) and stats; engines built only through the registry, with ``why_not``
+on the Engine interface."""
 
 from __future__ import annotations
 
@@ -12,9 +14,16 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "iobench"
 LOADER = ["dataset", "torchdata", "loop", "ranks", "calibration", "run"]
 FORMATS = ["registry", "raw", "npz", "parquet", "tar", "writer", "reader"]
-SPLIT = [PKG / "loader" / f"{m}.py" for m in LOADER] + [
-    PKG / "formats" / f"{m}.py" for m in FORMATS
-]
+TARGET = ["mounts", "model", "direct", "space", "signals", "url", "layout", "__init__"]
+ENGINES = ["base", "registry", "worker", "forked", "posix", "fsspec", "fio_job", "fio"]
+SPLIT = (
+    [PKG / "loader" / f"{m}.py" for m in LOADER]
+    + [PKG / "formats" / f"{m}.py" for m in FORMATS]
+    + [PKG / "target" / f"{m}.py" for m in TARGET]
+    + [PKG / "engines" / f"{m}.py" for m in ENGINES]
+    + sorted(PKG.glob("starvation*.py"))
+    + [PKG / "stats.py"]
+)
 
 
 def _sibling_imports(path: Path) -> set[str]:
@@ -29,11 +38,20 @@ def _sibling_imports(path: Path) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("pkg,order", [("loader", LOADER), ("formats", FORMATS)])
+@pytest.mark.parametrize(
+    "pkg,order",
+    [("loader", LOADER), ("formats", FORMATS), ("target", TARGET), ("engines", ENGINES)],
+)
 def test_each_module_imports_only_those_before_it(pkg, order):
     for i, mod in enumerate(order):
         later = _sibling_imports(PKG / pkg / f"{mod}.py") & set(order[i:])
         assert not later, f"{pkg}/{mod}.py imports {sorted(later)} (a later layer)"
+
+
+def test_every_module_of_the_split_packages_is_listed():
+    for pkg, order in (("target", TARGET), ("engines", ENGINES)):
+        have = {p.stem for p in (PKG / pkg).glob("*.py")} - {"__init__"}
+        assert have <= set(order), f"{pkg}/: add {sorted(have - set(order))} to the layer list"
 
 
 @pytest.mark.parametrize("path", SPLIT, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -48,6 +66,107 @@ def test_modules_and_functions_stay_short(path):
                 assert "noqa: PLR0915 - the measured loop" in lines[node.lineno - 1], (
                     f"{path.name}:{node.name} is {n} lines"
                 )
+
+
+ENGINE_CLASSES = ("PosixEngine", "FsspecEngine", "FioEngine")
+
+
+def _engine_constructions(path: Path) -> list[str]:
+    """Calls that build an engine class by name in ``path`` (``PosixEngine()`` and the like)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else getattr(f, "attr", "")
+            if name in ENGINE_CLASSES:
+                out.append(f"{path.name}:{node.lineno} {name}()")
+    return out
+
+
+def test_engines_are_built_only_through_the_registry():
+    root = PKG.parent
+    paths = sorted(PKG.rglob("*.py")) + sorted((root / "scripts").glob("*.py"))
+    built = [c for p in paths for c in _engine_constructions(p)]
+    assert not built, f"build engines with engines.registry.get_engine: {built}"
+
+
+def test_why_not_is_part_of_the_engine_interface():
+    from iobench.engines.base import Engine, FileSpec, PhaseSpec
+    from iobench.engines.registry import ENGINES, get_engine
+
+    assert "why_not" in vars(Engine)
+    phase = PhaseSpec("p", "read", (FileSpec("f", 4096),))
+    assert get_engine("posix").why_not(phase) is None
+    assert get_engine("posix", workers="threads").workers == "threads"
+    for name in ENGINES:
+        mod, _, cls = ENGINES[name]["class"].rpartition(".")
+        klass = getattr(__import__(mod, fromlist=[cls]), cls)
+        assert issubclass(klass, Engine) and callable(klass.why_not)
+    text = "".join(p.read_text() for p in PKG.rglob("*.py"))
+    assert 'getattr(self.engine, "why_not"' not in text
+
+
+# -- the outputs (issue 13): report/, compare/ and history/ are layered the same way, every
+# module and function short; ckpt_estimate and the history and compare commands have their long
+# functions split; none of the outputs imports from the front (cmds/, cli, api).
+
+REPORT = ["cells", "tables", "text", "series", "figures", "plots", "page"]
+COMPARE = ["options", "noise", "metric", "runs", "render"]
+HISTORY = ["schema", "files", "query"]
+OUTPUT_PACKAGES = {"report": REPORT, "compare": COMPARE, "history": HISTORY}
+OUTPUTS = [
+    PKG / pkg / f"{m}.py" for pkg, order in OUTPUT_PACKAGES.items() for m in ["__init__", *order]
+] + [PKG / "ckpt_estimate.py"]
+SHORTENED = [PKG / "cmds" / "history.py", PKG / "cmds" / "compare.py"]
+
+
+@pytest.mark.parametrize("pkg,order", list(OUTPUT_PACKAGES.items()))
+def test_each_output_module_imports_only_those_before_it(pkg, order):
+    test_each_module_imports_only_those_before_it(pkg, order)
+
+
+def test_every_module_of_the_output_packages_is_listed():
+    for pkg, order in OUTPUT_PACKAGES.items():
+        have = {p.stem for p in (PKG / pkg).glob("*.py")} - {"__init__"}
+        assert have <= set(order), f"{pkg}/: add {sorted(have - set(order))} to its layer list"
+
+
+@pytest.mark.parametrize("path", OUTPUTS + SHORTENED, ids=lambda p: str(p.relative_to(PKG)))
+def test_output_modules_and_functions_stay_short(path):
+    test_modules_and_functions_stay_short(path)
+
+
+def _iobench_imports(path: Path) -> set[str]:
+    """The iobench modules ``path`` imports, module-level or inside a function, as dotted names
+    relative to the iobench package (``cmds.run``, ``cli``, ``results``)."""
+    here = path.relative_to(PKG).with_suffix("").parts
+    package = here[:-1]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[: len(package) - node.level + 1])
+                mods = (
+                    [".".join([*base, node.module])]
+                    if node.module
+                    else [".".join([*base, a.name]) for a in node.names]
+                )
+            elif (node.module or "").startswith("iobench."):
+                mods = [node.module.removeprefix("iobench.")]
+            else:
+                continue
+            out.update(m.strip(".") for m in mods)
+        elif isinstance(node, ast.Import):
+            out.update(
+                a.name.removeprefix("iobench.") for a in node.names if a.name.startswith("iobench.")
+            )
+    return out
+
+
+@pytest.mark.parametrize("path", OUTPUTS, ids=lambda p: str(p.relative_to(PKG)))
+def test_outputs_import_nothing_from_the_front(path):
+    front = {m for m in _iobench_imports(path) if m == "cli" or m.split(".")[0] in ("cmds", "api")}
+    assert not front, f"{path.relative_to(PKG)} imports {sorted(front)} (the front layer)"
 
 
 # -- the run layer: one run set-up (session.open_run), one coordinator --------------------------

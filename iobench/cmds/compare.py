@@ -37,30 +37,11 @@ def compare(
     from .. import compare as cmp
     from .. import report as rep
 
-    if fmt not in ("table", "markdown", "json"):
-        raise UsageError(f"--format: expected table, markdown or json, got {fmt!r}")
-    if len(refs) > 2:
-        raise UsageError("compare takes BASELINE and CURRENT (two references at most)")
-    if len(refs) == 1 and not baseline:
-        raise UsageError(
-            "compare needs a baseline", hint="give BASELINE CURRENT or --baseline latest"
-        )
-    if len(refs) == 2 and baseline:
-        raise UsageError("give the baseline once: as the first argument or with --baseline")
+    _check_args(refs, baseline, fmt)
     options = cmp.CompareOptions(strict=strict, fail_on=fail_on)
     if threshold:
         options = cmp.parse_thresholds(threshold, options)
-    current = cmp.resolve(refs[-1], history, what="current")
-    if len(refs) == 2:
-        base = cmp.resolve(refs[0], history, what="baseline")
-    else:
-        base = cmp.resolve(
-            baseline, history, workload=current.workload.get("name"), what="baseline"
-        )
-        if base.run_id == current.run_id and baseline.strip() == "latest":
-            base = cmp.resolve(
-                "latest~1", history, workload=current.workload.get("name"), what="baseline"
-            )
+    base, current = _resolve(refs, baseline, history)
     warn = lambda text: err(f"iobench: warning: {text}")  # noqa: E731
     noise = cmp.history_noise(base, current, history, options, on_warning=warn)
     report = cmp.compare_runs(base, current, options, noise)
@@ -71,3 +52,32 @@ def compare(
     if not report.comparable and fmt != "json":
         err(f"iobench: not comparable: {report.reason}")
     return int(report.exit_status())
+
+
+def _check_args(refs: list[str], baseline: str | None, fmt: str) -> None:
+    """A UsageError for a format or a set of references compare cannot take."""
+    if fmt not in ("table", "markdown", "json"):
+        raise UsageError(f"--format: expected table, markdown or json, got {fmt!r}")
+    if len(refs) > 2:
+        raise UsageError("compare takes BASELINE and CURRENT (two references at most)")
+    if len(refs) == 1 and not baseline:
+        raise UsageError(
+            "compare needs a baseline", hint="give BASELINE CURRENT or --baseline latest"
+        )
+    if len(refs) == 2 and baseline:
+        raise UsageError("give the baseline once: as the first argument or with --baseline")
+
+
+def _resolve(refs: list[str], baseline: str | None, history: str | None):
+    """(baseline, current) runs; ``--baseline latest`` naming CURRENT itself means the run
+    before it."""
+    from .. import compare as cmp
+
+    current = cmp.resolve(refs[-1], history, what="current")
+    if len(refs) == 2:
+        return cmp.resolve(refs[0], history, what="baseline"), current
+    wl = current.workload.get("name")
+    base = cmp.resolve(baseline, history, workload=wl, what="baseline")
+    if base.run_id == current.run_id and baseline.strip() == "latest":
+        base = cmp.resolve("latest~1", history, workload=wl, what="baseline")
+    return base, current

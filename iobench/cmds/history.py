@@ -46,85 +46,113 @@ def history(
     ),
 ) -> int:
     """Runs kept in the Parquet history, one immutable file per run."""
+    if action == "list":
+        return _list(url, workload, as_json)
+    if action == "export":
+        return _export(arg, url, workload, fmt)
+    if action == "show":
+        return _show(arg, url, workload, as_json)
+    if action == "trend":
+        return _trend(arg, url, workload, svg)
+    raise UsageError(
+        f"unknown history action {action!r}", hint="use list, show RUN, trend METRIC or export"
+    )
+
+
+def _warn(text: str) -> None:
+    err(f"iobench: warning: {text}")
+
+
+def _list(url: str | None, workload: str | None, as_json: bool) -> int:
+    """``history list``: the stored runs, as a table or JSON."""
+    from .. import history as hist
+
+    runs = hist.list_runs(url, on_warning=_warn)
+    if workload:
+        runs = [r for r in runs if r.workload == workload or r.spec_hash == workload]
+    if as_json:
+        out(json.dumps([list_entry(r) for r in runs], indent=1))
+        return 0
+    if not runs:
+        out(f"no runs in {url or hist.default_history_url()}")
+        return 0
+    out(list_table(runs))
+    return 0
+
+
+def _export(output: str | None, url: str | None, workload: str | None, fmt: str | None) -> int:
+    """``history export [FILE]``: every row as CSV, Parquet or JSON, to FILE or stdout."""
+    from .. import export
+
+    if fmt is None:
+        ext = Path(output).suffix.lstrip(".").lower() if output else ""
+        fmt = ext if ext in export.HISTORY_FORMATS else "csv"
+    if fmt not in export.HISTORY_FORMATS:
+        raise UsageError(f"--format: expected csv, parquet or json, got {fmt!r}")
+    if fmt == "parquet" and not output:
+        raise UsageError("parquet is binary: give a FILE (history export FILE)")
+    if output:
+        export.check_output(output, "export")
+    table, warnings = export.history_rows(url, workload)
+    for w in warnings:
+        _warn(w)
+    data = export.encode_history(table, fmt)
+    if output:
+        export.write_output(output, data, "export")
+        err(f"history: {table.num_rows} rows written to {output}")
+    else:
+        sys.stdout.write(data.decode())
+    return 0
+
+
+def _show(arg: str | None, url: str | None, workload: str | None, as_json: bool) -> int:
+    """``history show RUN``: one stored run's report, or its result JSON."""
+    from .. import history as hist
+    from .. import results
+
+    if not arg:
+        raise UsageError("history show needs a RUN id", hint="see iobench history list")
+    if arg.strip().startswith("latest"):  # as compare takes it; run ids are timestamps
+        from ..compare import resolve
+
+        run = resolve(arg, url, workload, what="run", on_warning=_warn)
+    else:
+        run = hist.get_run(arg, url, on_warning=_warn)
+    out(results.dumps(run)) if as_json else out_report(run)
+    return 0
+
+
+def _trend(arg: str | None, url: str | None, workload: str | None, svg: str | None) -> int:
+    """``history trend METRIC``: the metric in every stored run, oldest first; ``--svg``
+    also writes the plot."""
     from .. import history as hist
     from .. import results
     from ..units import format_count, format_rate, format_seconds, format_spread
 
-    warn = lambda text: err(f"iobench: warning: {text}")  # noqa: E731
-    if action == "list":
-        runs = hist.list_runs(url, on_warning=warn)
-        if workload:
-            runs = [r for r in runs if r.workload == workload or r.spec_hash == workload]
-        if as_json:
-            out(json.dumps([list_entry(r) for r in runs], indent=1))
-            return 0
-        if not runs:
-            out(f"no runs in {url or hist.default_history_url()}")
-            return 0
-        out(list_table(runs))
+    if not arg:
+        raise UsageError("history trend needs a METRIC", hint="e.g. seq-read.bandwidth")
+    phase, metric = hist.split_metric(arg)
+    if svg is not None:  # a path that would be refused is refused before anything else
+        results.claim_output_file(svg, option="--svg")
+    points = hist.trend(arg, url, workload=workload, on_warning=_warn)
+    if not points:
+        out(f"no values of {arg} in history")
         return 0
-    if action == "export":
-        from .. import export
-
-        output = arg
-        if fmt is None:
-            ext = Path(output).suffix.lstrip(".").lower() if output else ""
-            fmt = ext if ext in export.HISTORY_FORMATS else "csv"
-        if fmt not in export.HISTORY_FORMATS:
-            raise UsageError(f"--format: expected csv, parquet or json, got {fmt!r}")
-        if fmt == "parquet" and not output:
-            raise UsageError("parquet is binary: give a FILE (history export FILE)")
-        if output:
-            export.check_output(output, "export")
-        table, warnings = export.history_rows(url, workload)
-        for w in warnings:
-            warn(w)
-        data = export.encode_history(table, fmt)
-        if output:
-            export.write_output(output, data, "export")
-            err(f"history: {table.num_rows} rows written to {output}")
-        else:
-            sys.stdout.write(data.decode())
-        return 0
-    if action == "show":
-        if not arg:
-            raise UsageError("history show needs a RUN id", hint="see iobench history list")
-        if arg.strip().startswith("latest"):  # as compare takes it; run ids are timestamps
-            from ..compare import resolve
-
-            run = resolve(arg, url, workload, what="run", on_warning=warn)
-        else:
-            run = hist.get_run(arg, url, on_warning=warn)
-        out(results.dumps(run)) if as_json else out_report(run)
-        return 0
-    if action == "trend":
-        if not arg:
-            raise UsageError("history trend needs a METRIC", hint="e.g. seq-read.bandwidth")
-        phase, metric = hist.split_metric(arg)
-        if svg is not None:  # a path that would be refused is refused before anything else
-            results.claim_output_file(svg, option="--svg")
-        points = hist.trend(arg, url, workload=workload, on_warning=warn)
-        if not points:
-            out(f"no values of {arg} in history")
-            return 0
-        unit = hist.ALL_METRICS.get(metric, (None, ""))[1]
-        show = {"B/s": format_rate, "s": format_seconds}.get(unit, lambda v: format_count(v))
-        values = [show(p.value) for p in points]
-        width = max(len(arg), *(len(v) for v in values))
-        out(f"{'started (UTC)':<20}  {'run id':<28} {arg:>{width}}  over repeats")
-        for p, value in zip(points, values, strict=True):
-            s = p.spread
-            spread = format_spread(s.n, s.min, s.max, s.cv, show)
-            out(f"{_when(p.started_at):<20}  {p.run_id:<28} {value:>{width}}  {spread}")
-        if svg is not None:
-            path = results.write_output_file(
-                svg, hist.trend_svg(points, arg, unit).encode(), option="--svg"
-            )
-            out(f"plot: {path}")
-        return 0
-    raise UsageError(
-        f"unknown history action {action!r}", hint="use list, show RUN, trend METRIC or export"
-    )
+    unit = hist.ALL_METRICS.get(metric, (None, ""))[1]
+    show = {"B/s": format_rate, "s": format_seconds}.get(unit, lambda v: format_count(v))
+    values = [show(p.value) for p in points]
+    width = max(len(arg), *(len(v) for v in values))
+    out(f"{'started (UTC)':<20}  {'run id':<28} {arg:>{width}}  over repeats")
+    for p, value in zip(points, values, strict=True):
+        s = p.spread
+        spread = format_spread(s.n, s.min, s.max, s.cv, show)
+        out(f"{_when(p.started_at):<20}  {p.run_id:<28} {value:>{width}}  {spread}")
+    if svg is not None:
+        path = results.write_output_file(
+            svg, hist.trend_svg(points, arg, unit).encode(), option="--svg"
+        )
+        out(f"plot: {path}")
+    return 0
 
 
 def _when(started_at: str) -> str:

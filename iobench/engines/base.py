@@ -283,6 +283,12 @@ class Engine(ABC):
     def supports(self, op: str) -> bool:
         return op in OPS_DATA or op in OPS_META
 
+    def why_not(self, phase: PhaseSpec) -> str | None:
+        """Why this engine cannot run ``phase`` faithfully (None when it can). The runner runs
+        such a phase with the posix engine, and says so, rather than measure something else
+        under the same name."""
+        return None
+
     @abstractmethod
     def run(self, phase: PhaseSpec, ctx: EngineContext) -> PhaseResult:
         """Run one phase and return what it measured (raise EngineError on I/O failure,

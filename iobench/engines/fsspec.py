@@ -18,12 +18,9 @@ runs its requests on one event-loop thread behind thread-safe synchronous wrappe
 
 from __future__ import annotations
 
+import functools
 import posixpath
-import threading
-import time
 from typing import Any
-
-import numpy as np
 
 from ..datagen import DataPool
 from ..errors import EngineError
@@ -31,13 +28,27 @@ from ..results import PhaseResult
 from ..stats import WorkerStats, phase_result
 from ..storage import open_fs
 from ..target import scrub
-from .base import Engine, EngineContext, PhaseSpec, pace_until
-from .base import Segment as _Segment
+from .base import Engine, EngineContext, PhaseSpec, Segment
 from .base import assign as assign_work
+from .worker import (
+    CHUNK,
+    PhaseState,
+    RandomDraws,
+    Stop,
+    block_len,
+    data_pool,
+    finish,
+    pace,
+    perf_ns,
+    run_phase,
+    run_threads,
+    run_worker,
+    seq_passes,
+)
 
 S3_MIN_PART = 5 << 20  # S3 refuses multipart parts below 5 MiB (except the last)
 OPS = ("write", "read", "randread", "create", "stat", "open_read", "delete")
-_perf_ns = time.perf_counter_ns
+_perf_ns = perf_ns
 
 
 def join(root: str, rel: str) -> str:
@@ -47,7 +58,7 @@ def join(root: str, rel: str) -> str:
     return posixpath.normpath(path) if ".." in rel.split("/") else path
 
 
-def assign(phase: PhaseSpec, root: str) -> list[list[_Segment]]:
+def assign(phase: PhaseSpec, root: str) -> list[list[Segment]]:
     """Deal objects (or regions of them, in shared mode) to the phase's workers."""
     return assign_work(phase, root, join)
 
@@ -67,31 +78,6 @@ def describe_error(e: BaseException, path: str) -> str:
 def _is_local(fs: Any) -> bool:
     protos = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
     return bool({"file", "local"} & set(protos))
-
-
-class _PhaseState:
-    """Shared between a phase's workers: stop flags, progress counters, the first error."""
-
-    def __init__(self, ctx: EngineContext, jobs: int):
-        self.ctx = ctx
-        self.failed = threading.Event()
-        self.error: str | None = None
-        self.done_bytes = [0] * jobs
-        self.done_ops = [0] * jobs
-        self.lock = threading.Lock()
-
-    def should_stop(self) -> bool:
-        return self.failed.is_set() or self.ctx.stop.is_set()
-
-    def fail(self, msg: str) -> None:
-        with self.lock:
-            if self.error is None:
-                self.error = msg
-        self.failed.set()
-
-
-class _Stop(Exception):
-    """Internal: leave the worker loop (stop requested or error recorded)."""
 
 
 class FsspecEngine(Engine):
@@ -137,41 +123,13 @@ class FsspecEngine(Engine):
             fs.invalidate_cache()  # HEAD every object: no answers from a listing cache
         work = assign(phase, root)
         part = self._part_size(fs, phase)
-        state = _PhaseState(ctx, phase.jobs)
-        origin = time.perf_counter()
-        stats = [WorkerStats(origin=origin) for _ in range(phase.jobs)]
-        barrier = threading.Barrier(phase.jobs + 1)
-        threads = [
-            threading.Thread(
-                target=self._worker,
-                args=(fs, phase, w, work[w], stats[w], state, barrier, part),
-                name=f"iobench-{phase.name}-{w}",
-                daemon=True,
-            )
-            for w in range(phase.jobs)
-        ]
-        total = (
-            sum(s.length for seg in work for s in seg) if phase.op in ("write", "read") else None
-        )
-        ctx.progress.start(phase.name, total if not phase.time_s else None, None)
-        if phase.time_s:
-            ctx.progress.set_duration(phase.time_s)
-        for t in threads:
-            t.start()
-        try:
-            barrier.wait()  # every worker has its buffers ready: the phase starts now
-            while alive := [t for t in threads if t.is_alive()]:
-                alive[0].join(0.2)
-                ctx.progress.update(sum(state.done_bytes), sum(state.done_ops))
-        except BaseException:
-            state.failed.set()
-            for t in threads:
-                t.join()
-            raise
-        finally:
-            ctx.progress.update(sum(state.done_bytes), sum(state.done_ops))
-            ctx.progress.close()
-        return self._result(fs, phase, stats, state, ctx, part)
+
+        def coordinate(state: PhaseState, origin: float, box: list) -> list[WorkerStats]:
+            one = functools.partial(self._worker, fs, phase, work, state, part)
+            return run_threads(phase, state, origin, box, one)
+
+        result = functools.partial(self._result, fs, phase, part)
+        return run_phase(phase, ctx, work, coordinate, result, steady=False)
 
     def _part_size(self, fs: Any, phase: PhaseSpec) -> int | None:
         if phase.op != "write":
@@ -182,13 +140,7 @@ class FsspecEngine(Engine):
         return bs
 
     def _result(
-        self,
-        fs: Any,
-        phase: PhaseSpec,
-        stats: list[WorkerStats],
-        state: _PhaseState,
-        ctx: EngineContext,
-        part: int | None,
+        self, fs: Any, phase: PhaseSpec, part: int | None, stats: list[WorkerStats], state
     ) -> PhaseResult:
         local = _is_local(fs)
         params = phase.result_params
@@ -216,129 +168,71 @@ class FsspecEngine(Engine):
                 f"direct=true is unsupported on {proto}:// (no O_DIRECT through fsspec): "
                 "requests went through the client as usual"
             )
-        if state.error:
-            res.status = "partial" if res.ops else "failed"
-            res.error = state.error
-            err = EngineError(f"phase {phase.name}: {state.error}")
-            err.partial = res  # type: ignore[attr-defined]
-            raise err
-        if ctx.stop.is_set():
-            res.status = "partial"
-            res.error = "interrupted"
-        return res
+        return finish(res, phase, state)
 
     # -- workers -----------------------------------------------------------------------------
-    def _worker(self, fs, phase, w, segments, st, state, barrier, part) -> None:
-        pool = None
-        try:
-            if phase.op in ("write", "create"):
-                bs = phase.block_size or max((s.length for s in segments), default=4096)
-                pool = DataPool(min(max(bs, 1), 64 << 20), seed=phase.seed * 1000 + w + 1)
-        except BaseException as e:  # buffers could not be set up: let the phase start and fail
-            state.fail(f"worker setup failed: {e}")
-        try:
-            barrier.wait()
-        except threading.BrokenBarrierError:
-            return
-        if state.failed.is_set():
-            return
-        st.start = time.perf_counter()
-        st.end = st.start
-        path = ""
-        try:
+    def _worker(self, fs, phase, work, state, part, w, st, ready) -> None:
+        segments = work[w]
+
+        def setup() -> list[Any]:
+            return [data_pool(phase, w, segments)] if phase.op in ("write", "create") else []
+
+        def loop(bufs: list[Any]) -> None:
+            pool = bufs[0] if bufs else None
             if phase.op in ("create", "stat", "open_read", "delete"):
                 self._meta_loop(fs, phase, w, segments, st, state, pool)
             elif phase.op == "randread":
                 self._random_loop(fs, phase, w, segments, st, state)
             else:
                 self._seq_loop(fs, phase, w, segments, st, state, pool, part)
-        except _Stop:
-            pass
-        except Exception as e:  # noqa: BLE001 - any backend error ends the phase, recorded
-            path = getattr(e, "iobench_path", path)
-            state.fail(describe_error(e, path))
-        finally:
-            st.end = max(st.end, st.start)
-            if pool:
-                pool.close()
 
-    def _pace(self, phase: PhaseSpec, st: WorkerStats, state: _PhaseState) -> None:
-        """Hold the worker to ``rate``; wakes on a stop or failure, never past the deadline."""
-        if phase.rate_bps:
-            until = st.start + st.bytes / phase.rate_bps
-            if phase.time_s:
-                until = min(until, st.start + phase.time_s)
-            pace_until(until, state.should_stop)
+        def on_error(e: Exception) -> str:  # any backend error ends the phase, recorded
+            return describe_error(e, getattr(e, "iobench_path", ""))
+
+        run_worker(state, w, st, ready, setup, loop, on_error=on_error)
 
     def _seq_loop(self, fs, phase, w, segments, st, state, pool, part) -> None:
-        write = phase.op == "write"
-        per_file = phase.latency_per == "file"
-        budget = phase.size or None
         deadline = (st.start + phase.time_s) if phase.time_s else None
-        moved = 0
-        if not segments:
-            return
-        while True:
-            for seg in segments:
-                t_file = _perf_ns()
-                try:
-                    if write:
-                        done, stop_all = self._write_object(
-                            fs, phase, w, seg, st, state, pool, part, moved, budget, deadline
-                        )
-                    else:
-                        done, stop_all = self._read_object(
-                            fs, phase, w, seg, st, state, moved, budget, deadline
-                        )
-                except _Stop:
-                    raise
-                except Exception as e:
-                    e.iobench_path = seg.path  # type: ignore[attr-defined]
-                    raise
-                moved += done
-                t_end = _perf_ns()
-                if per_file:
-                    st.hist.record(t_end - t_file)
-                    st.ops += 1
-                    st.slot_add(t_end / 1e9, done)
-                st.files += 1
-                state.done_ops[w] = st.ops
-                st.end = t_end / 1e9
-                if stop_all or (deadline and st.end >= deadline):
-                    return
-                if budget is not None and not deadline and moved >= budget:
-                    return
-            if not deadline and (budget is None or moved >= budget):
-                return
+
+        def one_file(seg: Segment, moved: int, first_pass: bool) -> tuple[int, bool, int, int]:
+            t_file = _perf_ns()
+            try:
+                if phase.op == "write":
+                    done, reached = self._write_object(
+                        fs, phase, w, seg, st, state, pool, part, moved, deadline
+                    )
+                else:
+                    done, reached = self._read_object(fs, phase, w, seg, st, state, moved, deadline)
+            except Stop:
+                raise
+            except Exception as e:
+                e.iobench_path = seg.path  # type: ignore[attr-defined]
+                raise
+            return done, reached, t_file, _perf_ns()
+
+        seq_passes(phase, w, segments, st, state, one_file)
 
     def _block_done(self, phase, st, state, w, n, t0, t1, total, deadline) -> bool:
-        """Count a block of a sequential object (into the file's total, or as an op with its
-        latency), publish the worker's progress and pace it; True at the deadline."""
-        if phase.latency_per == "file":
-            st.bytes += n
-        else:
+        """Count a block of a sequential object (as an op with its latency, unless the whole
+        object is the op), publish the worker's progress and pace it; True at the deadline."""
+        if phase.latency_per != "file":
             st.add(n, t1 / 1e9, t1 - t0)
         state.done_bytes[w] = total
         if deadline and t1 / 1e9 >= deadline:
             return True
-        self._pace(phase, st, state)
+        if phase.rate_bps:
+            pace(phase, st, total, state.should_stop)
         return False
 
-    def _n(self, phase, pos, end, moved, budget, deadline) -> int:
-        n = min(phase.block_size or (end - pos), end - pos)
-        if budget is not None and not deadline:
-            n = min(n, budget - moved)
-        return n
-
-    def _write_object(self, fs, phase, w, seg, st, state, pool, part, moved, budget, deadline):
+    def _write_object(self, fs, phase, w, seg, st, state, pool, part, moved, deadline):
         """Stream one object; returns (bytes, budget or deadline reached)."""
         f = fs.open(seg.path, "wb", block_size=part)
         pos, end, done, ok, reached = seg.offset, seg.offset + seg.length, 0, False, False
         try:
             while pos < end:
                 if state.should_stop():
-                    raise _Stop
-                n = min(self._n(phase, pos, end, moved + done, budget, deadline), pool.block_size)
+                    raise Stop
+                n = min(block_len(phase, pos, end, moved + done), pool.block_size)
                 if n <= 0:
                     reached = True
                     break
@@ -359,13 +253,13 @@ class FsspecEngine(Engine):
                 _abort(f)
         return done, reached
 
-    def _read_object(self, fs, phase, w, seg, st, state, moved, budget, deadline):
+    def _read_object(self, fs, phase, w, seg, st, state, moved, deadline):
         """Read one object whole (block_size 0) or in ranged GETs; (bytes, limit reached)."""
         pos, end, done = seg.offset, seg.offset + seg.length, 0
         while pos < end:
             if state.should_stop():
-                raise _Stop
-            n = self._n(phase, pos, end, moved + done, budget, deadline)
+                raise Stop
+            n = block_len(phase, pos, end, moved + done)
             if n <= 0:
                 return done, True
             t0 = _perf_ns()
@@ -385,30 +279,19 @@ class FsspecEngine(Engine):
         return done, False
 
     def _random_loop(self, fs, phase, w, segments, st, state) -> None:
-        bs = phase.block_size or 4096
-        segs = [s for s in segments if s.length >= bs]
-        if not segs:
+        draws = RandomDraws(phase, w, segments, phase.block_size or 4096)
+        if not draws.segs:
             return
-        rng = np.random.default_rng(phase.seed * 7919 + w)
-        blocks = np.array([s.length // bs for s in segs], dtype=np.int64)
-        weights = blocks / blocks.sum()
-        n_ops = (phase.size // bs) if phase.size else int(blocks.sum())
+        bs = draws.bs
         deadline = (st.start + phase.time_s) if phase.time_s else None
         done_ops = 0
-        while deadline or done_ops < n_ops:
-            chunk = 4096 if deadline else min(4096, n_ops - done_ops)
-            which = (
-                rng.choice(len(segs), size=chunk, p=weights)
-                if len(segs) > 1
-                else np.zeros(chunk, dtype=np.int64)
-            )
-            offs = (
-                rng.integers(0, blocks[which]) * bs + np.array([s.offset for s in segs])[which]
-            ).tolist()
-            for k, i in enumerate(which.tolist()):
+        while deadline or done_ops < draws.n_ops:
+            chunk = CHUNK if deadline else min(CHUNK, draws.n_ops - done_ops)
+            which, offs = draws.draw(chunk)
+            for k, i in enumerate(which):
                 if state.should_stop():
-                    raise _Stop
-                seg = segs[i]
+                    raise Stop
+                seg = draws.segs[i]
                 t0 = _perf_ns()
                 try:
                     got = len(fs.cat_file(seg.path, start=offs[k], end=offs[k] + bs))
@@ -418,18 +301,18 @@ class FsspecEngine(Engine):
                 t1 = _perf_ns()
                 st.add(got, t1 / 1e9, t1 - t0)
                 st.end = t1 / 1e9
-                self._pace(phase, st, state)
+                if phase.rate_bps:
+                    pace(phase, st, st.bytes, state.should_stop)
                 if deadline and st.end >= deadline:
                     return
             done_ops += chunk
-            state.done_bytes[w] = st.bytes
-            state.done_ops[w] = st.ops
+            state.publish(w, st)
 
     def _meta_loop(self, fs, phase, w, segments, st, state, pool) -> None:
         op = phase.op
         for seg in segments:
             if state.should_stop():
-                raise _Stop
+                raise Stop
             data = _object_bytes(pool, seg) if op == "create" else None
             n = 0
             try:
@@ -450,11 +333,10 @@ class FsspecEngine(Engine):
             st.add(n, t1 / 1e9, t1 - t0)
             st.files += 1
             st.end = t1 / 1e9
-            state.done_ops[w] = st.ops
-            state.done_bytes[w] = st.bytes
+            state.publish(w, st)
 
 
-def _object_bytes(pool: DataPool, seg: _Segment) -> bytes:
+def _object_bytes(pool: DataPool, seg: Segment) -> bytes:
     """A small object's random content, built before its PUT is timed."""
     parts, pos = [], 0
     while pos < seg.length:

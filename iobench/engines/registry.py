@@ -9,7 +9,7 @@ import functools
 import importlib
 import shutil
 import subprocess
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import EngineUnavailable, UsageError
 
@@ -29,8 +29,10 @@ ENGINES: dict[str, dict[str, str]] = {
 }
 
 
-def get_engine(name: str) -> Engine:
-    """An engine instance by name; UsageError/EngineUnavailable with a hint otherwise."""
+def get_engine(name: str, **options: Any) -> Engine:
+    """An engine instance by name (``options`` go to its constructor, e.g. the posix engine's
+    ``workers``); UsageError/EngineUnavailable with a hint otherwise. Every engine iobench
+    runs is built here (tests/test_architecture.py checks it)."""
     entry = ENGINES.get(name)
     if entry is None:
         raise UsageError(
@@ -47,7 +49,7 @@ def get_engine(name: str) -> Engine:
     ok, why = cls.available()
     if not ok:
         raise EngineUnavailable(f"engine {name!r} is unavailable: {why}", hint=entry["err"])
-    return cls()
+    return cls(**options)
 
 
 @functools.lru_cache(maxsize=1)

@@ -270,13 +270,9 @@ def _measure(
 
 def _probe_engine(remote: bool) -> Any:
     """The storage probe's engine: fsspec on a URL (as the loader's workers read), else posix."""
-    if remote:
-        from ..engines.registry import get_engine
+    from ..engines.registry import get_engine
 
-        return get_engine("fsspec")
-    from ..engines.posix import PosixEngine
-
-    return PosixEngine()
+    return get_engine("fsspec" if remote else "posix")
 
 
 def _lay_out(job: _Job, runner: PhaseRunner) -> tuple[DatasetIndex, DatasetIndex, DatasetIndex]:

@@ -192,14 +192,6 @@ def _describe_failure(e: BaseException) -> str:
     return f"checkpoint failed: {type(e).__name__}: {last}"
 
 
-def _fsync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _record(
     runner: Any, name: str, op: str, stats: list[WorkerStats], params: dict, cache: str, note: str
 ) -> None:

@@ -1,0 +1,116 @@
+"""What a comparison is asked for: the marks, the headline metrics, the options
+(:class:`CompareOptions`) and the ``--threshold`` parser.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..errors import UsageError
+from ..units import (
+    parse_percent,
+)
+
+FAIL_ON = ("regression", "never")
+
+
+MARK_WORSE, MARK_BETTER, MARK_NOISE, MARK_SAME, MARK_MISSING = "+", "-", "~", " ", "x"
+
+
+MARK_UNCONFIRMED = "?"
+
+
+# Each phase's headline metric: the first of these it has.
+HEADLINE_METRICS = ("bandwidth", "iops", "au", "samples_per_s", "bytes_per_s", "max_gpus")
+
+
+def is_latency(metric: str) -> bool:
+    """Latency-like metrics take the latency threshold; everything else is throughput-like."""
+    return metric.startswith(("latency", "load_wait"))
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    """How far a metric may move, what confirms a move, and what counts as failure.
+
+    ``per_metric`` holds ``(fnmatch pattern, threshold)`` pairs matched against ``phase.metric``
+    and against the bare metric name; the first matching pattern wins. ``fail_on="never"`` makes
+    :meth:`CompareReport.exit_status` always OK. See the module docstring for the rule.
+    """
+
+    threshold_throughput: float = 0.10
+    threshold_latency: float = 0.20
+    per_metric: Sequence[tuple[str, float]] = ()
+    strict: bool = False
+    fail_on: str = "regression"
+    alpha: float = 0.01
+    min_repeats: int = 6
+    min_range_repeats: int = 3
+    min_history: int = 3
+    noise_alpha: float = 0.001
+    large_factor: float = 10.0
+    large_factor_latency: float = 100.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "per_metric", tuple((p, float(t)) for p, t in self.per_metric))
+        if self.fail_on not in FAIL_ON:
+            raise UsageError(
+                f"--fail-on: expected one of {', '.join(FAIL_ON)}, got {self.fail_on!r}"
+            )
+        for value in (self.threshold_throughput, self.threshold_latency):
+            if not (math.isfinite(value) and value >= 0):
+                raise UsageError(f"--threshold: expected a non-negative percentage, got {value!r}")
+
+    def pattern_matches(self, pattern: str, phase: str, metric: str) -> bool:
+        return fnmatch.fnmatchcase(f"{phase}.{metric}", pattern) or fnmatch.fnmatchcase(
+            metric, pattern
+        )
+
+    def margin_for(self, metric: str) -> float:
+        """The factor beyond which a move is confirmed without evidence of the noise."""
+        return self.large_factor_latency if is_latency(metric) else self.large_factor
+
+    def threshold_for(self, phase: str, metric: str) -> float:
+        for pattern, threshold in self.per_metric:
+            if self.pattern_matches(pattern, phase, metric):
+                return threshold
+        return self.threshold_latency if is_latency(metric) else self.threshold_throughput
+
+
+_DEFAULT_KEYS = {"throughput": "threshold_throughput", "latency": "threshold_latency"}
+
+
+def parse_thresholds(text: str, base: CompareOptions | None = None) -> CompareOptions:
+    """Parse ``--threshold``: ``10%`` or ``bandwidth=5%,latency_p99=30%,*iops*=15%``.
+
+    A bare percentage sets both defaults; ``throughput=`` and ``latency=`` set one default;
+    any other key is an fnmatch pattern on ``phase.metric`` or the metric name.
+    """
+    options = base or CompareOptions()
+    changes: dict[str, Any] = {}
+    patterns: list[tuple[str, float]] = []
+    items = [item.strip() for item in str(text).split(",")]
+    if not any(items):
+        raise UsageError("--threshold: expected 10% or METRIC=10%[,METRIC=10%...], got ''")
+    for item in items:
+        if not item:
+            continue
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if eq and not key:
+            raise UsageError(f"--threshold: {item!r} has no metric before '='")
+        what = f"--threshold {key}" if eq else "--threshold"
+        fraction = parse_percent((value if eq else key).strip(), what=what)
+        if not eq:
+            changes["threshold_throughput"] = changes["threshold_latency"] = fraction
+        elif key in _DEFAULT_KEYS:
+            changes[_DEFAULT_KEYS[key]] = fraction
+        else:
+            patterns.append((key, fraction))
+    if patterns:
+        changes["per_metric"] = tuple(patterns) + tuple(options.per_metric)
+    return replace(options, **changes)

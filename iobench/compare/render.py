@@ -1,0 +1,314 @@
+"""A comparison rendered: the terminal table, markdown and JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ..stats import summarize
+from ..units import (
+    format_spread,
+)
+from .metric import CompareRow, format_percent, format_value
+from .noise import Noise
+from .options import MARK_MISSING, MARK_SAME, CompareOptions
+from .runs import CompareReport, RunRef, _plural
+
+
+def _value_formatter(unit: str):
+    return lambda v: format_value(v, unit)
+
+
+def _with_spread(value: float | None, repeats: Sequence[float], unit: str) -> str:
+    """``845.0 MiB/s (n=6, 559.0–1320.0 MiB/s, CV 29 %)``; ``(n=1)`` for one measurement."""
+    s = summarize(repeats)
+    if value is None or s is None:
+        return format_value(value, unit)
+    spread = format_spread(s.n, s.min, s.max, s.cv, _value_formatter(unit))
+    return f"{format_value(value, unit)} ({spread})"
+
+
+def _factor(x: float) -> str:
+    if x == int(x):
+        return f"×{x:.0f}"
+    return f"×{x:.2f}" if x < 100 else f"×{x:.3g}"
+
+
+def _test_text(row: CompareRow, options: CompareOptions | None = None) -> str:
+    """What decided the row: the evidence and its verdict."""
+    n = f"({len(row.baseline_repeats)}/{len(row.current_repeats)})"
+    if row.mark == MARK_MISSING:
+        return "one side only"
+    if row.mark == MARK_SAME:
+        return "within threshold"
+    margin = (options or CompareOptions()).margin_for(row.metric)
+    if row.test == "history" and row.noise is not None:
+        if row.noise.factor > margin:  # the large margin confirms what the noise cannot
+            inside = "beyond" if row.significant else "within"
+            floor = f"the {_factor(margin)} margin (noise {_factor(row.noise.factor)}"
+            return f"{inside} {floor}, {row.noise.runs} runs)"
+        inside = "beyond" if row.significant else "within"
+        return f"{inside} noise {_factor(row.noise.factor)} ({row.noise.runs} runs)"
+    beyond = f"; beyond the {_factor(margin)} margin" if row.margin else ""
+    if row.test == "mann-whitney":
+        return f"U p={row.p_value:.2g} {n}{beyond}"
+    if row.test == "ranges":
+        return f"ranges {'apart' if row.significant else 'overlap'} {n}{beyond}"
+    if row.margin:
+        return f"beyond the {_factor(margin)} margin {n}"
+    return f"unconfirmed {n}"
+
+
+def _phase_text(report: CompareReport, row: CompareRow) -> str:
+    """The headline row's evidence, and the phase's other regressions."""
+    text = _test_text(row, report.options)
+    others = [r.metric for r in report.regressions if r.phase == row.phase and r is not row]
+    if others:
+        text += f"; also regressed: {', '.join(others)}"
+    return text
+
+
+def _cells(row: CompareRow, report: CompareReport, *, headline: bool) -> list[str]:
+    if headline:
+        base = _with_spread(row.baseline, row.baseline_repeats, row.unit)
+        cur = _with_spread(row.current, row.current_repeats, row.unit)
+        evidence = _phase_text(report, row)
+    else:
+        base, cur = format_value(row.baseline, row.unit), format_value(row.current, row.unit)
+        evidence = _test_text(row, report.options)
+    return [
+        row.mark,
+        row.phase,
+        row.metric,
+        base,
+        cur,
+        format_percent(row.delta),
+        format_percent(row.threshold, signed=False),
+        evidence,
+    ]
+
+
+_HEADER = ["", "phase", "metric", "baseline", "current", "change", "threshold", "evidence"]
+
+
+_RIGHT = {3, 4, 5, 6}
+
+
+def _ref_line(label: str, ref: RunRef) -> str:
+    return f"{label:<9} {ref.run_id}  {ref.workload or '-'}  {ref.started_at}"
+
+
+def _noise_line(report: CompareReport) -> str | None:
+    if report.noise is None:
+        return None
+    return report.noise.describe(report.options.min_history)
+
+
+def _regression_lines(report: CompareReport) -> list[str]:
+    return [
+        f"regression: {r.name} {format_value(r.baseline, r.unit)} -> "
+        f"{format_value(r.current, r.unit)} ({format_percent(r.delta)}, threshold "
+        f"{format_percent(r.threshold, signed=False)}, {_test_text(r, report.options)})"
+        for r in report.regressions
+    ]
+
+
+def _unconfirmed_lines(report: CompareReport, *, verbose: bool = False) -> list[str]:
+    """One line: the unconfirmed moves (headline metrics; all of them with ``verbose``) and
+    what would confirm or dismiss them."""
+    rows = report.unconfirmed
+    if not rows:
+        return []
+    heads = {id(r) for r in report.headlines()}
+    shown = rows if verbose else [r for r in rows if id(r) in heads]
+    items = [f"{r.name} {format_percent(r.delta)}" for r in shown]
+    if len(shown) < len(rows):
+        items.append(f"{len(rows) - len(shown)} more with --verbose")
+    o = report.options
+    repeats = max(r.confirm_repeats or 0 for r in rows)
+    runs = report.noise.runs if report.noise is not None else 0
+    return [
+        f"unconfirmed ({len(rows)}): {', '.join(items)}: too few repeats and "
+        f"{_plural(runs, 'earlier run')} in the history to tell them from noise; "
+        f"--repeat {repeats} on both sides, or {o.min_history} earlier runs of this spec on "
+        "this host and storage, would confirm or dismiss them"
+    ]
+
+
+def _grid(rows: list[list[str]]) -> list[str]:
+    table = [_HEADER] + rows
+    widths = [max(len(cells[i]) for cells in table) for i in range(len(_HEADER))]
+    return [
+        "  ".join(
+            c.rjust(widths[i]) if i in _RIGHT else c.ljust(widths[i]) for i, c in enumerate(cells)
+        ).rstrip()
+        for cells in table
+    ]
+
+
+def render_table(report: CompareReport, *, verbose: bool = False) -> str:
+    """Aligned text: the runs, the noise basis, warnings, one line per phase (its headline
+    metric, with the spread over repeats), every regression and unconfirmed move, a summary.
+    ``verbose`` adds the table of every metric."""
+    lines = [_ref_line("baseline", report.baseline), _ref_line("current", report.current)]
+    noise = _noise_line(report)
+    if noise:
+        lines.append(noise)
+    if not report.comparable:
+        lines.append(f"not comparable: {report.reason}")
+    lines += [f"warning: {w}" for w in report.warnings]
+    lines.append("")
+    lines += _grid([_cells(r, report, headline=True) for r in report.headlines()])
+    if verbose:
+        lines += ["", "every metric:"]
+        lines += _grid([_cells(r, report, headline=False) for r in report.rows])
+    lines.append("")
+    lines += _regression_lines(report)
+    lines += _unconfirmed_lines(report, verbose=verbose)
+    lines.append(report.summary())
+    return "\n".join(lines) + "\n"
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _md_table(report: CompareReport, rows: list[CompareRow], *, headline: bool) -> list[str]:
+    lines = ["| " + " | ".join(_HEADER) + " |"]
+    lines.append(
+        "|" + "|".join("---:" if i in _RIGHT else "---" for i in range(len(_HEADER))) + "|"
+    )
+    for row in rows:
+        cells = _cells(row, report, headline=headline)
+        cells[0] = f"`{row.mark}`" if row.mark.strip() else ""
+        lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
+    return lines
+
+
+def render_markdown(report: CompareReport, *, verbose: bool = False) -> str:
+    """Markdown (for a CI comment) with the same content as :func:`render_table`."""
+    b, c = report.baseline, report.current
+    lines = [
+        f"**baseline** `{b.run_id}` ({_md_escape(b.workload or '-')}, {b.started_at})  ",
+        f"**current** `{c.run_id}` ({_md_escape(c.workload or '-')}, {c.started_at})",
+        "",
+    ]
+    noise = _noise_line(report)
+    if noise:
+        lines += [_md_escape(noise), ""]
+    if not report.comparable:
+        lines += [f"> **not comparable:** {_md_escape(report.reason or '')}", ""]
+    if report.warnings:
+        lines += [f"- warning: {_md_escape(w)}" for w in report.warnings] + [""]
+    lines += _md_table(report, report.headlines(), headline=True)
+    if verbose:
+        lines += ["", "Every metric:", ""] + _md_table(report, report.rows, headline=False)
+    lines.append("")
+    notes = _regression_lines(report) + _unconfirmed_lines(report, verbose=verbose)
+    notes = [f"- {_md_escape(x)}" for x in notes]
+    lines += notes + ([""] if notes else [])  # the summary must not join the list
+    lines.append(f"**{_md_escape(report.summary())}**")
+    return "\n".join(lines) + "\n"
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is None or math.isfinite(x) else None
+
+
+def _spread_json(values: Sequence[float]) -> dict[str, Any] | None:
+    s = summarize(values)
+    return None if s is None else s.to_dict()
+
+
+def _ref_json(r: RunRef) -> dict[str, Any]:
+    return {
+        "run_id": r.run_id,
+        "started_at": r.started_at,
+        "workload": r.workload,
+        "spec_hash": r.spec_hash,
+        "env_fingerprint": r.env_fingerprint,
+    }
+
+
+def _noise_json(n: Noise | None) -> dict[str, Any] | None:
+    if n is None:
+        return None
+    return {"runs": n.runs, "sd_log": n.sd_log, "floor": n.floor, "factor": n.factor}
+
+
+def _row_json(r: CompareRow) -> dict[str, Any]:
+    return {
+        "phase": r.phase,
+        "metric": r.metric,
+        "unit": r.unit,
+        "direction": r.direction,
+        "baseline": r.baseline,
+        "current": r.current,
+        "baseline_repeats": list(r.baseline_repeats),
+        "current_repeats": list(r.current_repeats),
+        "baseline_spread": _spread_json(r.baseline_repeats),
+        "current_spread": _spread_json(r.current_repeats),
+        "delta": _finite(r.delta),
+        "change": _finite(r.change),
+        "threshold": r.threshold,
+        "test": r.test,
+        "p_value": r.p_value,
+        "noise": _noise_json(r.noise),
+        "margin": r.margin,
+        "significant": r.significant,
+        "confirm_repeats": r.confirm_repeats,
+        "mark": r.mark,
+    }
+
+
+def _options_json(o: CompareOptions) -> dict[str, Any]:
+    return {
+        "threshold_throughput": o.threshold_throughput,
+        "threshold_latency": o.threshold_latency,
+        "per_metric": [list(p) for p in o.per_metric],
+        "strict": o.strict,
+        "fail_on": o.fail_on,
+        "alpha": o.alpha,
+        "min_repeats": o.min_repeats,
+        "min_range_repeats": o.min_range_repeats,
+        "min_history": o.min_history,
+        "noise_alpha": o.noise_alpha,
+        "large_factor": o.large_factor,
+        "large_factor_latency": o.large_factor_latency,
+    }
+
+
+def render_json(report: CompareReport, *, verbose: bool = False) -> str:
+    """The report as JSON: raw numbers (bytes/s, seconds), no labels; infinities as null.
+    Every metric is always there (``verbose`` changes nothing)."""
+    rows = [_row_json(r) for r in report.rows]
+    basis = report.noise
+    doc = {
+        "baseline": _ref_json(report.baseline),
+        "current": _ref_json(report.current),
+        "comparable": report.comparable,
+        "reason": report.reason,
+        "warnings": list(report.warnings),
+        "noise_basis": None
+        if basis is None
+        else {
+            "history": basis.url,
+            "runs": basis.runs,
+            "spec_hash": basis.spec_hash,
+            "host_class": basis.host_class,
+            "fs_identity": basis.fs_identity,
+        },
+        "options": _options_json(report.options),
+        "phases": [
+            {"phase": r.phase, "metric": r.metric, "mark": r.mark} for r in report.headlines()
+        ],
+        "rows": rows,
+        "regressions": [r.name for r in report.regressions],
+        "improvements": [r.name for r in report.improvements],
+        "unconfirmed": [r.name for r in report.unconfirmed],
+        "summary": report.summary(),
+        "exit_status": int(report.exit_status()),
+    }
+    return json.dumps(doc, indent=2, allow_nan=False) + "\n"

@@ -1,0 +1,439 @@
+"""Two runs compared: whether they are comparable, every metric of every phase
+(:func:`compare_runs`), the noise taken from the history (:func:`history_noise`) and the
+resolution of a run reference (:func:`resolve`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import history
+from ..errors import ExitStatus, UsageError
+from ..results import RunResult, load
+from ..stats import summarize
+from ..units import (
+    format_bytes,
+)
+from .metric import CompareRow, compare_metric, format_percent
+from .noise import Noise
+from .options import (
+    HEADLINE_METRICS,
+    MARK_BETTER,
+    MARK_MISSING,
+    MARK_NOISE,
+    MARK_UNCONFIRMED,
+    MARK_WORSE,
+    CompareOptions,
+)
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """Which run a side of the report is."""
+
+    run_id: str
+    started_at: str
+    workload: str | None
+    spec_hash: str | None
+    env_fingerprint: str
+
+    @classmethod
+    def of(cls, run: RunResult) -> RunRef:
+        w = run.workload or {}
+        return cls(
+            run_id=run.run_id,
+            started_at=run.started_at,
+            workload=w.get("name"),
+            spec_hash=w.get("spec_hash"),
+            env_fingerprint=history.env_fingerprint(run),
+        )
+
+
+@dataclass(frozen=True)
+class NoiseBasis:
+    """Where the noise floors came from: earlier runs of the same spec on the same setup."""
+
+    url: str | None
+    runs: int  # earlier runs that matched (spec hash, host class, storage)
+    spec_hash: str | None
+    host_class: str
+    fs_identity: str
+    metrics: Mapping[tuple[str, str], Noise] = field(default_factory=dict)
+
+    def describe(self, min_history: int) -> str:
+        where = f"{self.runs} earlier run{'s' if self.runs != 1 else ''}"
+        setup = f"of spec {self.spec_hash or '?'} on {self.host_class}, {self.fs_identity}"
+        if self.runs >= min_history:
+            return f"noise: {where} {setup}"
+        return f"noise: {where} {setup} ({min_history} needed for a noise floor)"
+
+
+@dataclass
+class CompareReport:
+    """The outcome of :func:`compare_runs`.
+
+    Exit status (:meth:`exit_status`): with ``fail_on="never"`` always OK. When no metric was
+    measured on both sides nothing was compared, and a gate must not pass: NOT_COMPARABLE (3),
+    with or without ``strict``. Otherwise a not-comparable pair (different workload spec) is
+    NOT_COMPARABLE under ``strict``; without ``strict`` it is only reported
+    (``comparable=False``, ``reason``) and the exit status is decided by the metrics as for a
+    comparable pair: FAILED (1) if any is a regression, else OK. Unconfirmed moves (``?``) never
+    fail. That keeps a CI job that changed its workload on purpose from failing by surprise,
+    while ``--strict`` guards jobs that must compare like with like.
+    """
+
+    baseline: RunRef
+    current: RunRef
+    rows: list[CompareRow]
+    comparable: bool = True
+    reason: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    options: CompareOptions = field(default_factory=CompareOptions)
+    noise: NoiseBasis | None = None
+
+    @property
+    def regressions(self) -> list[CompareRow]:
+        return [r for r in self.rows if r.mark == MARK_WORSE]
+
+    @property
+    def improvements(self) -> list[CompareRow]:
+        return [r for r in self.rows if r.mark == MARK_BETTER]
+
+    @property
+    def noisy(self) -> list[CompareRow]:
+        return [r for r in self.rows if r.mark == MARK_NOISE]
+
+    @property
+    def unconfirmed(self) -> list[CompareRow]:
+        return [r for r in self.rows if r.mark == MARK_UNCONFIRMED]
+
+    @property
+    def missing(self) -> list[CompareRow]:
+        return [r for r in self.rows if r.mark == MARK_MISSING]
+
+    @property
+    def compared(self) -> list[CompareRow]:
+        """The metrics measured on both sides."""
+        return [r for r in self.rows if r.mark != MARK_MISSING]
+
+    def headlines(self) -> list[CompareRow]:
+        """One row per phase, in order: its headline metric (the first of HEADLINE_METRICS it
+        has on both sides, else on either side)."""
+        by_phase: dict[str, list[CompareRow]] = {}
+        for r in self.rows:
+            by_phase.setdefault(r.phase, []).append(r)
+        out = []
+        for rows in by_phase.values():
+            ranked = sorted(
+                rows,
+                key=lambda r: (
+                    r.mark == MARK_MISSING,
+                    HEADLINE_METRICS.index(r.metric)
+                    if r.metric in HEADLINE_METRICS
+                    else len(HEADLINE_METRICS),
+                ),
+            )
+            out.append(ranked[0])
+        return out
+
+    def exit_status(self) -> ExitStatus:
+        if self.options.fail_on == "never":
+            return ExitStatus.OK
+        if not self.compared:
+            return ExitStatus.NOT_COMPARABLE
+        if not self.comparable and self.options.strict:
+            return ExitStatus.NOT_COMPARABLE
+        return ExitStatus.FAILED if self.regressions else ExitStatus.OK
+
+    def summary(self) -> str:
+        """One line: every regression with its change, or what was found instead."""
+        prefix = "" if self.comparable else f"not comparable ({self.reason}); "
+        if not self.compared:
+            return f"{prefix}nothing compared: no metric was measured in both runs"
+        regs = self.regressions
+        if regs:
+            items = ", ".join(f"{r.name} {format_percent(r.delta)}" for r in regs)
+            return f"{prefix}{_plural(len(regs), 'regression')}: {items}"
+        parts = [f"{_plural(len(self.compared), 'metric')} compared"]
+        if self.improvements:
+            parts.append(_plural(len(self.improvements), "improvement"))
+        if self.noisy:
+            parts.append(f"{len(self.noisy)} beyond threshold within noise")
+        if self.unconfirmed:
+            parts.append(f"{len(self.unconfirmed)} unconfirmed")
+        if self.missing:
+            parts.append(f"{len(self.missing)} on one side only")
+        return f"{prefix}no regressions: " + ", ".join(parts)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _samples(run: RunResult) -> dict[tuple[str, str], dict[str, Any]]:
+    """(phase, metric) -> unit, direction and the measured values (repeats), in run order."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in history.metric_rows(run):
+        entry = out.setdefault(
+            (row["phase"], row["metric"]),
+            {"unit": row["unit"], "direction": row["direction"], "values": []},
+        )
+        if not row["aggregate"]:
+            entry["values"].append(row["value"])
+    return out
+
+
+def _param_text(key: str, value: Any) -> str:
+    sized = key.endswith("size") or key == "rate"
+    if sized and isinstance(value, int) and not isinstance(value, bool) and value >= 1024:
+        return format_bytes(value)
+    if isinstance(value, (list, dict, bool)) or value is None:
+        return json.dumps(value)
+    return str(value)
+
+
+def spec_differences(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """The workload keys whose values differ: ``jobs 2 vs 4``, one per key, sorted."""
+    out = []
+    if baseline.get("generator") != current.get("generator"):
+        out.append(f"generator {baseline.get('generator')} vs {current.get('generator')}")
+    bp, cp = baseline.get("params") or {}, current.get("params") or {}
+    for key in sorted(set(bp) | set(cp)):
+        if key not in bp:
+            out.append(f"{key} unset vs {_param_text(key, cp[key])}")
+        elif key not in cp:
+            out.append(f"{key} {_param_text(key, bp[key])} vs unset")
+        elif bp[key] != cp[key]:
+            out.append(f"{key} {_param_text(key, bp[key])} vs {_param_text(key, cp[key])}")
+    return out
+
+
+def _comparability(baseline: RunResult, current: RunResult) -> tuple[bool, str | None, list[str]]:
+    bw, cw = baseline.workload or {}, current.workload or {}
+    warnings = []
+    b_hash, c_hash = bw.get("spec_hash"), cw.get("spec_hash")
+    if bw.get("name") != cw.get("name") or bw.get("generator") != cw.get("generator"):
+        return False, f"different workloads: {bw.get('name')} vs {cw.get('name')}", warnings
+    if b_hash and c_hash and b_hash != c_hash:
+        keys = spec_differences(bw, cw)
+        if len(keys) > 6:
+            keys = keys[:6] + [f"{len(keys) - 6} more"]
+        what = "; ".join(keys) if keys else f"spec_hash {b_hash} vs {c_hash}"
+        return False, f"workload spec differs: {what}", warnings
+    b_clients, c_clients = baseline.clients()[0], current.clients()[0]
+    if b_clients != c_clients:
+        return False, f"clients differ: {b_clients} vs {c_clients} torchrun ranks", warnings
+    if not (b_hash and c_hash):
+        warnings.append("a run has no workload spec_hash: the specs may differ")
+    return True, None, warnings
+
+
+def _environment_warnings(baseline: RunResult, current: RunResult) -> list[str]:
+    warnings = []
+    if baseline.run_id == current.run_id:
+        warnings.append(f"baseline and current are the same run ({baseline.run_id})")
+    b_host, c_host = history.host_class(baseline), history.host_class(current)
+    if b_host != c_host:
+        warnings.append(f"host differs: {b_host} vs {c_host}")
+    b_fs, c_fs = history.fs_identity(baseline), history.fs_identity(current)
+    if b_fs != c_fs:
+        warnings.append(f"storage differs: {b_fs} vs {c_fs}")
+    b_eng, c_eng = (baseline.engine or {}).get("name"), (current.engine or {}).get("name")
+    if b_eng != c_eng:
+        warnings.append(f"engine differs: {b_eng} vs {c_eng}")
+    for side, run in (("baseline", baseline), ("current", current)):
+        if run.status != "complete":
+            warnings.append(f"{side} run is {run.status}: its figures may be incomplete")
+        for p in run.phases:
+            if p.status != "ok":
+                warnings.append(f"{side} phase {p.name} is {p.status}")
+    for p in baseline.phases:
+        q = current.phase(p.name)
+        if q is not None and p.cache != q.cache:
+            warnings.append(
+                f"phase {p.name}: page cache handled differently ({p.cache} vs {q.cache})"
+            )
+    return warnings
+
+
+def _check_measured(run: RunResult, side: str) -> None:
+    """A run with no figures cannot pass or fail a gate: bad input, named."""
+    if not history.metric_rows(run):
+        phases = _plural(len(run.phases), "phase")
+        raise UsageError(
+            f"{side} run {run.run_id} measured nothing ({run.status}, {phases}): "
+            "nothing to compare",
+            hint="compare runs that completed at least one phase",
+        )
+
+
+def _check_patterns(options: CompareOptions, rows: Sequence[CompareRow]) -> None:
+    """A ``--threshold`` pattern that matches no metric of these runs is a typo, not a no-op."""
+    for pattern, _threshold in options.per_metric:
+        if not any(options.pattern_matches(pattern, r.phase, r.metric) for r in rows):
+            metrics = ", ".join(dict.fromkeys(r.metric for r in rows))
+            raise UsageError(
+                f"--threshold {pattern!r} matches no metric of these runs",
+                hint=f"use one of {metrics}, or PHASE.METRIC",
+            )
+
+
+def compare_runs(
+    baseline: RunResult,
+    current: RunResult,
+    options: CompareOptions | None = None,
+    noise: NoiseBasis | None = None,
+) -> CompareReport:
+    """Compare every (phase, metric) the two runs share; see :class:`CompareReport`.
+
+    ``noise`` (from :func:`history_noise`) gives the run-to-run spread of each metric. A run
+    that measured nothing, or a ``--threshold`` pattern that matches no metric, is a
+    :class:`UsageError`.
+    """
+    options = options or CompareOptions()
+    _check_measured(baseline, "baseline")
+    _check_measured(current, "current")
+    b, c = _samples(baseline), _samples(current)
+    floors = noise.metrics if noise is not None else {}
+    rows = []
+    for key in [*b, *(k for k in c if k not in b)]:
+        meta = b.get(key) or c[key]
+        b_values = b[key]["values"] if key in b else ()
+        c_values = c[key]["values"] if key in c else ()
+        phase, metric = key
+        rows.append(
+            compare_metric(
+                phase,
+                metric,
+                meta["unit"],
+                meta["direction"],
+                b_values,
+                c_values,
+                options,
+                floors.get(key),
+            )
+        )
+    _check_patterns(options, rows)
+    comparable, reason, warnings = _comparability(baseline, current)
+    return CompareReport(
+        baseline=RunRef.of(baseline),
+        current=RunRef.of(current),
+        rows=rows,
+        comparable=comparable,
+        reason=reason,
+        warnings=warnings + _environment_warnings(baseline, current),
+        options=options,
+        noise=noise,
+    )
+
+
+def history_noise(
+    baseline: RunResult,
+    current: RunResult,
+    url: str | None = None,
+    options: CompareOptions | None = None,
+    *,
+    on_warning: history.Warn = None,
+) -> NoiseBasis:
+    """Each metric's run-to-run spread over the earlier runs in the history: same workload spec
+    hash, same host class and storage (:func:`history.env_fingerprint`) as ``current``,
+    started before it, complete, neither of the two runs compared.
+
+    The storage is part of the match as well as the host class: the run-to-run spread is the
+    storage's as much as the machine's.
+    """
+    options = options or CompareOptions()
+    spec = (current.workload or {}).get("spec_hash")
+    fingerprint = history.env_fingerprint(current)
+    basis = {
+        "url": url or history.default_history_url(),
+        "spec_hash": spec,
+        "host_class": history.host_class(current),
+        "fs_identity": history.fs_identity(current),
+    }
+    if not spec:
+        return NoiseBasis(runs=0, **basis)
+    skip = {baseline.run_id, current.run_id}
+    per_metric: dict[tuple[str, str], list[float]] = {}
+    runs = 0
+    try:
+        stored_runs = history.runs_before(url, spec, current.started_at, on_warning=on_warning)
+    except UsageError:  # no usable start time: every stored run of the spec is "earlier"
+        stored_runs = history.runs_before(url, spec, on_warning=on_warning)
+    for stored in stored_runs:
+        if stored.run_id in skip:
+            continue
+        try:
+            run = stored.run()
+        except Exception as e:  # an unreadable stored result is skipped, as the history does
+            if on_warning is not None:
+                on_warning(f"history: skipped {stored.path}: stored result is unreadable ({e})")
+            continue
+        if (
+            (run.workload or {}).get("spec_hash") != spec
+            or run.status != "complete"
+            or history.env_fingerprint(run) != fingerprint
+        ):
+            continue
+        runs += 1
+        for key, entry in _samples(run).items():
+            value = summarize(entry["values"])
+            if value is not None:
+                per_metric.setdefault(key, []).append(value.median)
+    metrics = {}
+    for key, values in per_metric.items():
+        if len(values) >= options.min_history:
+            floor = Noise.of(values, options.noise_alpha)
+            if floor is not None and floor.runs >= options.min_history:
+                metrics[key] = floor
+    return NoiseBasis(runs=runs, metrics=metrics, **basis)
+
+
+_LATEST_RE = re.compile(r"^latest(?:~(\d+))?$")
+
+
+def resolve(
+    spec: str,
+    history_url: str | None = None,
+    workload: str | None = None,
+    *,
+    what: str = "run",
+    on_warning: history.Warn = None,
+) -> RunResult:
+    """A run named by a result.json path or its directory, a stored run id (or unique prefix),
+    ``latest`` or ``latest~N`` (N runs before the latest; of ``workload`` when given).
+    History files skipped on the way are reported through ``on_warning``."""
+    s = str(spec).strip()
+    url = history_url or history.default_history_url()
+    if not s:
+        raise UsageError(f"{what}: empty reference", hint="pass a result.json, a run id or latest")
+    m = _LATEST_RE.match(s)
+    if m:
+        back = int(m.group(1) or 0)
+        runs = history.runs_before(url, workload, on_warning=on_warning)
+        if len(runs) <= back:
+            of = f" of workload {workload}" if workload else ""
+            raise UsageError(
+                f"{what} {s}: history {url} holds {_plural(len(runs), 'run')}{of}",
+                hint="run iobench with --history first, or pass a result.json",
+            )
+        return runs[-1 - back].run()
+    path = Path(s).expanduser()
+    if path.exists():
+        return load(path)
+    if "/" in s or s.endswith(".json") or s.startswith((".", "~")):
+        raise UsageError(f"{what} {s}: no such result file or directory")
+    try:
+        return history.get_run(s, url, on_warning=on_warning)
+    except UsageError as e:
+        if "ambiguous" in e.message:
+            raise
+        raise UsageError(
+            f"{what} {s!r} is neither a result file nor a run in history {url}",
+            hint="pass a result.json, its directory, a run id or latest",
+        ) from None

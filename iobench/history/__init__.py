@@ -1,0 +1,178 @@
+"""Result history: one immutable Parquet file per run on any fsspec URL, and queries over it.
+
+Each file ``<run_id>.parquet`` holds the run's metrics in long form (one row per run x phase x
+metric x repeat, plus one ``aggregate`` row per run x phase x metric holding the median over
+the repeats, see :func:`metric_rows`) and, in the file's key-value metadata, the full result
+JSON (``iobench.result``) so a stored run can be turned back into a :class:`RunResult`.
+
+Files are never rewritten or deleted: a corrupt file, a foreign Parquet file or one written by a
+newer iobench is skipped with a warning naming it. Appends from concurrent processes are safe:
+each run writes its own file, through a temporary name, and never replaces an existing one.
+
+The package is layered, each module importing only those before it: ``schema`` (columns,
+metrics, the rows of a run) → ``files`` (the store behind a URL, a run as Parquet, reading the
+files) → ``query`` (runs, the latest, a metric's trend). :func:`append`, the one writer, lives
+here beside the names it calls, so that a test can replace any of them on ``iobench.history``.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import uuid
+from pathlib import Path
+
+from ..errors import IobenchError, StoreError
+from ..results import RunResult, fsync_dir
+from .files import (
+    RunSummary,
+    StoredRun,
+    _check_bucket,
+    _file_name,
+    _fs,
+    _to_parquet_bytes,
+    _why,
+    check_url,
+    read_history,
+)
+from .query import (
+    TrendPoint,
+    get_run,
+    latest_run,
+    list_runs,
+    runs_before,
+    split_metric,
+    trend,
+    trend_svg,
+)
+from .schema import (
+    ALL_METRICS,
+    COLUMNS,
+    ESTIMATE_METRICS,
+    FORMAT,
+    FORMAT_KEY,
+    LOADER_METRICS,
+    PHASE_METRICS,
+    RESULT_KEY,
+    SCHEMA_KEY,
+    SUMMARY_REPEAT,
+    Warn,
+    _arrow_schema,
+    default_history_url,
+    env_fingerprint,
+    fs_identity,
+    host_class,
+    metric_rows,
+    parse_timestamp,
+)
+
+
+def append(run: RunResult, url: str | None = None) -> str:
+    """Store ``run`` as ``<run_id>.parquet`` under ``url``; return the file's path or URL.
+
+    Never replaces an existing file: a run id already stored is a :class:`StoreError`. Never
+    creates a bucket: an object-store history whose bucket is missing is a StoreError. Any
+    failure (I/O, a backend's own exception, missing credentials) is a StoreError with one
+    line naming it; the caller turns it into a warning.
+    """
+    fs, root, local, _url = _fs(url)
+    where = url or root
+    try:
+        name = _file_name(run.run_id)
+        data = _to_parquet_bytes(run)
+    except IobenchError:  # StoreError; Interrupted (a second Ctrl-C) is not a failed append
+        raise
+    except Exception as e:  # noqa: BLE001 - pyarrow refusing a value is a failed append
+        raise StoreError(f"cannot store run {run.run_id} in history {where}: {_why(e)}") from None
+    final = posixpath.join(root, name)
+    tmp = posixpath.join(root, f".{name}.{uuid.uuid4().hex}.tmp")
+    try:
+        if local:
+            _append_local(Path(final), Path(tmp), data)
+            return final
+        if hasattr(fs, "split_path"):  # an object store: buckets are made by people, not us
+            _check_bucket(fs, root, where)
+        else:
+            fs.makedirs(root, exist_ok=True)
+        if fs.exists(final):
+            raise StoreError(
+                f"history already holds run {run.run_id} ({fs.unstrip_protocol(final)})"
+            )
+        fs.pipe_file(tmp, data)
+        try:
+            # Object stores have no no-replace rename; run ids are unique, so the window
+            # between the check above and this move only matters for a duplicated id.
+            fs.mv(tmp, final)
+        except BaseException:
+            try:
+                fs.rm(tmp)
+            except Exception:
+                pass
+            raise
+    except IobenchError:  # StoreError; Interrupted (a second Ctrl-C) is not a failed append
+        raise
+    except Exception as e:  # noqa: BLE001 - botocore/aiohttp errors have no common base
+        raise StoreError(f"cannot write run {run.run_id} to history {where}: {_why(e)}") from None
+    return fs.unstrip_protocol(final)
+
+
+def _append_local(final: Path, tmp: Path, data: bytes) -> None:
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if final.exists():
+        raise StoreError(f"history already holds run {final.stem} ({final})")
+    try:
+        with open(tmp, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            # link() refuses to replace an existing name: an atomic no-clobber rename.
+            os.link(tmp, final)
+        except FileExistsError:
+            raise StoreError(f"history already holds run {final.stem} ({final})") from None
+        except OSError:
+            # Filesystems without hard links: check-then-rename (ids are unique anyway).
+            if final.exists():
+                raise StoreError(f"history already holds run {final.stem} ({final})") from None
+            os.rename(tmp, final)
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+    fsync_dir(final.parent)
+
+
+__all__ = [
+    "Warn",
+    "RESULT_KEY",
+    "SCHEMA_KEY",
+    "FORMAT_KEY",
+    "FORMAT",
+    "SUMMARY_REPEAT",
+    "PHASE_METRICS",
+    "LOADER_METRICS",
+    "ESTIMATE_METRICS",
+    "ALL_METRICS",
+    "COLUMNS",
+    "_arrow_schema",
+    "parse_timestamp",
+    "default_history_url",
+    "host_class",
+    "fs_identity",
+    "env_fingerprint",
+    "metric_rows",
+    "check_url",
+    "StoredRun",
+    "RunSummary",
+    "read_history",
+    "list_runs",
+    "get_run",
+    "runs_before",
+    "latest_run",
+    "split_metric",
+    "TrendPoint",
+    "trend",
+    "trend_svg",
+    "append",
+]

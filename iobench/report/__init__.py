@@ -1,0 +1,91 @@
+"""Renderings of a RunResult: a terminal summary, markdown, and one self-contained HTML page.
+
+Every figure shown was measured in the run, except the estimate block, which is labelled as a
+model output beside its basis. The three renderings share one set of formatted tables, so the
+terminal, the markdown and the page never disagree. Nothing here prints, and the HTML page
+carries its CSS and its SVG plots inline: it opens offline and can be mailed as one file.
+
+The package is layered, each module importing only those before it: ``cells`` (the table type,
+cell formatters) → ``tables`` (the content: every table as data) → ``text`` (terminal and
+markdown) → ``series`` (the data behind the plots) → ``figures`` (one matplotlib figure per
+kind) → ``plots`` (every plot a run supports) → ``page`` (the HTML page). The names other
+modules and the tests use are re-exported here.
+"""
+
+from __future__ import annotations
+
+from .cells import (
+    _CACHE_MEANING,
+    METADATA_OPS,
+    PLOT_HINT,
+    TERMINAL_WIDTH,
+    _block_short,
+    _Table,
+    _value,
+    metadata_rates,
+)
+from .figures import _FIGSIZE, BASELINE_SUFFIX, MIN_LINE_POINTS, _tail_plot, _time_plot
+from .page import _CSS, _e, _plot_id, render_html, write_report
+from .plots import _au_plot, _build_plots
+from .series import PARTIAL_MIN_SHARE, _cdf, latency_series, sweep_series, sweep_spread, time_points
+from .tables import (
+    _baseline_table,
+    _cache_table,
+    _estimate_tables,
+    _loader_table,
+    _phase_table,
+    _run_info,
+    _sections,
+    _verdict,
+)
+from .text import (
+    MIN_TERMINAL_WIDTH,
+    colour_compare,
+    render_markdown,
+    render_terminal,
+    stdout_format,
+    terminal_format,
+)
+
+__all__ = [
+    "METADATA_OPS",
+    "TERMINAL_WIDTH",
+    "PLOT_HINT",
+    "_CACHE_MEANING",
+    "_Table",
+    "_block_short",
+    "metadata_rates",
+    "_value",
+    "_phase_table",
+    "_loader_table",
+    "_estimate_tables",
+    "_run_info",
+    "_verdict",
+    "_baseline_table",
+    "_sections",
+    "_cache_table",
+    "MIN_TERMINAL_WIDTH",
+    "terminal_format",
+    "stdout_format",
+    "colour_compare",
+    "render_terminal",
+    "render_markdown",
+    "sweep_series",
+    "sweep_spread",
+    "latency_series",
+    "PARTIAL_MIN_SHARE",
+    "time_points",
+    "_cdf",
+    "_FIGSIZE",
+    "BASELINE_SUFFIX",
+    "_tail_plot",
+    "MIN_LINE_POINTS",
+    "_time_plot",
+    "_au_plot",
+    "_build_plots",
+    "_CSS",
+    "_e",
+    "_plot_id",
+    "render_html",
+    "write_report",
+]

@@ -1,0 +1,236 @@
+"""The report's shared pieces: the formatted table (:class:`_Table`), cell formatters and the
+small facts about a run that every rendering reads.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..results import PhaseResult, RunResult, metric_summary, metric_value
+from ..stats import DEFAULT_STEADY, MIN_PHASE_S, is_indicative
+from ..units import format_bytes, format_count, format_rate, format_seconds, format_spread
+
+METADATA_OPS = ("create", "stat", "open_read", "delete")
+
+
+TERMINAL_WIDTH = 120
+
+
+PLOT_HINT = "plots need matplotlib (pip install iobench[plot])"
+
+
+# Keys under PhaseResult.extra that may hold {operation: ops/s} for a combined metadata phase.
+_EXTRA_RATE_KEYS = ("metadata_rates", "rates", "ops_per_s")
+
+
+_CACHE_MEANING = {
+    "direct": "O_DIRECT: the page cache was bypassed",
+    "dropped": "page cache dropped before the phase",
+    "buffered": "buffered I/O: figures may include page-cache hits",
+    "client-cache": "page cache dropped, but the FUSE client's own cache could not be: "
+    "figures may include client-memory hits",
+    "none": "object store: no local page cache involved",
+}
+
+
+_STATUS_MARK = {"ok": "ok", "partial": "PARTIAL", "failed": "FAILED"}
+
+
+@dataclass
+class _Table:
+    """Formatted cells and how each column aligns ("l" or "r")."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    align: str
+    kv: bool = False  # a two-column "label: value" block rather than a grid
+    note: str = ""
+    row_classes: list[str] = field(default_factory=list)
+
+
+def _pct(x: Any) -> str:
+    return "-" if not _is_num(x) else f"{float(x) * 100:.1f}%"
+
+
+def _is_num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _rate(x: Any) -> str:
+    return format_rate(float(x)) if _is_num(x) and x > 0 else "-"
+
+
+def _secs(x: Any) -> str:
+    return format_seconds(float(x)) if _is_num(x) else "-"
+
+
+def _count(x: Any, unit: str = "") -> str:
+    return format_count(float(x), unit) if _is_num(x) and x > 0 else "-"
+
+
+def _rate_range(lo: float, hi: float) -> str:
+    """A min-max bandwidth range in one unit: ``140-200 MiB/s``."""
+    if hi >= 10 * (1 << 30):
+        return f"{lo / (1 << 30):.2f}-{hi / (1 << 30):.2f} GiB/s"
+    return f"{lo / (1 << 20):.0f}-{hi / (1 << 20):.0f} MiB/s"
+
+
+def _gpus(n: Any) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
+def _block(n: Any) -> str:
+    """Block sizes as people write them: 4 KiB, 128 KiB, 1 MiB (exact when whole)."""
+    if not _is_num(n) or n <= 0:
+        return "-"
+    n = int(n)
+    for shift, label in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {label}"
+    return format_bytes(n)
+
+
+def _block_short(n: float) -> str:
+    """Axis label for a block size: 4k, 128k, 1M."""
+    n = int(n)
+    for shift, label in ((30, "G"), (20, "M"), (10, "k")):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{label}"
+    return str(n)
+
+
+def _phase_warnings(run: RunResult) -> list[str]:
+    out = list(run.warnings)
+    for p in run.phases:
+        out.extend(f"{p.name}: {w}" for w in p.warnings or [])
+    return out
+
+
+def _errors(run: RunResult) -> list[str]:
+    out = [f"run: {run.error}"] if run.error else []
+    out.extend(f"{p.name}: {p.error}" for p in run.phases if p.error)
+    return out
+
+
+def metadata_rates(phase: PhaseResult) -> dict[str, float]:
+    """{operation: ops/s} a phase measured for metadata operations (create, stat, ...)."""
+    rates: dict[str, float] = {}
+    if phase.op in METADATA_OPS and _is_num(phase.iops) and phase.iops > 0:
+        rates[phase.op] = float(phase.iops)
+    for key in _EXTRA_RATE_KEYS:
+        value = (phase.extra or {}).get(key)
+        if isinstance(value, dict):
+            for op, r in value.items():
+                if _is_num(r):
+                    rates[str(op)] = float(r)
+    return rates
+
+
+def _value(p: PhaseResult, key: str) -> float | None:
+    """A phase figure as every rendering shows it: the median over the repeats."""
+    return metric_value(p, key)
+
+
+def _has_repeats(run: RunResult) -> bool:
+    return any(len(p.repeats or []) > 1 for p in run.phases)
+
+
+def _repeat_spread(p: PhaseResult) -> str:
+    """n, min-max and CV over the repeats of the phase's headline figure (bandwidth, or
+    ops/s where it moved no bytes)."""
+    if _value(p, "bandwidth_bps"):
+        s = metric_summary(p, "bandwidth_bps")
+        return format_spread(s.n, s.min, s.max, s.cv, format_rate, span=_rate_range)
+    s = metric_summary(p, "iops")
+    return "-" if s is None else format_spread(s.n, s.min, s.max, s.cv, format_count)
+
+
+_SPREAD_HEADER = "Over repeats"
+
+
+_SPREAD_NOTE = (
+    "Figures are medians over the repeats; 'Over repeats' gives n, min-max and the coefficient "
+    "of variation of the bandwidth (ops/s where no bytes moved). Volume, time, worker spread and "
+    "the plots come from one repeat: the one whose bandwidth is the median."
+)
+
+
+def _has_cpu(run: RunResult) -> bool:
+    return any(isinstance((p.extra or {}).get("client_cpu"), dict) for p in run.phases)
+
+
+def _cpu_cell(p: PhaseResult) -> str:
+    """The client's CPU over the phase as a share of its usable CPUs, "!" at saturation."""
+    from ..cpu import saturated
+
+    c = (p.extra or {}).get("client_cpu")
+    if not isinstance(c, dict) or not _is_num(c.get("share")):
+        return "-"
+    return f"{c['share'] * 100:.0f}%" + (" !" if saturated(c) else "")
+
+
+def _cpu_note(run: RunResult) -> str:
+    """The phases table's note on the client CPU column (empty without the column)."""
+    if not _has_cpu(run):
+        return ""
+    from ..cpu import SATURATED_SHARE, saturated
+
+    cpus = {
+        c.get("cpus")
+        for p in run.phases
+        if isinstance(c := (p.extra or {}).get("client_cpu"), dict)
+    }
+    of = f"{cpus.pop()} CPUs" if len(cpus) == 1 else "its CPUs"
+    note = (
+        f"Client CPU: user + system time of iobench and the processes it started, over the "
+        f"phase's wall time and the {of} it could use."
+    )
+    if _many_client_phases(run):
+        note += " In a many-client phase it is rank 0's (its own process and children)."
+    hot = [p.name for p in run.phases if saturated((p.extra or {}).get("client_cpu"))]
+    if hot:
+        note += (
+            f" {', '.join(hot)}: the client used {SATURATED_SHARE:.0%} or more (!): the client, "
+            "not the storage, may have been the limit."
+        )
+    return note
+
+
+def _status_cell(p: PhaseResult) -> str:
+    """A phase's status; "indicative" for a complete phase whose figures are (stats)."""
+    if p.status == "ok" and is_indicative(p):
+        return "indicative"
+    return _STATUS_MARK.get(p.status, p.status.upper())
+
+
+def _indicative_note(run: RunResult) -> str:
+    """The phases table's note on "indicative" (empty when no phase is)."""
+    if not any(p.status == "ok" and is_indicative(p) for p in run.phases):
+        return ""
+    return (
+        f"indicative: the phase did not reach steady state ({DEFAULT_STEADY.describe()}, "
+        f"fio's steadystate manner) or ran under {MIN_PHASE_S:g} s, or its ranks started too far "
+        "apart: its figures show the order of magnitude, not a figure to rely on."
+    )
+
+
+def _many_client_phases(run: RunResult) -> list[PhaseResult]:
+    return [p for p in run.phases if int((p.extra or {}).get("world") or 1) > 1]
+
+
+def _is_delta(cell: str) -> bool:
+    return bool(re.fullmatch(r"[+-]\d+(\.\d+)?%", cell.strip())) and cell.strip() not in (
+        "+0.0%",
+        "-0.0%",
+    )
+
+
+def _delta_style(header: str, cell: str) -> str:
+    """A change against the baseline: red when worse (less bandwidth, ops/s; more latency)."""
+    lower_is_better = "p50" in header or "p99" in header
+    worse = cell.startswith("+") == lower_is_better
+    return "red" if worse else "green"

@@ -1,0 +1,293 @@
+"""The self-contained HTML page: inline CSS and SVG plots, no network resources."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+from typing import Any
+
+from ..results import RunResult, atomic_write_bytes
+from .cells import (
+    PLOT_HINT,
+    _delta_style,
+    _errors,
+    _indicative_note,
+    _is_delta,
+    _phase_warnings,
+    _Table,
+)
+from .plots import _build_plots
+from .tables import (
+    _baseline_table,
+    _cache_table,
+    _estimate_tables,
+    _loader_table,
+    _metadata_table,
+    _phase_detail_table,
+    _ranks_table,
+    _run_info,
+    _verdict,
+)
+
+_CSS = """
+:root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --alt:#f6f8fa; --pass:#1a7f37;
+        --fail:#cf222e; --warn:#9a6700; --model:#8250df; }
+* { box-sizing: border-box; }
+body { margin: 0; background: #fff; color: var(--fg);
+       font: 14px/1.5 -apple-system, BlinkMacSystemFont, "Segoe UI", "Helvetica Neue", Arial,
+             "Liberation Sans", "DejaVu Sans", sans-serif; }
+main { max-width: 1200px; margin: 0 auto; padding: 28px 24px 56px; }
+header h1 { font-size: 24px; margin: 0; font-weight: 650; letter-spacing: -0.01em; }
+header .sub { color: var(--muted); margin: 2px 0 16px; }
+h2 { font-size: 17px; font-weight: 650; margin: 34px 0 12px; padding-bottom: 6px;
+     border-bottom: 1px solid var(--line); }
+h3 { font-size: 14px; margin: 18px 0 8px; }
+code { font: 12.5px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono",
+       monospace; background: var(--alt); padding: 1px 5px; border-radius: 4px;
+       word-break: break-all; }
+dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 3px 18px; margin: 0; }
+dl.meta dt { color: var(--muted); }
+dl.meta dd { margin: 0; }
+.banner { border-radius: 8px; padding: 14px 20px; margin: 20px 0 8px; color: #fff; }
+.banner.pass { background: var(--pass); }
+.banner.fail { background: var(--fail); }
+.banner.warn { background: var(--warn); }
+.banner .word { font-size: 28px; font-weight: 750; letter-spacing: 0.06em; }
+.banner .label { font-size: 12px; text-transform: uppercase; letter-spacing: 0.08em;
+                 opacity: 0.85; }
+.banner ul { margin: 6px 0 0; padding-left: 20px; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: 12.5px; }
+table.wide { width: 100%; }
+th, td { padding: 5px 7px; border-bottom: 1px solid var(--line); text-align: left;
+         vertical-align: top; }
+table.grid td, table.grid th { white-space: nowrap; }
+th { background: var(--alt); font-weight: 600; border-bottom: 1px solid #afb8c1; }
+th.r, td.r { text-align: right; }
+tr.bad td { background: #fff1f0; }
+td.status-PARTIAL, td.status-FAILED { color: var(--fail); font-weight: 650; }
+td.status-indicative { color: var(--warn); font-weight: 650; }
+td.worse { color: var(--fail); font-weight: 650; }
+td.better { color: var(--pass); }
+table.kv th { background: none; border-bottom: 1px solid var(--line); color: var(--muted);
+              font-weight: 500; width: 240px; }
+.estimate { border-left: 4px solid var(--model); background: #fbf9ff; padding: 4px 18px 14px;
+            border-radius: 0 6px 6px 0; }
+.estimate .tag { display: inline-block; font-size: 11px; font-weight: 650; color: var(--model);
+                 border: 1px solid var(--model); border-radius: 10px; padding: 0 8px;
+                 text-transform: uppercase; letter-spacing: 0.06em; }
+.note { color: var(--muted); font-size: 13px; margin: 6px 0; }
+.plots { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr)); gap: 16px; }
+figure { margin: 0; border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px 8px;
+         background: #fff; break-inside: avoid; }
+figure svg { width: 100%; height: auto; display: block; }
+figcaption { color: var(--muted); font-size: 12px; margin-top: 4px; }
+ul.warnings { padding-left: 0; list-style: none; margin: 0; }
+ul.warnings li { border-left: 3px solid var(--warn); background: #fff8c5; padding: 6px 12px;
+                 margin: 0 0 6px; border-radius: 0 4px 4px 0; }
+ul.errors li { border-left-color: var(--fail); background: #fff1f0; }
+footer { color: var(--muted); font-size: 12px; margin-top: 40px; border-top: 1px solid var(--line);
+         padding-top: 10px; }
+@media print { main { max-width: none; padding: 0; } .plots { display: block; }
+               figure { margin-bottom: 12px; } }
+"""
+
+
+def _e(text: Any) -> str:
+    """Every text of the HTML page: credentials masked and control characters escaped as on
+    the terminal (iobench.redact), then HTML-escaped."""
+    from ..redact import for_terminal
+
+    return html.escape(for_terminal(text), quote=True)
+
+
+def _html_table(t: _Table, status_col: int | None = None, wide: bool = False) -> str:
+    if t.kv:
+        rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in t.rows)
+        return f'<table class="kv"><tbody>{rows}</tbody></table>'
+    cls = ["r" if a == "r" else "" for a in t.align]
+    head = "".join(f'<th class="{c}">{_e(h)}</th>' for h, c in zip(t.headers, cls, strict=True))
+    body = []
+    for i, row in enumerate(t.rows):
+        rc = t.row_classes[i] if i < len(t.row_classes) else ""
+        cells = []
+        for j, (cell, c) in enumerate(zip(row, cls, strict=True)):
+            extra = f" status-{cell}" if j == status_col else ""
+            if cell.endswith(" !"):  # the client CPU at saturation
+                extra += " worse"
+            elif t.headers[j].startswith("Δ") and _is_delta(cell):
+                extra += " worse" if _delta_style(t.headers[j], cell) == "red" else " better"
+            cells.append(f'<td class="{(c + extra).strip()}">{_e(cell)}</td>')
+        body.append(f'<tr class="{rc}">{"".join(cells)}</tr>')
+    return (
+        f'<div class="scroll"><table class="grid{" wide" if wide else ""}">'
+        f"<thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def _html_banner(run: RunResult) -> str:
+    verdict = _verdict(run)
+    if verdict:
+        result, reasons = verdict
+        kind = {"PASS": "pass", "FAIL": "fail"}.get(result, "warn")
+        items = "".join(f"<li>{_e(r)}</li>" for r in reasons)
+        return (
+            f'<section class="banner {kind}" id="verdict"><div class="label">Verdict</div>'
+            f'<div class="word">{_e(result)}</div>{f"<ul>{items}</ul>" if items else ""}</section>'
+        )
+    if run.status != "complete":
+        msg = f"<ul><li>{_e(run.error)}</li></ul>" if run.error else ""
+        return (
+            f'<section class="banner warn" id="verdict"><div class="label">Run status</div>'
+            f'<div class="word">{_e(run.status.upper())}</div>{msg}</section>'
+        )
+    return ""
+
+
+def _plot_id(title: str) -> str:
+    """An element id for a plot: ``plot-latency-tail-read`` (not unique when a group is
+    split over several figures: a test or a reader looks for the kind)."""
+    return "plot-" + re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def _html_header(run: RunResult) -> list[str]:
+    """The page's head, title, run information and verdict banner."""
+    wl = (run.workload or {}).get("name")
+    title = f"iobench report: {wl or run.run_id}"
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body><main>",
+        "<header>",
+        f"<h1>{_e(title)}</h1>",
+        f'<div class="sub">Storage and data-loader throughput, run {_e(run.run_id)}</div>',
+    ]
+    meta = []
+    for k, v in _run_info(run):
+        value = f"<code>{_e(v)}</code>" if k == "Command" else _e(v)
+        meta.append(f"<dt>{_e(k)}</dt><dd>{value}</dd>")
+    parts.append(f'<dl class="meta">{"".join(meta)}</dl></header>')
+    parts.append(_html_banner(run))
+    return parts
+
+
+def _html_summary(run: RunResult) -> list[str]:
+    """The Summary section: every phase in detail."""
+    if not run.phases:
+        return []
+    parts = ['<section id="phases"><h2>Summary</h2>']
+    detail = _phase_detail_table(run)
+    parts.append(_html_table(detail, status_col=len(detail.headers) - 1, wide=True))
+    parts.append(
+        '<p class="note">Bandwidth is all bytes over first start to last end (last done); '
+        "first done is the figure when the first worker finished."
+        + (f" {_e(detail.note)}" if detail.note else "")
+        + "</p>"
+    )
+    if _indicative_note(run):
+        parts.append(f'<p class="note">{_e(_indicative_note(run))}</p>')
+    parts.append("</section>")
+    return parts
+
+
+def _html_sections(run: RunResult, baseline: RunResult | None) -> list[str]:
+    """The baseline's deltas, the ranks, metadata and loader tables."""
+    parts = []
+    if baseline is not None and run.phases:
+        bt = _baseline_table(run, baseline)
+        parts.append(f'<section id="baseline"><h2>{_e(bt.title)}</h2>')
+        parts.append(_html_table(bt) + f'<p class="note">{_e(bt.note)}</p></section>')
+    ranks_t = _ranks_table(run)
+    if ranks_t is not None:
+        parts.append(f'<section id="clients"><h2>{_e(ranks_t.title)}</h2>')
+        parts.append(_html_table(ranks_t) + f'<p class="note">{_e(ranks_t.note)}</p></section>')
+    meta_t = _metadata_table(run)
+    if meta_t:
+        parts.append(f'<section id="metadata"><h2>{_e(meta_t.title)}</h2>')
+        parts.append(_html_table(meta_t) + "</section>")
+    loader = _loader_table(run)
+    if loader:
+        parts.append(f'<section id="loader"><h2>{_e(loader.title)}</h2>')
+        parts.append(_html_table(loader) + "</section>")
+    return parts
+
+
+def _html_estimate(run: RunResult) -> list[str]:
+    """The Estimate section, labelled as such, with its basis."""
+    est = _estimate_tables(run)
+    if not est:
+        return []
+    parts = ['<section id="estimate"><h2>Estimate</h2><div class="estimate">']
+    parts.append('<p><span class="tag">estimate</span> ')
+    parts.append(f"{_e(est[0].note)}</p>")
+    parts.append(_html_table(est[0]))
+    for t in est[1:]:
+        parts.append(f"<h3>{_e(t.title)}</h3>{_html_table(t)}")
+        if t.note:
+            parts.append(f'<p class="note">{_e(t.note)}</p>')
+    parts.append("</div></section>")
+    return parts
+
+
+def _html_plots(run: RunResult, baseline: RunResult | None) -> list[str]:
+    """The Plots section, or the install hint without matplotlib."""
+    plots = _build_plots(run, baseline)
+    if plots is None:
+        return [
+            f'<section id="plots"><h2>Plots</h2><p class="note">{_e(PLOT_HINT)}</p>',
+            "</section>",
+        ]
+    if not plots:
+        return []
+    parts = ['<section id="plots"><h2>Plots</h2><div class="plots">']
+    for p in plots:
+        cap = f"<figcaption>{_e(p.caption)}</figcaption>" if p.caption else ""
+        parts.append(
+            f'<figure id="{_plot_id(p.title)}" aria-label="{_e(p.title)}">{p.svg}{cap}</figure>'
+        )
+    parts.append("</div></section>")
+    return parts
+
+
+def _html_footer(run: RunResult) -> list[str]:
+    """Errors, warnings, the cache handling and the footer."""
+    parts = []
+    errors = _errors(run)
+    if errors:
+        items = "".join(f"<li>{_e(e)}</li>" for e in errors)
+        parts.append(f'<section id="errors"><h2>Errors ({len(errors)})</h2>')
+        parts.append(f'<ul class="warnings errors">{items}</ul></section>')
+    warnings = _phase_warnings(run)
+    if warnings:
+        items = "".join(f"<li>{_e(w)}</li>" for w in warnings)
+        parts.append(f'<section id="warnings"><h2>Warnings ({len(warnings)})</h2>')
+        parts.append(f'<ul class="warnings">{items}</ul></section>')
+    cache = _cache_table(run)
+    if cache:
+        parts.append(
+            f'<section id="cache"><h2>{_e(cache.title)}</h2>{_html_table(cache)}</section>'
+        )
+    parts.append(
+        f"<footer>Generated by iobench {_e(run.iobench_version)} from result schema "
+        f"{_e(run.schema_version)}. Figures are measured in this run unless labelled estimate."
+        "</footer></main></body></html>"
+    )
+    return parts
+
+
+def render_html(run: RunResult, baseline: RunResult | None = None) -> str:
+    """One self-contained HTML page: inline CSS and SVG plots, no network resources; with a
+    ``baseline``, its deltas table and its curves dashed in every plot."""
+    parts = _html_header(run) + _html_summary(run) + _html_sections(run, baseline)
+    parts += _html_estimate(run) + _html_plots(run, baseline) + _html_footer(run)
+    return "\n".join(p for p in parts if p) + "\n"
+
+
+def write_report(run: RunResult, directory: str | Path) -> Path:
+    """Write ``report.html`` atomically into ``directory`` (beside result.json); return its path."""
+    path = Path(directory) / "report.html"
+    atomic_write_bytes(path, render_html(run).encode("utf-8"))
+    return path

@@ -1,0 +1,159 @@
+"""The data behind the plots, without matplotlib: sweep curves, latency against workers,
+per-interval rates over time and latency CDFs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..results import PhaseResult, metric_summary
+from .cells import METADATA_OPS, _block, _is_num, _value
+
+
+def sweep_series(phases: Sequence[PhaseResult], axis: str) -> dict[str, list[tuple[float, float]]]:
+    """Bandwidth sweeps along ``axis``: label -> [(x, bytes/s)] (see :func:`_sweep_points`)."""
+    return {
+        label: [(x, sum(v) / len(v)) for x, v in ((x, [b for b, _, _ in bs]) for x, bs in pts)]
+        for label, pts in _sweep_points(phases, axis).items()
+    }
+
+
+def sweep_spread(
+    phases: Sequence[PhaseResult], axis: str
+) -> dict[str, list[tuple[float, float, float]]]:
+    """label -> [(x, min, max)] over the repeats of the sweep points measured more than once."""
+    out = {}
+    for label, pts in _sweep_points(phases, axis).items():
+        bars = [(x, min(lo for _, lo, _ in bs), max(hi for _, _, hi in bs)) for x, bs in pts]
+        bars = [b for b in bars if b[2] > b[1]]
+        if bars:
+            out[label] = bars
+    return out
+
+
+def _sweep_points(
+    phases: Sequence[PhaseResult], axis: str
+) -> dict[str, list[tuple[float, list[tuple[float, float, float]]]]]:
+    """Bandwidth sweeps along ``axis`` ("block_size" or "concurrency"): label -> [(x, bytes/s)].
+
+    label -> [(x, [(median bytes/s, repeat min, repeat max) of each phase at x])].
+    Phases are grouped by ``params["sweep"]`` and op (phases without a sweep tag are not sweep
+    points; "base" joins both the block-size and the jobs sweep); within a group, those that
+    share the other parameter and differ along ``axis`` form one series (>= 2 distinct points).
+    Points measured twice (the base phase) are averaged; a phase's figure is the median over
+    its repeats, as in the tables.
+    """
+    other = "concurrency" if axis == "block_size" else "block_size"
+    groups: dict[tuple[str, str], list[PhaseResult]] = {}
+    for p in phases:
+        if p.op in METADATA_OPS or p.status == "failed" or not p.bandwidth_bps > 0:
+            continue
+        sweep_tag = str((p.params or {}).get("sweep") or "")
+        if not sweep_tag:
+            continue  # not a sweep point (a layout write, a one-off phase)
+        # the base configuration is a point of every sweep it anchors
+        for tag in ("block_size", "jobs") if sweep_tag == "base" else (sweep_tag,):
+            groups.setdefault((tag, p.op), []).append(p)
+    out: dict[str, list[tuple[float, list[tuple[float, float, float]]]]] = {}
+    for (sweep, op), members in groups.items():
+        by_other: dict[Any, dict[float, list[tuple[float, float, float]]]] = {}
+        for p in members:
+            x = getattr(p, axis)
+            if not _is_num(x) or x <= 0:
+                continue
+            bw = _value(p, "bandwidth_bps") or p.bandwidth_bps
+            sm = metric_summary(p, "bandwidth_bps")
+            lo, hi = (sm.min, sm.max) if sm is not None and sm.n > 1 else (bw, bw)
+            by_other.setdefault(getattr(p, other), {}).setdefault(float(x), []).append((bw, lo, hi))
+        lines = {k: v for k, v in by_other.items() if len(v) >= 2}
+        name = op if sweep == op else f"{sweep} ({op})"
+        for k, xs in sorted(lines.items(), key=lambda kv: str(kv[0])):
+            label = name
+            if len(lines) > 1:
+                label += f", {_block(k)}" if other == "block_size" else f", {k} jobs"
+            out[label] = sorted(xs.items())
+    return out
+
+
+def latency_series(
+    phases: Sequence[PhaseResult],
+) -> dict[str, list[tuple[float, dict[str, float]]]]:
+    """Latency against concurrency: "op, block" -> [(workers, {"p50": s, "p99": s, "p99.9": s})]
+    for every op and block size measured at two or more worker counts (the figures every
+    rendering shows: medians over repeats)."""
+    groups: dict[tuple[str, Any], dict[float, dict[str, float]]] = {}
+    for p in phases:
+        if p.status == "failed" or not _is_num(p.concurrency) or p.concurrency <= 0:
+            continue
+        marks = {}
+        for key, name in (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9")):
+            v = _value(p, f"latency_s.{key}")
+            if _is_num(v) and v > 0:
+                marks[name] = float(v)
+        if marks:
+            groups.setdefault((p.op, p.block_size), {})[float(p.concurrency)] = marks
+    out = {}
+    for (op, block), pts in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        if len(pts) >= 2:
+            label = op + (f", {_block(block)}" if _is_num(block) and block > 0 else "")
+            out[label] = sorted(pts.items())
+    return out
+
+
+PARTIAL_MIN_SHARE = 0.5  # a last interval covering less of its length than this is not drawn
+
+
+def time_points(
+    values: Sequence[float], interval_s: float, elapsed_s: float | None, start_s: float = 0.0
+) -> list[tuple[float, float]]:
+    """(seconds since the phase's start at the interval's end, rate) of a per-interval series.
+
+    The series is on a fixed grid that starts ``start_s`` before the phase (stats.aggregate
+    records it as ``extra["series_start_s"]``; 0 for many-client series and older results)
+    and divides every interval's bytes (ops) by the full interval; but the phase covered only
+    part of its first and last intervals. Those two rates are taken over the time the phase
+    really covered (from ``start_s`` and ``elapsed_s``) and drawn at the phase's start and
+    end; covering under :data:`PARTIAL_MIN_SHARE` of an interval they are left out (too short
+    to be a rate). Without a usable ``elapsed_s``, or when it does not fit the series (an
+    older result whose grid offset is unknown), the series is drawn as stored."""
+    n = len(values)
+    stored = [((i + 1) * interval_s, float(v)) for i, v in enumerate(values)]
+    if not n or not _is_num(elapsed_s) or not elapsed_s or interval_s <= 0:
+        return stored
+    off = float(start_s) if _is_num(start_s) and 0 <= start_s < interval_s else 0.0
+    end = off + float(elapsed_s)  # the phase's end, from the grid's start
+    if end <= (n - 1) * interval_s or end > n * interval_s + 1e-9:
+        return stored
+    pts = []
+    for i, v in enumerate(values):
+        lo, hi = max(i * interval_s, off), min((i + 1) * interval_s, end)
+        covered = hi - lo
+        if covered >= interval_s * (1 - 1e-9):
+            pts.append((hi - off, float(v)))
+        elif covered >= PARTIAL_MIN_SHARE * interval_s:
+            pts.append((hi - off, float(v) * interval_s / covered))
+    return pts
+
+
+def _plot_group(p: PhaseResult) -> str:
+    """Phases drawn in one figure: one op, or all metadata operations together."""
+    return "metadata" if p.op in METADATA_OPS else p.op
+
+
+def _by_op(phases: Iterable[PhaseResult]) -> dict[str, list[PhaseResult]]:
+    groups: dict[str, list[PhaseResult]] = {}
+    for p in phases:
+        groups.setdefault(_plot_group(p), []).append(p)
+    return groups
+
+
+def _cdf(histogram: dict[str, Any]) -> list[tuple[float, float]]:
+    """(latency seconds, cumulative fraction) points of a stored histogram; [] if unreadable."""
+    from ..stats import Histogram
+
+    try:
+        pts = Histogram.from_dict(histogram).cdf_points()
+    except (ValueError, TypeError, KeyError):
+        return []
+    return [(max(x, 1e-9), y) for x, y in pts]

@@ -1,0 +1,576 @@
+"""The content of a report as formatted tables: phases, ranks, metadata, loader, estimate, run
+information, the verdict and the deltas against a baseline. The terminal, the markdown and the
+HTML page render these same tables, so they never disagree.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable
+from typing import Any
+
+from ..results import PhaseResult, RunResult
+from ..units import format_bytes, format_count, format_rate, format_seconds
+from .cells import (
+    _CACHE_MEANING,
+    _SPREAD_HEADER,
+    _SPREAD_NOTE,
+    METADATA_OPS,
+    _block,
+    _count,
+    _cpu_cell,
+    _cpu_note,
+    _gpus,
+    _has_cpu,
+    _has_repeats,
+    _indicative_note,
+    _is_num,
+    _many_client_phases,
+    _pct,
+    _rate,
+    _rate_range,
+    _repeat_spread,
+    _secs,
+    _status_cell,
+    _Table,
+    _value,
+    metadata_rates,
+)
+
+
+def _phase_table(run: RunResult) -> _Table:
+    headers = [
+        "Phase",
+        "Op",
+        "Jobs",
+        "Block",
+        "Bandwidth",
+        "Ops/s",
+        "p50",
+        "p99",
+        "Cache",
+        "Status",
+    ]
+    spread = _has_repeats(run)
+    cpu = _has_cpu(run)
+    if cpu:
+        headers.insert(-2, "CPU")  # the client's; the note says so (the table fits 120 columns)
+    if spread:
+        headers.insert(6, _SPREAD_HEADER)
+    rows, classes = [], []
+    for p in run.phases:
+        ops = _count(_value(p, "iops"))
+        if p.op in METADATA_OPS and ops != "-":
+            ops += " ops/s"
+        row = [
+            p.name,
+            p.op,
+            str(p.concurrency),
+            _block(p.block_size),
+            _rate(_value(p, "bandwidth_bps")),
+            ops,
+            _secs(_value(p, "latency_s.p50")),
+            _secs(_value(p, "latency_s.p99")),
+            p.cache or "-",
+            _status_cell(p),
+        ]
+        if cpu:
+            row.insert(-2, _cpu_cell(p))
+        if spread:
+            row.insert(6, _repeat_spread(p))
+        rows.append(row)
+        classes.append("" if p.status == "ok" else "bad")
+    align = ("llrrrrrrr" if spread else "llrrrrrr") + ("r" if cpu else "") + "ll"
+    notes = (_SPREAD_NOTE if spread else "", _cpu_note(run), _indicative_note(run))
+    note = " ".join(n for n in notes if n)
+    return _Table("Phases", headers, rows, align, note=note, row_classes=classes)
+
+
+def _phase_detail_table(run: RunResult) -> _Table:
+    """The wider HTML table: adds volume, time, first-done bandwidth, spread and tail latency."""
+    headers = [
+        "Phase",
+        "Op",
+        "Jobs",
+        "Block",
+        "Moved",
+        "Elapsed",
+        "Bandwidth",
+        "First done",
+        "Worker spread",
+        "Ops/s",
+        "p50",
+        "p99",
+        "p99.9",
+        "Cache",
+        "Status",
+    ]
+    repeated = _has_repeats(run)
+    cpu = _has_cpu(run)
+    if cpu:
+        headers.insert(-2, "Client CPU")
+    if repeated:
+        headers.insert(7, _SPREAD_HEADER)
+    rows, classes = [], []
+    for p in run.phases:
+        pw = p.per_worker or {}
+        spread = "-"
+        if _is_num(pw.get("min")) and _is_num(pw.get("max")) and pw["max"] > 0:
+            spread = _rate_range(pw["min"], pw["max"])
+        moved = format_bytes(p.bytes) if p.bytes else (f"{p.ops:,} ops" if p.ops else "-")
+        ops = _count(_value(p, "iops"))
+        row = [
+            p.name,
+            p.op,
+            str(p.concurrency),
+            _block(p.block_size),
+            moved,
+            _secs(p.elapsed_s) if p.elapsed_s else "-",
+            _rate(_value(p, "bandwidth_bps")),
+            _rate(_value(p, "bandwidth_stonewall_bps")),
+            spread,
+            ops,
+            _secs(_value(p, "latency_s.p50")),
+            _secs(_value(p, "latency_s.p99")),
+            _secs(_value(p, "latency_s.p999")),
+            p.cache or "-",
+            _status_cell(p),
+        ]
+        if cpu:
+            row.insert(-2, _cpu_cell(p))
+        if repeated:
+            row.insert(7, _repeat_spread(p))
+        rows.append(row)
+        classes.append("" if p.status == "ok" else "bad")
+    align = ("llrrrrrrrrrrrr" if repeated else "llrrrrrrrrrrr") + ("r" if cpu else "") + "ll"
+    # the indicative note follows the table in HTML
+    note = " ".join(n for n in (_SPREAD_NOTE if repeated else "", _cpu_note(run)) if n)
+    return _Table("Phases", headers, rows, align, note=note, row_classes=classes)
+
+
+def _metadata_table(run: RunResult) -> _Table | None:
+    rows = []
+    for p in run.phases:
+        rates = metadata_rates(p)
+        for op, r in rates.items():
+            lat = (p.latency_s or {}) if op == p.op else {}
+            rows.append([p.name, op, f"{format_count(r)} ops/s", _secs(lat.get("p99"))])
+    if not rows:
+        return None
+    return _Table("Metadata operations", ["Phase", "Operation", "Rate", "p99"], rows, "llrr")
+
+
+def _loader_config(ld: dict[str, Any]) -> str:
+    """``profile p, 8 GPUs, 4 workers, ...``: how the loader ran."""
+    config = []
+    if ld.get("profile"):
+        config.append(f"profile {ld['profile']}")
+    for key, label in (("gpus", "GPUs"), ("workers", "workers"), ("steps", "steps")):
+        if ld.get(key) is not None:
+            config.append(f"{ld[key]} {label}")
+    if ld.get("batch_size") is not None:
+        config.append(f"batch {ld['batch_size']}")
+    if ld.get("hosts"):
+        config.append(f"one rank per GPU on {ld['hosts']} host{'s' if ld['hosts'] != 1 else ''}")
+    return ", ".join(config) or "-"
+
+
+def _loader_rates(ld: dict[str, Any]) -> list[list[str]]:
+    """The loader's measured rates and times, each row when the result has it."""
+    rows = []
+    if ld.get("samples_per_s") is not None:
+        rows.append(["Samples/s", _count(ld.get("samples_per_s"))])
+    if ld.get("bytes_per_s") is not None:
+        rows.append(["Throughput", _rate(ld.get("bytes_per_s"))])
+    wait = ld.get("load_wait_s") or {}
+    if wait:
+        rows.append(["Load wait", f"mean {_secs(wait.get('mean'))}, p99 {_secs(wait.get('p99'))}"])
+    if ld.get("compute_s") is not None:
+        rows.append(["Compute per step", _secs(ld.get("compute_s"))])
+    if ld.get("bound"):
+        rows.append(["Bound by", str(ld["bound"])])
+    return rows
+
+
+def _loader_au_rows(run: RunResult, ld: dict[str, Any]) -> list[list[str]]:
+    """AU per epoch, per rank and at each measured GPU count, when there are several."""
+    rows = []
+    epochs = ld.get("au_per_epoch") or []
+    if epochs:
+        rows.append(["AU per epoch", ", ".join(_pct(a) for a in epochs)])
+    per_rank = _loader_rank_au(ld)
+    if len(per_rank) > 1:
+        (lo, lo_who), (hi, hi_who) = min(per_rank), max(per_rank)
+        rows.append(["AU per rank", f"min {_pct(lo)} ({lo_who}), max {_pct(hi)} ({hi_who})"])
+    points = _loader_points(run)
+    if len(points) > 1:
+        rows.append(["Measured points", ", ".join(f"{_gpus(g)}: {_pct(a)}" for g, a in points)])
+    return rows
+
+
+def _loader_table(run: RunResult) -> _Table | None:
+    ld = run.loader
+    if not ld:
+        return None
+    au = _pct(ld.get("au"))
+    if _is_num(ld.get("predicted_au")):
+        au += f"   (model predicted {_pct(ld['predicted_au'])})"
+    rows = [["Configuration", _loader_config(ld)], ["AU measured", au]]
+    rows += _loader_rates(ld) + _loader_au_rows(run, ld)
+    if ld.get("cache"):
+        rows.append(["Cache", str(ld["cache"])])
+    c = ld.get("client_cpu")
+    if isinstance(c, dict) and _is_num(c.get("share")):
+        from ..cpu import saturated
+
+        text = f"{c['share'] * 100:.0f}% of {c.get('cpus', '?')} CPUs over the loop"
+        if saturated(c):
+            text += ": the client, not the storage, may have been the limit"
+        rows.append(["Client CPU", text])
+    return _Table("Data loader (measured)", ["", ""], rows, "ll", kv=True)
+
+
+def _loader_rank_au(ld: dict[str, Any]) -> list[tuple[float, str]]:
+    """(mean AU over the epochs, "rank k on host") of every rank of a loader run."""
+    out = []
+    for r in ld.get("ranks") or []:
+        aus = [e["au"] for e in r.get("epochs") or [] if _is_num(e.get("au"))]
+        if aus:
+            who = f"rank {r.get('rank')}" + (f" on {r['host']}" if r.get("host") else "")
+            out.append((sum(aus) / len(aus), who))
+    return out
+
+
+def _loader_points(run: RunResult) -> list[tuple[float, float]]:
+    """Measured (GPUs, AU) pairs: the loader's own run plus any extra measured points."""
+    ld = run.loader or {}
+    pts: dict[float, float] = {}
+    for pt in ld.get("points") or []:
+        if isinstance(pt, dict) and _is_num(pt.get("gpus")) and _is_num(pt.get("au")):
+            pts[float(pt["gpus"])] = float(pt["au"])
+    if _is_num(ld.get("gpus")) and _is_num(ld.get("au")):
+        pts.setdefault(float(ld["gpus"]), float(ld["au"]))
+    return sorted((int(g) if g.is_integer() else g, a) for g, a in pts.items())
+
+
+def _basis_text(basis: Any) -> str:
+    if isinstance(basis, dict):
+        parts = []
+        for k, v in basis.items():
+            if _is_num(v) and str(k).endswith("_bps"):
+                v = format_rate(v)
+            elif _is_num(v) and str(k).endswith("_s"):
+                v = format_seconds(v)
+            parts.append(f"{k}={v}")
+        return ", ".join(parts)
+    if isinstance(basis, (list, tuple)):
+        return "; ".join(str(b) for b in basis)
+    return str(basis) if basis is not None else "-"
+
+
+def _estimate_tables(run: RunResult) -> list[_Table]:
+    est = run.estimate
+    if not est:
+        return []
+    thr = est.get("threshold")
+    rows = []
+    if est.get("profile"):
+        rows.append(["Profile", str(est["profile"])])
+    if _is_num(est.get("demand_bps_per_gpu")):
+        rows.append(["Demand per GPU", _rate(est["demand_bps_per_gpu"])])
+    if thr is not None:
+        rows.append(["Threshold", f"AU >= {_pct(thr)}"])
+    if est.get("max_gpus") is not None:
+        rows.append([f"Max GPUs at AU >= {_pct(thr)}", _max_gpus_text(est)])
+    interval = est.get("interval") or {}
+    if interval.get("basis"):
+        rows.append(["Interval", str(interval["basis"])])
+    for w in est.get("warnings") or []:
+        rows.append(["Warning", str(w)])
+    rows.append(["Basis", _basis_text(est.get("basis"))])
+    out = [
+        _Table(
+            "Estimate (model output, not measured)",
+            ["", ""],
+            rows,
+            "ll",
+            kv=True,
+            note="Predicted from the measured figures by the starvation model; see basis.",
+        )
+    ]
+    au_at = [a for a in est.get("au_at") or [] if isinstance(a, dict)]
+    if au_at:
+        banded = any(_is_num(a.get("low")) for a in au_at)
+        grid = []
+        for a in au_at:
+            ok = "-"
+            # the conservative end decides, as in the verdict
+            judged = a.get("low") if _is_num(a.get("low")) else a.get("au")
+            if _is_num(thr) and _is_num(judged):
+                ok = "yes" if judged >= thr else "no"
+            row = [str(a.get("gpus", "-")), _pct(a.get("au"))]
+            if banded:
+                row.append(
+                    f"{_pct(a.get('low'))}–{_pct(a.get('high'))}" if _is_num(a.get("low")) else "-"
+                )
+            grid.append([*row, ok])
+        level = (est.get("interval") or {}).get("level")
+        headers = ["GPUs", "Estimated AU"]
+        if banded:
+            headers.append(f"{level:.0%} interval" if _is_num(level) else "Interval")
+        out.append(
+            _Table(
+                "Estimated AU at N GPUs (model output)",
+                [*headers, "Meets threshold"],
+                grid,
+                "rrrl" if banded else "rrl",
+                note="meets the threshold when the interval's low end does" if banded else "",
+            )
+        )
+    return out
+
+
+def _max_gpus_text(est: dict[str, Any]) -> str:
+    """ "7 (5–9), 90% interval; the verdict uses 5" or the point alone (older results)."""
+    point = est.get("max_gpus")
+    if not _is_num(est.get("max_gpus_low")):
+        return f"{point} (estimate)"
+    lo, hi = est["max_gpus_low"], est.get("max_gpus_high", point)
+    level = (est.get("interval") or {}).get("level")
+    share = f"{level:.0%} interval" if _is_num(level) else "interval"
+    return f"{point} ({lo}–{hi}) estimate, {share}; the verdict uses {lo}"
+
+
+def _clients_text(run: RunResult) -> str | None:
+    """``3 ranks on 1 host (torchrun)`` for a many-client run, else None."""
+    world, hosts = run.clients()
+    if world <= 1:
+        return None
+    return (
+        f"{world} ranks on {hosts} host{'s' if hosts != 1 else ''} (torchrun): every phase "
+        "is the aggregate, all bytes ÷ (last end − first start), clocks aligned to rank 0"
+    )
+
+
+def _ranks_table(run: RunResult) -> _Table | None:
+    """Per-rank spread of every many-client phase: the aggregate, the stonewall figure (when
+    the first rank finished) and the ranks' own rates, the slowest named (and the hosts'
+    spread when there are several)."""
+    phases = _many_client_phases(run)
+    if not phases:
+        return None
+    many_hosts = any(int(p.extra.get("hosts") or 1) > 1 for p in phases)
+    rows = []
+    for p in phases:
+        sp = p.extra.get("rank_spread") or {}
+        by_bytes = sp.get("unit", "bandwidth_bps") == "bandwidth_bps"
+
+        def fmt(v: Any, by_bytes: bool = by_bytes) -> str:
+            if not _is_num(v) or not v:
+                return "-"
+            return _rate(v) if by_bytes else f"{format_count(v)} ops/s"
+
+        def slowest(d: dict[str, Any], what: str) -> str:
+            if d.get("slowest") is None:
+                return "-"
+            ratio = d.get("max_over_min")
+            return f"{what}{d['slowest']}" + (f" x{ratio:.2f}" if _is_num(ratio) else "")
+
+        row = [
+            p.name,
+            str(p.extra.get("world", "-")),
+            fmt(p.bandwidth_bps if by_bytes else p.iops),
+            fmt(p.bandwidth_stonewall_bps if by_bytes else None),
+            fmt(sp.get("min")),
+            fmt(sp.get("max")),
+            slowest(sp, "rank "),
+        ]
+        if many_hosts:
+            row.append(slowest(p.extra.get("host_spread") or {}, ""))
+        rows.append(row)
+    headers = ["Phase", "Ranks", "Aggregate", "Stonewall", "Rank min", "Rank max", "Slowest"]
+    if many_hosts:
+        headers.append("Slowest host")
+    return _Table(
+        "Clients (per-rank spread)",
+        headers,
+        rows,
+        "lrrrrrl" + ("l" if many_hosts else ""),
+        note="Aggregate: all ranks' bytes over the last end minus the first start; stonewall: "
+        "what all ranks had moved when the first one finished, over that time; slowest: the "
+        "rank with the lowest rate, x the fastest's over its.",
+    )
+
+
+def _run_info(run: RunResult) -> list[list[str]]:
+    rows = [["Run", run.run_id]]
+    wl = run.workload or {}
+    if wl.get("name"):
+        rows.append(["Workload", str(wl["name"])])
+    if run.command:
+        rows.append(["Command", run.command])
+    rows.append(["Target", _target_text(run.target or {})])
+    clients = _clients_text(run)
+    if clients:
+        rows.append(["Clients", clients])
+    host = _host_text(run.host or {})
+    if host:
+        rows.append(["Host", host])
+    eng = run.engine or {}
+    if eng.get("name"):
+        rows.append(["Engine", " ".join(str(x) for x in (eng["name"], eng.get("version")) if x)])
+    when = run.started_at or "-"
+    if run.finished_at:
+        when += f" -> {run.finished_at}"
+        dur = _duration(run.started_at, run.finished_at)
+        if dur is not None:
+            when += f" ({format_seconds(dur)})"
+    rows.append(["Time", when])
+    rows.append(["iobench", str(run.iobench_version)])
+    rows.append(["Status", run.status])
+    return rows
+
+
+def _target_text(t: dict[str, Any]) -> str:
+    text = str(t.get("path_or_url") or "-")
+    parts = []
+    if t.get("fs_type"):
+        fs = str(t["fs_type"])
+        if t.get("mount_point"):
+            fs += f" on {t['mount_point']}"
+        if t.get("mount_source"):
+            fs += f" ({t['mount_source']})"
+        parts.append(fs)
+    object_store = t.get("kind") == "fsspec" or t.get("fs_class") == "object"
+    if "direct_io" in t and not object_store:
+        d = t["direct_io"]
+        parts.append("O_DIRECT " + ("yes" if d is True else "no" if d is False else str(d)))
+    if _is_num(t.get("free_bytes")) and not object_store:
+        parts.append(f"{format_bytes(t['free_bytes'])} free")
+    layout = t.get("layout") or {}
+    if layout:
+        shown = ", ".join(
+            f"{k} {v}" for k, v in layout.items() if k != "raw" and v not in (None, "")
+        )
+        if shown:
+            parts.append(f"layout: {shown}")
+    return text + (f"  [{', '.join(parts)}]" if parts else "")
+
+
+def _host_text(h: dict[str, Any]) -> str:
+    parts = [str(h["hostname"])] if h.get("hostname") else []
+    if h.get("cpus"):
+        parts.append(f"{h['cpus']} CPUs")
+    if _is_num(h.get("mem_bytes")) and h["mem_bytes"] > 0:
+        parts.append(f"{format_bytes(h['mem_bytes'])} RAM")
+    for key, label in (("os", ""), ("python", "Python "), ("torch", "torch "), ("fio", "fio ")):
+        if h.get(key):
+            value = str(h[key])  # fio reports itself as "fio-3.33"
+            parts.append(value if label and value.startswith(label.strip()) else label + value)
+    return ", ".join(parts)
+
+
+def _duration(a: str | None, b: str | None) -> float | None:
+    try:
+        return (_dt.datetime.fromisoformat(b) - _dt.datetime.fromisoformat(a)).total_seconds()
+    except (TypeError, ValueError):
+        return None
+
+
+def _verdict(run: RunResult) -> tuple[str, list[str]] | None:
+    v = run.verdict
+    if not v:
+        return None
+    result = str(v.get("result", "")).upper() or "UNKNOWN"
+    return result, [str(r) for r in v.get("reasons") or []]
+
+
+def _delta(base: float | None, cur: float | None) -> str:
+    if not _is_num(base) or not _is_num(cur) or not base:
+        return "-"
+    return f"{(cur - base) / base * 100:+.1f}%"
+
+
+def _headline(p: PhaseResult) -> tuple[str, float | None, Callable[[Any], str]]:
+    """(metric, value, format) of a phase's headline figure: bandwidth, or ops/s without bytes."""
+    if _value(p, "bandwidth_bps"):
+        return "bandwidth_bps", _value(p, "bandwidth_bps"), _rate
+    return "iops", _value(p, "iops"), lambda v: _count(v, " ops/s")
+
+
+def _baseline_table(run: RunResult, baseline: RunResult) -> _Table:
+    """The phases both runs measured, side by side: the headline rate and p99, each with its
+    change against the baseline (the medians every table shows); what only one run has is
+    named in the note."""
+    base = {p.name: p for p in baseline.phases}
+    rows = []
+    for p in run.phases:
+        b = base.get(p.name)
+        if b is None:
+            continue
+        metric, cur, fmt = _headline(p)
+        bval = _value(b, metric)
+        p99, bp99 = _value(p, "latency_s.p99"), _value(b, "latency_s.p99")
+        rows.append(
+            [
+                p.name,
+                fmt(cur),
+                fmt(bval),
+                _delta(bval, cur),
+                _secs(p99),
+                _secs(bp99),
+                _delta(bp99, p99),
+            ]
+        )
+    names = {p.name for p in run.phases}
+    only_run = [p.name for p in run.phases if p.name not in base]
+    only_base = [n for n in base if n not in names]
+    notes = [
+        f"Baseline {baseline.run_id}. Δ: the change from the baseline's median; red where worse "
+        "(less bandwidth or ops/s, more latency) on a colour terminal."
+    ]
+    if only_run:
+        notes.append(f"Not in the baseline: {', '.join(only_run)}.")
+    if only_base:
+        notes.append(f"Only in the baseline: {', '.join(only_base)}.")
+    return _Table(
+        f"Against baseline {baseline.run_id}",
+        ["Phase", "Rate", "Baseline", "Δ rate", "p99", "Baseline p99", "Δ p99"],
+        rows,
+        "lrrrrrr",
+        note=" ".join(notes),
+    )
+
+
+def _sections(run: RunResult, baseline: RunResult | None = None) -> list[_Table]:
+    """The tables every rendering shows, in order: phases (and the baseline's deltas),
+    metadata, loader, estimate."""
+    sections: list[_Table] = [_phase_table(run)] if run.phases else []
+    if baseline is not None:
+        sections.append(_baseline_table(run, baseline))
+    sections += [t for t in (_ranks_table(run), _metadata_table(run), _loader_table(run)) if t]
+    return sections + _estimate_tables(run)
+
+
+def _cache_table(run: RunResult) -> _Table | None:
+    """One row per cache mode met in the run (the Summary has each phase's): what it means
+    and which phases ran under it ("all N phases" when every one did)."""
+    by_mode: dict[str, list[str]] = {}
+    for p in run.phases:
+        by_mode.setdefault(p.cache or "-", []).append(p.name)
+    ld = run.loader or {}
+    if ld.get("cache"):
+        by_mode.setdefault(str(ld["cache"]), []).append("data loader")
+    if not by_mode:
+        return None
+    rows = []
+    for mode, names in by_mode.items():
+        every = len(by_mode) == 1 and len(names) > 1
+        rows.append(
+            [
+                mode,
+                _CACHE_MEANING.get(mode, "-"),
+                f"all {len(names)}" if every else ", ".join(names),
+            ]
+        )
+    return _Table("Cache handling", ["Cache", "What it means", "Phases"], rows, "lll")
