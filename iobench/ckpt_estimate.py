@@ -4,7 +4,7 @@
 ÷ the slowest rank's time, with the per-rank spread; the copy, create and open rates; the
 plain sequential write beside ``torch.save``). ``build(...)`` turns those into the
 ``checkpoint`` block of result.json: the measured figures, then estimates for the full-size
-checkpoint from ``ckpt_model``, each with its basis. ``render(block)`` prints it. No I/O.
+checkpoint from ``ckpt_model``, each with its basis (``ckpt_report`` renders it). No I/O.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def _basis(
     ranks_run = save["ranks"]
     basis = [
         f"aggregate rates measured with {ranks_run} writer(s) saving {format_bytes(save['bytes'])}"
-        f" ({scale:g} of each rank's shard) and loading it back, applied to the full "
+        f" ({scale:.3g} of each rank's shard) and loading it back, applied to the full "
         f"{format_bytes(spec.total_bytes)} over {spec.ranks} ranks: assumes the storage "
         "sustains the same aggregate rate at full size and rank count",
     ]
@@ -235,6 +235,42 @@ def _estimate(
     }
 
 
+def parse_options(
+    *, mtbf: str | None = None, failure_rate: str | None = None, gpus: int | None = None,
+    interval: str | None = None, restart: str | None = None, capacity: str | None = None,
+    keep_last: int | None = None,
+) -> Options:  # fmt: skip
+    """The command line's checkpoint-model options, checked (UsageError: exit 2, one line)."""
+    from .units import parse_duration, parse_size
+
+    if mtbf is not None and failure_rate is not None:
+        raise UsageError("--mtbf and --failure-rate both given", hint="give one of them")
+    if gpus is not None and gpus < 1:
+        raise UsageError(f"--gpus must be at least 1, got {gpus}", hint="e.g. --gpus 1024")
+    mtbf_s = parse_duration(mtbf, what="--mtbf") if mtbf is not None else None
+    if mtbf_s is not None and not (0 < mtbf_s < float("inf")):
+        raise UsageError(f"--mtbf must be a positive duration, got {mtbf!r}", hint="e.g. 3h")
+    interval_s = parse_duration(interval, what="--interval") if interval is not None else None
+    if interval_s is not None and not (0 < interval_s < float("inf")):
+        raise UsageError(
+            f"--interval must be a positive duration, got {interval!r}", hint="e.g. 30m"
+        )
+    restart_s = parse_duration(restart, what="--restart") if restart is not None else 0.0
+    if not (0 <= restart_s < float("inf")):
+        raise UsageError(f"--restart must be a duration >= 0, got {restart!r}", hint="e.g. 10m")
+    if keep_last is not None and keep_last < 1:
+        raise UsageError(f"--keep-last must be at least 1, got {keep_last}", hint="e.g. 3")
+    cap = parse_size(capacity, what="--capacity") if capacity is not None else None
+    if cap is not None and cap <= 0:
+        raise UsageError(f"--capacity must be more than 0, got {capacity!r}", hint="e.g. 2PB")
+    return Options(
+        mtbf_s=mtbf_s,
+        failure_rate_per_s=parse_failure_rate(failure_rate) if failure_rate else None,
+        accelerators=gpus, interval_s=interval_s, restart_s=restart_s, capacity_bytes=cap,
+        keep_last=keep_last,
+    )  # fmt: skip
+
+
 def parse_failure_rate(text: str) -> float:
     """``4.7e-4`` or ``4.7e-4/day`` (failures per accelerator-day), ``2e-5/h``: per second."""
     s = str(text).strip().lower()
@@ -253,174 +289,3 @@ def parse_failure_rate(text: str) -> float:
             hint="give failures per accelerator-day, e.g. 4.7e-4 (or 2e-5/h)",
         )
     return value / unit
-
-
-# --------------------------------------------------------------------------------------------
-# Rendering
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x * 100:.1f} %"
-
-
-def _dur(s: float | None) -> str:
-    if s is None:
-        return "-"
-    if s >= 2 * cm.DAY_S:
-        return f"{s / cm.DAY_S:.1f} d"
-    if s >= 2 * cm.HOUR_S:
-        return f"{s / cm.HOUR_S:.1f} h"
-    return format_seconds(s)
-
-
-def _gib(bps: float) -> str:
-    """GiB/s, as MLPerf Storage reports checkpoints (three significant digits)."""
-    return f"{bps / (1 << 30):.3g} GiB/s"
-
-
-def render(block: dict[str, Any]) -> str:
-    """The checkpoint section of the terminal report: measured, then the labelled estimates."""
-    lines = _model_lines(block) + _measured_lines(block)
-    est = block.get("estimate")
-    if not est:
-        lines.append(f"  Estimate  none: {block.get('estimate_missing', '')}")
-        return "\n".join(lines)
-    lines += _stall_lines(est) + _plan_lines(est)
-    lines.append("    capacity                  " + "; ".join(_capacity_parts(est["capacity"])))
-    lines.append("  Basis")
-    lines.extend(f"    - {b}" for b in est["basis"])
-    return "\n".join(lines)
-
-
-def _model_lines(block: dict[str, Any]) -> list[str]:
-    m = block["model"]
-    lines = [
-        "",
-        "Checkpoint",
-        f"  Model     {m['name']}: {format_bytes(m['total_bytes'])} over {m['ranks']} ranks "
-        f"({format_bytes(m['model_bytes'])} weights + {format_bytes(m['optimizer_bytes'])} "
-        f"optimizer state)",
-    ]
-    if m.get("source"):
-        lines.append(f"            {m['source']}")
-    return lines
-
-
-def _io_line(what: str, io: dict[str, Any]) -> str:
-    """One measured save or load: size, files, time, MLPerf's rate and the per-rank spread."""
-    sp = io["rank_seconds"]
-    scope = io.get("rank_seconds_scope", "all ranks")
-    spread = (
-        f"; per rank {format_seconds(sp['min'])} / {format_seconds(sp['median'])} / "
-        f"{format_seconds(sp['max'])} (min/median/max"
-        + ("" if scope == "all ranks" else f", {scope}")
-        + ")"
-        if sp
-        else ""
-    )
-    return (
-        f"    {what:<26} {format_bytes(io['bytes'])} in {io['files']} files, "
-        f"{format_seconds(io['seconds'])}: {_gib(io['bandwidth_bps'])} "
-        f"(size ÷ slowest rank; cache {io['cache']}){spread}"
-    )
-
-
-def _measured_lines(block: dict[str, Any]) -> list[str]:
-    got = block["measured"]
-    lines = [f"  Measured  (scale {block['scale']:g} of every rank's shard)"]
-    for key, what in (
-        ("save", "save  torch.save + fsync"), ("load", "load  torch.load"),
-        ("dcp_save", "save  DCP"), ("dcp_load", "load  DCP"),
-    ):  # fmt: skip
-        io = got.get(key)
-        if io:
-            lines.append(_io_line(what, io))
-    base = got.get("baseline")
-    if base:
-        ratio = base.get("save_ratio")
-        lines.append(
-            f"    plain sequential write of the same files: {_gib(base['bandwidth_bps'])}"
-            + (f"; torch.save reached {ratio * 100:.0f} % of it" if ratio else "")
-        )
-    if got.get("copy_bps"):
-        lines.append(f"    snapshot copy {format_rate(got['copy_bps'])} ({got.get('copy_basis')})")
-    if got.get("create_per_s"):
-        lines.append(
-            f"    small files: {got['create_per_s']:,.0f} creates/s, "
-            f"{got.get('open_per_s') or 0:,.0f} opens/s"
-        )
-    return lines
-
-
-def _stall_lines(est: dict[str, Any]) -> list[str]:
-    """The full-size layout, the stalls, recovery, the DCP layout and the MTBF."""
-    lay, st, rec = est["layout"], est["stall"], est["recovery"]
-    lines = [
-        f"  Estimates (labelled; full size: {format_bytes(lay['total_bytes'])}, "
-        f"{st['files']} files, largest rank {format_bytes(lay['max_rank_bytes'])})",
-        f"    stall, synchronous save   {_dur(st['sync_s'])} (data {_dur(st['bandwidth_s'])} "
-        f"+ file creates {_dur(st['metadata_s'])})",
-    ]
-    if st.get("snapshot_s") is not None:
-        lines.append(
-            f"    stall, asynchronous save  {_dur(st['snapshot_s'])} snapshot, then "
-            f"{_dur(st['write_s'])} of background write before the next may start"
-        )
-    restart = (
-        f"restart {_dur(rec['restart_s'])} as given"
-        if rec["restart_s"]
-        else "no restart cost given"
-    )
-    lines.append(
-        f"    recovery                  {_dur(rec['total_s'])} (load {_dur(rec['load_s'])}; "
-        f"{restart})"
-    )
-    dcp = est["stall_dcp"]
-    verdict = "metadata dominates" if dcp["metadata_dominates"] else "bandwidth dominates"
-    cross = est.get("metadata_dominates_from_ranks")
-    lines.append(
-        f"    DCP layout                {dcp['files']} files: creates {_dur(dcp['metadata_s'])} "
-        f"vs data {_dur(dcp['bandwidth_s'])} ({verdict}"
-        + (f"; creates would dominate from {cross:,} ranks" if cross else "")
-        + ")"
-    )
-    lines.append(f"    MTBF                      {_dur(est['mtbf_s'])}: {est['mtbf_basis']}")
-    return lines
-
-
-def _plan_lines(est: dict[str, Any]) -> list[str]:
-    """The best checkpoint interval and its goodput, synchronous and asynchronous."""
-    lines = []
-    for key in ("sync", "async"):
-        pl = est.get(key)
-        if not pl:
-            continue
-        text = (
-            f"    {key + ':':<9} best interval {_dur(pl['best_interval_s'])} (Young "
-            f"{_dur(pl['young_s'])}, Daly {_dur(pl['daly_s'])}"
-            + (f", at least the write {_dur(pl['min_interval_s'])}" if pl["min_interval_s"] else "")
-            + f") → goodput {_pct(pl['best_goodput'])}"
-            + (
-                " (no interval makes progress: stall and recovery too long for this MTBF)"
-                if pl["best_goodput"] <= 0
-                else ""
-            )
-        )
-        if pl.get("user_interval_s"):
-            text += f"; at {_dur(pl['user_interval_s'])}: {_pct(pl['user_goodput'])}"
-        lines.append(text)
-    return lines
-
-
-def _capacity_parts(cap: dict[str, Any]) -> list[str]:
-    parts = [f"{format_bytes(cap['checkpoint_bytes'])} per checkpoint"]
-    if cap.get("fit_free") is not None:
-        parts.append(f"{cap['fit_free']} fit in the target's free space")
-    if cap.get("fit_capacity") is not None:
-        parts.append(f"{cap['fit_capacity']} in {format_bytes(cap['capacity_bytes'])}")
-    if cap.get("keep_last") is not None:
-        fits = {True: "fits", False: "does NOT fit", None: "?"}[cap["retention_fits"]]
-        parts.append(
-            f"keep-last {cap['keep_last']} needs {format_bytes(cap['needed_bytes'])} ({fits})"
-        )
-    return parts

@@ -28,6 +28,7 @@ def run_checkpoint(
     scale: float | None = None,
     api: str | None = None,
     baseline: bool | None = None,
+    crc32: bool | None = None,
     opts: Options | None = None,
     output: str | None = None,
     keep: bool = False,
@@ -46,7 +47,8 @@ def run_checkpoint(
     if ranks is not None and ranks < 1:
         raise UsageError(f"--ranks must be at least 1, got {ranks}", hint="e.g. --ranks 8")
     overrides: dict[str, Any] = {"model": prof.path}
-    for key, value in (("ranks", ranks), ("scale", scale), ("api", api), ("baseline", baseline)):
+    for key, value in (("ranks", ranks), ("scale", scale), ("api", api), ("baseline", baseline),
+                       ("crc32", crc32)):  # fmt: skip
         if value is not None:
             overrides[key] = value
     wl = load_workload(WORKLOAD, overrides)

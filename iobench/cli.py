@@ -219,6 +219,22 @@ def _install_stop_handlers() -> dict[int, object]:
     return old
 
 
+STALL_OPTION = typer.Option(
+    None,
+    "--stall-timeout",
+    help="Give up (exit 4, partial result kept) when a phase's I/O makes no progress for "
+    "this long: blocked storage (default 60s, or the workload's stall_timeout; 0: never).",
+)
+
+
+def arm_watchdog(value: str | None) -> None:
+    """--stall-timeout: arm the I/O watchdog (iobench.watchdog) for this command's runs."""
+    from . import watchdog
+    from .units import parse_duration
+
+    watchdog.configure(None if value is None else parse_duration(value, what="--stall-timeout"))
+
+
 def progress_factory(quiet: bool):
     from .progress import TqdmProgress
 
@@ -370,10 +386,12 @@ def run(
     csv_path: str | None = CSV_OPTION,
     series_csv: str | None = SERIES_CSV_OPTION,
     live_csv: str | None = LIVE_CSV_OPTION,
+    stall_timeout: str | None = STALL_OPTION,
 ) -> int:
     """Run one workload against TARGET and print what it measured."""
     from . import api
 
+    arm_watchdog(stall_timeout)
     check_exports(csv_path, series_csv)
     live = open_live_csv(live_csv)
     try:
@@ -501,9 +519,8 @@ def _run_app(args: list[str]) -> int:
 
 
 def _error_code(e: BaseException, debug: bool) -> int:
-    """Say what ended the command in one line on stderr; return its exit status.
-
-    SystemExit and the like are not ours: raised again."""
+    """Say what ended the command in one line on stderr; return its exit status (SystemExit
+    and the like are not ours: raised again)."""
     cx = _click_exceptions()
     if isinstance(e, IobenchError):
         if debug:
@@ -515,12 +532,8 @@ def _error_code(e: BaseException, debug: bool) -> int:
         return int(ExitStatus.USAGE)
     if isinstance(e, cx.UsageError):
         msg = e.format_message().replace("\n", " ")
-        hint = (
-            f" (see iobench {e.ctx.info_name} --help)"
-            if e.ctx and e.ctx.info_name != "iobench"
-            else " (see iobench --help)"
-        )
-        err(f"iobench: error: {msg}{hint}")
+        name = e.ctx.info_name if e.ctx and e.ctx.info_name != "iobench" else None
+        err(f"iobench: error: {msg} (see iobench {f'{name} ' if name else ''}--help)")
         return int(ExitStatus.USAGE)
     if isinstance(e, typer.Abort | getattr(cx, "Abort", typer.Abort)):
         # click turns a KeyboardInterrupt (Ctrl-C, or StopSignal) into Abort
@@ -543,10 +556,8 @@ def _error_code(e: BaseException, debug: bool) -> int:
         raise e
     if debug:  # the one place that reports what nobody expected
         err(traceback.format_exc())  # masked like every other line (README, "Secrets")
-    what = " ".join(str(e).split())
-    err(
-        f"iobench: error: internal error: {type(e).__name__}: {what} (rerun with --debug and report it)"
-    )
+    what = f"{type(e).__name__}: {' '.join(str(e).split())}"
+    err(f"iobench: error: internal error: {what} (rerun with --debug and report it)")
     return int(ExitStatus.RUN_FAILED)
 
 
@@ -567,6 +578,9 @@ def main(argv: list[str] | None = None) -> int:
         code = _run_app(args)
     except BaseException as e:  # noqa: BLE001 - each kind its one line and status (_error_code)
         code = _error_code(e, debug)
+    from .watchdog import disarm
+
+    disarm()  # the command's runs are over (tests call main many times in one process)
     out_flush()
     if argv is None:
         # the command has finished: a signal now must not cut Python's exit (torch's atexit
@@ -580,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = [
-    "app", "main", "out", "err", "finish_run", "progress_factory", "check_exports",
+    "app", "main", "out", "err", "finish_run", "progress_factory", "arm_watchdog", "STALL_OPTION", "check_exports",
     "write_exports", "CSV_OPTION", "SERIES_CSV_OPTION", "LIVE_CSV_OPTION", "open_live_csv", "with_live_csv",
     "close_live_csv", "deprecated",
 ]  # fmt: skip

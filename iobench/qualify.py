@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .ckpt_qualify import attach as ckpt_attach
+from .ckpt_qualify import check_model_options, step_fields
 from .coordinator import Coordinator, SingleProcess
 from .errors import UsageError
 from .outdir import output_dir_for
@@ -116,6 +118,7 @@ def plan_qualify(
     free_bytes: int | None = None,
     checkpoint_full_bytes: int = DEFAULT_CHECKPOINT,
     ranks: int = 1,
+    model: str | None = None,
 ) -> QualifyPlan:
     """Size every step to the time budget (and to a tenth of the free space).
 
@@ -134,7 +137,7 @@ def plan_qualify(
         return int(min(n, space_cap)) if space_cap else int(n)
 
     plan.steps.append(_sequential_step(budget_s, scale, quick, cap))
-    plan.steps.append(_checkpoint_step(scale, quick, cap))
+    plan.steps.append(_checkpoint_step(scale, quick, cap, model))
     plan.steps.append(_dataset_step(profile, budget_s, scale, quick, cap))
     plan.loader = _loader_plan(profile, gpus, quick, scale, ranks)
     return plan
@@ -158,7 +161,9 @@ def _sequential_step(budget_s: float, scale: float, quick: bool, cap: Callable[[
                 per_job * 8, f"{n_seq} phases x {t_seq:.1f} s, then 4 KiB random reads")  # fmt: skip
 
 
-def _checkpoint_step(scale: float, quick: bool, cap: Callable[[int], int]) -> Step:
+def _checkpoint_step(
+    scale: float, quick: bool, cap: Callable[[int], int], model: str | None = None
+) -> Step:
     """Small files and metadata, then a sharded checkpoint scaled to fit."""
     files = max(16, int(256 * scale)) if not quick else 32
     ckpt = max(16 << 20, min(512 << 20, cap(int((256 << 20) * scale)))) // (1 << 20) << 20
@@ -167,6 +172,8 @@ def _checkpoint_step(scale: float, quick: bool, cap: Callable[[int], int]) -> St
         {"files": files, "jobs": 4, "checkpoint_size": ckpt, "shards": 4,
          "tensor_size": min(16 << 20, ckpt // 4), "dcp": not quick},
     )  # fmt: skip
+    if model:  # qualify --model: that model's checkpoint, shaped as MLPerf writes it
+        return Step(**step_fields(model, ckpt, files, quick, ASSUMED_WRITE_BPS))
     meta_s = files * 4 * 4 / 2000
     return Step("checkpoint", "checkpoint-smallfile", gen, params,
                 meta_s + 4 * ckpt / ASSUMED_WRITE_BPS, int(ckpt * 2.2),
@@ -303,6 +310,8 @@ def run_qualify(
     checkpoint: str | None = None,
     coord: Coordinator | None = None,
     sets: list[str] | None = None,
+    model: str | None = None,
+    ckpt_opts: Any = None,
 ) -> tuple[RunOutcome | None, str | None]:
     """Plan (and unless ``dry_run``) run the suite. Returns (outcome, dry-run text).
 
@@ -313,6 +322,9 @@ def run_qualify(
     from .engines.registry import get_engine
 
     suite = _suite(target_spec, profile_name, gpus, require, quick, budget, checkpoint, sets)
+    ckpt_full = check_model_options(model, checkpoint, ckpt_opts, list(suite.requirements))
+    suite = replace(suite, ckpt_full=ckpt_full or suite.ckpt_full, model=model,
+                    ckpt_opts=ckpt_opts, requested_gpus=gpus)  # fmt: skip
     engine = get_engine(engine_name)
     coord = coord or SingleProcess()
 
@@ -320,7 +332,7 @@ def run_qualify(
         target = resolve(target_spec)
         plan = plan_qualify(suite.profile, suite.gpus, budget_s=suite.budget_s, quick=quick,
                             free_bytes=target.free_bytes, checkpoint_full_bytes=suite.ckpt_full,
-                            ranks=coord.world)  # fmt: skip
+                            ranks=coord.world, model=suite.model)  # fmt: skip
         check_free_space(target, plan.space_bytes, plan.inodes)
         return target, plan
 
@@ -336,7 +348,7 @@ def run_qualify(
         return target, plan
 
     with open_run(check_run, output=output, command=command, coord=coord, keep=keep) as ctx:
-        _io_steps(ctx, engine, progress_factory)
+        _io_steps(ctx, suite, engine, progress_factory)
     assert ctx.outcome is not None
     _after_io(ctx, ctx.outcome, suite, target_spec, keep, progress_factory)
     return ctx.outcome, None
@@ -352,6 +364,9 @@ class _Suite:
     quick: bool
     ckpt_full: int
     requirements: list[Requirement]
+    model: str | None = None  # qualify --model: that model's checkpoint step and block
+    ckpt_opts: Any = None
+    requested_gpus: int | None = None
 
 
 def _suite(
@@ -411,7 +426,9 @@ def _workload_block(suite: _Suite, plan: QualifyPlan) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _io_steps(ctx: RunContext[QualifyPlan], engine: Any, progress_factory: Any) -> None:
+def _io_steps(
+    ctx: RunContext[QualifyPlan], suite: _Suite, engine: Any, progress_factory: Any
+) -> None:
     """Inside ``open_run``: every I/O step of the plan through one runner."""
     run, target, plan = ctx.run, ctx.target, ctx.checked
     kwargs = {"progress_factory": progress_factory} if progress_factory else {}
@@ -426,7 +443,11 @@ def _io_steps(ctx: RunContext[QualifyPlan], engine: Any, progress_factory: Any) 
     for step in plan.steps:
         get_generator(step.generator).run(step.params, runner)
     run.phases = runner.results
-    _checkpoint_estimate(run, plan)
+    if suite.model:  # the checkpoint model's block instead of the plain full-size time
+        ckpt_attach(run, next(s.params for s in plan.steps if s.name == "checkpoint"),
+                    suite.ckpt_opts, suite.requested_gpus)  # fmt: skip
+    else:
+        _checkpoint_estimate(run, plan)
 
 
 def _after_io(

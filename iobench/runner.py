@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import cpu
+from . import cpu, watchdog
 from . import results as results_mod
 from .coordinator import Coordinator, SingleProcess
 from .engines.base import Engine, EngineContext, PhaseSpec, Progress
@@ -95,6 +95,9 @@ class PhaseRunner:
     steady: Any = None
     _fallback: Any = field(default=None, repr=False)  # posix engine for phases the engine refuses
 
+    def __post_init__(self) -> None:
+        self.progress_factory = watchdog.watched(self.progress_factory)  # stalls give up
+
     @property
     def run_dir(self) -> str:
         return self.target.run_dir
@@ -168,8 +171,9 @@ class PhaseRunner:
         if self.target.kind == "fsspec":  # object stores have no directories
             make_url_dirs(self.target, relpaths)
             return
-        for d in sorted(set(relpaths)):
-            os.makedirs(os.path.join(self.run_dir, d), exist_ok=True)
+        with watchdog.watching(None, "mkdir"):
+            for d in sorted(set(relpaths)):
+                os.makedirs(os.path.join(self.run_dir, d), exist_ok=True)
 
     def drop_cache(self, spec: PhaseSpec) -> None:
         if self.target.kind == "fsspec":  # no page cache to drop for object stores
@@ -179,6 +183,10 @@ class PhaseRunner:
 
     def execute(self, spec: PhaseSpec) -> PhaseResult:
         """Run one phase through the engine; keep its result even when it fails."""
+        with watchdog.watching(spec):  # cache drop, I/O, layout query: blocked I/O gives up
+            return self._execute(spec)
+
+    def _execute(self, spec: PhaseSpec) -> PhaseResult:
         self.stop.check()
         if self.steady is not None and spec.time_s and spec.steady is None:
             spec = dataclasses.replace(spec, steady=self.steady)
@@ -402,6 +410,7 @@ def _run_phases(
 ) -> None:
     """Inside ``open_run``: lay the run directory out, then ``repeat`` times the generator."""
     run, target, coord = ctx.run, ctx.target, ctx.coord
+    watchdog.set_spec_timeout(workload.stall_timeout)
     # the probe may need more than the device's logical block size (btrfs: its sectors);
     # under torchrun every rank refuses when one does
     direct_sizes = plan_workload(workload).direct_sizes

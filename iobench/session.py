@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from . import results as results_mod
+from . import watchdog
 from .coordinator import Coordinator, SingleProcess
 from .errors import DistributedError, EngineError, Interrupted, IobenchError, StoreError, UsageError
 from .outdir import (
@@ -173,7 +174,7 @@ def run_session(
     s = RunSession(run, target, out_dir, save, keep, coord=coord or SingleProcess())
     guard = SignalGuard(s.stop)
     made: list[Path] = []  # output directories this session created, deepest first
-    with guard, _thread_errors_as_warnings(run):
+    with guard, _thread_errors_as_warnings(run), watchdog.armed(s):
         try:
             try:
                 with guard.deferred():  # the run dir is ours once it exists: record that first

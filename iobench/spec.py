@@ -270,6 +270,8 @@ class Workload:
     generator: str
     description: str
     params: dict[str, Any] = field(hash=False)
+    # run control, not a workload parameter: it changes no figure, so not the spec hash
+    stall_timeout: float | None = field(default=None, compare=False)
 
     @property
     def spec_hash(self) -> str:
@@ -417,6 +419,7 @@ def load_workload(
             f"{where}: [params] must be a table", hint="write [params] then key = value"
         )
     resolved = {k: p.default for k, p in declared.items()}
+    raw, overrides, stall = _stall_timeout(raw, overrides, where)
     for key, value in raw.items():
         if key not in declared:
             raise SpecError(
@@ -432,7 +435,27 @@ def load_workload(
             )
         resolved[key] = coerce(key, declared[key], value, "--set")
     desc = data.get("description", "")
-    return Workload(path.stem, str(path), gen, str(desc), resolved)
+    return Workload(path.stem, str(path), gen, str(desc), resolved, stall)
+
+
+STALL_PARAM = Param(
+    "duration", None, "give up (exit 4) after a phase's I/O made no progress this long (0: never)",
+    optional=True,
+)  # fmt: skip
+
+
+def _stall_timeout(
+    raw: dict[str, Any], overrides: dict[str, Any] | None, where: str
+) -> tuple[dict[str, Any], dict[str, Any], float | None]:
+    """``stall_timeout`` (file or --set) taken out of the parameters: the watchdog's
+    (iobench.watchdog), kept out of the parameters and the spec hash."""
+    raw, overrides = dict(raw), dict(overrides or {})
+    value = None
+    if "stall_timeout" in raw:
+        value = coerce("stall_timeout", STALL_PARAM, raw.pop("stall_timeout"), where)
+    if "stall_timeout" in overrides:
+        value = coerce("stall_timeout", STALL_PARAM, overrides.pop("stall_timeout"), "--set")
+    return raw, overrides, value
 
 
 # -- profiles (workload x accelerator) ---------------------------------------------------------

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .ckpt_qualify import CKPT_KEYS, normal_key, parse_item
+from .ckpt_qualify import verdict_lines as ckpt_verdict_lines
 from .errors import UsageError
 from .spec import Param, Profile, coerce
 from .units import format_count, format_rate, parse_rate
@@ -49,10 +51,13 @@ def parse_requirements(text: str | None) -> list[Requirement]:
     for item in [s.strip() for s in (text or "").split(",") if s.strip()]:
         key, eq, value = item.partition("=")
         key = key.strip()
+        if eq and normal_key(key):  # ckpt-goodput, ckpt-stall, ... (qualify --model)
+            out.append(parse_item(key, value))
+            continue
         if not eq or key not in REQUIREMENT_KEYS:
             raise UsageError(
                 f"--require {item!r}: expected KEY=VALUE",
-                hint=f"keys: {', '.join(REQUIREMENT_KEYS)}",
+                hint=f"keys: {', '.join([*REQUIREMENT_KEYS, *CKPT_KEYS])}",
             )
         unit = REQUIREMENT_KEYS[key][1]
         value = value.strip()
@@ -181,8 +186,8 @@ def verdict(
     if profile is not None and gpus:
         reqs.append(Requirement("gpus", float(gpus), "GPUs"))
         reqs.append(Requirement("au", profile.au_min, "fraction"))
-    rests_on_indicative = False
-    for r in reqs:
+    ckpt_ok, ckpt_reasons, ckpt_items, rests_on_indicative = ckpt_verdict_lines(run, reqs)
+    for r in [r for r in reqs if not normal_key(r.key)]:
         what = REQUIREMENT_KEYS[r.key][0]
         if r.key == "gpus":
             if profile is not None:
@@ -197,6 +202,9 @@ def verdict(
         ok &= passed
         reasons.append(line)
         items.append(item)
+    ok &= ckpt_ok
+    reasons += ckpt_reasons
+    items += ckpt_items
     if run.status != "complete":
         ok = False
         reasons.append(f"FAIL: the run did not complete ({run.status}: {run.error})")

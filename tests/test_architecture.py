@@ -12,8 +12,15 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "iobench"
-LOADER = ["dataset", "torchdata", "loop", "ranks", "calibration", "run"]
-FORMATS = ["registry", "raw", "npz", "parquet", "tar", "writer", "reader"]
+LOADER = [
+    "dataset", "torchdata", "loop", "ranks", "calibration", "run",
+    "existing_data", "existing_summary", "existing",
+]  # fmt: skip
+FORMATS = [
+    "registry", "raw", "npz", "parquet", "tar",
+    "image", "arrays", "columnar", "hdf5", "webdataset", "tfrecord", "detect",
+    "writer", "reader",
+]  # fmt: skip
 TARGET = ["mounts", "model", "direct", "space", "signals", "url", "layout", "__init__"]
 ENGINES = ["base", "registry", "worker", "forked", "posix", "fsspec", "fio_job", "fio"]
 SPLIT = (
@@ -175,8 +182,7 @@ RUN_LAYER = [
     "coordinator.py", "session.py", "outdir.py", "runner.py", "qualify.py", "verdict.py",
     "ckpt_run.py", "api.py", "cli.py", "spec.py", "ckpt_spec.py",
     "distributed/__init__.py", "distributed/comm.py", "distributed/aggregate.py",
-    "distributed/group.py", "loader/run.py", "cmds/checkpoint.py", "cmds/qualify.py",
-    "cmds/estimate.py", "cmds/loader.py", "cmds/options.py",
+    "distributed/group.py", "loader/run.py", "cmds/estimate.py",
 ]  # fmt: skip
 
 

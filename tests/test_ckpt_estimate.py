@@ -7,9 +7,19 @@ import json
 import pytest
 
 from iobench import ckpt_model as cm
-from iobench.ckpt_estimate import Options, build, measured, parse_failure_rate, render
+from iobench.ckpt_estimate import Options, build, measured, parse_failure_rate
 from iobench.errors import UsageError
 from iobench.results import PhaseResult, RunResult
+
+
+def render(block) -> str:
+    """The checkpoint section of the terminal report alone (wide: no wrapped lines)."""
+    from iobench import report
+
+    run = RunResult(run_id="r", command="c", started_at="t")
+    run.checkpoint = block
+    return report.render_terminal(run, width=400)
+
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -99,20 +109,21 @@ def test_no_estimate_without_a_load():
     run.phases = run.phases[:-1]
     block = build(run, SPEC, scale=1.0)
     assert block["estimate"] is None and "no complete save and load" in block["estimate_missing"]
-    assert "Estimate  none" in render(block)
+    assert "none: no complete save and load" in render(block)
 
 
 def test_render_labels_estimates_and_basis():
     text = render(build(_run(), SPEC, scale=1 / 1024, opts=Options(mtbf_s=36000.0)))
-    assert "Measured  (scale 0.000976562" in text
+    assert "0.000977 of every rank's shard written" in text
     assert (
         "size ÷ slowest rank" in text
         and "500.00 ms / 850.00 ms / 1.00 s" in text
         and "0.0625 GiB/s" in text
     )
     assert "torch.save reached 80 % of it" in text
-    assert "Estimates (labelled; full size: 64.0 GiB" in text
-    assert "15.4 min" in text  # 921.7 s
+    assert "Checkpoint estimates (model output, not measured)" in text
+    assert "64.0 GiB in 16 files (largest rank 8.0 GiB)" in text
+    assert "15.4 min synchronous" in text  # 921.7 s
     assert "Basis" in text and "MTBF" in text and "no restart cost given" in text
 
 

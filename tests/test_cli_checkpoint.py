@@ -21,7 +21,7 @@ def test_checkpoint_run_measures_and_estimates(cli, planted, tmp_path):
         "--capacity", "1TiB", "--output", out, "-q",
     )  # fmt: skip
     assert r.code == 0, r.err
-    assert "Estimates (labelled" in r.out and "size ÷ slowest rank" in r.out
+    assert "Checkpoint estimates (model output" in r.out and "size ÷ slowest rank" in r.out
     res = json.loads((out / "result.json").read_text())
     names = [p["name"] for p in res["phases"]]
     for n in ("ckpt-create", "ckpt-baseline-write", "ckpt-save", "ckpt-load", "ckpt-dcp-save",
@@ -34,6 +34,8 @@ def test_checkpoint_run_measures_and_estimates(cli, planted, tmp_path):
     assert save["files"] == 16 and save["concurrency"] == 8
     assert written <= save["bytes"] < written * 1.05  # torch.save adds its headers
     assert save["cache"] == "buffered"
+    cpu = save["extra"]["client_cpu"]  # the client's own CPU, as engine phases record it
+    assert cpu["cpu_s"] >= 0 and cpu["wall_s"] > 0 and 0 <= cpu["share"] <= 1
     load = next(p for p in res["phases"] if p["name"] == "ckpt-load")
     assert load["bytes"] == save["bytes"]
     base = next(p for p in res["phases"] if p["name"] == "ckpt-baseline-write")
@@ -50,7 +52,7 @@ def test_checkpoint_run_measures_and_estimates(cli, planted, tmp_path):
     assert planted.unchanged()
     assert not [p for p in planted.path.iterdir() if p.name.startswith(".iobench-2026")]
     r = cli("report", out, "--html", tmp_path / "r.html")
-    assert r.code == 0 and "Estimates (labelled" in r.out
+    assert r.code == 0 and "Checkpoint estimates (model output" in r.out
     assert "Checkpoint goodput vs interval" in (tmp_path / "r.html").read_text()
     stored = [p for p in (tmp_path / "history").rglob("*") if p.is_file()]
     assert stored and res["run_id"] in " ".join(p.name for p in stored)
@@ -73,6 +75,9 @@ def test_checkpoint_run_measures_and_estimates(cli, planted, tmp_path):
         (["--model", "llama3-8b", "--ranks", "0"], "--ranks must be at least 1"),
         (["--model", "llama3-8b", "--restart", "-5s"], "--restart"),
         (["--model", "llama3-8b", "--capacity", "big"], "--capacity"),
+        (["--model", "llama3-8b", "--capacity", "0"], "--capacity must be more than 0"),
+        (["--model", "llama3-8b", "--interval", "0s"], "--interval must be a positive"),
+        (["--model", "llama3-8b", "--gpus", "0"], "--gpus must be at least 1"),
         (["--model", "llama3-8b", "--history", "foo://x"], "foo"),
     ],
 )
@@ -82,3 +87,20 @@ def test_bad_input_is_one_line_exit_2_nothing_written(cli, planted, tmp_path, ar
     assert r.code == 2, (r.out, r.err)
     assert message in r.err and len(r.err.strip().splitlines()) == 1
     assert not out.exists() and planted.unchanged()
+
+
+def test_no_crc32_saves_without_torch_crc_and_restores_it(cli, planted, tmp_path):
+    import torch
+
+    out = tmp_path / "out"
+    r = cli(
+        "checkpoint", planted.path, "--model", "llama3-8b", "--scale", 1e-5, "--no-crc32",
+        "--no-plain-write", "--output", out, "-q", "--no-history",
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    res = json.loads((out / "result.json").read_text())
+    save = next(p for p in res["phases"] if p["name"] == "ckpt-save")
+    load = next(p for p in res["phases"] if p["name"] == "ckpt-load")
+    assert save["params"]["crc32"] is False and load["bytes"] == save["bytes"]  # read back whole
+    assert torch.serialization.get_crc32_options() is True  # torch's default again
+    assert planted.unchanged()

@@ -50,7 +50,7 @@ def test_set_reads_key_value_wherever_it_is_taken():
     with_set = {
         name: p for name, cmd in _commands().items() for p in cmd.params if "--set" in p.opts
     }
-    assert set(with_set) == {"run", "loader", "estimate", "datasize", "qualify"}
+    assert set(with_set) == {"run", "loader", "estimate", "datasize", "qualify", "profile"}
     assert {p.metavar for p in with_set.values()} == {"KEY=VALUE"}
 
 
@@ -157,6 +157,15 @@ def _check_checkpoint_scale(text: str, monkeypatch) -> None:
     assert float(text) == load_workload("llm-checkpoint").params["scale"]
 
 
+def _check_stall_default(text: str, monkeypatch) -> None:
+    from iobench.units import parse_duration
+    from iobench.watchdog import DEFAULT_STALL_S
+
+    first = text.split(",")[0]
+    assert parse_duration(first) == DEFAULT_STALL_S, text
+    assert "stall_timeout" in text and "0: never" in text
+
+
 NAMED_DEFAULTS = {
     ("run", "--engine"): "posix, fsspec for URLs",
     ("run", "--output"): _check_output_default,
@@ -182,6 +191,10 @@ NAMED_DEFAULTS = {
     ("checkpoint", "--scale"): _check_checkpoint_scale,
     ("checkpoint", "--gpus"): "the ranks",
     ("checkpoint", "--output"): _check_output_default,
+    **{
+        (c, "--stall-timeout"): _check_stall_default
+        for c in ("run", "qualify", "loader", "checkpoint")
+    },
 }
 
 

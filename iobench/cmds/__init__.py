@@ -10,6 +10,7 @@ import importlib
 
 COMMAND_MODULES = (
     "loader", "estimate", "datasize", "qualify", "compare", "history", "report", "checkpoint",
+    "profile",
 )  # fmt: skip
 
 

@@ -3,39 +3,9 @@ the checkpoint model's estimates (stall, recovery, interval, goodput, capacity) 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import typer
 
-from ..cli import app, out, progress_factory
-from .options import (
-    HISTORY_OPTION,
-    JSON_OPTION,
-    KEEP_OPTION,
-    NO_HISTORY_OPTION,
-    OUTPUT_OPTION,
-    QUIET_OPTION,
-)
-
-if TYPE_CHECKING:
-    from ..ckpt_estimate import Options
-
-# the checkpoint model's options (ckpt_estimate.Options)
-_MTBF = typer.Option(None, "--mtbf", help="Mean time between failures of the job, e.g. 3h.")
-_FAILURE_RATE = typer.Option(
-    None, "--failure-rate", help="Failures per accelerator-day, e.g. 4.7e-4 (or 2e-5/h)."
-)
-_GPUS = typer.Option(
-    None, "--gpus", help="Accelerators the failure rate applies to (default: the ranks)."
-)
-_INTERVAL = typer.Option(None, "--interval", help="Your checkpoint interval, e.g. 30m.")
-_RESTART = typer.Option("0s", "--restart", help="Restart cost per failure, e.g. 10m.")
-_CAPACITY = typer.Option(
-    None, "--capacity", help="Capacity of the full system for checkpoints, e.g. 2PB."
-)
-_KEEP_LAST = typer.Option(
-    None, "--keep-last", help="Retention: checkpoints kept (the next lands before one goes)."
-)
+from ..cli import STALL_OPTION, app, arm_watchdog, out, out_report, progress_factory
 
 
 @app.command()
@@ -58,94 +28,74 @@ def checkpoint(
         "--plain-write/--no-plain-write",
         help="Also write the same files as a plain sequential write (torch.save's overhead).",
     ),
-    mtbf: str | None = _MTBF,
-    failure_rate: str | None = _FAILURE_RATE,
-    gpus: int | None = _GPUS,
-    interval: str | None = _INTERVAL,
-    restart: str = _RESTART,
-    capacity: str | None = _CAPACITY,
-    keep_last: int | None = _KEEP_LAST,
-    output: str | None = OUTPUT_OPTION,
+    crc32: bool | None = typer.Option(
+        None,
+        "--crc32/--no-crc32",
+        help="torch.save's CRC-32 per record (torch's default; off needs torch >= 2.6).",
+    ),
+    mtbf: str | None = typer.Option(
+        None, "--mtbf", help="Mean time between failures of the job, e.g. 3h."
+    ),
+    failure_rate: str | None = typer.Option(
+        None, "--failure-rate", help="Failures per accelerator-day, e.g. 4.7e-4 (or 2e-5/h)."
+    ),
+    gpus: int | None = typer.Option(
+        None, "--gpus", help="Accelerators the failure rate applies to (default: the ranks)."
+    ),
+    interval: str | None = typer.Option(
+        None, "--interval", help="Your checkpoint interval, e.g. 30m."
+    ),
+    restart: str = typer.Option("0s", "--restart", help="Restart cost per failure, e.g. 10m."),
+    capacity: str | None = typer.Option(
+        None, "--capacity", help="Capacity of the full system for checkpoints, e.g. 2PB."
+    ),
+    keep_last: int | None = typer.Option(
+        None, "--keep-last", help="Retention: checkpoints kept (the next lands before one goes)."
+    ),
+    output: str | None = typer.Option(
+        None, "--output", help="Result directory (default ./iobench-results/RUN_ID)."
+    ),
     repeat: int = typer.Option(
         1, "--repeat", help="Save and load N times (MLPerf: 10); the median run is reported."
     ),
-    as_json: bool = JSON_OPTION,
-    keep: bool = KEEP_OPTION,
-    quiet: bool = QUIET_OPTION,
-    history: str | None = HISTORY_OPTION,
-    no_history: bool = NO_HISTORY_OPTION,
+    as_json: bool = typer.Option(False, "--json", help="Print result.json instead of the table."),
+    keep: bool = typer.Option(False, "--keep", help="Keep the run directory on the target."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    history: str | None = typer.Option(
+        None, "--history", help="History URL to append this run to."
+    ),
+    no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
+    stall_timeout: str | None = STALL_OPTION,
 ) -> int:
     """Save and load an LLM checkpoint on TARGET; estimate stall, recovery and goodput."""
+    arm_watchdog(stall_timeout)
+    from .. import results
     from ..api import append_history, check_history_url
+    from ..ckpt_estimate import parse_options
     from ..ckpt_run import run_checkpoint
     from ..distributed import coordinator_from_env, is_lead_rank
 
-    opts = _model_options(mtbf, failure_rate, gpus, interval, restart, capacity, keep_last)
+    opts = parse_options(
+        mtbf=mtbf, failure_rate=failure_rate, gpus=gpus, interval=interval, restart=restart,
+        capacity=capacity, keep_last=keep_last,
+    )  # fmt: skip
     if not no_history:
         check_history_url(history or "")
     lead = is_lead_rank()
     outcome = run_checkpoint(
-        target, model, ranks=ranks, scale=scale, api=api, baseline=baseline, opts=opts,
+        target, model, ranks=ranks, scale=scale, api=api, baseline=baseline, crc32=crc32, opts=opts,
         output=output, keep=keep, repeat=repeat,
         progress_factory=progress_factory(quiet or not lead), coord=coordinator_from_env(),
     )  # fmt: skip
     if lead and not no_history:
         append_history(outcome, history or "")
     if lead:
-        _print(outcome, as_json)
+        if as_json:
+            out(results.dumps(outcome.run))
+        else:
+            out_report(outcome.run)
+            if outcome.result_path:
+                out(f"result: {outcome.result_path}")
     if outcome.error is not None:
         raise outcome.error
     return 0
-
-
-def _model_options(
-    mtbf: str | None,
-    failure_rate: str | None,
-    gpus: int | None,
-    interval: str | None,
-    restart: str,
-    capacity: str | None,
-    keep_last: int | None,
-) -> Options:
-    """The checkpoint model's options (``ckpt_estimate.Options``), each checked: exit 2."""
-    from ..ckpt_estimate import Options, parse_failure_rate
-    from ..errors import UsageError
-    from ..units import parse_duration, parse_size
-
-    if mtbf is not None and failure_rate is not None:
-        raise UsageError("--mtbf and --failure-rate both given", hint="give one of them")
-    if gpus is not None and gpus < 1:
-        raise UsageError(f"--gpus must be at least 1, got {gpus}")
-    mtbf_s = parse_duration(mtbf, what="--mtbf") if mtbf is not None else None
-    if mtbf_s is not None and mtbf_s <= 0:
-        raise UsageError("--mtbf must be positive", hint="e.g. --mtbf 3h")
-    interval_s = parse_duration(interval, what="--interval") if interval is not None else None
-    if interval_s is not None and interval_s <= 0:
-        raise UsageError("--interval must be positive", hint="e.g. --interval 30m")
-    opts = Options(
-        mtbf_s=mtbf_s,
-        failure_rate_per_s=parse_failure_rate(failure_rate) if failure_rate else None,
-        accelerators=gpus,
-        interval_s=interval_s,
-        restart_s=parse_duration(restart, what="--restart"),
-        capacity_bytes=parse_size(capacity, what="--capacity") if capacity else None,
-        keep_last=keep_last,
-    )
-    if keep_last is not None and keep_last < 1:
-        raise UsageError(f"--keep-last must be at least 1, got {keep_last}")
-    return opts
-
-
-def _print(outcome: Any, as_json: bool) -> None:
-    """The result (rank 0): result.json, or the phases table and the model's estimates."""
-    from .. import report, results
-    from ..ckpt_estimate import render
-
-    if as_json:
-        out(results.dumps(outcome.run))
-        return
-    out(report.render_terminal(outcome.run))
-    if outcome.run.checkpoint:
-        out(render(outcome.run.checkpoint))
-    if outcome.result_path:
-        out(f"result: {outcome.result_path}")

@@ -8,26 +8,37 @@ import typer
 from ..cli import (
     CSV_OPTION,
     SERIES_CSV_OPTION,
+    STALL_OPTION,
     app,
+    arm_watchdog,
     check_exports,
     finish_run,
     progress_factory,
-)
-from .options import (
-    HISTORY_OPTION,
-    JSON_OPTION,
-    KEEP_OPTION,
-    NO_HISTORY_OPTION,
-    OUTPUT_OPTION,
-    QUIET_OPTION,
 )
 
 
 @app.command()
 def loader(
-    target: str = typer.Argument(..., help="Directory to lay the dataset out in (a run dir)."),
-    profile: str = typer.Option(
-        ..., "--profile", help="Profile name (see `iobench workloads`) or TOML path."
+    target: str = typer.Argument(
+        ...,
+        help="Directory to lay the dataset out in (a run dir); with --existing, the dataset "
+        "(directory or fsspec URL) to read, never written.",
+    ),
+    profile: str | None = typer.Option(
+        None,
+        "--profile",
+        help="Profile name (see `iobench workloads`) or TOML path (needed without --existing).",
+    ),
+    existing: bool = typer.Option(
+        False, "--existing", help="Read the dataset already at TARGET, read-only (see README)."
+    ),
+    fmt: str | None = typer.Option(
+        None,
+        "--format",
+        help="With --existing: the format; detected from the file names when left out.",
+    ),
+    transform: str | None = typer.Option(
+        None, "--transform", help="With --existing: your per-sample transform, MODULE:FUNCTION."
     ),
     set_: list[str] | None = typer.Option(None, "--set", help="Override a profile key: KEY=VALUE."),
     gpus: int | None = typer.Option(
@@ -51,28 +62,54 @@ def loader(
     direct: bool | None = typer.Option(
         None, "--direct/--buffered", help="O_DIRECT reads (default when the target takes them)."
     ),
-    output: str | None = OUTPUT_OPTION,
-    as_json: bool = JSON_OPTION,
-    keep: bool = KEEP_OPTION,
-    quiet: bool = QUIET_OPTION,
-    history: str | None = HISTORY_OPTION,
-    no_history: bool = NO_HISTORY_OPTION,
+    output: str | None = typer.Option(
+        None, "--output", help="Result directory (default ./iobench-results/RUN_ID)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print result.json instead of the table."),
+    keep: bool = typer.Option(False, "--keep", help="Keep the run directory on the target."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    history: str | None = typer.Option(
+        None, "--history", help="History URL to append this run to."
+    ),
+    no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
     csv_path: str | None = CSV_OPTION,
     series_csv: str | None = SERIES_CSV_OPTION,
+    stall_timeout: str | None = STALL_OPTION,
 ) -> int:
     """Measure the accelerator utilisation a DataLoader reaches on TARGET, and predict it."""
     from ..api import append_history, check_history_url
-    from ..distributed import coordinator_from_env, is_lead_rank
-    from ..loader import run_loader
+    from ..distributed import is_lead_rank
 
+    arm_watchdog(stall_timeout)
     check_exports(csv_path, series_csv)
     if not no_history:
         check_history_url(history or "")
-    outcome = run_loader(
+    if existing or fmt or transform:
+        from .loader_existing import existing_run
+
+        outcome = existing_run(
+            target, existing, profile, set_, fmt=fmt, transform=transform, gpus=gpus,
+            workers=workers, steps=steps, epochs=epochs, compute=compute, direct=direct,
+            output=output, keep=keep, quiet=quiet,
+        )  # fmt: skip
+    else:
+        outcome = _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute,
+                             direct, output, keep, quiet)  # fmt: skip
+    if not no_history and is_lead_rank():
+        append_history(outcome, history or "")
+    return finish_run(outcome, as_json, quiet, (csv_path, series_csv))
+
+
+def _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute, direct, output,
+               keep, quiet):  # fmt: skip
+    from ..distributed import coordinator_from_env, is_lead_rank
+    from ..errors import UsageError
+    from ..loader import run_loader
+
+    if not profile:
+        raise UsageError("iobench loader needs --profile", hint="or --existing for your dataset")
+    return run_loader(
         target, profile, sets=set_, gpus=gpus, workers=workers, steps=steps, epochs=epochs,
         compute=compute, direct=direct, output=output, keep=keep,
         progress_factory=progress_factory(quiet or not is_lead_rank()), coord=coordinator_from_env(),
     )  # fmt: skip
-    if not no_history and is_lead_rank():
-        append_history(outcome, history or "")
-    return finish_run(outcome, as_json, quiet, (csv_path, series_csv))

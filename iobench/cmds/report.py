@@ -37,10 +37,6 @@ def report(
         out(rep.render_markdown(run, baseline=base))
     else:
         out_report(run, baseline=base)
-    if run.checkpoint and not markdown:
-        from ..ckpt_estimate import render as render_checkpoint
-
-        out(render_checkpoint(run.checkpoint))
     if html is not None:
         path = results.write_output_file(
             html, rep.render_html(run, baseline=base).encode(), inputs=(source,), option="--html"

@@ -257,6 +257,8 @@ class EtaProgress:
         if eta is None:
             return
         pct, rate = eta
+        if rate > 0:  # fio moves data (its percentage may not, on a long phase): no stall
+            getattr(self.progress, "beat", lambda: None)()
         now = self.clock()
         if self.total and pct is not None:
             done = self.total * min(pct, 100.0) / 100.0

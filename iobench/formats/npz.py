@@ -1,10 +1,17 @@
 """``npz``: ``np.savez`` (stored, not compressed) with one uint8 array per sample under keys
-``s00000``, ``s00001``, … (DLIO's unet3d format is one sample per npz file)."""
+``s00000``, ``s00001``, … (DLIO's unet3d format is one sample per npz file).
+
+Written by hand as a stored zip of ``.npy`` members (the local headers carry each member's
+CRC-32, computed once over the bytes in place): ``np.savez`` copies every array in chunks
+through zipfile, which costs more than the write. Beyond the plain zip's limits (65,535
+members, 4 GiB) ``np.savez`` writes it (zip64)."""
 
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+import struct
+import zlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -13,9 +20,128 @@ EXTENSION = "npz"
 OVERHEAD_PER_FILE = 1024
 OVERHEAD_PER_SAMPLE = 512
 
+_LOCAL = struct.Struct("<4s2B4HL2L2H")  # zipfile's structFileHeader
+_CENTRAL = struct.Struct("<4s4B4HL2L5H2L")  # structCentralDir
+_END = struct.Struct("<4s4H2LH")  # structEndArchive
+_DOS_DATE = (0 << 9) | (1 << 5) | 1  # 1980-01-01, zipfile's default
+_VERSION = 20
+_PLAIN_LIMIT = 0xFFFFFFFF - (1 << 20)
+
+
+def _npy_header(n: int) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buf, {"descr": "|u1", "fortran_order": False, "shape": (n,)}
+    )
+    return buf.getvalue()
+
 
 def write(f: Any, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:
-    np.savez(f, **{f"s{j:05d}": s for j, s in enumerate(samples)})
+    total = sum(len(s) for s in samples) + len(samples) * OVERHEAD_PER_SAMPLE
+    if len(samples) >= 0xFFFF or total >= _PLAIN_LIMIT:
+        np.savez(f, **{f"s{j:05d}": s for j, s in enumerate(samples)})
+        return
+    central = []
+    offset = 0
+    for j, s in enumerate(samples):
+        name = f"s{j:05d}.npy".encode()
+        header = _npy_header(len(s))
+        data = memoryview(np.ascontiguousarray(s, dtype=np.uint8))
+        crc = zlib.crc32(data, zlib.crc32(header))
+        size = len(header) + len(s)
+        local = _LOCAL.pack(
+            b"PK\x03\x04", _VERSION, 0, 0, 0, 0, _DOS_DATE, crc, size, size, len(name), 0
+        )
+        f.write(local + name + header)
+        f.write(data)
+        central.append(
+            _CENTRAL.pack(
+                b"PK\x01\x02",
+                _VERSION,
+                3,
+                _VERSION,
+                0,
+                0,
+                0,
+                0,
+                _DOS_DATE,
+                crc,
+                size,
+                size,
+                len(name),
+                0,
+                0,
+                0,
+                0,
+                0o644 << 16,
+                offset,
+            )  # fmt: skip
+            + name
+        )
+        offset += len(local) + len(name) + size
+    directory = b"".join(central)
+    f.write(directory)
+    f.write(_END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), len(directory), offset, 0))
+
+
+def frame(
+    sizes: Sequence[int], keys: Sequence[str]
+) -> tuple[int, list[int], Callable[[Any], None]] | None:
+    """The file ``write`` writes, laid out ahead (see tar.frame): the headers, CRCs and the
+    directory filled in once the samples are in place. None beyond the plain zip's limits."""
+    if len(sizes) >= 0xFFFF or sum(sizes) + len(sizes) * OVERHEAD_PER_SAMPLE >= _PLAIN_LIMIT:
+        return None
+    names = [f"s{j:05d}.npy".encode() for j in range(len(sizes))]
+    npy = [_npy_header(n) for n in sizes]
+    starts, offsets, pos = [], [], 0
+    for name, head, n in zip(names, npy, sizes, strict=True):
+        starts.append(pos)
+        pos += _LOCAL.size + len(name) + len(head)
+        offsets.append(pos)
+        pos += n
+    directory_at = pos
+    directory_len = sum(_CENTRAL.size + len(name) for name in names)
+    total = directory_at + directory_len + _END.size
+
+    def finish(image: Any) -> None:
+        central = []
+        for name, head, n, start, at in zip(names, npy, sizes, starts, offsets, strict=True):
+            crc = zlib.crc32(memoryview(image[at : at + n]), zlib.crc32(head))
+            size = len(head) + n
+            local = _LOCAL.pack(
+                b"PK\x03\x04", _VERSION, 0, 0, 0, 0, _DOS_DATE, crc, size, size, len(name), 0
+            )
+            image[start:at] = np.frombuffer(local + name + head, dtype=np.uint8)
+            central.append(
+                _CENTRAL.pack(
+                    b"PK\x01\x02",
+                    _VERSION,
+                    3,
+                    _VERSION,
+                    0,
+                    0,
+                    0,
+                    0,
+                    _DOS_DATE,
+                    crc,
+                    size,
+                    size,
+                    len(name),
+                    0,
+                    0,
+                    0,
+                    0,
+                    0o644 << 16,
+                    start,
+                )  # fmt: skip
+                + name
+            )
+        end = _END.pack(
+            b"PK\x05\x06", 0, 0, len(central), len(central), directory_len, directory_at, 0
+        )
+        image[directory_at:total] = np.frombuffer(b"".join(central) + end, dtype=np.uint8)
+
+    return total, offsets, finish
 
 
 def decode(data: Any, sizes: Sequence[int] | None = None) -> list[np.ndarray]:

@@ -53,3 +53,37 @@ def overhead_bytes(name: str, samples_per_file: int) -> int:
     """A generous bound on one file's bytes beyond its samples (headers, padding, footers)."""
     fmt = get_format(name)
     return int(fmt.OVERHEAD_PER_FILE) + int(fmt.OVERHEAD_PER_SAMPLE) * samples_per_file
+
+
+#: Readers of an EXISTING dataset (``iobench loader PATH --existing``): name -> module. Each
+#: module has ``EXTENSIONS`` (lower case, no dot), ``LIBRARY`` (the optional library it needs,
+#: or None), ``HINT`` (how to install it) and ``samples(data, name)``: the (key, sample) pairs
+#: of one whole file held in memory, decoded as a training job would; a sample that fails
+#: comes back as an exception instance, a file that fails raises.
+READERS: dict[str, str] = {
+    "image": "iobench.formats.image",
+    "webdataset": "iobench.formats.webdataset",
+    "parquet": "iobench.formats.columnar",
+    "npz": "iobench.formats.arrays",
+    "hdf5": "iobench.formats.hdf5",
+    "tfrecord": "iobench.formats.tfrecord",
+}
+
+
+def get_reader(name: str) -> ModuleType:
+    """An existing-dataset reader by name; UsageError (unknown) / EngineUnavailable (its
+    optional library is not installed, with the hint)."""
+    module = READERS.get(name)
+    if module is None:
+        raise UsageError(
+            f"unknown dataset format {name!r}", hint=f"choose one of: {', '.join(READERS)}"
+        )
+    mod = importlib.import_module(module)
+    if mod.LIBRARY:
+        try:
+            importlib.import_module(mod.LIBRARY)
+        except ImportError as e:
+            raise EngineUnavailable(
+                f"dataset format {name!r} needs {mod.LIBRARY} ({e})", hint=mod.HINT or None
+            ) from None
+    return mod

@@ -56,6 +56,10 @@ LOADER_METRICS: dict[str, tuple[str, str, str]] = {
     "bytes_per_s": ("bytes_per_s", "B/s", "higher"),
     "load_wait_mean": ("load_wait_s.mean", "s", "lower"),
     "load_wait_p99": ("load_wait_s.p99", "s", "lower"),
+    # a run over an existing dataset (--existing): the measured split of a sample's time
+    "read_s_per_sample": ("existing.split.read_s_per_sample", "s", "lower"),
+    "decode_cpu_s_per_sample": ("existing.split.decode_cpu_s_per_sample", "s", "lower"),
+    "collate_cpu_s_per_batch": ("existing.split.collate_cpu_s_per_batch", "s", "lower"),
 }
 
 

@@ -18,7 +18,9 @@ The state is built before the timed region from one random pool: each tensor is 
 slice of the pool with a unique stamp, so generating data never limits the write (MLPerf users
 found theirs capped by it) and no tensor repeats another. ``baseline`` adds
 ``ckpt-baseline-write``: the same bytes, the same files and writers as a plain buffered
-sequential write with fsync, so the overhead of ``torch.save`` shows beside it. ``metadata``
+sequential write with fsync, so the overhead of ``torch.save`` shows beside it: at memory speed
+that is mostly the CRC-32 torch.save computes over every record (``crc32 = false`` turns it off,
+torch 2.6 and later; training pays it unless it does the same). ``metadata``
 adds small-file create/open phases whose rates the model uses for many-file checkpoints.
 """
 
@@ -31,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import cpu
 from ..ckpt_model import ModelSpec, RankShard, rank_shard
 from ..engines.base import FileSpec, PhaseSpec
 from ..errors import EngineError, UsageError
@@ -55,6 +58,9 @@ PARAMS: dict[str, Param] = {
     "metadata": Param("bool", True, "small-file create/open phases (the metadata rates)"),
     "files": Param("count", 64, "small files per writer in the metadata phases", minimum=1),
     "tensor_size": Param("size", 64 << 20, "bytes per tensor in the state dicts", minimum=4096),
+    "crc32": Param(
+        "bool", True, "torch.save's CRC-32 of every record (torch's default, what training pays)"
+    ),
 }
 
 POOL_BYTES = 64 << 20
@@ -155,6 +161,8 @@ def plan(params: dict[str, Any]) -> Plan:
             "processes with torchrun",
         )
     total = sum(s.total_bytes for s in share)
+    if not params["crc32"]:
+        _crc32_options()  # refused before anything is written where torch lacks the switch
     per_host = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) if world > 1 else 1
     check_memory(total, len(share), params["scale"], per_host)
     mine = share
@@ -292,18 +300,29 @@ def _paths(runner: Any, sub: str, shard: RankShard) -> tuple[str, str]:
     )
 
 
+def _ranks(n: int, fn: Any, runner: Any) -> tuple[list[WorkerStats], dict[str, Any]]:
+    """``_parallel``, and the client's own CPU over it (``extra.client_cpu``, as the engines
+    record it): the share that says whether the client, not the storage, was the limit."""
+    cpu0 = cpu.sample()
+    stats = _parallel(n, fn, runner)
+    return stats, cpu.usage(cpu0, cpu.sample())
+
+
 def _record(
-    runner: Any, name: str, op: str, stats: list[WorkerStats], cache: str, api: str,
-    params: dict[str, Any], copy_bps: float | None, mine: list[RankShard],
+    runner: Any, name: str, op: str, ran: tuple[list[WorkerStats], dict[str, Any]], cache: str,
+    api: str, params: dict[str, Any], copy_bps: float | None, mine: list[RankShard],
 ) -> None:  # fmt: skip
+    stats, client_cpu = ran
     res = phase_result(
         name, op, stats, concurrency=len(stats), block_size=0, cache=cache,
         params={
             "model": params["model"], "scale": params["scale"], "api": api,
             "ranks_local": len(mine), "first_rank": mine[0].rank if mine else 0,
+            "crc32": params["crc32"],
         },
     )  # fmt: skip
     res.extra["seconds_per_checkpoint"] = res.elapsed_s
+    res.extra["client_cpu"] = client_cpu
     res.extra["rank_seconds"] = [round(w.end - w.start, 6) for w in stats]
     res.extra["host_memory_bytes"] = sum(s.total_bytes for s in mine)
     if copy_bps and op == "ckpt_save":
@@ -319,6 +338,19 @@ def _cuda() -> bool:
     import torch
 
     return bool(torch.cuda.is_available())
+
+
+def _crc32_options() -> Any:
+    """torch.serialization.set_crc32_options (torch 2.6 and later)."""
+    import torch.serialization as ser
+
+    fn = getattr(ser, "set_crc32_options", None)
+    if fn is None:
+        raise UsageError(
+            "crc32 = false needs torch 2.6 or later (torch.serialization.set_crc32_options)",
+            hint="upgrade torch, or leave crc32 at its default (true)",
+        )
+    return fn
 
 
 def _torch(
@@ -342,8 +374,17 @@ def _torch(
             st.add(os.path.getsize(path), t1 / 1e9, t1 - t0)
             st.files += 1
 
-    stats = _parallel(len(mine), save, runner)
-    _record(runner, "ckpt-save", "ckpt_save", stats, "buffered", "torch.save", params,
+    if params["crc32"]:
+        ran = _ranks(len(mine), save, runner)
+    else:  # a process-wide switch: set for the timed saves only, then torch's default again
+        crc = _crc32_options()
+        before = torch.serialization.get_crc32_options()
+        crc(False)
+        try:
+            ran = _ranks(len(mine), save, runner)
+        finally:
+            crc(before)
+    _record(runner, "ckpt-save", "ckpt_save", ran, "buffered", "torch.save", params,
             copy_bps, mine)  # fmt: skip
     written = [p for pair in paths for p in pair if os.path.exists(p)]
     for p in written:
@@ -363,8 +404,8 @@ def _torch(
             st.add(os.path.getsize(path), t1 / 1e9, t1 - t0)
             st.files += 1
 
-    stats = _parallel(len(mine), load, runner)
-    _record(runner, "ckpt-load", "ckpt_load", stats, cache, "torch.load", params, None, mine)
+    ran = _ranks(len(mine), load, runner)
+    _record(runner, "ckpt-load", "ckpt_load", ran, cache, "torch.load", params, None, mine)
     for p in written:
         os.unlink(p)
 
@@ -388,16 +429,16 @@ def _dcp(
     }
 
     save = dcp_step(lambda: dcp.save(flat, storage_writer=make_writer(), no_dist=True), listing)
-    stats = _parallel(1, save, runner)
+    ran = _ranks(1, save, runner)
     api = "torch.distributed.checkpoint"
-    _record(runner, "ckpt-dcp-save", "ckpt_save", stats, "buffered", api, params, copy_bps, mine)
+    _record(runner, "ckpt-dcp-save", "ckpt_save", ran, "buffered", api, params, copy_bps, mine)
     for name, _ in listing():
         drop_file_cache(name)
     into = {k: torch.empty_like(v) for k, v in flat.items()}
 
     load = dcp_step(lambda: dcp.load(into, storage_reader=make_reader(), no_dist=True), listing)
-    stats = _parallel(1, load, runner)
-    _record(runner, "ckpt-dcp-load", "ckpt_load", stats, runner.cache_state(False), api, params,
+    ran = _ranks(1, load, runner)
+    _record(runner, "ckpt-dcp-load", "ckpt_load", ran, runner.cache_state(False), api, params,
             None, mine)  # fmt: skip
     key = next(iter(flat))
     if not torch.equal(into[key], flat[key]):

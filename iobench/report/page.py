@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..ckpt_report import tables as ckpt_tables
 from ..results import RunResult, atomic_write_bytes
 from .cells import (
     PLOT_HINT,
@@ -232,6 +233,18 @@ def _html_estimate(run: RunResult) -> list[str]:
     return parts
 
 
+def _html_checkpoint(run: RunResult) -> list[str]:
+    """The Checkpoint section: the same tables as the terminal and markdown reports."""
+    parts = []
+    for t in (_Table(**d) for d in ckpt_tables(run.checkpoint)):
+        note = f'<p class="note">{_e(t.note)}</p>' if t.note else ""
+        parts.append(f"<h3>{_e(t.title)}</h3>{_html_table(t)}{note}")
+    if not parts:
+        return []
+    return ['<section id="checkpoint"><h2>Checkpoint</h2><div class="estimate">', *parts,
+            "</div></section>"]  # fmt: skip
+
+
 def _html_plots(run: RunResult, baseline: RunResult | None) -> list[str]:
     """The Plots section, or the install hint without matplotlib."""
     plots = _build_plots(run, baseline)
@@ -282,7 +295,8 @@ def render_html(run: RunResult, baseline: RunResult | None = None) -> str:
     """One self-contained HTML page: inline CSS and SVG plots, no network resources; with a
     ``baseline``, its deltas table and its curves dashed in every plot."""
     parts = _html_header(run) + _html_summary(run) + _html_sections(run, baseline)
-    parts += _html_estimate(run) + _html_plots(run, baseline) + _html_footer(run)
+    parts += _html_estimate(run) + _html_checkpoint(run) + _html_plots(run, baseline)
+    parts += _html_footer(run)
     return "\n".join(p for p in parts if p) + "\n"
 
 

@@ -9,6 +9,7 @@ import datetime as _dt
 from collections.abc import Callable
 from typing import Any
 
+from ..ckpt_report import tables as ckpt_tables
 from ..results import PhaseResult, RunResult
 from ..units import format_bytes, format_count, format_rate, format_seconds
 from .cells import (
@@ -189,6 +190,10 @@ def _loader_rates(ld: dict[str, Any]) -> list[list[str]]:
         rows.append(["Compute per step", _secs(ld.get("compute_s"))])
     if ld.get("bound"):
         rows.append(["Bound by", str(ld["bound"])])
+    if isinstance(ld.get("existing"), dict):  # a run over the user's own dataset
+        from ..loader.existing_summary import table_rows
+
+        rows += table_rows(ld)
     return rows
 
 
@@ -549,7 +554,7 @@ def _sections(run: RunResult, baseline: RunResult | None = None) -> list[_Table]
     if baseline is not None:
         sections.append(_baseline_table(run, baseline))
     sections += [t for t in (_ranks_table(run), _metadata_table(run), _loader_table(run)) if t]
-    return sections + _estimate_tables(run)
+    return sections + _estimate_tables(run) + [_Table(**t) for t in ckpt_tables(run.checkpoint)]
 
 
 def _cache_table(run: RunResult) -> _Table | None:

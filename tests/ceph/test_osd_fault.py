@@ -1,17 +1,27 @@
-"""A real storage fault: one of the two OSDs stopped in the middle of a write phase.
+"""Real storage faults: one of the two OSDs stopped in the middle of a write phase, and the
+metadata server stopped in the middle of a metadata (create) phase.
 
-The pools have one replica, so the placement groups on the stopped OSD go inactive and a
-ceph-fuse client blocks on their objects for as long as the OSD is away, unless the client
-was given ``rados_osd_op_timeout``: then the write fails with ETIMEDOUT, and iobench ends
-with exit 4 and one line naming it. Removing the run directory waits for the OSD (its files'
-objects live there); once it is back no ``.iobench-*`` debris remains and the user's files
-planted beside the run are byte-identical."""
+The pools have one replica, so the placement groups on the stopped OSD go inactive and the
+ceph-fuse client blocks on their objects for as long as the OSD is away; with the MDS away it
+blocks every metadata request. No client option makes it give up: iobench's own watchdog
+(``--stall-timeout``, iobench.watchdog) does. It prints one line naming the phase, the target
+and the time without progress, and keeps the partial result, while the service is still down.
+The process's exit status comes later: a thread blocked in a FUSE request that ceph-fuse
+never answers cannot be ended, not even by SIGKILL (measured: the threads stay in
+request_wait_answer until the OSD or MDS is back), so the process ends, exit 4, when the
+service returns. The run directory is removed by the watchdog's detached reaper once the
+storage answers; then no ``.iobench-*`` debris remains and the user's files planted beside
+the run are byte-identical.
+
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -23,8 +33,8 @@ import pytest
 pytestmark = [pytest.mark.ceph, pytest.mark.root, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-OSD_TIMEOUT_S = 15  # the test client's rados_osd_op_timeout
-OSD_AWAY_S = 45  # how long the OSD stays stopped at most (writes time out after ~2x OSD_TIMEOUT_S)
+STALL_S = 15  # iobench --stall-timeout
+LINE_MARGIN_S = 60  # the line comes STALL_S after the last progress, plus a bounded cleanup
 
 
 def _ceph(cluster, *args: str) -> str:
@@ -49,70 +59,110 @@ def _pgs_active(cluster) -> bool:
     return total > 0 and active == total
 
 
-@pytest.fixture
-def timeout_mount(ceph_cluster, tmp_path):
-    """A third ceph-fuse mount of the CephFS (client iobench-a's key) that gives up on an OSD
-    operation after OSD_TIMEOUT_S instead of blocking."""
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    subprocess.run(
-        ["ceph-fuse", "-c", ceph_cluster.conf, "-n", "client.iobench-a",
-         f"--rados_osd_op_timeout={OSD_TIMEOUT_S}", str(mnt)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["fusermount", "-u", str(mnt)], capture_output=True, timeout=60)
+def _fs_active(cluster) -> bool:
+    return "up:active" in _ceph(cluster, "mds", "stat")
 
 
-def test_an_osd_stopped_mid_write_is_exit_4_and_leaves_no_debris(
-    ceph_cluster, timeout_mount, tmp_path
-):
-    work = timeout_mount / f"t-{uuid.uuid4().hex[:8]}"
+def _planted(work: Path) -> dict[Path, bytes]:
     work.mkdir()
     planted = {work / "user-a.bin": os.urandom(3 << 20), work / "user-b.txt": b"keep me\n"}
     for p, data in planted.items():
         p.write_bytes(data)
-    out = tmp_path / "out"
+    return planted
+
+
+def _fault(cluster, tmp_path, work, args, started, daemon, restart, healthy):
+    """Run iobench, stop ``daemon`` once ``started()``; wait for the watchdog's line while
+    it is down, bring it back; return (exit status, stderr, seconds stop->line, ->exit)."""
+    out, err_path = tmp_path / "out", tmp_path / "stderr"
+    cmd = [sys.executable, "-m", "iobench", "run", *args, "--output", str(out),
+           "--no-history", "-q", "--stall-timeout", f"{STALL_S}s"]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    cmd = [sys.executable, "-m", "iobench", "run", "sequential-write", str(work),
-           "--set", "size=512MiB", "--set", "jobs=2", "--set", "block_sizes=[]",
-           "--set", "jobs_sweep=[]", "--output", str(out), "--no-history", "-q"]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    pidfile = ceph_cluster.state / "run" / "osd.1.pid"
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    pidfile = cluster.state / "run" / f"{daemon}.pid"
     stopped = False
+    line_s = exit_s = None
     try:
-        _wait("the write phase", 240, lambda: sum(len(f) for _, _, f in os.walk(work)) > 3)
-        time.sleep(1.0)
-        os.kill(int(pidfile.read_text()), 15)
+        _wait("the phase", 240, started)
+        assert proc.poll() is None, err_path.read_text()
+        os.kill(int(pidfile.read_text()), signal.SIGKILL)  # the daemon dies mid-phase
         stopped, t_stop = True, time.monotonic()
-        try:
-            proc.wait(OSD_AWAY_S)
-        except subprocess.TimeoutExpired:
-            pass  # removing the run directory waits for the OSD
-        print(f"iobench {'exited' if proc.poll() is not None else 'still running'} "
-              f"{time.monotonic() - t_stop:.1f} s after osd.1 stopped")  # fmt: skip
+        while time.monotonic() - t_stop < STALL_S + LINE_MARGIN_S:
+            if "iobench: error:" in err_path.read_text():
+                line_s = time.monotonic() - t_stop
+                break
+            time.sleep(0.5)
+        print(f"the line came {line_s} s after {daemon} stopped")
     finally:
         if stopped:
-            subprocess.run(
-                ["ceph-osd", "-c", ceph_cluster.conf, "-i", "1"], check=True, timeout=120
-            )
-            t_back = time.monotonic()
+            subprocess.run(restart, check=True, timeout=120, capture_output=True)
         try:
-            stdout, stderr = proc.communicate(timeout=300)
+            proc.wait(300)
         except subprocess.TimeoutExpired:
             proc.kill()
-            stdout, stderr = proc.communicate()
+            proc.wait()
         if stopped:
-            print(f"iobench exited {time.monotonic() - t_back:.1f} s after osd.1 restarted")
-            _wait("every PG active", 240, lambda: _pgs_active(ceph_cluster))
-    assert proc.returncode == 4, stderr[-3000:]
-    errors = [x for x in stderr.splitlines() if x.startswith("iobench: error:")]
-    assert len(errors) == 1 and "(ETIMEDOUT)" in errors[0], stderr[-3000:]
-    res = json.loads((out / "result.json").read_text())
-    assert res["status"] == "partial" and "ETIMEDOUT" in res["error"]
-    assert res["phases"][0]["name"] == "seq-write" and res["phases"][0]["status"] == "partial"
-    assert sorted(os.listdir(work)) == ["user-a.bin", "user-b.txt"]  # no .iobench-* left
+            exit_s = time.monotonic() - t_stop
+            print(f"iobench exited {proc.returncode} {exit_s:.1f} s after {daemon} stopped")
+            _wait(f"{daemon} back", 240, healthy)
+    return proc.returncode, err_path.read_text(), line_s, out
+
+
+def _after(work: Path, planted: dict[Path, bytes]) -> None:
+    # the reaper removes the run directory once the storage answers
+    _wait("the run directory removed", 180, lambda: sorted(os.listdir(work)) == sorted(
+        p.name for p in planted))  # fmt: skip
     for p, data in planted.items():
         assert hashlib.sha256(p.read_bytes()).digest() == hashlib.sha256(data).digest()
+    shutil.rmtree(work)  # the test's own directory, the planted files checked
+
+
+def _check_line(rc, stderr, line_s, out, phase):
+    assert line_s is not None and line_s < STALL_S + LINE_MARGIN_S, stderr[-3000:]
+    assert rc == 4, stderr[-3000:]
+    errors = [x for x in stderr.splitlines() if x.startswith("iobench: error:")]
+    assert len(errors) == 1, stderr[-3000:]
+    assert f"phase {phase}" in errors[0] and f"no progress for {STALL_S} s" in errors[0]
+    res = json.loads((out / "result.json").read_text())
+    assert res["status"] in ("partial", "failed") and "made no progress" in res["error"]
+    assert res["phases"][-1]["name"] == phase and res["phases"][-1]["status"] == "failed"
+
+
+def test_an_osd_stopped_mid_write_gives_up_with_exit_4(ceph_cluster, tmp_path):
+    work = ceph_cluster.mount_a / f"t-{uuid.uuid4().hex[:8]}"
+    planted = _planted(work)
+
+    def written() -> bool:
+        return sum(p.stat().st_size for p in work.rglob("*") if p.is_file()) > (3 << 20) + (
+            32 << 20
+        )
+
+    rc, stderr, line_s, out = _fault(
+        ceph_cluster, tmp_path, work,
+        ["sequential-write", str(work), "--set", "size=512MiB", "--set", "jobs=2",
+         "--set", "block_sizes=[]", "--set", "jobs_sweep=[]"],
+        written, "osd.1", ["ceph-osd", "-c", ceph_cluster.conf, "-i", "1"],
+        lambda: _pgs_active(ceph_cluster),
+    )  # fmt: skip
+    _check_line(rc, stderr, line_s, out, "seq-write")
+    _after(work, planted)
+
+
+def test_the_mds_stopped_mid_create_gives_up_with_exit_4(ceph_cluster, tmp_path):
+    work = ceph_cluster.mount_a / f"t-{uuid.uuid4().hex[:8]}"
+    planted = _planted(work)
+
+    def creating() -> bool:
+        return sum(1 for p in work.rglob("f*") if p.is_file()) > 200
+
+    rc, stderr, line_s, out = _fault(
+        ceph_cluster, tmp_path, work,
+        ["checkpoint-smallfile", str(work), "--set", "files=100000", "--set",
+         'file_sizes=["4KiB"]', "--set", "fsync=never", "--set", "dcp=false",
+         "--set", "shards=1", "--set", "checkpoint_size=1MiB"],
+        creating, "mds.a", ["ceph-mds", "-c", ceph_cluster.conf, "-i", "a"],
+        lambda: _fs_active(ceph_cluster),
+    )  # fmt: skip
+    _check_line(rc, stderr, line_s, out, "ckpt-create")
+    _after(work, planted)

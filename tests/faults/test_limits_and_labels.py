@@ -96,7 +96,7 @@ def test_a_worker_thread_that_fails_before_the_start_fails_the_phase(
     assert res["phases"][0]["status"] == "failed" and res["phases"][0]["bytes"] == 0
 
 
-@pytest.mark.parametrize("where", ["sample", "write_sample_file"])
+@pytest.mark.parametrize("where", ["sample", "write_image"])
 def test_a_dataset_writer_that_raises_fails_the_phase(cli, planted, tmp_path, monkeypatch, where):
     """The dataset writer threads: a bug there (outside or inside the write) used to end the
     thread and leave dataset-write "ok" with files missing."""
@@ -107,9 +107,9 @@ def test_a_dataset_writer_that_raises_fails_the_phase(cli, planted, tmp_path, mo
         raise ValueError("injected fault")
 
     if where == "sample":
-        monkeypatch.setattr(formats.SampleSource, "sample", boom)
+        monkeypatch.setattr(formats.SampleSource, "file_samples", boom)
     else:
-        monkeypatch.setattr(formats.writer, "write_sample_file", boom)  # where the writer calls it
+        monkeypatch.setattr(formats.writer, "write_image", boom)  # where the writer calls it
     r = cli(
         "run",
         "dataset-read",

@@ -1,0 +1,60 @@
+"""Run ``iobench`` with one kind of I/O blocked for ever, as a hung mount blocks it (for
+test_stall_watchdog.py; not a test module).
+
+    python stall_driver.py FIFO WHAT PHASE AFTER -- IOBENCH ARGS...
+
+WHAT is the calls that block, comma-separated: ``pwrite`` or ``open`` (in the worker threads or forked worker
+processes of the phase whose name starts with PHASE, from its AFTER-th call on), or
+``cleanup`` (removing the run directory). A blocked call opens FIFO for reading, which no one
+ever writes: the thread sits in the open(2) system call for good, as one does in a FUSE request
+whose server waits for an OSD or an MDS, and no flag it could poll reaches it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import threading
+
+fifo, what, phase, after = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+args = sys.argv[sys.argv.index("--") + 1 :]
+calls = [0]
+lock = threading.Lock()
+
+
+def _in_phase() -> bool:
+    names = (threading.current_thread().name, multiprocessing.current_process().name)
+    return any(n.startswith(f"iobench-{phase}") for n in names)
+
+
+def _block() -> None:
+    open(fifo, "rb")  # noqa: SIM115 - never returns: no writer ever opens the FIFO
+
+
+def _blocking(real):
+    def call(*a, **k):
+        if _in_phase():
+            with lock:
+                calls[0] += 1
+                n = calls[0]
+            if n >= after:
+                _block()
+        return real(*a, **k)
+
+    return call
+
+
+for kind in what.split(","):
+    if kind in ("pwrite", "open"):
+        setattr(os, kind, _blocking(getattr(os, kind)))
+    elif kind == "cleanup":  # the watchdog's removal of the run directory blocks too
+        from iobench import target
+
+        def remove_run_dir(t):
+            _block()
+
+        target.remove_run_dir = remove_run_dir
+from iobench.cli import main  # noqa: E402
+
+sys.exit(main(args))

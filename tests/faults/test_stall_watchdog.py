@@ -1,0 +1,210 @@
+"""The I/O watchdog (iobench.watchdog): a phase whose I/O blocks for good gives up with exit 4.
+
+A worker blocked in a system call (here: opening a FIFO that no one writes, as a thread sits
+in a FUSE request whose server waits for a stopped OSD or MDS) cannot be stopped by any flag.
+Each case runs iobench in its own process (the watchdog ends it with ``os._exit``) through
+``stall_driver.py`` and checks: exit 4 within the timeout plus a generous margin, one line
+naming the phase, the target and the time without progress, result.json kept and marked, no
+``.iobench-*`` debris, the user's files byte-identical.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import SEQ, debris, one_line, wait_for
+
+from iobench import watchdog
+from iobench.spec import load_workload
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+STALL_S = 2
+MARGIN_S = 90  # start-up, the phase before the stall, the bounded cleanup: on a loaded host
+
+
+def _run(tmp_path, what, phase, after, *args, env=None):
+    fifo = tmp_path / "never-written"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    cmd = [sys.executable, str(HERE / "stall_driver.py"), str(fifo), what, phase, str(after),
+           "--", *args]  # fmt: skip
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    t0 = time.monotonic()
+    p = subprocess.run(
+        cmd, capture_output=True, text=True, env=full_env, timeout=STALL_S + MARGIN_S + 60
+    )
+    return p, time.monotonic() - t0
+
+
+def _check(p, elapsed, out, planted, phase):
+    assert p.returncode == 4, p.stderr
+    assert elapsed < STALL_S + MARGIN_S
+    line = one_line(p.stderr)
+    assert f"phase {phase}" in line and f"made no progress for {STALL_S} s" in line, line
+    assert str(planted.path) in line and "blocked I/O" in line, line
+    res = json.loads((out / "result.json").read_text())
+    assert res["status"] in ("failed", "partial") and "made no progress" in res["error"]
+    stalled = res["phases"][-1]
+    assert stalled["name"].startswith(phase) and stalled["status"] == "failed"
+    assert "stalled" in stalled["extra"] and stalled["ops"] == 0  # counted, never timed
+    assert debris(planted.path) == [] and planted.unchanged()
+    return res
+
+
+def test_blocked_writes_give_up_with_exit_4(planted, tmp_path):
+    out = tmp_path / "out"
+    p, t = _run(
+        tmp_path, "pwrite", "seq-write", 3, "run", "sequential-write", str(planted.path), *SEQ,
+        "--set", "size=8MiB", "--output", str(out), "-q", "--no-history",
+        "--stall-timeout", f"{STALL_S}s",
+    )  # fmt: skip
+    res = _check(p, t, out, planted, "seq-write")
+    assert res["phases"][-1]["op"] == "write" and res["phases"][-1]["concurrency"] == 2
+    assert "partial result kept in" in p.stderr
+
+
+def test_blocked_writes_in_worker_processes_give_up(planted, tmp_path):
+    out = tmp_path / "out"  # more workers than CPUs: forked worker processes
+    p, t = _run(
+        tmp_path, "pwrite", "seq-write", 3, "run", "sequential-write", str(planted.path), *SEQ,
+        "--set", "size=4MiB", "--set", f"jobs={os.cpu_count() + 1}", "--output", str(out), "-q",
+        "--no-history", "--stall-timeout", f"{STALL_S}s",
+    )  # fmt: skip
+    _check(p, t, out, planted, "seq-write")
+
+
+def test_blocked_creates_in_a_metadata_phase_give_up(planted, tmp_path):
+    out = tmp_path / "out"
+    p, t = _run(
+        tmp_path,
+        "open",
+        "ckpt-create",
+        20,
+        "run",
+        "checkpoint-smallfile",
+        str(planted.path),
+        "--set",
+        "files=64",
+        "--set",
+        'file_sizes=["4KiB"]',
+        "--set",
+        "dcp=false",
+        "--set",
+        "checkpoint_size=1MiB",
+        "--set",
+        "shards=1",
+        "--set",
+        "jobs=2",
+        "--output",
+        str(out),
+        "-q",
+        "--no-history",
+        "--set",
+        f"stall_timeout={STALL_S}s",
+    )  # fmt: skip  (the workload's key this time, not the option)
+    _check(p, t, out, planted, "ckpt-create")
+
+
+def test_a_hung_fio_gives_up(planted, tmp_path, fake_fio):
+    fake_fio("exec sleep 3600")  # fio that starts and never moves a byte (dies with iobench)
+    out = tmp_path / "out"
+    p, t = _run(
+        tmp_path, "", "none", 1, "run", "sequential-write", str(planted.path), *SEQ,
+        "--set", "size=8MiB", "--engine", "fio", "--output", str(out), "-q", "--no-history",
+        "--stall-timeout", f"{STALL_S}s", env={"PATH": os.environ["PATH"]},
+    )  # fmt: skip
+    _check(p, t, out, planted, "seq-write")
+
+
+def test_a_blocked_cleanup_is_left_to_the_reaper(planted, tmp_path):
+    """The run directory cannot be removed while the storage hangs: a detached process removes
+    it once the storage answers (here at once: the stand-in blocks only in iobench itself)."""
+    out = tmp_path / "out"
+    p, _ = _run(
+        tmp_path, "pwrite,cleanup", "seq-write", 3, "run", "sequential-write",
+        str(planted.path), *SEQ, "--set", "size=8MiB", "--output", str(out), "-q",
+        "--no-history", "--stall-timeout", f"{STALL_S}s",
+    )  # fmt: skip
+    assert p.returncode == 4, p.stderr
+    line = one_line(p.stderr)
+    assert "is removed by process" in line and "once the storage answers" in line, line
+    wait_for(lambda: debris(planted.path) == [], timeout=60, step=0.2)
+    assert planted.unchanged()
+
+
+def test_the_reaper_removes_only_a_run_directory(tmp_path):
+    victim = tmp_path / "user-dir"
+    victim.mkdir()
+    (victim / "f").write_text("keep")
+    assert watchdog.reap(str(tmp_path), str(victim), 5) == 2
+    assert (victim / "f").read_text() == "keep"
+    ours = tmp_path / ".iobench-20260101T000000Z-abcdef"
+    (ours / "sub").mkdir(parents=True)
+    assert watchdog.reap(str(tmp_path), str(ours), 5) == 0 and not ours.exists()
+
+
+def test_a_bad_stall_timeout_is_exit_2(cli, planted, tmp_path):
+    r = cli("run", "sequential-write", str(planted.path), "--stall-timeout", "soon",
+            "--output", str(tmp_path / "out"))  # fmt: skip
+    assert r.code == 2 and "--stall-timeout" in one_line(r.err)
+    assert debris(planted.path) == [] and planted.unchanged()
+
+
+def test_stall_timeout_is_no_workload_parameter():
+    plain = load_workload("sequential-write")
+    keyed = load_workload("sequential-write", {"stall_timeout": "30s"})
+    assert keyed.stall_timeout == 30.0 and plain.stall_timeout is None
+    assert keyed.spec_hash == plain.spec_hash and "stall_timeout" not in keyed.params
+
+
+class _Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_progress_resets_the_watch_and_only_phases_in_flight_are_watched():
+    clock = _Clock()
+    dog = watchdog.Watchdog(session=None, timeout_s=0, clock=clock)  # 0: no thread
+    assert dog.idle_s() is None  # nothing in flight
+    dog.started("p")
+    clock.t = 5
+    dog.moved(0, 0)  # the same totals: no progress
+    assert dog.idle_s() == 5
+    dog.moved(4096, 1)
+    clock.t = 7
+    assert dog.idle_s() == 2
+    dog.ended()
+    clock.t = 100
+    assert dog.idle_s() is None
+
+
+def test_timeout_precedence():
+    try:
+        watchdog.configure(None)
+        assert watchdog.timeout_for(None) == watchdog.DEFAULT_STALL_S
+        assert watchdog.timeout_for(12.0) == 12.0
+        watchdog.configure(0)
+        assert watchdog.timeout_for(12.0) == 0  # the command line wins; 0: off
+    finally:
+        watchdog.disarm()
+
+
+def test_no_stall_no_exit(planted, tmp_path):
+    """A run that moves data never trips a short timeout, and exits 0."""
+    out = tmp_path / "out"
+    p, _ = _run(
+        tmp_path, "", "none", 1, "run", "sequential-write", str(planted.path), *SEQ,
+        "--set", "size=8MiB", "--output", str(out), "-q", "--no-history",
+        "--stall-timeout", "30s",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert debris(planted.path) == [] and planted.unchanged()
