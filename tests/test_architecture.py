@@ -182,7 +182,8 @@ RUN_LAYER = [
     "coordinator.py", "session.py", "outdir.py", "runner.py", "qualify.py", "verdict.py",
     "ckpt_run.py", "api.py", "cli.py", "spec.py", "ckpt_spec.py",
     "distributed/__init__.py", "distributed/comm.py", "distributed/aggregate.py",
-    "distributed/group.py", "loader/run.py", "cmds/estimate.py",
+    "distributed/group.py", "loader/run.py", "cmds/estimate.py", "cmds/checkpoint.py",
+    "cmds/qualify.py", "cmds/loader.py",
 ]  # fmt: skip
 
 
