@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import ckpt_model as cm
+from .blocks import TargetBlock
 from .errors import UsageError
 from .units import format_bytes, format_rate, format_seconds
 
@@ -124,7 +125,7 @@ def build(
         write_bps, read_bps, got.get("copy_bps"), got.get("create_per_s"), got.get("open_per_s")
     )
     basis = _basis(got, save, spec, scale, rates, save_meta, load_meta)
-    free = (getattr(run, "target", None) or {}).get("free_bytes")
+    free = TargetBlock.from_dict(getattr(run, "target", None)).free_bytes
     block["estimate"] = _estimate(lay, rates, basis, spec, opts, dcp, dcp_files_per_rank, free)
     return block
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .blocks import CheckpointBlock, CkptIoBlock, CkptMeasuredBlock, CkptModelBlock, SpreadBlock
 from .units import format_bytes, format_rate, format_seconds
 
 DAY_S = 86_400.0
@@ -23,12 +24,12 @@ ESTIMATE_NOTE = (
     "at its rank count; see Basis."
 )
 
-_IO = (
-    ("save", "Save (torch.save + fsync)"),
-    ("load", "Load (torch.load)"),
-    ("dcp_save", "Save (DCP)"),
-    ("dcp_load", "Load (DCP)"),
-)
+_IO = {
+    "save": "Save (torch.save + fsync)",
+    "load": "Load (torch.load)",
+    "dcp_save": "Save (DCP)",
+    "dcp_load": "Load (DCP)",
+}
 
 
 def pct(x: float | None) -> str:
@@ -52,38 +53,39 @@ def gib(bps: float) -> str:
     return f"{bps / (1 << 30):.3g} GiB/s"
 
 
-def _io_text(io: dict[str, Any]) -> str:
-    sp = io.get("rank_seconds") or {}
-    scope = io.get("rank_seconds_scope", "all ranks")
+def _io_text(io: CkptIoBlock) -> str:
+    sp = io.rank_seconds
+    scope = io.rank_seconds_scope if io.has("rank_seconds_scope") else "all ranks"
     text = (
-        f"{gib(io['bandwidth_bps'])}: {format_bytes(io['bytes'])} in {io['files']} files by "
-        f"{io['ranks']} ranks in {format_seconds(io['seconds'])} (size ÷ slowest rank); "
-        f"cache {io['cache']}"
+        f"{gib(io.bandwidth_bps)}: {format_bytes(io.bytes)} in {io.files} files by "
+        f"{io.ranks} ranks in {format_seconds(io.seconds)} (size ÷ slowest rank); "
+        f"cache {io.cache}"
     )
-    if sp:
+    if isinstance(sp, SpreadBlock) and not sp.empty:
         text += (
-            f"; per rank {format_seconds(sp['min'])} / {format_seconds(sp['median'])} / "
-            f"{format_seconds(sp['max'])} (min/median/max"
+            f"; per rank {format_seconds(sp.min)} / {format_seconds(sp.median)} / "
+            f"{format_seconds(sp.max)} (min/median/max"
             + ("" if scope == "all ranks" else f", {scope}")
             + ")"
         )
     return text
 
 
-def _measured_rows(block: dict[str, Any]) -> list[list[str]]:
-    m, got = block["model"], block["measured"]
+def _measured_rows(block: CheckpointBlock) -> list[list[str]]:
+    m = block.model if isinstance(block.model, CkptModelBlock) else CkptModelBlock()
+    got = block.measured if isinstance(block.measured, CkptMeasuredBlock) else CkptMeasuredBlock()
     rows = [
         [
             "Model",
-            f"{m['name']}: {format_bytes(m['total_bytes'])} over {m['ranks']} ranks "
-            f"({format_bytes(m['model_bytes'])} weights + "
-            f"{format_bytes(m['optimizer_bytes'])} optimizer state)"
-            + (f"; {m['source']}" if m.get("source") else ""),
+            f"{m.name}: {format_bytes(m.total_bytes)} over {m.ranks} ranks "
+            f"({format_bytes(m.model_bytes)} weights + "
+            f"{format_bytes(m.optimizer_bytes)} optimizer state)"
+            + (f"; {m.source}" if m.source else ""),
         ],
-        ["Scale", f"{block['scale']:.3g} of every rank's shard written"],
+        ["Scale", f"{block.scale:.3g} of every rank's shard written"],
     ]
-    rows += [[what, _io_text(got[key])] for key, what in _IO if got.get(key)]
-    base = got.get("baseline")
+    rows += [[_IO[key], _io_text(io)] for key, io in got.io()]
+    base = got.baseline
     if base:
         ratio = base.get("save_ratio")
         rows.append(
@@ -93,13 +95,13 @@ def _measured_rows(block: dict[str, Any]) -> list[list[str]]:
                 + (f"; torch.save reached {ratio * 100:.0f} % of it" if ratio else ""),
             ]
         )
-    if got.get("copy_bps"):
-        rows.append(["Snapshot copy", f"{format_rate(got['copy_bps'])} ({got.get('copy_basis')})"])
-    if got.get("create_per_s"):
+    if got.copy_bps:
+        rows.append(["Snapshot copy", f"{format_rate(got.copy_bps)} ({got.copy_basis})"])
+    if got.create_per_s:
         rows.append(
             [
                 "Small files",
-                f"{got['create_per_s']:,.0f} creates/s, {got.get('open_per_s') or 0:,.0f} opens/s",
+                f"{got.create_per_s:,.0f} creates/s, {got.open_per_s or 0:,.0f} opens/s",
             ]
         )
     return rows
@@ -165,8 +167,8 @@ def metadata_text(est: dict[str, Any]) -> str:
     )
 
 
-def _estimate_rows(block: dict[str, Any]) -> list[list[str]]:
-    est = block["estimate"]
+def _estimate_rows(block: CheckpointBlock) -> list[list[str]]:
+    est = block.estimate
     lay, st, rates = est["layout"], est["stall"], est["rates"]
     rows = [
         ["Ranks", f"{lay['ranks']} ({lay['writers']} save data)"],
@@ -203,14 +205,16 @@ def tables(block: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The checkpoint tables (``report._Table`` fields), [] without a checkpoint block."""
     if not block:
         return []
+    ck = CheckpointBlock.from_dict(block)
     out = [
-        {"title": MEASURED_TITLE, "headers": ["", ""], "rows": _measured_rows(block),
+        {"title": MEASURED_TITLE, "headers": ["", ""], "rows": _measured_rows(ck),
          "align": "ll", "kv": True, "note": ""},
     ]  # fmt: skip
-    if block.get("estimate"):
-        rows, note = _estimate_rows(block), ESTIMATE_NOTE
+    if ck.estimate:
+        rows, note = _estimate_rows(ck), ESTIMATE_NOTE
     else:
-        rows, note = [["Estimate", f"none: {block.get('estimate_missing', '')}"]], ""
+        missing = ck.estimate_missing if ck.has("estimate_missing") else ""
+        rows, note = [["Estimate", f"none: {missing}"]], ""
     out.append(
         {"title": ESTIMATE_TITLE, "headers": ["", ""], "rows": rows, "align": "ll", "kv": True,
          "note": note}

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .blocks import WaitBlock
 from .errors import UsageError
 from .results import RunResult
 
@@ -63,20 +64,20 @@ def phase_rows(run: RunResult) -> list[dict[str, Any]]:
     base = {
         "run_id": run.run_id,
         "started_at": run.started_at,
-        "workload": (run.workload or {}).get("name"),
-        "verdict": (run.verdict or {}).get("result") if isinstance(run.verdict, dict) else None,
+        "workload": run.workload_block.name,
+        "verdict": verdict.result if (verdict := run.verdict_block) is not None else None,
     }
-    run_engine = (run.engine or {}).get("name")
+    run_engine = run.engine_block.name
     rows = []
     for p in run.phases:
-        lat = p.latency_s or {}
+        lat = p.latency
         rows.append(
             {
                 **base,
                 "phase": p.name,
                 "op": p.op,
                 "status": p.status,
-                "engine": (p.extra or {}).get("engine") or run_engine,
+                "engine": p.extra_block.engine or run_engine,
                 "block_size": p.block_size or None,
                 "jobs": p.concurrency,
                 "cache": p.cache,
@@ -86,28 +87,28 @@ def phase_rows(run: RunResult) -> list[dict[str, Any]]:
                 "elapsed_s": p.elapsed_s,
                 "bandwidth_bps": p.bandwidth_bps if p.bytes else None,
                 "iops": p.iops if p.ops else None,
-                "latency_mean_s": lat.get("mean"),
-                "latency_p50_s": lat.get("p50"),
-                "latency_p99_s": lat.get("p99"),
-                "latency_p999_s": lat.get("p999"),
+                "latency_mean_s": lat.mean,
+                "latency_p50_s": lat.p50,
+                "latency_p99_s": lat.p99,
+                "latency_p999_s": lat.p999,
                 "repeats": len(p.repeats) or 1,
             }
         )
-    if isinstance(run.loader, dict):
-        ld = run.loader
-        wait = ld.get("load_wait_s") or {}
+    ld = run.loader_block
+    if ld is not None:
+        wait = ld.load_wait_s if isinstance(ld.load_wait_s, WaitBlock) else WaitBlock()
         rows.append(
             {
                 **base,
                 "phase": "loader",
                 "op": "loader",
-                "status": ld.get("status") or run.status,
+                "status": ld.status or run.status,
                 "engine": "torch",
-                "bandwidth_bps": ld.get("bytes_per_s"),
-                "latency_mean_s": wait.get("mean"),
-                "latency_p99_s": wait.get("p99"),
-                "repeats": len(ld.get("repeats") or []) or 1,
-                "au": ld.get("au"),
+                "bandwidth_bps": ld.bytes_per_s,
+                "latency_mean_s": wait.mean,
+                "latency_p99_s": wait.p99,
+                "repeats": len(ld.repeats or ()) or 1,
+                "au": ld.au,
             }
         )
     return [{c: r.get(c) for c in PHASE_COLUMNS} for r in rows]

@@ -13,7 +13,7 @@ class PlannedPhase:
     note: str = ""
 
 
-@dataclass
+@dataclass  # mutable: generators add phases and raise space_bytes/inodes as they plan
 class Plan:
     """What a run will do. ``space_bytes`` is the peak it occupies on the target."""
 

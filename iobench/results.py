@@ -25,13 +25,26 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .blocks import (
+    CheckpointBlock,
+    EngineBlock,
+    EstimateBlock,
+    HostBlock,
+    LatencyBlock,
+    LoaderBlock,
+    PhaseExtraBlock,
+    SpreadBlock,
+    TargetBlock,
+    VerdictBlock,
+    WorkloadBlock,
+)
 from .errors import StoreError, UsageError
 from .stats import Summary, summarize
 
 SCHEMA_VERSION = 1
 
 
-@dataclass
+@dataclass  # mutable: engines and the runner fill it (stats, steady state, warnings, repeats)
 class PhaseResult:
     """What one phase measured. Engines fill it through ``stats.aggregate_workers``."""
 
@@ -79,7 +92,22 @@ class PhaseResult:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
+    # typed views of the dict fields (iobench.blocks), for renderings
+    @property
+    def latency(self) -> LatencyBlock:
+        return LatencyBlock.from_dict(self.latency_s)
 
+    @property
+    def worker_spread(self) -> SpreadBlock:
+        return SpreadBlock.from_dict(self.per_worker)
+
+    @property
+    def extra_block(self) -> PhaseExtraBlock:
+        return PhaseExtraBlock.from_dict(self.extra)
+
+
+# mutable: a run accumulates as it goes (phases, warnings, status, error; the loader, estimate,
+# checkpoint and verdict blocks are set after their steps); renderings read the typed blocks
 @dataclass
 class RunResult:
     """One invocation of iobench: the unit stored in history and compared."""
@@ -139,6 +167,43 @@ class RunResult:
 
     def phase(self, name: str) -> PhaseResult | None:
         return next((p for p in self.phases if p.name == name), None)
+
+    # -- the blocks, typed (iobench.blocks): renderings read these; the dicts above stay what
+    # result.json holds and what the writers fill, so the file is unchanged byte for byte.
+
+    @property
+    def host_block(self) -> HostBlock:
+        return HostBlock.from_dict(self.host)
+
+    @property
+    def target_block(self) -> TargetBlock:
+        return TargetBlock.from_dict(self.target)
+
+    @property
+    def workload_block(self) -> WorkloadBlock:
+        return WorkloadBlock.from_dict(self.workload)
+
+    @property
+    def engine_block(self) -> EngineBlock:
+        return EngineBlock.from_dict(self.engine)
+
+    @property
+    def loader_block(self) -> LoaderBlock | None:
+        """The loader block (None when the run has none, or it is not an object)."""
+        return LoaderBlock.from_dict(self.loader) if isinstance(self.loader, dict) else None
+
+    @property
+    def estimate_block(self) -> EstimateBlock | None:
+        return EstimateBlock.from_dict(self.estimate) if isinstance(self.estimate, dict) else None
+
+    @property
+    def verdict_block(self) -> VerdictBlock | None:
+        return VerdictBlock.from_dict(self.verdict) if isinstance(self.verdict, dict) else None
+
+    @property
+    def checkpoint_block(self) -> CheckpointBlock | None:
+        c = self.checkpoint
+        return CheckpointBlock.from_dict(c) if isinstance(c, dict) else None
 
 
 def schema_version_problem(version: Any) -> str | None:

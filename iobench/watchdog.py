@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from . import supervisor
 from .engines.base import Progress
 
 DEFAULT_STALL_S = 60.0  # no completed I/O for this long while a phase is in flight: a stall
@@ -223,6 +224,7 @@ class Watchdog:
             pass
         if self.exit_fn is os._exit:
             _release_stdio()
+            supervisor.notify(EXIT_RUN_FAILED)  # a supervising parent ends now (supervisor.py)
         self.exit_fn(EXIT_RUN_FAILED)
 
 
@@ -421,6 +423,7 @@ def armed(session: Any) -> Iterator[Watchdog | None]:
     if not _config["armed"]:
         yield None
         return
+    supervisor.split_for(session.target)  # a client that can block in the kernel: a parent
     dog = Watchdog(session, timeout_for(None))
     _active.append(dog)
     try:

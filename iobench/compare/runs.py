@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import history
+from ..blocks import WorkloadBlock
 from ..errors import ExitStatus, UsageError
 from ..results import RunResult, load
 from ..stats import summarize
@@ -44,12 +45,12 @@ class RunRef:
 
     @classmethod
     def of(cls, run: RunResult) -> RunRef:
-        w = run.workload or {}
+        w = run.workload_block
         return cls(
             run_id=run.run_id,
             started_at=run.started_at,
-            workload=w.get("name"),
-            spec_hash=w.get("spec_hash"),
+            workload=w.name,
+            spec_hash=w.spec_hash,
             env_fingerprint=history.env_fingerprint(run),
         )
 
@@ -73,7 +74,7 @@ class NoiseBasis:
         return f"noise: {where} {setup} ({min_history} needed for a noise floor)"
 
 
-@dataclass
+@dataclass(frozen=True)
 class CompareReport:
     """The outcome of :func:`compare_runs`.
 
@@ -197,12 +198,16 @@ def _param_text(key: str, value: Any) -> str:
     return str(value)
 
 
-def spec_differences(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+def spec_differences(
+    baseline: WorkloadBlock | Mapping[str, Any], current: WorkloadBlock | Mapping[str, Any]
+) -> list[str]:
     """The workload keys whose values differ: ``jobs 2 vs 4``, one per key, sorted."""
     out = []
-    if baseline.get("generator") != current.get("generator"):
-        out.append(f"generator {baseline.get('generator')} vs {current.get('generator')}")
-    bp, cp = baseline.get("params") or {}, current.get("params") or {}
+    b = baseline if isinstance(baseline, WorkloadBlock) else WorkloadBlock.from_dict(baseline)
+    c = current if isinstance(current, WorkloadBlock) else WorkloadBlock.from_dict(current)
+    if b.generator != c.generator:
+        out.append(f"generator {b.generator} vs {c.generator}")
+    bp, cp = b.params or {}, c.params or {}
     for key in sorted(set(bp) | set(cp)):
         if key not in bp:
             out.append(f"{key} unset vs {_param_text(key, cp[key])}")
@@ -214,11 +219,11 @@ def spec_differences(baseline: Mapping[str, Any], current: Mapping[str, Any]) ->
 
 
 def _comparability(baseline: RunResult, current: RunResult) -> tuple[bool, str | None, list[str]]:
-    bw, cw = baseline.workload or {}, current.workload or {}
+    bw, cw = baseline.workload_block, current.workload_block
     warnings = []
-    b_hash, c_hash = bw.get("spec_hash"), cw.get("spec_hash")
-    if bw.get("name") != cw.get("name") or bw.get("generator") != cw.get("generator"):
-        return False, f"different workloads: {bw.get('name')} vs {cw.get('name')}", warnings
+    b_hash, c_hash = bw.spec_hash, cw.spec_hash
+    if bw.name != cw.name or bw.generator != cw.generator:
+        return False, f"different workloads: {bw.name} vs {cw.name}", warnings
     if b_hash and c_hash and b_hash != c_hash:
         keys = spec_differences(bw, cw)
         if len(keys) > 6:
@@ -243,7 +248,7 @@ def _environment_warnings(baseline: RunResult, current: RunResult) -> list[str]:
     b_fs, c_fs = history.fs_identity(baseline), history.fs_identity(current)
     if b_fs != c_fs:
         warnings.append(f"storage differs: {b_fs} vs {c_fs}")
-    b_eng, c_eng = (baseline.engine or {}).get("name"), (current.engine or {}).get("name")
+    b_eng, c_eng = baseline.engine_block.name, current.engine_block.name
     if b_eng != c_eng:
         warnings.append(f"engine differs: {b_eng} vs {c_eng}")
     for side, run in (("baseline", baseline), ("current", current)):
@@ -348,7 +353,7 @@ def history_noise(
     storage's as much as the machine's.
     """
     options = options or CompareOptions()
-    spec = (current.workload or {}).get("spec_hash")
+    spec = current.workload_block.spec_hash
     fingerprint = history.env_fingerprint(current)
     basis = {
         "url": url or history.default_history_url(),
@@ -375,7 +380,7 @@ def history_noise(
                 on_warning(f"history: skipped {stored.path}: stored result is unreadable ({e})")
             continue
         if (
-            (run.workload or {}).get("spec_hash") != spec
+            run.workload_block.spec_hash != spec
             or run.status != "complete"
             or history.env_fingerprint(run) != fingerprint
         ):

@@ -105,7 +105,7 @@ class PhaseSpec:
         return 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class Segment:
     """A contiguous piece of one file (or object) assigned to a worker."""
 
@@ -251,7 +251,7 @@ class SteadyWatch(Progress):
         self.inner.close()
 
 
-@dataclass
+@dataclass(frozen=True)
 class EngineContext:
     """What a phase needs besides its spec: where, how to stop, whom to tell."""
 

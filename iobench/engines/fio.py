@@ -72,7 +72,7 @@ def parse_output(text: str) -> dict[str, Any]:
     return obj
 
 
-@dataclass
+@dataclass(frozen=True)
 class FioJobStats:
     """One job's figures for one direction, in iobench's units (bytes, seconds, ns)."""
 

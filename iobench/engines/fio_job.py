@@ -61,7 +61,7 @@ def _direction(op: str) -> str:
     return "write" if op in ("write", "randwrite") else "read"
 
 
-@dataclass
+@dataclass(frozen=True)
 class FioJobPlan:
     """One fio job section: a worker's files, its region of each, and how much it moves."""
 
@@ -73,7 +73,7 @@ class FioJobPlan:
     io_bytes: int  # bytes the job moves (fio's io_size); 0 with time_based
 
 
-@dataclass
+@dataclass  # mutable: planning appends each worker's job to ``jobs``
 class FioPlan:
     """fio's jobs for one phase; fio runs in ``cwd`` (the run directory), where every job's
     ``paths`` are."""

@@ -119,7 +119,7 @@ def _check_bucket(fs, root: str, where: str) -> None:
         ) from None
 
 
-@dataclass
+@dataclass(frozen=True)
 class StoredRun:
     """One history file whose footer checked out: where it is and the run it holds."""
 

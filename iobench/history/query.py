@@ -10,6 +10,7 @@ import json
 import math
 from typing import TYPE_CHECKING, NamedTuple
 
+from ..blocks import WorkloadBlock
 from ..errors import StoreError, UsageError
 from ..results import RunResult
 from ..stats import Summary, summarize
@@ -34,10 +35,10 @@ def list_runs(url: str | None = None, *, on_warning: Warn = None) -> list[RunSum
                 run_id=run.run_id,
                 started_at=run.started_at,
                 command=run.command,
-                workload=(run.workload or {}).get("name"),
-                spec_hash=(run.workload or {}).get("spec_hash"),
+                workload=run.workload_block.name,
+                spec_hash=run.workload_block.spec_hash,
                 status=run.status,
-                engine=(run.engine or {}).get("name"),
+                engine=run.engine_block.name,
                 env_fingerprint=env_fingerprint(run),
                 host_class=host_class(run),
                 fs_identity=fs_identity(run),
@@ -70,8 +71,8 @@ def get_run(run_id: str, url: str | None = None, *, on_warning: Warn = None) -> 
 def _workload_matches(stored: StoredRun, workload: str | None) -> bool:
     if workload is None:
         return True
-    w = json.loads(stored.result_json).get("workload") or {}
-    return workload in (w.get("name"), w.get("spec_hash"))
+    w = WorkloadBlock.from_dict(json.loads(stored.result_json).get("workload"))
+    return workload in (w.name, w.spec_hash)
 
 
 def runs_before(

@@ -161,13 +161,11 @@ def default_history_url() -> str:
 def host_class(run: RunResult) -> str:
     """What kind of machine ran it: cpus, memory (GiB, rounded), os, machine; not the hostname.
     A many-client run (torchrun) adds its ranks and hosts: ``…/x86_64 x8 ranks/2 hosts``."""
-    host = run.host or {}
-    mem = host.get("mem_bytes")
+    host = run.host_block
+    mem = host.mem_bytes
     mem_gib = f"{round(mem / (1 << 30))}GiB" if isinstance(mem, (int, float)) and mem else "?GiB"
-    cpus = host.get("cpus")
-    text = (
-        f"{cpus if cpus else '?'}cpu/{mem_gib}/{host.get('os') or '?'}/{host.get('machine') or '?'}"
-    )
+    cpus = host.cpus
+    text = f"{cpus if cpus else '?'}cpu/{mem_gib}/{host.os or '?'}/{host.machine or '?'}"
     ranks, hosts = run.clients()
     if ranks > 1:
         text += f" x{ranks} ranks/{hosts} host{'s' if hosts != 1 else ''}"
@@ -176,8 +174,8 @@ def host_class(run: RunResult) -> str:
 
 def fs_identity(run: RunResult) -> str:
     """Which storage it measured: filesystem type and mount source (``nfs4 srv:/export``)."""
-    target = run.target or {}
-    return f"{target.get('fs_type') or '?'} {target.get('mount_source') or '?'}"
+    target = run.target_block
+    return f"{target.fs_type or '?'} {target.mount_source or '?'}"
 
 
 def env_fingerprint(run: RunResult) -> str:
@@ -261,7 +259,7 @@ def _setup(run: RunResult, phase) -> dict[str, Any]:
         "block_size": phase.block_size or None,
         "jobs": phase.concurrency or None,
         "cache": phase.cache or None,
-        "phase_engine": (phase.extra or {}).get("engine") or (run.engine or {}).get("name"),
+        "phase_engine": phase.extra_block.engine or run.engine_block.name,
     }
 
 
@@ -274,23 +272,23 @@ def metric_rows(run: RunResult) -> list[dict[str, Any]]:
     A phase without ``repeats`` counts as its own repeat 0. Phase names repeated within one run
     get ``#2``, ``#3``... so their figures never mix.
     """
-    workload = run.workload or {}
-    target = run.target or {}
+    workload = run.workload_block
+    verdict = run.verdict_block
     base = {
         "run_id": run.run_id,
         "started_at": run.started_at,
         "command": run.command,
-        "workload": workload.get("name"),
-        "spec_hash": workload.get("spec_hash"),
+        "workload": workload.name,
+        "spec_hash": workload.spec_hash,
         "env_fingerprint": env_fingerprint(run),
         "host_class": host_class(run),
-        "fs_type": target.get("fs_type"),
+        "fs_type": run.target_block.fs_type,
         "fs_identity": fs_identity(run),
-        "engine": (run.engine or {}).get("name"),
+        "engine": run.engine_block.name,
         "status": run.status,
         "schema_version": run.schema_version,
         "iobench_version": run.iobench_version,
-        "verdict": (run.verdict or {}).get("result") if isinstance(run.verdict, dict) else None,
+        "verdict": verdict.result if verdict is not None else None,
         **dict.fromkeys(("block_size", "jobs", "cache", "phase_engine")),
     }
     rows: list[dict[str, Any]] = []
@@ -302,8 +300,9 @@ def metric_rows(run: RunResult) -> list[dict[str, Any]]:
         rows += _group_rows(
             name, phase.op, d, phase.repeats, PHASE_METRICS, d, base, _setup(run, phase)
         )
-    if isinstance(run.loader, dict):
-        repeats = run.loader.get("repeats") or []
+    loader = run.loader_block
+    if loader is not None:  # the metrics are dotted keys into the block as written
+        repeats = list(loader.repeats or ())
         rows += _group_rows("loader", "loader", run.loader, repeats, LOADER_METRICS, None, base)
     if isinstance(run.estimate, dict):
         rows += _group_rows("estimate", "estimate", run.estimate, [], ESTIMATE_METRICS, None, base)

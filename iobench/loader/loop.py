@@ -89,7 +89,7 @@ class LoopConfig:
         return self.sampler(0).steps
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoopResult:
     """What a training-loop run measured (rates summed over ranks, AU averaged)."""
 

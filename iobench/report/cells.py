@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..blocks import CpuBlock
 from ..results import PhaseResult, RunResult, metric_summary, metric_value
 from ..stats import DEFAULT_STEADY, MIN_PHASE_S, is_indicative
 from ..units import format_bytes, format_count, format_rate, format_seconds, format_spread
@@ -39,7 +40,7 @@ _CACHE_MEANING = {
 _STATUS_MARK = {"ok": "ok", "partial": "PARTIAL", "failed": "FAILED"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Table:
     """Formatted cells and how each column aligns ("l" or "r")."""
 
@@ -159,18 +160,24 @@ _SPREAD_NOTE = (
 )
 
 
+def _client_cpu(p: PhaseResult) -> CpuBlock | None:
+    """The client's CPU over the phase (None when not recorded)."""
+    c = p.extra_block.client_cpu
+    return c if isinstance(c, CpuBlock) else None
+
+
 def _has_cpu(run: RunResult) -> bool:
-    return any(isinstance((p.extra or {}).get("client_cpu"), dict) for p in run.phases)
+    return any(_client_cpu(p) is not None for p in run.phases)
 
 
 def _cpu_cell(p: PhaseResult) -> str:
     """The client's CPU over the phase as a share of its usable CPUs, "!" at saturation."""
     from ..cpu import saturated
 
-    c = (p.extra or {}).get("client_cpu")
-    if not isinstance(c, dict) or not _is_num(c.get("share")):
+    c = _client_cpu(p)
+    if c is None or not _is_num(c.share):
         return "-"
-    return f"{c['share'] * 100:.0f}%" + (" !" if saturated(c) else "")
+    return f"{c.share * 100:.0f}%" + (" !" if saturated(c.to_dict()) else "")
 
 
 def _cpu_note(run: RunResult) -> str:
@@ -179,11 +186,7 @@ def _cpu_note(run: RunResult) -> str:
         return ""
     from ..cpu import SATURATED_SHARE, saturated
 
-    cpus = {
-        c.get("cpus")
-        for p in run.phases
-        if isinstance(c := (p.extra or {}).get("client_cpu"), dict)
-    }
+    cpus = {c.cpus for p in run.phases if (c := _client_cpu(p)) is not None}
     of = f"{cpus.pop()} CPUs" if len(cpus) == 1 else "its CPUs"
     note = (
         f"Client CPU: user + system time of iobench and the processes it started, over the "
@@ -191,7 +194,7 @@ def _cpu_note(run: RunResult) -> str:
     )
     if _many_client_phases(run):
         note += " In a many-client phase it is rank 0's (its own process and children)."
-    hot = [p.name for p in run.phases if saturated((p.extra or {}).get("client_cpu"))]
+    hot = [p.name for p in run.phases if saturated(c.to_dict() if (c := _client_cpu(p)) else None)]
     if hot:
         note += (
             f" {', '.join(hot)}: the client used {SATURATED_SHARE:.0%} or more (!): the client, "
@@ -219,7 +222,7 @@ def _indicative_note(run: RunResult) -> str:
 
 
 def _many_client_phases(run: RunResult) -> list[PhaseResult]:
-    return [p for p in run.phases if int((p.extra or {}).get("world") or 1) > 1]
+    return [p for p in run.phases if int(p.extra_block.world or 1) > 1]
 
 
 def _is_delta(cell: str) -> bool:

@@ -14,7 +14,7 @@ from ..units import format_count
 from .cells import _block_short
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Plot:
     title: str
     svg: str

@@ -155,7 +155,7 @@ def _plot_id(title: str) -> str:
 
 def _html_header(run: RunResult) -> list[str]:
     """The page's head, title, run information and verdict banner."""
-    wl = (run.workload or {}).get("name")
+    wl = run.workload_block.name
     title = f"iobench report: {wl or run.run_id}"
     parts = [
         "<!DOCTYPE html>",

@@ -6,7 +6,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..results import RunResult
+from ..blocks import EstimateBlock, LoaderBlock
+from ..results import PhaseResult, RunResult
 from .cells import METADATA_OPS, _is_num, _pct, metadata_rates
 from .figures import (
     _COLOURS,
@@ -31,29 +32,31 @@ from .series import (
     sweep_spread,
     time_points,
 )
-from .tables import _loader_points
+from .tables import _level, _loader_points
 
 
-def _au_curves(est: dict[str, Any]) -> tuple[list[tuple[float, float]], list[tuple[float, ...]]]:
+def _series_start(p: PhaseResult) -> Any:
+    """Where the phase's series starts after its start (0 when the result does not say)."""
+    extra = p.extra_block
+    return extra.series_start_s if extra.has("series_start_s") else 0.0
+
+
+def _au_curves(est: EstimateBlock) -> tuple[list[tuple[float, float]], list[tuple[float, ...]]]:
     """The estimate's AU curve [(GPUs, AU)] and its interval band [(GPUs, low, high)]."""
-    curve = sorted(
-        (float(a["gpus"]), float(a["au"]))
-        for a in est.get("au_at") or []
-        if isinstance(a, dict) and _is_num(a.get("gpus")) and _is_num(a.get("au")) and a["gpus"] > 0
-    )
+    points = [a for a in est.points if _is_num(a.gpus) and a.gpus > 0]
+    curve = sorted((float(a.gpus), float(a.au)) for a in points if _is_num(a.au))
     band = sorted(
-        (float(a["gpus"]), float(a["low"]), float(a["high"]))
-        for a in est.get("au_at") or []
-        if isinstance(a, dict) and _is_num(a.get("gpus")) and a["gpus"] > 0
-        and _is_num(a.get("low")) and _is_num(a.get("high"))
-    )  # fmt: skip
+        (float(a.gpus), float(a.low), float(a.high))
+        for a in points
+        if _is_num(a.low) and _is_num(a.high)
+    )
     return curve, band
 
 
-def _au_lines(ax: Any, est: dict[str, Any], curve: list, band: list, measured: list) -> None:
+def _au_lines(ax: Any, est: EstimateBlock, curve: list, band: list, measured: list) -> None:
     """The interval band, the estimated curve and the measured points."""
     if len(band) > 1:
-        level = (est.get("interval") or {}).get("level")
+        level = _level(est)
         ax.fill_between(
             [x for x, _, _ in band],
             [lo for _, lo, _ in band],
@@ -85,18 +88,18 @@ def _au_lines(ax: Any, est: dict[str, Any], curve: list, band: list, measured: l
         )
 
 
-def _au_marks(ax: Any, est: dict[str, Any]) -> set[float]:
+def _au_marks(ax: Any, est: EstimateBlock) -> set[float]:
     """The threshold line and the estimated maximum GPU count; returns that count's x."""
-    thr = est.get("threshold")
+    thr = est.threshold
     if _is_num(thr):
         ax.axhline(
             thr, color=_COLOURS[1], linestyle="--", linewidth=1.1, label=f"threshold {_pct(thr)}"
         )
-    max_gpus = est.get("max_gpus")
+    max_gpus = est.max_gpus
     if not (_is_num(max_gpus) and max_gpus > 0):
         return set()
     ax.axvline(max_gpus, color="#8c959f", linestyle=":", linewidth=1.0)
-    low, high = est.get("max_gpus_low"), est.get("max_gpus_high")
+    low, high = est.max_gpus_low, est.max_gpus_high
     span = f" ({low:g}–{high:g})" if _is_num(low) and _is_num(high) else ""
     ax.annotate(
         f"max {max_gpus:g}{span} GPUs (estimate)",
@@ -130,7 +133,7 @@ def _au_axes(ax: Any, xs_all: set[float], title: str) -> None:
 def _au_plot(Figure: Callable[..., Any], run: RunResult) -> Any:
     """AU against the GPU count: the estimate (with its interval), the loader's measured points,
     the threshold and the estimated maximum; None when there is neither curve nor point."""
-    est = run.estimate or {}
+    est = run.estimate_block or EstimateBlock()
     curve, band = _au_curves(est)
     measured = [(float(g), a) for g, a in _loader_points(run) if g > 0]
     if not curve and not measured:
@@ -139,7 +142,7 @@ def _au_plot(Figure: Callable[..., Any], run: RunResult) -> Any:
     ax = fig.add_subplot()
     _au_lines(ax, est, curve, band, measured)
     xs_all = {x for x, _ in curve} | {x for x, _ in measured} | _au_marks(ax, est)
-    profile = est.get("profile") or (run.loader or {}).get("profile")
+    profile = est.profile or (run.loader_block or LoaderBlock()).profile
     _au_axes(ax, xs_all, "AU vs GPUs" + (f" ({profile})" if profile else ""))
     return fig
 
@@ -222,7 +225,7 @@ def _baseline_time_points(
     for p in baseline.phases if baseline else []:
         values = p.ops_series if ops else p.series
         if values and p.series_interval_s > 0:
-            off = (p.extra or {}).get("series_start_s", 0.0)
+            off = _series_start(p)
             dt = float(p.series_interval_s)
             base_t[p.name] = time_points(_clean_series(values), dt, p.elapsed_s, off)
     return base_t
@@ -238,7 +241,7 @@ def _time_curves(
         values = p.ops_series if ops else p.series
         if is_meta == ops and values and p.series_interval_s > 0:
             dt = float(p.series_interval_s)
-            off = (p.extra or {}).get("series_start_s", 0.0)
+            off = _series_start(p)
             curve = (p.name, time_points(_clean_series(values), dt, p.elapsed_s, off), dt)
             if curve[1]:  # one partial interval alone is no rate to draw
                 timed.setdefault(_plot_group(p), []).append(curve)

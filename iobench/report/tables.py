@@ -6,9 +6,22 @@ HTML page render these same tables, so they never disagree.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..blocks import (
+    AuPoint,
+    CpuBlock,
+    EpochBlock,
+    EstimateBlock,
+    HostBlock,
+    IntervalBlock,
+    LoaderBlock,
+    RankBlock,
+    SpreadBlock,
+    TargetBlock,
+    WaitBlock,
+)
 from ..ckpt_report import tables as ckpt_tables
 from ..results import PhaseResult, RunResult
 from ..units import format_bytes, format_count, format_rate, format_seconds
@@ -114,10 +127,10 @@ def _phase_detail_table(run: RunResult) -> _Table:
         headers.insert(7, _SPREAD_HEADER)
     rows, classes = [], []
     for p in run.phases:
-        pw = p.per_worker or {}
+        pw = p.worker_spread
         spread = "-"
-        if _is_num(pw.get("min")) and _is_num(pw.get("max")) and pw["max"] > 0:
-            spread = _rate_range(pw["min"], pw["max"])
+        if _is_num(pw.min) and _is_num(pw.max) and pw.max > 0:
+            spread = _rate_range(pw.min, pw.max)
         moved = format_bytes(p.bytes) if p.bytes else (f"{p.ops:,} ops" if p.ops else "-")
         ops = _count(_value(p, "iops"))
         row = [
@@ -154,53 +167,53 @@ def _metadata_table(run: RunResult) -> _Table | None:
     for p in run.phases:
         rates = metadata_rates(p)
         for op, r in rates.items():
-            lat = (p.latency_s or {}) if op == p.op else {}
-            rows.append([p.name, op, f"{format_count(r)} ops/s", _secs(lat.get("p99"))])
+            p99 = p.latency.p99 if op == p.op else None
+            rows.append([p.name, op, f"{format_count(r)} ops/s", _secs(p99)])
     if not rows:
         return None
     return _Table("Metadata operations", ["Phase", "Operation", "Rate", "p99"], rows, "llrr")
 
 
-def _loader_config(ld: dict[str, Any]) -> str:
+def _loader_config(ld: LoaderBlock) -> str:
     """``profile p, 8 GPUs, 4 workers, ...``: how the loader ran."""
     config = []
-    if ld.get("profile"):
-        config.append(f"profile {ld['profile']}")
-    for key, label in (("gpus", "GPUs"), ("workers", "workers"), ("steps", "steps")):
-        if ld.get(key) is not None:
-            config.append(f"{ld[key]} {label}")
-    if ld.get("batch_size") is not None:
-        config.append(f"batch {ld['batch_size']}")
-    if ld.get("hosts"):
-        config.append(f"one rank per GPU on {ld['hosts']} host{'s' if ld['hosts'] != 1 else ''}")
+    if ld.profile:
+        config.append(f"profile {ld.profile}")
+    for value, label in ((ld.gpus, "GPUs"), (ld.workers, "workers"), (ld.steps, "steps")):
+        if value is not None:
+            config.append(f"{value} {label}")
+    if ld.batch_size is not None:
+        config.append(f"batch {ld.batch_size}")
+    if ld.hosts:
+        config.append(f"one rank per GPU on {ld.hosts} host{'s' if ld.hosts != 1 else ''}")
     return ", ".join(config) or "-"
 
 
-def _loader_rates(ld: dict[str, Any]) -> list[list[str]]:
+def _loader_rates(ld: LoaderBlock) -> list[list[str]]:
     """The loader's measured rates and times, each row when the result has it."""
     rows = []
-    if ld.get("samples_per_s") is not None:
-        rows.append(["Samples/s", _count(ld.get("samples_per_s"))])
-    if ld.get("bytes_per_s") is not None:
-        rows.append(["Throughput", _rate(ld.get("bytes_per_s"))])
-    wait = ld.get("load_wait_s") or {}
-    if wait:
-        rows.append(["Load wait", f"mean {_secs(wait.get('mean'))}, p99 {_secs(wait.get('p99'))}"])
-    if ld.get("compute_s") is not None:
-        rows.append(["Compute per step", _secs(ld.get("compute_s"))])
-    if ld.get("bound"):
-        rows.append(["Bound by", str(ld["bound"])])
-    if isinstance(ld.get("existing"), dict):  # a run over the user's own dataset
+    if ld.samples_per_s is not None:
+        rows.append(["Samples/s", _count(ld.samples_per_s)])
+    if ld.bytes_per_s is not None:
+        rows.append(["Throughput", _rate(ld.bytes_per_s)])
+    wait = ld.load_wait_s
+    if isinstance(wait, WaitBlock) and not wait.empty:
+        rows.append(["Load wait", f"mean {_secs(wait.mean)}, p99 {_secs(wait.p99)}"])
+    if ld.compute_s is not None:
+        rows.append(["Compute per step", _secs(ld.compute_s)])
+    if ld.bound:
+        rows.append(["Bound by", str(ld.bound)])
+    if isinstance(ld.existing, Mapping):  # a run over the user's own dataset
         from ..loader.existing_summary import table_rows
 
-        rows += table_rows(ld)
+        rows += table_rows(ld.to_dict())
     return rows
 
 
-def _loader_au_rows(run: RunResult, ld: dict[str, Any]) -> list[list[str]]:
+def _loader_au_rows(run: RunResult, ld: LoaderBlock) -> list[list[str]]:
     """AU per epoch, per rank and at each measured GPU count, when there are several."""
     rows = []
-    epochs = ld.get("au_per_epoch") or []
+    epochs = ld.au_per_epoch or ()
     if epochs:
         rows.append(["AU per epoch", ", ".join(_pct(a) for a in epochs)])
     per_rank = _loader_rank_au(ld)
@@ -214,47 +227,50 @@ def _loader_au_rows(run: RunResult, ld: dict[str, Any]) -> list[list[str]]:
 
 
 def _loader_table(run: RunResult) -> _Table | None:
-    ld = run.loader
-    if not ld:
+    ld = run.loader_block
+    if ld is None or ld.empty:
         return None
-    au = _pct(ld.get("au"))
-    if _is_num(ld.get("predicted_au")):
-        au += f"   (model predicted {_pct(ld['predicted_au'])})"
+    au = _pct(ld.au)
+    if _is_num(ld.predicted_au):
+        au += f"   (model predicted {_pct(ld.predicted_au)})"
     rows = [["Configuration", _loader_config(ld)], ["AU measured", au]]
     rows += _loader_rates(ld) + _loader_au_rows(run, ld)
-    if ld.get("cache"):
-        rows.append(["Cache", str(ld["cache"])])
-    c = ld.get("client_cpu")
-    if isinstance(c, dict) and _is_num(c.get("share")):
+    if ld.cache:
+        rows.append(["Cache", str(ld.cache)])
+    c = ld.client_cpu
+    if isinstance(c, CpuBlock) and _is_num(c.share):
         from ..cpu import saturated
 
-        text = f"{c['share'] * 100:.0f}% of {c.get('cpus', '?')} CPUs over the loop"
-        if saturated(c):
+        text = f"{c.share * 100:.0f}% of {c.cpus if c.has('cpus') else '?'} CPUs over the loop"
+        if saturated(c.to_dict()):
             text += ": the client, not the storage, may have been the limit"
         rows.append(["Client CPU", text])
     return _Table("Data loader (measured)", ["", ""], rows, "ll", kv=True)
 
 
-def _loader_rank_au(ld: dict[str, Any]) -> list[tuple[float, str]]:
+def _loader_rank_au(ld: LoaderBlock) -> list[tuple[float, str]]:
     """(mean AU over the epochs, "rank k on host") of every rank of a loader run."""
     out = []
-    for r in ld.get("ranks") or []:
-        aus = [e["au"] for e in r.get("epochs") or [] if _is_num(e.get("au"))]
+    for r in ld.ranks or ():
+        if not isinstance(r, RankBlock):
+            continue
+        epochs = r.epochs or ()
+        aus = [e.au for e in epochs if isinstance(e, EpochBlock) and _is_num(e.au)]
         if aus:
-            who = f"rank {r.get('rank')}" + (f" on {r['host']}" if r.get("host") else "")
+            who = f"rank {r.rank}" + (f" on {r.host}" if r.host else "")
             out.append((sum(aus) / len(aus), who))
     return out
 
 
 def _loader_points(run: RunResult) -> list[tuple[float, float]]:
     """Measured (GPUs, AU) pairs: the loader's own run plus any extra measured points."""
-    ld = run.loader or {}
+    ld = run.loader_block or LoaderBlock()
     pts: dict[float, float] = {}
-    for pt in ld.get("points") or []:
-        if isinstance(pt, dict) and _is_num(pt.get("gpus")) and _is_num(pt.get("au")):
-            pts[float(pt["gpus"])] = float(pt["au"])
-    if _is_num(ld.get("gpus")) and _is_num(ld.get("au")):
-        pts.setdefault(float(ld["gpus"]), float(ld["au"]))
+    for pt in ld.points or ():
+        if isinstance(pt, AuPoint) and _is_num(pt.gpus) and _is_num(pt.au):
+            pts[float(pt.gpus)] = float(pt.au)
+    if _is_num(ld.gpus) and _is_num(ld.au):
+        pts.setdefault(float(ld.gpus), float(ld.au))
     return sorted((int(g) if g.is_integer() else g, a) for g, a in pts.items())
 
 
@@ -274,25 +290,24 @@ def _basis_text(basis: Any) -> str:
 
 
 def _estimate_tables(run: RunResult) -> list[_Table]:
-    est = run.estimate
-    if not est:
+    est = run.estimate_block
+    if est is None or est.empty:
         return []
-    thr = est.get("threshold")
+    thr = est.threshold
     rows = []
-    if est.get("profile"):
-        rows.append(["Profile", str(est["profile"])])
-    if _is_num(est.get("demand_bps_per_gpu")):
-        rows.append(["Demand per GPU", _rate(est["demand_bps_per_gpu"])])
+    if est.profile:
+        rows.append(["Profile", str(est.profile)])
+    if _is_num(est.demand_bps_per_gpu):
+        rows.append(["Demand per GPU", _rate(est.demand_bps_per_gpu)])
     if thr is not None:
         rows.append(["Threshold", f"AU >= {_pct(thr)}"])
-    if est.get("max_gpus") is not None:
+    if est.max_gpus is not None:
         rows.append([f"Max GPUs at AU >= {_pct(thr)}", _max_gpus_text(est)])
-    interval = est.get("interval") or {}
-    if interval.get("basis"):
-        rows.append(["Interval", str(interval["basis"])])
-    for w in est.get("warnings") or []:
+    if isinstance(est.interval, IntervalBlock) and est.interval.basis:
+        rows.append(["Interval", str(est.interval.basis)])
+    for w in est.warnings or ():
         rows.append(["Warning", str(w)])
-    rows.append(["Basis", _basis_text(est.get("basis"))])
+    rows.append(["Basis", _basis_text(est.basis)])
     out = [
         _Table(
             "Estimate (model output, not measured)",
@@ -303,23 +318,21 @@ def _estimate_tables(run: RunResult) -> list[_Table]:
             note="Predicted from the measured figures by the starvation model; see basis.",
         )
     ]
-    au_at = [a for a in est.get("au_at") or [] if isinstance(a, dict)]
+    au_at = est.points
     if au_at:
-        banded = any(_is_num(a.get("low")) for a in au_at)
+        banded = any(_is_num(a.low) for a in au_at)
         grid = []
         for a in au_at:
             ok = "-"
             # the conservative end decides, as in the verdict
-            judged = a.get("low") if _is_num(a.get("low")) else a.get("au")
+            judged = a.low if _is_num(a.low) else a.au
             if _is_num(thr) and _is_num(judged):
                 ok = "yes" if judged >= thr else "no"
-            row = [str(a.get("gpus", "-")), _pct(a.get("au"))]
+            row = [str(a.gpus if a.has("gpus") else "-"), _pct(a.au)]
             if banded:
-                row.append(
-                    f"{_pct(a.get('low'))}–{_pct(a.get('high'))}" if _is_num(a.get("low")) else "-"
-                )
+                row.append(f"{_pct(a.low)}–{_pct(a.high)}" if _is_num(a.low) else "-")
             grid.append([*row, ok])
-        level = (est.get("interval") or {}).get("level")
+        level = _level(est)
         headers = ["GPUs", "Estimated AU"]
         if banded:
             headers.append(f"{level:.0%} interval" if _is_num(level) else "Interval")
@@ -335,13 +348,18 @@ def _estimate_tables(run: RunResult) -> list[_Table]:
     return out
 
 
-def _max_gpus_text(est: dict[str, Any]) -> str:
+def _level(est: EstimateBlock) -> Any:
+    """The interval's confidence level, as the file holds it (None without an interval)."""
+    return est.interval.level if isinstance(est.interval, IntervalBlock) else None
+
+
+def _max_gpus_text(est: EstimateBlock) -> str:
     """ "7 (5–9), 90% interval; the verdict uses 5" or the point alone (older results)."""
-    point = est.get("max_gpus")
-    if not _is_num(est.get("max_gpus_low")):
+    point = est.max_gpus
+    if not _is_num(est.max_gpus_low):
         return f"{point} (estimate)"
-    lo, hi = est["max_gpus_low"], est.get("max_gpus_high", point)
-    level = (est.get("interval") or {}).get("level")
+    lo, hi = est.max_gpus_low, est.max_gpus_high if est.has("max_gpus_high") else point
+    level = _level(est)
     share = f"{level:.0%} interval" if _is_num(level) else "interval"
     return f"{point} ({lo}–{hi}) estimate, {share}; the verdict uses {lo}"
 
@@ -364,34 +382,35 @@ def _ranks_table(run: RunResult) -> _Table | None:
     phases = _many_client_phases(run)
     if not phases:
         return None
-    many_hosts = any(int(p.extra.get("hosts") or 1) > 1 for p in phases)
+    many_hosts = any(int(p.extra_block.hosts or 1) > 1 for p in phases)
     rows = []
     for p in phases:
-        sp = p.extra.get("rank_spread") or {}
-        by_bytes = sp.get("unit", "bandwidth_bps") == "bandwidth_bps"
+        extra = p.extra_block
+        sp = extra.rank_spread if isinstance(extra.rank_spread, SpreadBlock) else SpreadBlock()
+        by_bytes = (sp.unit if sp.has("unit") else "bandwidth_bps") == "bandwidth_bps"
 
         def fmt(v: Any, by_bytes: bool = by_bytes) -> str:
             if not _is_num(v) or not v:
                 return "-"
             return _rate(v) if by_bytes else f"{format_count(v)} ops/s"
 
-        def slowest(d: dict[str, Any], what: str) -> str:
-            if d.get("slowest") is None:
+        def slowest(d: Any, what: str) -> str:
+            if not isinstance(d, SpreadBlock) or d.slowest is None:
                 return "-"
-            ratio = d.get("max_over_min")
-            return f"{what}{d['slowest']}" + (f" x{ratio:.2f}" if _is_num(ratio) else "")
+            ratio = d.max_over_min
+            return f"{what}{d.slowest}" + (f" x{ratio:.2f}" if _is_num(ratio) else "")
 
         row = [
             p.name,
-            str(p.extra.get("world", "-")),
+            str(extra.world if extra.has("world") else "-"),
             fmt(p.bandwidth_bps if by_bytes else p.iops),
             fmt(p.bandwidth_stonewall_bps if by_bytes else None),
-            fmt(sp.get("min")),
-            fmt(sp.get("max")),
+            fmt(sp.min),
+            fmt(sp.max),
             slowest(sp, "rank "),
         ]
         if many_hosts:
-            row.append(slowest(p.extra.get("host_spread") or {}, ""))
+            row.append(slowest(extra.host_spread, ""))
         rows.append(row)
     headers = ["Phase", "Ranks", "Aggregate", "Stonewall", "Rank min", "Rank max", "Slowest"]
     if many_hosts:
@@ -409,21 +428,21 @@ def _ranks_table(run: RunResult) -> _Table | None:
 
 def _run_info(run: RunResult) -> list[list[str]]:
     rows = [["Run", run.run_id]]
-    wl = run.workload or {}
-    if wl.get("name"):
-        rows.append(["Workload", str(wl["name"])])
+    wl = run.workload_block
+    if wl.name:
+        rows.append(["Workload", str(wl.name)])
     if run.command:
         rows.append(["Command", run.command])
-    rows.append(["Target", _target_text(run.target or {})])
+    rows.append(["Target", _target_text(run.target_block)])
     clients = _clients_text(run)
     if clients:
         rows.append(["Clients", clients])
-    host = _host_text(run.host or {})
+    host = _host_text(run.host_block)
     if host:
         rows.append(["Host", host])
-    eng = run.engine or {}
-    if eng.get("name"):
-        rows.append(["Engine", " ".join(str(x) for x in (eng["name"], eng.get("version")) if x)])
+    eng = run.engine_block
+    if eng.name:
+        rows.append(["Engine", " ".join(str(x) for x in (eng.name, eng.version) if x)])
     when = run.started_at or "-"
     if run.finished_at:
         when += f" -> {run.finished_at}"
@@ -436,23 +455,23 @@ def _run_info(run: RunResult) -> list[list[str]]:
     return rows
 
 
-def _target_text(t: dict[str, Any]) -> str:
-    text = str(t.get("path_or_url") or "-")
+def _target_text(t: TargetBlock) -> str:
+    text = str(t.path_or_url or "-")
     parts = []
-    if t.get("fs_type"):
-        fs = str(t["fs_type"])
-        if t.get("mount_point"):
-            fs += f" on {t['mount_point']}"
-        if t.get("mount_source"):
-            fs += f" ({t['mount_source']})"
+    if t.fs_type:
+        fs = str(t.fs_type)
+        if t.mount_point:
+            fs += f" on {t.mount_point}"
+        if t.mount_source:
+            fs += f" ({t.mount_source})"
         parts.append(fs)
-    object_store = t.get("kind") == "fsspec" or t.get("fs_class") == "object"
-    if "direct_io" in t and not object_store:
-        d = t["direct_io"]
+    object_store = t.object_store
+    if t.has("direct_io") and not object_store:
+        d = t.direct_io
         parts.append("O_DIRECT " + ("yes" if d is True else "no" if d is False else str(d)))
-    if _is_num(t.get("free_bytes")) and not object_store:
-        parts.append(f"{format_bytes(t['free_bytes'])} free")
-    layout = t.get("layout") or {}
+    if _is_num(t.free_bytes) and not object_store:
+        parts.append(f"{format_bytes(t.free_bytes)} free")
+    layout = t.layout or {}
     if layout:
         shown = ", ".join(
             f"{k} {v}" for k, v in layout.items() if k != "raw" and v not in (None, "")
@@ -462,15 +481,15 @@ def _target_text(t: dict[str, Any]) -> str:
     return text + (f"  [{', '.join(parts)}]" if parts else "")
 
 
-def _host_text(h: dict[str, Any]) -> str:
-    parts = [str(h["hostname"])] if h.get("hostname") else []
-    if h.get("cpus"):
-        parts.append(f"{h['cpus']} CPUs")
-    if _is_num(h.get("mem_bytes")) and h["mem_bytes"] > 0:
-        parts.append(f"{format_bytes(h['mem_bytes'])} RAM")
-    for key, label in (("os", ""), ("python", "Python "), ("torch", "torch "), ("fio", "fio ")):
-        if h.get(key):
-            value = str(h[key])  # fio reports itself as "fio-3.33"
+def _host_text(h: HostBlock) -> str:
+    parts = [str(h.hostname)] if h.hostname else []
+    if h.cpus:
+        parts.append(f"{h.cpus} CPUs")
+    if _is_num(h.mem_bytes) and h.mem_bytes > 0:
+        parts.append(f"{format_bytes(h.mem_bytes)} RAM")
+    for got, label in ((h.os, ""), (h.python, "Python "), (h.torch, "torch "), (h.fio, "fio ")):
+        if got:
+            value = str(got)  # fio reports itself as "fio-3.33"
             parts.append(value if label and value.startswith(label.strip()) else label + value)
     return ", ".join(parts)
 
@@ -483,11 +502,11 @@ def _duration(a: str | None, b: str | None) -> float | None:
 
 
 def _verdict(run: RunResult) -> tuple[str, list[str]] | None:
-    v = run.verdict
-    if not v:
+    v = run.verdict_block
+    if v is None or v.empty:
         return None
-    result = str(v.get("result", "")).upper() or "UNKNOWN"
-    return result, [str(r) for r in v.get("reasons") or []]
+    result = str(v.result if v.has("result") else "").upper() or "UNKNOWN"
+    return result, [str(r) for r in v.reasons or ()]
 
 
 def _delta(base: float | None, cur: float | None) -> str:
@@ -563,9 +582,9 @@ def _cache_table(run: RunResult) -> _Table | None:
     by_mode: dict[str, list[str]] = {}
     for p in run.phases:
         by_mode.setdefault(p.cache or "-", []).append(p.name)
-    ld = run.loader or {}
-    if ld.get("cache"):
-        by_mode.setdefault(str(ld["cache"]), []).append("data loader")
+    ld = run.loader_block
+    if ld is not None and ld.cache:
+        by_mode.setdefault(str(ld.cache), []).append("data loader")
     if not by_mode:
         return None
     rows = []

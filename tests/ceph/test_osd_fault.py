@@ -6,11 +6,12 @@ ceph-fuse client blocks on their objects for as long as the OSD is away; with th
 blocks every metadata request. No client option makes it give up: iobench's own watchdog
 (``--stall-timeout``, iobench.watchdog) does. It prints one line naming the phase, the target
 and the time without progress, and keeps the partial result, while the service is still down.
-The process's exit status comes later: a thread blocked in a FUSE request that ceph-fuse
-never answers cannot be ended, not even by SIGKILL (measured: the threads stay in
-request_wait_answer until the OSD or MDS is back), so the process ends, exit 4, when the
-service returns. The run directory is removed by the watchdog's detached reaper once the
-storage answers; then no ``.iobench-*`` debris remains and the user's files planted beside
+The process running the phase cannot end while a thread of it is blocked in a FUSE
+request that ceph-fuse never answers (measured: not even SIGKILL ends it; the threads stay in
+request_wait_answer until the OSD or MDS is back), so on such a client the run's process has
+a supervising parent (iobench.supervisor) that ends with exit 4 as soon as the watchdog
+gives up, while the service is still down. The run directory is removed by the watchdog's
+detached reaper once the storage answers; then no ``.iobench-*`` debris remains and the user's files planted beside
 the run are byte-identical.
 
 """
@@ -35,6 +36,7 @@ pytestmark = [pytest.mark.ceph, pytest.mark.root, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 STALL_S = 15  # iobench --stall-timeout
 LINE_MARGIN_S = 60  # the line comes STALL_S after the last progress, plus a bounded cleanup
+EXIT_MARGIN_S = 30  # the supervising parent ends as soon as the watchdog says so (supervisor.py)
 
 
 def _ceph(cluster, *args: str) -> str:
@@ -82,7 +84,7 @@ def _fault(cluster, tmp_path, work, args, started, daemon, restart, healthy):
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
     pidfile = cluster.state / "run" / f"{daemon}.pid"
     stopped = False
-    line_s = exit_s = None
+    line_s = exit_s = down_s = None
     try:
         _wait("the phase", 240, started)
         assert proc.poll() is None, err_path.read_text()
@@ -94,6 +96,13 @@ def _fault(cluster, tmp_path, work, args, started, daemon, restart, healthy):
                 break
             time.sleep(0.5)
         print(f"the line came {line_s} s after {daemon} stopped")
+        if line_s is not None:  # the exit status comes while the service is still down
+            try:
+                proc.wait(EXIT_MARGIN_S)
+                down_s = time.monotonic() - t_stop
+                print(f"iobench exited {proc.returncode} {down_s:.1f} s after {daemon} stopped")
+            except subprocess.TimeoutExpired:
+                pass
     finally:
         if stopped:
             subprocess.run(restart, check=True, timeout=120, capture_output=True)
@@ -104,8 +113,9 @@ def _fault(cluster, tmp_path, work, args, started, daemon, restart, healthy):
             proc.wait()
         if stopped:
             exit_s = time.monotonic() - t_stop
-            print(f"iobench exited {proc.returncode} {exit_s:.1f} s after {daemon} stopped")
+            print(f"iobench's status collected {exit_s:.1f} s after {daemon} stopped")
             _wait(f"{daemon} back", 240, healthy)
+    assert down_s is not None, f"no exit status while {daemon} was down: {err_path.read_text()}"
     return proc.returncode, err_path.read_text(), line_s, out
 
 

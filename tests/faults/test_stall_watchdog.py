@@ -208,3 +208,16 @@ def test_no_stall_no_exit(planted, tmp_path):
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
     assert debris(planted.path) == [] and planted.unchanged()
+
+
+def test_blocked_writes_give_up_through_a_supervising_parent(planted, tmp_path):
+    """As on a FUSE client (forced here on a local disk): the run's process forks before its
+    first I/O and the parent hands back exit 4 when the watchdog gives up (supervisor.py)."""
+    out = tmp_path / "out"
+    p, t = _run(
+        tmp_path, "pwrite", "seq-write", 3, "run", "sequential-write", str(planted.path), *SEQ,
+        "--set", "size=8MiB", "--output", str(out), "-q", "--no-history",
+        "--stall-timeout", f"{STALL_S}s", env={"IOBENCH_SUPERVISE": "always"},
+    )  # fmt: skip
+    _check(p, t, out, planted, "seq-write")
+    assert "partial result kept in" in p.stderr
