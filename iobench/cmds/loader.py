@@ -117,7 +117,7 @@ def _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute, dir
     from ..errors import UsageError
     from ..loader import run_loader
 
-    if not profile:
+    if profile is None:
         raise UsageError("iobench loader needs --profile", hint="or --existing for your dataset")
     return run_loader(
         target, profile, sets=set_, gpus=gpus, workers=workers, steps=steps, epochs=epochs,
