@@ -53,17 +53,17 @@ def run(
         )
     wl = load_workload(workload, overrides)
     check_history_url(history)
-    from .distributed import hooks_from_env
+    from .distributed import coordinator_from_env
 
-    hooks = hooks_from_env()
+    coord = coordinator_from_env()
     kwargs: dict[str, Any] = {}
     if progress_factory is not None:
         kwargs["progress_factory"] = progress_factory
     outcome = run_workload(
         wl, target, engine_name=_default_engine(target, engine), repeat=repeat, output=output,
-        keep=keep, command=command, hooks=hooks, **kwargs,
+        keep=keep, command=command, coord=coord, **kwargs,
     )  # fmt: skip
-    if history is not None and (hooks is None or hooks.rank == 0):
+    if history is not None and coord.rank == 0:
         append_history(outcome, history)
     return outcome
 

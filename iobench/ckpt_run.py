@@ -12,6 +12,7 @@ from typing import Any
 from . import results as results_mod
 from .ckpt_estimate import Options, build
 from .ckpt_spec import load_checkpoint_profile
+from .coordinator import Coordinator, SingleProcess
 from .errors import UsageError
 from .runner import RunOutcome, run_workload
 from .spec import load_workload
@@ -33,9 +34,10 @@ def run_checkpoint(
     keep: bool = False,
     repeat: int = 1,
     progress_factory: Any = None,
-    hooks: Any = None,
+    coord: Coordinator | None = None,
 ) -> RunOutcome:
     """Save and load ``model``'s checkpoint on ``target`` and estimate the full-size figures."""
+    coord = coord or SingleProcess()
     prof = load_checkpoint_profile(model)  # bad model: exit 2 before anything is written
     if scale is not None and not (0 < scale <= 1):
         raise UsageError(
@@ -58,8 +60,8 @@ def run_checkpoint(
             f"--repeat must be at least 1, got {repeat}", hint="give --repeat 1 or more"
         )
     outcome = run_workload(wl, target, engine_name="posix", output=output, keep=keep,
-                           repeat=repeat, hooks=hooks, **kwargs)  # fmt: skip
-    if hooks is not None and hooks.rank != 0:
+                           repeat=repeat, coord=coord, **kwargs)  # fmt: skip
+    if coord.rank != 0:
         return outcome
     from .phases.llm_checkpoint import model_spec
 

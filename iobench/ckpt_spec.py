@@ -11,14 +11,13 @@ wrong type or a bad unit is an error naming the file and the key):
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .ckpt_model import SHARDINGS, ModelSpec, from_params
 from .errors import SpecError
-from .spec import Param, _read_toml, coerce, workloads_dir
+from .spec import Param, _read_toml, coerce_table, find_file, list_files, workloads_dir
 
 CKPT_PARAMS: dict[str, Param] = {
     "description": Param("str", "", "one line"),
@@ -77,16 +76,7 @@ def checkpoints_dir() -> Path:
 
 def find_checkpoint(name: str) -> Path:
     """A checkpoint profile by name (``workloads/checkpoints/NAME.toml``) or by path."""
-    p = Path(name)
-    if p.suffix == ".toml" or os.sep in name:
-        if p.is_file():
-            return p
-        raise SpecError(f"model file {name} does not exist", hint="give a path to a TOML file")
-    cand = checkpoints_dir() / f"{name}.toml"
-    if cand.is_file():
-        return cand
-    known = ", ".join(sorted(q.stem for q in checkpoints_dir().glob("*.toml")))
-    raise SpecError(f"unknown model {name!r}", hint=f"choose one of: {known}")
+    return find_file(name, "model", checkpoints_dir())
 
 
 def load_checkpoint_profile(name: str) -> CheckpointProfile:
@@ -94,14 +84,7 @@ def load_checkpoint_profile(name: str) -> CheckpointProfile:
     path = find_checkpoint(name)
     data = _read_toml(path)
     where = str(path)
-    values: dict[str, Any] = {}
-    for key, value in data.items():
-        if key not in CKPT_PARAMS:
-            raise SpecError(
-                f"{where}: unknown key {key!r}",
-                hint=f"checkpoint profile keys are {', '.join(sorted(CKPT_PARAMS))}",
-            )
-        values[key] = coerce(key, CKPT_PARAMS[key], value, where)
+    values = coerce_table(data, CKPT_PARAMS, where, "checkpoint profile")
     sizes = [k for k in _SIZE_KEYS if values.get(k) is not None]
     by_params = [k for k in _PARAM_KEYS if k in values]
     if sizes and by_params:
@@ -143,11 +126,4 @@ def load_checkpoint_profile(name: str) -> CheckpointProfile:
 
 def list_checkpoint_profiles() -> list[tuple[str, str]]:
     """(name, description) of every checkpoint profile."""
-    out = []
-    for p in sorted(checkpoints_dir().glob("*.toml")):
-        try:
-            desc = str(_read_toml(p).get("description", ""))
-        except SpecError as e:
-            desc = f"(unreadable: {e.message})"
-        out.append((p.stem, desc))
-    return out
+    return list_files("model", checkpoints_dir())

@@ -505,6 +505,62 @@ def plain_metavars(command) -> None:
             p.metavar = METAVARS.get(name) or {"int": "N", "float": "X"}.get(kind, "TEXT")
 
 
+def _run_app(args: list[str]) -> int:
+    """The command's exit status (typer's ``standalone_mode=False``: errors raise)."""
+    _register_optional_commands()
+    cmd = typer.main.get_command(app)
+    plain_metavars(cmd)
+    rv = cmd.main(args=args, prog_name="iobench", standalone_mode=False)
+    code = int(rv) if isinstance(rv, int) else 0
+    if code == ExitStatus.INTERRUPTED and _state.get("stopped_by"):
+        # typer turns a KeyboardInterrupt (Ctrl-C, StopSignal) into a silent 130
+        err(f"iobench: error: interrupted by {_state['stopped_by']}")
+    return code
+
+
+def _error_code(e: BaseException, debug: bool) -> int:
+    """Say what ended the command in one line on stderr; return its exit status (SystemExit
+    and the like are not ours: raised again)."""
+    cx = _click_exceptions()
+    if isinstance(e, IobenchError):
+        if debug:
+            err(traceback.format_exc())
+        err(f"iobench: error: {e.one_line()}")
+        return int(e.exit_status)
+    if isinstance(e, cx.NoArgsIsHelpError):
+        err(e.format_message())
+        return int(ExitStatus.USAGE)
+    if isinstance(e, cx.UsageError):
+        msg = e.format_message().replace("\n", " ")
+        name = e.ctx.info_name if e.ctx and e.ctx.info_name != "iobench" else None
+        err(f"iobench: error: {msg} (see iobench {f'{name} ' if name else ''}--help)")
+        return int(ExitStatus.USAGE)
+    if isinstance(e, typer.Abort | getattr(cx, "Abort", typer.Abort)):
+        # click turns a KeyboardInterrupt (Ctrl-C, or StopSignal) into Abort
+        cause = e.__cause__ or e.__context__
+        name = _interrupted_by(cause) if isinstance(cause, KeyboardInterrupt) else None
+        err(f"iobench: error: interrupted by {name}" if name else "iobench: error: interrupted")
+        return int(ExitStatus.INTERRUPTED)
+    if isinstance(e, typer.Exit | getattr(cx, "Exit", typer.Exit)):
+        if isinstance(e.__cause__, KeyboardInterrupt):
+            # typer turns Ctrl-C (and StopSignal) into a silent Exit(130): say what happened
+            err(f"iobench: error: interrupted by {_interrupted_by(e.__cause__)}")
+            return int(ExitStatus.INTERRUPTED)
+        return int(e.exit_code)
+    if isinstance(e, KeyboardInterrupt):
+        err(f"iobench: error: interrupted by {_interrupted_by(e)}")
+        return int(ExitStatus.INTERRUPTED)
+    if isinstance(e, BrokenPipeError):
+        return 0
+    if not isinstance(e, Exception):
+        raise e
+    if debug:  # the one place that reports what nobody expected
+        err(traceback.format_exc())  # masked like every other line (README, "Secrets")
+    what = f"{type(e).__name__}: {' '.join(str(e).split())}"
+    err(f"iobench: error: internal error: {what} (rerun with --debug and report it)")
+    return int(ExitStatus.RUN_FAILED)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, map every error to one line and an exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -516,61 +572,12 @@ def main(argv: list[str] | None = None) -> int:
     remember_argv(args)  # the credentials typed in URLs are masked wherever they show up
     debug = "--debug" in args
     _state["stopped_by"] = None
-    code: int
     old_handlers = _install_stop_handlers()
-    cx = _click_exceptions()
     _never_fail_on_encoding()
     try:
-        _register_optional_commands()
-        cmd = typer.main.get_command(app)
-        plain_metavars(cmd)
-        rv = cmd.main(args=args, prog_name="iobench", standalone_mode=False)
-        code = int(rv) if isinstance(rv, int) else 0
-        if code == ExitStatus.INTERRUPTED and _state.get("stopped_by"):
-            # typer turns a KeyboardInterrupt (Ctrl-C, StopSignal) into a silent 130
-            err(f"iobench: error: interrupted by {_state['stopped_by']}")
-    except IobenchError as e:
-        if debug:
-            err(traceback.format_exc())
-        err(f"iobench: error: {e.one_line()}")
-        code = int(e.exit_status)
-    except cx.NoArgsIsHelpError as e:
-        err(e.format_message())
-        code = int(ExitStatus.USAGE)
-    except cx.UsageError as e:
-        msg = e.format_message().replace("\n", " ")
-        hint = (
-            f" (see iobench {e.ctx.info_name} --help)"
-            if e.ctx and e.ctx.info_name != "iobench"
-            else " (see iobench --help)"
-        )
-        err(f"iobench: error: {msg}{hint}")
-        code = int(ExitStatus.USAGE)
-    except (typer.Abort, getattr(cx, "Abort", typer.Abort)) as e:
-        # click turns a KeyboardInterrupt (Ctrl-C, or StopSignal) into Abort
-        cause = e.__cause__ or e.__context__
-        name = _interrupted_by(cause) if isinstance(cause, KeyboardInterrupt) else None
-        err(f"iobench: error: interrupted by {name}" if name else "iobench: error: interrupted")
-        code = int(ExitStatus.INTERRUPTED)
-    except (typer.Exit, getattr(cx, "Exit", typer.Exit)) as e:
-        code = int(e.exit_code)
-        if isinstance(e.__cause__, KeyboardInterrupt):
-            # typer turns Ctrl-C (and StopSignal) into a silent Exit(130): say what happened
-            err(f"iobench: error: interrupted by {_interrupted_by(e.__cause__)}")
-            code = int(ExitStatus.INTERRUPTED)
-    except KeyboardInterrupt as e:
-        err(f"iobench: error: interrupted by {_interrupted_by(e)}")
-        code = int(ExitStatus.INTERRUPTED)
-    except BrokenPipeError:
-        code = 0
-    except Exception as e:  # noqa: BLE001 - the one place that reports what nobody expected
-        if debug:
-            err(traceback.format_exc())  # masked like every other line (README, "Secrets")
-        what = " ".join(str(e).split())
-        err(
-            f"iobench: error: internal error: {type(e).__name__}: {what} (rerun with --debug and report it)"
-        )
-        code = int(ExitStatus.RUN_FAILED)
+        code = _run_app(args)
+    except BaseException as e:  # noqa: BLE001 - each kind its one line and status (_error_code)
+        code = _error_code(e, debug)
     from .watchdog import disarm
 
     disarm()  # the command's runs are over (tests call main many times in one process)

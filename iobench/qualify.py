@@ -13,27 +13,29 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .ckpt_qualify import CKPT_KEYS, check_model_options, normal_key, parse_item, step_fields
 from .ckpt_qualify import attach as ckpt_attach
-from .ckpt_qualify import verdict_lines as ckpt_verdict_lines
+from .ckpt_qualify import check_model_options, step_fields
+from .coordinator import Coordinator, SingleProcess
 from .errors import UsageError
+from .outdir import output_dir_for
 from .phases import get_generator
-from .runner import (
-    PhaseRunner,
-    RunOutcome,
-    claim_output_dir,
-    new_result,
-    output_dir_for,
-    run_session,
-)
-from .spec import MAX_PHASE_TIME_S, Param, Profile, coerce, load_profile
+from .results import RunResult
+from .runner import PhaseRunner, RunOutcome
+from .session import RunContext, new_result, open_run
+from .spec import MAX_PHASE_TIME_S, Profile, load_profile
 from .starvation import RESAMPLES
 from .stats import DEFAULT_STEADY
 from .target import Target, apply_layout, check_free_space, is_url, resolve
-from .units import format_bytes, format_count, format_rate, format_seconds, parse_rate, parse_size
+from .units import format_bytes, format_rate, format_seconds, parse_size
+from .verdict import (  # re-exported: the suite's requirements and verdict
+    Requirement,
+    parse_requirements,
+    verdict,
+)
 
 QUICK_BUDGET_S = 30.0
 DEFAULT_BUDGET_S = 180.0
@@ -43,243 +45,6 @@ DEFAULT_CHECKPOINT = 105 * 10**9  # llama3-8b, 8 ranks (MLPerf Storage): the ful
 # Assumed rates for the dry-run's time estimate of size-based steps (labelled as such).
 ASSUMED_WRITE_BPS = 500 << 20
 ASSUMED_READ_BPS = 1 << 30
-
-
-# -- requirements and verdict -------------------------------------------------------------------
-
-_PERCENT = Param("percent", 0.9, "a fraction")
-
-# name -> (what it is compared with, unit, higher is better)
-REQUIREMENT_KEYS: dict[str, tuple[str, str]] = {
-    "write": ("best sequential write bandwidth", "B/s"),
-    "read": ("best sequential read bandwidth", "B/s"),
-    "iops": ("random-read IOPS", "ops/s"),
-    "creates": ("small-file creates per second", "ops/s"),
-    "stats": ("stats per second", "ops/s"),
-    "reads": ("small-file open+reads per second", "ops/s"),
-    "deletes": ("deletes per second", "ops/s"),
-    "ckpt_save": ("checkpoint save bandwidth", "B/s"),
-    "ckpt_load": ("checkpoint load bandwidth", "B/s"),
-    "samples": ("dataset samples per second (best reader count)", "ops/s"),
-    "au": ("measured loader accelerator utilisation", "fraction"),
-    "gpus": ("accelerators the storage keeps above the AU threshold (estimate)", "GPUs"),
-}
-
-
-@dataclass(frozen=True)
-class Requirement:
-    key: str
-    value: float
-    unit: str
-
-    def describe(self) -> str:
-        return f"{self.key} >= {_fmt(self.value, self.unit)}"
-
-
-def parse_requirements(text: str | None) -> list[Requirement]:
-    """``read=5GiB/s,creates=20k/s,au=0.9`` -> requirements (UsageError on anything else)."""
-    out: list[Requirement] = []
-    for item in [s.strip() for s in (text or "").split(",") if s.strip()]:
-        key, eq, value = item.partition("=")
-        key = key.strip()
-        if eq and normal_key(key):  # ckpt-goodput, ckpt-stall, ... (qualify --model)
-            out.append(parse_item(key, value))
-            continue
-        if not eq or key not in REQUIREMENT_KEYS:
-            raise UsageError(
-                f"--require {item!r}: expected KEY=VALUE",
-                hint=f"keys: {', '.join([*REQUIREMENT_KEYS, *CKPT_KEYS])}",
-            )
-        unit = REQUIREMENT_KEYS[key][1]
-        value = value.strip()
-        if unit == "B/s":
-            v, got = parse_rate(value if value.endswith("/s") else value + "/s")
-            if got != "B/s":
-                raise UsageError(
-                    f"--require {key}: expected a bandwidth like 5GiB/s, got {value!r}"
-                )
-        elif unit == "ops/s":
-            v, got = parse_rate(value)
-            if got != "ops/s":
-                raise UsageError(f"--require {key}: expected a rate like 20k/s, got {value!r}")
-        elif unit == "fraction":
-            v = coerce(key, _PERCENT, value, "--require")
-        else:
-            try:
-                v = int(value)
-            except ValueError:
-                raise UsageError(
-                    f"--require {key}: expected a whole number, got {value!r}"
-                ) from None
-        if v < 0:
-            raise UsageError(f"--require {key}: must not be negative")
-        out.append(Requirement(key, float(v), unit))
-    return out
-
-
-def _fmt(value: float | None, unit: str) -> str:
-    if value is None:
-        return "-"
-    if unit == "B/s":
-        return format_rate(value)
-    if unit == "ops/s":
-        return format_count(value, "/s")
-    if unit == "fraction":
-        return f"{value * 100:.1f} %"
-    return f"{value:g}"
-
-
-_PHASE_OF: dict[str, tuple[str, str, bool]] = {
-    # key -> (phase name or prefix, attribute, best over phases with that prefix)
-    "write": ("seq-write", "bandwidth_bps", True),
-    "read": ("seq-read", "bandwidth_bps", True),
-    "iops": ("rand-read", "iops", False),
-    "creates": ("ckpt-create", "iops", False),
-    "stats": ("ckpt-stat", "iops", False),
-    "reads": ("ckpt-open_read", "iops", False),
-    "deletes": ("ckpt-delete", "iops", False),
-    "ckpt_save": ("ckpt-save", "bandwidth_bps", False),
-    "ckpt_load": ("ckpt-load", "bandwidth_bps", False),
-}
-
-
-def figure_phase(run: Any, key: str) -> Any:
-    """The phase a requirement key's figure comes from (None for au/gpus or when missing)."""
-    if key == "samples":
-        cands = [p for p in run.phases if p.name.startswith(("dataset-read", "dataset-shuffled"))]
-        return max(cands, key=lambda p: p.iops, default=None)
-    if key not in _PHASE_OF:
-        return None
-    name, attr, best = _PHASE_OF[key]
-    if best:
-        cands = [p for p in run.phases if p.name.startswith(name) and p.ops]
-        return max(cands, key=lambda p: getattr(p, attr), default=None)
-    return next((p for p in run.phases if p.name == name and p.ops), None)
-
-
-def measured_figures(run: Any) -> dict[str, float | None]:
-    """The figure each requirement key is compared with, from a qualify result (for ``gpus``
-    the estimate's point; the verdict uses its conservative end)."""
-    out: dict[str, float | None] = {}
-    for key in REQUIREMENT_KEYS:
-        if key in ("au", "gpus"):
-            continue
-        p = figure_phase(run, key)
-        attr = "iops" if key == "samples" else _PHASE_OF[key][1]
-        out[key] = getattr(p, attr) if p is not None else None
-    out["au"] = (run.loader or {}).get("au")
-    out["gpus"] = (run.estimate or {}).get("max_gpus")
-    return out
-
-
-def _gpus_item(est: dict[str, Any], r: Requirement, what: str) -> tuple[bool, str, dict[str, Any]]:
-    """The verdict line of the estimate: judged at the interval's conservative (low) end."""
-    point = est.get("max_gpus")
-    low = est.get("max_gpus_low", point)
-    high = est.get("max_gpus_high", point)
-    if point is None:
-        line = f"FAIL: {what}: not estimated (required >= {r.value:g})"
-        return False, line, {"key": r.key, "required": r.value, "estimate": None,
-                             "unit": r.unit, "result": "fail"}  # fmt: skip
-    passed = low >= r.value
-    interval = est.get("interval") or {}
-    span = f"{point} ({low}–{high})" if "max_gpus_low" in est else f"{point}"
-    line = (
-        f"{'PASS' if passed else 'FAIL'}: {what}: estimate {span}, judged at the conservative "
-        f"end {low} (required >= {r.value:g})"
-        + (f" [{interval['level']:.0%} interval; see the estimate's basis]" if interval else "")
-    )
-    for w in est.get("warnings") or []:
-        line += f"; {w}"
-    item = {"key": r.key, "required": r.value, "estimate": point, "low": low, "high": high,
-            "judged": low, "unit": r.unit, "result": "pass" if passed else "fail"}  # fmt: skip
-    if est.get("warnings"):
-        item["notes"] = list(est["warnings"])
-    return passed, line, item
-
-
-def verdict(
-    run: Any,
-    requirements: list[Requirement],
-    profile: Profile | None,
-    gpus: int | None,
-    quick: bool = False,
-) -> dict[str, Any]:
-    """Pass only when every requirement was measured and met, and the run completed.
-
-    The estimate is judged at its interval's conservative end; a figure from a phase that is
-    indicative (not steady, too short, ranks' starts skewed) says so in its line."""
-    from .stats import indicative_reason
-
-    got = measured_figures(run)
-    items: list[dict[str, Any]] = []
-    reasons: list[str] = []
-    ok = True
-    reqs = list(requirements)
-    if profile is not None and gpus:
-        reqs.append(Requirement("gpus", float(gpus), "GPUs"))
-        reqs.append(Requirement("au", profile.au_min, "fraction"))
-    ckpt_ok, ckpt_reasons, ckpt_items, rests_on_indicative = ckpt_verdict_lines(run, reqs)
-    for r in [r for r in reqs if not normal_key(r.key)]:
-        what = REQUIREMENT_KEYS[r.key][0]
-        if r.key == "gpus":
-            if profile is not None:
-                what += f" ({profile.name}, AU >= {profile.au_min:.0%})"
-            passed, line, item = _gpus_item(run.estimate or {}, r, what)
-            rests_on_indicative |= any(
-                w.startswith("indicative") for w in (run.estimate or {}).get("warnings") or []
-            )
-            ok &= passed
-            reasons.append(line)
-            items.append(item)
-            continue
-        value = got.get(r.key)
-        passed = value is not None and value >= r.value
-        ok &= passed
-        status = "pass" if passed else "fail"
-        measured = "not measured" if value is None else _fmt(value, r.unit)
-        line = f"{status.upper()}: {what}: {measured} (required >= {_fmt(r.value, r.unit)})"
-        item = {"key": r.key, "required": r.value, "measured": value, "unit": r.unit,
-                "result": status}  # fmt: skip
-        phase = figure_phase(run, r.key)
-        why = indicative_reason(phase) if phase is not None else None
-        if why:
-            rests_on_indicative = True
-            line += f" [indicative: {phase.name} {why}]"
-            item["indicative"] = f"{phase.name} {why}"
-        reasons.append(line)
-        items.append(item)
-    ok &= ckpt_ok
-    reasons += ckpt_reasons
-    items += ckpt_items
-    if run.status != "complete":
-        ok = False
-        reasons.append(f"FAIL: the run did not complete ({run.status}: {run.error})")
-    if not reqs:
-        reasons.append(
-            "no requirement given: pass means every phase completed (use --profile/--gpus or --require)"
-        )
-    if rests_on_indicative:
-        reasons.append(
-            "NOTE: this verdict rests on indicative figures (phases that did not reach steady "
-            "state or ran too short): rerun without --quick, or with a longer --time"
-        )
-    if any("unstable" in w for w in (run.estimate or {}).get("warnings") or []):
-        reasons.append(
-            "NOTE: the storage (or the host) was unstable during the measurement: the "
-            "estimate's interval covers this run's variability and may not cover another run"
-        )
-    if quick:
-        reasons.append(
-            "NOTE: --quick is a smoke test: its phases are too short to reach steady state, "
-            "so its figures are indicative; qualify without --quick for a verdict to rely on"
-        )
-    out = {"result": "pass" if ok else "fail", "reasons": reasons, "items": items}
-    if rests_on_indicative or quick:
-        out["indicative"] = True
-    if quick:
-        out["smoke_test"] = True
-    return out
 
 
 # -- the plan ------------------------------------------------------------------------------------
@@ -371,7 +136,15 @@ def plan_qualify(
     def cap(n: int) -> int:
         return int(min(n, space_cap)) if space_cap else int(n)
 
-    # Sequential: time-based phases, so the budget (not the device) fixes their length.
+    plan.steps.append(_sequential_step(budget_s, scale, quick, cap))
+    plan.steps.append(_checkpoint_step(scale, quick, cap, model))
+    plan.steps.append(_dataset_step(profile, budget_s, scale, quick, cap))
+    plan.loader = _loader_plan(profile, gpus, quick, scale, ranks)
+    return plan
+
+
+def _sequential_step(budget_s: float, scale: float, quick: bool, cap: Callable[[int], int]) -> Step:
+    """Sequential: time-based phases, so the budget (not the device) fixes their length."""
     block_sizes = [128 << 10, 4 << 20, 16 << 20] if not quick else [128 << 10, 4 << 20]
     jobs_sweep = [1, 2, 8] if not quick else [1]
     n_seq = 2 * (1 + len(block_sizes) + len(jobs_sweep))
@@ -384,10 +157,14 @@ def plan_qualify(
          "jobs_sweep": jobs_sweep, "time": t_seq, "randread": True, "rand_block_size": 4096,
          "rand_jobs": 8, "verify": True},
     )  # fmt: skip
-    plan.steps.append(Step("sequential", "sequential-write", gen, params, (n_seq + 1) * t_seq,
-                           per_job * 8, f"{n_seq} phases x {t_seq:.1f} s, then 4 KiB random reads"))  # fmt: skip
+    return Step("sequential", "sequential-write", gen, params, (n_seq + 1) * t_seq,
+                per_job * 8, f"{n_seq} phases x {t_seq:.1f} s, then 4 KiB random reads")  # fmt: skip
 
-    # Small files and metadata, then a sharded checkpoint scaled to fit.
+
+def _checkpoint_step(
+    scale: float, quick: bool, cap: Callable[[int], int], model: str | None = None
+) -> Step:
+    """Small files and metadata, then a sharded checkpoint scaled to fit."""
     files = max(16, int(256 * scale)) if not quick else 32
     ckpt = max(16 << 20, min(512 << 20, cap(int((256 << 20) * scale)))) // (1 << 20) << 20
     gen, params = _resolved(
@@ -395,15 +172,19 @@ def plan_qualify(
         {"files": files, "jobs": 4, "checkpoint_size": ckpt, "shards": 4,
          "tensor_size": min(16 << 20, ckpt // 4), "dcp": not quick},
     )  # fmt: skip
-    meta_s = files * 4 * 4 / 2000
-    plan.steps.append(Step("checkpoint", "checkpoint-smallfile", gen, params,
-                           meta_s + 4 * ckpt / ASSUMED_WRITE_BPS, int(ckpt * 2.2),
-                           f"{files * 4} small files; {format_bytes(ckpt)} checkpoint in 4 shards"))  # fmt: skip
     if model:  # qualify --model: that model's checkpoint, shaped as MLPerf writes it
-        plan.steps[-1] = Step(**step_fields(model, ckpt, files, quick, ASSUMED_WRITE_BPS))
+        return Step(**step_fields(model, ckpt, files, quick, ASSUMED_WRITE_BPS))
+    meta_s = files * 4 * 4 / 2000
+    return Step("checkpoint", "checkpoint-smallfile", gen, params,
+                meta_s + 4 * ckpt / ASSUMED_WRITE_BPS, int(ckpt * 2.2),
+                f"{files * 4} small files; {format_bytes(ckpt)} checkpoint in 4 shards")  # fmt: skip
 
-    # Dataset sweep: one sample per file, sized like the profile's samples, because the
-    # starvation model wants the per-sample read time at each reader count.
+
+def _dataset_step(
+    profile: Profile, budget_s: float, scale: float, quick: bool, cap: Callable[[int], int]
+) -> Step:
+    """Dataset sweep: one sample per file, sized like the profile's samples, because the
+    starvation model wants the per-sample read time at each reader count."""
     target_bytes = max(8 << 20, cap(int((512 << 20) * scale)))
     sample = profile.sample_size
     n_files = int(max(4 if quick else 8, min(4096, target_bytes // max(sample, 1))))
@@ -419,14 +200,10 @@ def plan_qualify(
          "orders": "shuffled" if quick else "both", "jobs": 4, "time": t_ds},
     )  # fmt: skip
     total = n_files * sample
-    plan.steps.append(Step("dataset", "dataset-read", gen, params,
-                           total / ASSUMED_WRITE_BPS + reads * t_ds,
-                           int(total * 1.1),
-                           f"{n_files} files of {format_bytes(sample)}, readers {readers}, "
-                           f"each until steady or {t_ds:.1f} s"))  # fmt: skip
-
-    plan.loader = _loader_plan(profile, gpus, quick, scale, ranks)
-    return plan
+    return Step("dataset", "dataset-read", gen, params,
+                total / ASSUMED_WRITE_BPS + reads * t_ds, int(total * 1.1),
+                f"{n_files} files of {format_bytes(sample)}, readers {readers}, "
+                f"each until steady or {t_ds:.1f} s")  # fmt: skip
 
 
 #: The dataset sweep's per-level time limit: a --quick run's, and the bounds of a full one's.
@@ -531,19 +308,79 @@ def run_qualify(
     progress_factory: Any = None,
     command: str | None = None,
     checkpoint: str | None = None,
-    hooks: Any = None,
+    coord: Coordinator | None = None,
     sets: list[str] | None = None,
     model: str | None = None,
     ckpt_opts: Any = None,
 ) -> tuple[RunOutcome | None, str | None]:
     """Plan (and unless ``dry_run``) run the suite. Returns (outcome, dry-run text).
 
-    With ``hooks`` (torchrun, many ranks) every rank runs each I/O step on its own files, in
+    With a torchrun ``coord`` (many ranks) every rank runs each I/O step on its own files, in
     step, and the phases are the ranks' aggregates; the loader runs one accelerator per rank;
     rank 0 writes the result, the report and the verdict (the same on every rank).
     """
-    from .distributed import agreed
     from .engines.registry import get_engine
+
+    suite = _suite(target_spec, profile_name, gpus, require, quick, budget, checkpoint, sets)
+    ckpt_full = check_model_options(model, checkpoint, ckpt_opts, list(suite.requirements))
+    suite = replace(suite, ckpt_full=ckpt_full or suite.ckpt_full, model=model,
+                    ckpt_opts=ckpt_opts, requested_gpus=gpus)  # fmt: skip
+    engine = get_engine(engine_name)
+    coord = coord or SingleProcess()
+
+    def check() -> tuple[Target, QualifyPlan]:
+        target = resolve(target_spec)
+        plan = plan_qualify(suite.profile, suite.gpus, budget_s=suite.budget_s, quick=quick,
+                            free_bytes=target.free_bytes, checkpoint_full_bytes=suite.ckpt_full,
+                            ranks=coord.world, model=suite.model)  # fmt: skip
+        check_free_space(target, plan.space_bytes, plan.inodes)
+        return target, plan
+
+    if dry_run:
+        output_dir_for(output, new_result(command).run_id)  # refused as a real run would be
+        target, plan = coord.agreed(check)
+        return None, render_plan(plan, target)
+
+    def check_run(run: RunResult) -> tuple[Target, QualifyPlan]:
+        target, plan = check()
+        run.workload = _workload_block(suite, plan)
+        run.engine = {"name": engine.name, "version": engine.version()}
+        return target, plan
+
+    with open_run(check_run, output=output, command=command, coord=coord, keep=keep) as ctx:
+        _io_steps(ctx, suite, engine, progress_factory)
+    assert ctx.outcome is not None
+    _after_io(ctx, ctx.outcome, suite, target_spec, keep, progress_factory)
+    return ctx.outcome, None
+
+
+@dataclass(frozen=True)
+class _Suite:
+    """``run_qualify``'s settled options."""
+
+    profile: Profile
+    gpus: int
+    budget_s: float
+    quick: bool
+    ckpt_full: int
+    requirements: list[Requirement]
+    model: str | None = None  # qualify --model: that model's checkpoint step and block
+    ckpt_opts: Any = None
+    requested_gpus: int | None = None
+
+
+def _suite(
+    target_spec: str,
+    profile_name: str | None,
+    gpus: int | None,
+    require: str | None,
+    quick: bool,
+    budget: str | None,
+    checkpoint: str | None,
+    sets: list[str] | None,
+) -> _Suite:
+    """The options checked (UsageError before anything is written) and settled."""
+    from .spec import parse_overrides
     from .units import parse_duration
 
     if gpus is not None and gpus < 1:
@@ -553,10 +390,7 @@ def run_qualify(
 
         gpus_list(gpus)  # the model's bound, refused before any I/O rather than after it
     requirements = parse_requirements(require)
-    from .spec import parse_overrides
-
     profile = load_profile(profile_name or DEFAULT_PROFILE, parse_overrides(sets))
-    n_gpus = gpus or 1
     budget_s = (
         parse_duration(budget, what="--budget")
         if budget
@@ -574,79 +408,72 @@ def run_qualify(
     ckpt_full = parse_size(checkpoint, what="--checkpoint") if checkpoint else DEFAULT_CHECKPOINT
     if ckpt_full <= 0:
         raise UsageError(f"--checkpoint must be more than 0, got {checkpoint!r}")
-    ckpt_full = check_model_options(model, checkpoint, ckpt_opts, requirements) or ckpt_full
     if is_url(target_spec):
         raise UsageError(
             "qualify runs on a mounted directory",
             hint="use iobench run with the fsspec engine for URLs",
         )
-    engine = get_engine(engine_name)
-    ranks = hooks.world if hooks is not None else 1
-    run = new_result(command)
-    if hooks is not None:
-        run.run_id = hooks.shared_run_id(run.run_id)
-    writer = hooks is None or hooks.rank == 0
-    out_dir = output_dir_for(output, run.run_id)
+    return _Suite(profile, gpus or 1, budget_s, quick, ckpt_full, requirements)
 
-    def check() -> tuple[Target, QualifyPlan]:
-        target = resolve(target_spec)
-        plan = plan_qualify(profile, n_gpus, budget_s=budget_s, quick=quick,
-                            free_bytes=target.free_bytes, checkpoint_full_bytes=ckpt_full,
-                            ranks=ranks, model=model)  # fmt: skip
-        check_free_space(target, plan.space_bytes, plan.inodes)
-        if writer and not dry_run:
-            claim_output_dir(out_dir)  # held until the result is saved
-        return target, plan
 
-    target, plan = agreed(hooks, check)
-    if dry_run:
-        return None, render_plan(plan, target)
-    run.workload = {
+def _workload_block(suite: _Suite, plan: QualifyPlan) -> dict[str, Any]:
+    return {
         "name": "qualify",
         "spec_hash": plan.spec_hash(),
-        "params": {"profile": profile.name, "gpus": n_gpus, "budget_s": budget_s, "quick": quick,
-                   "steps": {s.name: s.params for s in plan.steps}, "loader": plan.loader,
-                   "require": [r.describe() for r in requirements]},
+        "params": {"profile": suite.profile.name, "gpus": suite.gpus, "budget_s": suite.budget_s,
+                   "quick": suite.quick, "steps": {s.name: s.params for s in plan.steps},
+                   "loader": plan.loader, "require": [r.describe() for r in suite.requirements]},
     }  # fmt: skip
-    run.engine = {"name": engine.name, "version": engine.version()}
+
+
+def _io_steps(
+    ctx: RunContext[QualifyPlan], suite: _Suite, engine: Any, progress_factory: Any
+) -> None:
+    """Inside ``open_run``: every I/O step of the plan through one runner."""
+    run, target, plan = ctx.run, ctx.target, ctx.checked
     kwargs = {"progress_factory": progress_factory} if progress_factory else {}
-    run_dir_id = run.run_id if hooks is None else hooks.run_dir_id(run.run_id)
-    with run_session(
-        run, target, out_dir, keep=keep, save=writer, run_dir_id=run_dir_id, hooks=hooks
-    ) as s:
-        # the parallel filesystem's layout (Lustre, GPFS, CephFS) in target.layout
-        run.warnings.extend(w for w in apply_layout(target, {}) if w not in run.warnings)
-        run.target = target.to_dict()
-        if hooks is not None:
-            hooks.attach(target)  # every rank's run dir exists: can ranks read each other's?
-        runner = s.runner = PhaseRunner(
-            target, engine, s.stop, raw_dir=str(out_dir) if writer else None, hooks=hooks,
-            steady=DEFAULT_STEADY, **kwargs,
-        )  # fmt: skip
-        for step in plan.steps:
-            get_generator(step.generator).run(step.params, runner)
-        run.phases = runner.results
-        if model:  # the checkpoint model's block instead of the plain full-size time
-            ckpt_attach(run, next(s.params for s in plan.steps if s.name == "checkpoint"),
-                        ckpt_opts, gpus)  # fmt: skip
-        else:
-            _checkpoint_estimate(run, plan)
-    outcome = s.outcome()
-    if hooks is not None and outcome.error is not None:
-        hooks.abandon(outcome.error.one_line())
+    # the parallel filesystem's layout (Lustre, GPFS, CephFS) in target.layout
+    run.warnings.extend(w for w in apply_layout(target, {}) if w not in run.warnings)
+    run.target = target.to_dict()
+    ctx.coord.attach(target)  # every rank's run dir exists: can ranks read each other's?
+    runner = ctx.session.runner = PhaseRunner(
+        target, engine, ctx.stop, raw_dir=str(ctx.out_dir) if ctx.writer else None,
+        coord=ctx.coord, steady=DEFAULT_STEADY, **kwargs,
+    )  # fmt: skip
+    for step in plan.steps:
+        get_generator(step.generator).run(step.params, runner)
+    run.phases = runner.results
+    if suite.model:  # the checkpoint model's block instead of the plain full-size time
+        ckpt_attach(run, next(s.params for s in plan.steps if s.name == "checkpoint"),
+                    suite.ckpt_opts, suite.requested_gpus)  # fmt: skip
+    else:
+        _checkpoint_estimate(run, plan)
+
+
+def _after_io(
+    ctx: RunContext[QualifyPlan],
+    outcome: RunOutcome,
+    suite: _Suite,
+    target_spec: str,
+    keep: bool,
+    progress_factory: Any,
+) -> None:
+    """The loader step, the estimate and the verdict; rank 0 saves them with the report."""
+    coord, plan = ctx.coord, ctx.checked
     if outcome.error is None:
-        _loader_step(outcome, target_spec, plan, keep, progress_factory, hooks)
-    _estimate_step(outcome.run, profile)
-    outcome.run.verdict = verdict(outcome.run, requirements, profile, n_gpus, quick=quick)
-    if hooks is not None and outcome.error is None:
+        _loader_step(outcome, target_spec, plan, keep, progress_factory, coord)
+    _estimate_step(outcome.run, suite.profile)
+    outcome.run.verdict = verdict(
+        outcome.run, suite.requirements, suite.profile, suite.gpus, quick=suite.quick
+    )
+    if outcome.error is None:
         # one verdict, rank 0's, so every rank exits with the same status
-        outcome.run.verdict = hooks.broadcast_object(outcome.run.verdict)
-    if writer:
+        outcome.run.verdict = coord.broadcast_object(outcome.run.verdict)
+    if ctx.writer:
         from . import report, results
 
-        results.save(outcome.run, out_dir)
-        report.write_report(outcome.run, out_dir)
-    return outcome, None
+        results.save(outcome.run, ctx.out_dir)
+        report.write_report(outcome.run, ctx.out_dir)
 
 
 def _loader_step(
@@ -655,7 +482,7 @@ def _loader_step(
     plan: QualifyPlan,
     keep: bool,
     progress_factory: Any,
-    hooks: Any = None,
+    coord: Coordinator,
 ) -> None:
     """The profile through a real DataLoader (its own run directory, after the I/O steps)."""
     from .loader import run_loader
@@ -664,7 +491,7 @@ def _loader_step(
     prof = replace(plan.profile, files=lp["files"], epochs=lp["epochs"])
     lo = run_loader(
         target_spec, prof, gpus=lp["gpus"], steps=lp["steps"], save=False, keep=keep,
-        progress_factory=progress_factory, command=outcome.run.command, hooks=hooks,
+        progress_factory=progress_factory, command=outcome.run.command, coord=coord,
     )  # fmt: skip
     run = outcome.run
     run.loader = lo.run.loader

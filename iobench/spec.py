@@ -71,6 +71,57 @@ def _expected(p: Param) -> str:
     return text + (" (or empty to unset)" if p.optional else "")
 
 
+def _rate(value: Any, name: str) -> int:
+    return parse_size(
+        value[:-2] if isinstance(value, str) and value.endswith("/s") else value, what=name
+    )
+
+
+#: The kinds a units parser reads (it raises UsageError naming what it expected).
+_PARSERS: dict[str, Callable[[Any, str, Param], Any]] = {
+    "size": lambda v, name, p: parse_size(v, what=name),
+    "rate": lambda v, name, p: _rate(v, name),
+    "duration": lambda v, name, p: parse_duration(v, what=name),
+    "count": lambda v, name, p: parse_count(v, what=name, minimum=int(p.minimum or 0)),
+    "int": lambda v, name, p: parse_count(v, what=name, minimum=int(p.minimum or 0)),
+    "percent": lambda v, name, p: parse_percent(v, what=name),
+}
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
+
+
+def _parse_other(name: str, p: Param, value: Any, where: str) -> Any:
+    """The other kinds; ValueError where the value is not one (``coerce`` says what was
+    expected)."""
+    if p.kind == "float":
+        if isinstance(value, bool):
+            raise ValueError(value)
+        return float(value)  # "inf" and "nan" parse: refused by coerce, with the bound
+    if p.kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in _TRUE + _FALSE:
+            return str(value).lower() in _TRUE
+        raise ValueError(value)
+    if p.kind == "choice":
+        if str(value) not in p.choices:
+            raise ValueError(value)
+        return str(value)
+    if p.kind == "str":
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ValueError(value)
+        return str(value)
+    if p.kind in ("sizes", "counts"):
+        items = value
+        if isinstance(value, str):
+            items = [s for s in value.strip("[] ").split(",") if s.strip()]
+        if not isinstance(items, list):
+            raise ValueError(value)
+        one = Param("size" if p.kind == "sizes" else "count", None, "", minimum=1)
+        return [coerce(name, one, str(i).strip().strip("'\""), where) for i in items]
+    raise AssertionError(p.kind)  # pragma: no cover - a programming error in a PARAMS table
+
+
 def coerce(name: str, p: Param, value: Any, where: str) -> Any:
     """Turn a TOML value or a --set string into the parameter's type, or raise SpecError."""
 
@@ -83,50 +134,8 @@ def coerce(name: str, p: Param, value: Any, where: str) -> Any:
     if p.optional and (value is None or value == "" or value == "none"):
         return None
     try:
-        if p.kind == "size":
-            v: Any = parse_size(value, what=name)
-        elif p.kind == "rate":
-            text = value[:-2] if isinstance(value, str) and value.endswith("/s") else value
-            v = parse_size(text, what=name)
-        elif p.kind == "duration":
-            v = parse_duration(value, what=name)
-        elif p.kind in ("count", "int"):
-            v = parse_count(
-                value, what=name, minimum=int(p.minimum if p.minimum is not None else 0)
-            )
-        elif p.kind == "float":
-            if isinstance(value, bool):
-                raise bad()
-            v = float(value)  # "inf" and "nan" parse: refused below, with the bound
-        elif p.kind == "percent":
-            v = parse_percent(value, what=name)
-        elif p.kind == "bool":
-            if isinstance(value, bool):
-                v = value
-            elif str(value).lower() in ("true", "1", "yes", "on"):
-                v = True
-            elif str(value).lower() in ("false", "0", "no", "off"):
-                v = False
-            else:
-                raise bad()
-        elif p.kind == "choice":
-            if str(value) not in p.choices:
-                raise bad()
-            v = str(value)
-        elif p.kind == "str":
-            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-                raise bad()
-            v = str(value)
-        elif p.kind in ("sizes", "counts"):
-            items = value
-            if isinstance(value, str):
-                items = [s for s in value.strip("[] ").split(",") if s.strip()]
-            if not isinstance(items, list):
-                raise bad()
-            one = Param("size" if p.kind == "sizes" else "count", None, "", minimum=1)
-            v = [coerce(name, one, str(i).strip().strip("'\""), where) for i in items]
-        else:  # pragma: no cover - a programming error in a PARAMS table
-            raise AssertionError(p.kind)
+        simple = _PARSERS.get(p.kind)
+        v = simple(value, name, p) if simple else _parse_other(name, p, value, where)
     except SpecError:
         raise
     except (UsageError, ValueError, TypeError) as e:
@@ -326,8 +335,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise SpecError(f"{path}: malformed TOML ({e})", hint="fix the file's syntax") from None
 
 
-def find_file(name: str, kind: str = "workload") -> Path:
-    """A workload/profile by name (``workloads/NAME.toml``) or by path to a TOML file."""
+def find_file(name: str, kind: str = "workload", base: Path | None = None) -> Path:
+    """A workload/profile (or, with its ``base``, a checkpoint model) by name
+    (``workloads/NAME.toml``) or by path to a TOML file."""
     p = Path(name)
     if p.suffix == ".toml" or os.sep in name:
         if p.is_file():
@@ -336,12 +346,32 @@ def find_file(name: str, kind: str = "workload") -> Path:
             what = "a directory" if p.is_dir() else "not a regular file"
             raise SpecError(f"{kind} file {name} is {what}", hint="give a path to a TOML file")
         raise SpecError(f"{kind} file {name} does not exist", hint="give a path to a TOML file")
-    base = workloads_dir() / ("profiles" if kind == "profile" else "")
+    base = base or _kind_dir(kind)
     cand = base / f"{name}.toml"
     if cand.is_file():
         return cand
     known = ", ".join(sorted(q.stem for q in base.glob("*.toml")))
     raise SpecError(f"unknown {kind} {name!r}", hint=f"choose one of: {known}")
+
+
+def _kind_dir(kind: str) -> Path:
+    return workloads_dir() / ("profiles" if kind == "profile" else "")
+
+
+def coerce_table(
+    data: dict[str, Any], declared: dict[str, Param], where: str, label: str
+) -> dict[str, Any]:
+    """Every key of a TOML table coerced to its declared parameter; an unknown key is a
+    SpecError naming the file and the keys there are (``{label} keys are ...``)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in declared:
+            raise SpecError(
+                f"{where}: unknown key {key!r}",
+                hint=f"{label} keys are {', '.join(sorted(declared))}",
+            )
+        out[key] = coerce(key, declared[key], value, where)
+    return out
 
 
 def parse_overrides(items: list[str] | None) -> dict[str, str]:
@@ -488,13 +518,7 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
     data = _read_toml(path)
     where = str(path)
     values = {k: p.default for k, p in PROFILE_PARAMS.items()}
-    for key, value in data.items():
-        if key not in PROFILE_PARAMS:
-            raise SpecError(
-                f"{where}: unknown key {key!r}",
-                hint=f"profile keys are {', '.join(sorted(PROFILE_PARAMS))}",
-            )
-        values[key] = coerce(key, PROFILE_PARAMS[key], value, where)
+    values.update(coerce_table(data, PROFILE_PARAMS, where, "profile"))
     for key, value in (overrides or {}).items():
         if key not in PROFILE_PARAMS:
             raise SpecError(
@@ -505,9 +529,9 @@ def load_profile(name: str, overrides: dict[str, Any] | None = None) -> Profile:
     return Profile(name=path.stem, path=str(path), **values)
 
 
-def list_files(kind: str = "workload") -> list[tuple[str, str]]:
-    """(name, description) of every workload or profile file."""
-    base = workloads_dir() / ("profiles" if kind == "profile" else "")
+def list_files(kind: str = "workload", base: Path | None = None) -> list[tuple[str, str]]:
+    """(name, description) of every workload or profile file (or TOML file in ``base``)."""
+    base = base or _kind_dir(kind)
     out = []
     for p in sorted(base.glob("*.toml")):
         try:

@@ -175,3 +175,48 @@ def _iobench_imports(path: Path) -> set[str]:
 def test_outputs_import_nothing_from_the_front(path):
     front = {m for m in _iobench_imports(path) if m == "cli" or m.split(".")[0] in ("cmds", "api")}
     assert not front, f"{path.relative_to(PKG)} imports {sorted(front)} (the front layer)"
+
+
+# -- the run layer: one run set-up (session.open_run), one coordinator --------------------------
+
+RUN_LAYER = [
+    "coordinator.py", "session.py", "outdir.py", "runner.py", "qualify.py", "verdict.py",
+    "ckpt_run.py", "api.py", "cli.py", "spec.py", "ckpt_spec.py",
+    "distributed/__init__.py", "distributed/comm.py", "distributed/aggregate.py",
+    "distributed/group.py", "loader/run.py", "cmds/estimate.py", "cmds/checkpoint.py",
+    "cmds/qualify.py", "cmds/loader.py",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", RUN_LAYER)
+def test_run_layer_modules_and_functions_stay_short(name):
+    test_modules_and_functions_stay_short(PKG / name)
+
+
+def test_no_code_asks_whether_it_is_distributed():
+    """Every run holds a Coordinator (SingleProcess for one client): no ``hooks is None``."""
+    for path in PKG.rglob("*.py"):
+        text = path.read_text()
+        for needle in ("hooks is None", "hooks is not None", "hooks: Any", "hooks=None"):
+            assert needle not in text, f"{path.relative_to(PKG)}: {needle}"
+
+
+def test_the_coordinator_and_the_aggregation_stay_low():
+    """``coordinator`` imports only ``errors``; the distributed package's ``aggregate`` is pure
+    and ``comm`` knows nothing of phases: neither imports the coordinator built on them."""
+    assert _sibling_imports(PKG / "coordinator.py") <= {"errors"}
+    dist = PKG / "distributed"
+    assert not _sibling_imports(dist / "aggregate.py") & {"comm", "group"}
+    assert not _sibling_imports(dist / "comm.py") & {"aggregate", "group"}
+    comm = (dist / "comm.py").read_text()
+    assert "..results" not in comm and "..stats" not in comm  # no phases, no figures
+    for mod in ("aggregate", "comm"):
+        text = (dist / f"{mod}.py").read_text()
+        assert "..runner" not in text and "..session" not in text
+
+
+def test_every_command_that_runs_io_opens_its_run_through_open_run():
+    for name in ("runner.py", "qualify.py", "loader/run.py"):
+        text = (PKG / name).read_text()
+        assert "open_run(" in text, name
+        assert "run_session(" not in text, name

@@ -22,12 +22,13 @@ from pathlib import Path
 
 import pytest
 
+from iobench.coordinator import SingleProcess
 from iobench.distributed import (
     Comm,
-    DistributedHooks,
     PeerWatch,
+    TorchCoordinator,
     aggregate_ranks,
-    hooks_from_env,
+    coordinator_from_env,
     peer_files,
     read_source,
 )
@@ -184,7 +185,7 @@ class FakeStore:
 
 
 def test_watch_waits_for_a_slow_rank_that_still_beats(monkeypatch):
-    monkeypatch.setattr("iobench.distributed.HEARTBEAT_S", 0.05)
+    monkeypatch.setattr("iobench.distributed.comm.HEARTBEAT_S", 0.05)
     store = FakeStore()
     watches = [PeerWatch.start(lambda: store, k, 2, timeout_s=0.3) for k in range(2)]
     try:
@@ -200,7 +201,7 @@ def test_watch_waits_for_a_slow_rank_that_still_beats(monkeypatch):
 
 
 def test_watch_names_a_silent_rank_within_the_timeout(monkeypatch):
-    monkeypatch.setattr("iobench.distributed.HEARTBEAT_S", 0.05)
+    monkeypatch.setattr("iobench.distributed.comm.HEARTBEAT_S", 0.05)
     store = FakeStore()
     alive = PeerWatch.start(lambda: store, 0, 3, timeout_s=0.3)
     beating = PeerWatch.start(lambda: store, 1, 3, timeout_s=0.3)  # beats, never arrives
@@ -235,12 +236,12 @@ def test_watch_without_a_store_is_none():
 
 
 def test_read_shift_goes_to_the_next_host():
-    hooks = DistributedHooks(FakeComm(1, 4), hostname="a")
+    hooks = TorchCoordinator(FakeComm(1, 4), hostname="a")
     hooks.hosts = ["a", "a", "b", "b"]
     hooks.shared_target = True
     assert hooks.ranks_per_host == 2
     assert hooks.read_shift() == 3  # (1 + 2) % 4: a rank on the other host
-    one_host = DistributedHooks(FakeComm(2, 3), hostname="a")
+    one_host = TorchCoordinator(FakeComm(2, 3), hostname="a")
     one_host.hosts = ["a", "a", "a"]
     one_host.shared_target = True
     assert one_host.read_shift() == 0  # one host: still another rank's files
@@ -249,7 +250,7 @@ def test_read_shift_goes_to_the_next_host():
 
 
 def test_read_source_prefix_points_at_the_other_run_dir():
-    hooks = DistributedHooks(FakeComm(0, 3), hostname="a")
+    hooks = TorchCoordinator(FakeComm(0, 3), hostname="a")
     hooks.hosts = ["a"] * 3
     hooks.run_id = "20260101T000000Z-abcdef"
     hooks.shared_target = True
@@ -262,7 +263,7 @@ def test_read_source_prefix_points_at_the_other_run_dir():
             self.warnings.append(text)
 
     runner = Runner()
-    runner.hooks = hooks
+    runner.coord = hooks
     src, prefix = read_source(runner)
     assert (src, prefix) == (1, f"../{RUN_DIR_PREFIX}20260101T000000Z-abcdef-r1/")
     files = peer_files((FileSpec("seq/r1-w0.dat", 5),), prefix)
@@ -273,13 +274,13 @@ def test_read_source_prefix_points_at_the_other_run_dir():
 
 
 def test_shared_run_id_and_per_rank_run_dirs():
-    hooks = DistributedHooks(FakeComm(2, 3, peers={0: "RUN0"}), hostname="a")
+    hooks = TorchCoordinator(FakeComm(2, 3, peers={0: "RUN0"}), hostname="a")
     assert hooks.shared_run_id("RUN2") == "RUN0"
     assert hooks.run_dir_id("RUN0") == "RUN0-r2"
 
 
 def test_attach_learns_whether_ranks_see_each_other(tmp_path):
-    hooks = DistributedHooks(FakeComm(0, 2, peers={1: True}), hostname="a")
+    hooks = TorchCoordinator(FakeComm(0, 2, peers={1: True}), hostname="a")
     hooks.hosts = ["a", "a"]
     t = resolve(str(tmp_path))
     create_run_dir(t, hooks.run_dir_id("RUN"))
@@ -293,7 +294,7 @@ def test_attach_learns_whether_ranks_see_each_other(tmp_path):
 def test_failed_collective_is_distributed_error_and_cleans_peer_dirs(tmp_path):
     gloo = "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.2]:4242"
     comm = FakeComm(0, 3)
-    hooks = DistributedHooks(comm, hostname="a", timeout_s=15)
+    hooks = TorchCoordinator(comm, hostname="a", timeout_s=15)
     hooks.hosts = ["a"] * 3
     t = resolve(str(tmp_path))
     create_run_dir(t, hooks.run_dir_id("RUN"))
@@ -321,7 +322,7 @@ def test_failed_collective_is_distributed_error_and_cleans_peer_dirs(tmp_path):
 
 
 def test_timeout_is_named_with_its_setting():
-    hooks = DistributedHooks(
+    hooks = TorchCoordinator(
         FakeComm(1, 2, error="Timed out waiting 15000ms for recv"), timeout_s=15
     )
     with pytest.raises(DistributedError, match="did not answer within 15 s"):
@@ -329,7 +330,7 @@ def test_timeout_is_named_with_its_setting():
 
 
 def test_sigterm_outside_the_run_is_deferred_to_the_next_barrier():
-    hooks = DistributedHooks(FakeComm(0, 2), hostname="a")
+    hooks = TorchCoordinator(FakeComm(0, 2), hostname="a")
     hooks.install_signal_handler()
     try:
         os.kill(os.getpid(), signal.SIGTERM)
@@ -342,13 +343,13 @@ def test_sigterm_outside_the_run_is_deferred_to_the_next_barrier():
     assert signal.getsignal(signal.SIGTERM) is not hooks._on_sigterm
 
 
-def test_hooks_from_env():
-    assert hooks_from_env({}) is None
-    assert hooks_from_env({"WORLD_SIZE": "1", "RANK": "0"}) is None
+def test_coordinator_from_env():
+    assert isinstance(coordinator_from_env({}), SingleProcess)
+    assert isinstance(coordinator_from_env({"WORLD_SIZE": "1", "RANK": "0"}), SingleProcess)
     with pytest.raises(UsageError, match="MASTER_ADDR"):
-        hooks_from_env({"WORLD_SIZE": "3", "RANK": "0", "MASTER_PORT": "1"})
+        coordinator_from_env({"WORLD_SIZE": "3", "RANK": "0", "MASTER_PORT": "1"})
     with pytest.raises(UsageError, match="IOBENCH_DIST_TIMEOUT"):
-        hooks_from_env(
+        coordinator_from_env(
             {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "h", "MASTER_PORT": "1",
              "IOBENCH_DIST_TIMEOUT": "soon"}
         )  # fmt: skip

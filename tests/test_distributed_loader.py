@@ -24,8 +24,9 @@ from test_distributed import (
 )
 from test_loader import tiny_profile
 
+from iobench.coordinator import SingleProcess
 from iobench.datagen import dataset_paths
-from iobench.distributed import DistributedHooks, StepBarrier, agreed, is_lead_rank
+from iobench.distributed import StepBarrier, TorchCoordinator, is_lead_rank
 from iobench.errors import EngineError, Interrupted, UsageError
 from iobench.loader import Calibration, DatasetIndex, own_steps, shard_indexes
 from iobench.qualify import plan_qualify
@@ -38,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _hooks(rank: int, world: int, peers: dict | None = None, shared: bool = True):
-    hooks = DistributedHooks(FakeComm(rank, world, peers), hostname="h")
+    hooks = TorchCoordinator(FakeComm(rank, world, peers), hostname="h")
     hooks.hosts = ["h"] * world
     hooks.run_id = "RID"
     hooks.shared_target = shared
@@ -112,12 +113,12 @@ def test_calibrations_are_averaged_over_ranks():
 def test_a_refusal_on_any_rank_ends_every_rank():
     hooks = _hooks(1, 3, {0: ("output directory out is not empty", "pass a new --output")})
     with pytest.raises(UsageError, match="rank 0: output directory out is not empty") as e:
-        agreed(hooks, lambda: 42)
+        hooks.agreed(lambda: 42)
     assert e.value.hint == "pass a new --output"
-    assert agreed(_hooks(1, 3, {}), lambda: 42) == 42  # nobody refused (peers answer None)
+    assert _hooks(1, 3, {}).agreed(lambda: 42) == 42  # nobody refused (peers answer None)
     with pytest.raises(UsageError, match="^mine$"):  # this rank's own refusal, as it was
-        agreed(_hooks(1, 3, {}), lambda: (_ for _ in ()).throw(UsageError("mine")))
-    assert agreed(None, lambda: 7) == 7
+        _hooks(1, 3, {}).agreed(lambda: (_ for _ in ()).throw(UsageError("mine")))
+    assert SingleProcess().agreed(lambda: 7) == 7
 
 
 def test_step_barrier_stops_every_rank_at_the_same_step():
@@ -171,11 +172,11 @@ def test_qualify_plan_for_many_ranks():
 
 @pytest.fixture
 def three_ranks(monkeypatch):
-    """``hooks_from_env`` answers rank 0 of 3 whose peers accept everything."""
+    """``coordinator_from_env`` answers rank 0 of 3 whose peers accept everything."""
     monkeypatch.setenv("WORLD_SIZE", "3")
     monkeypatch.setenv("RANK", "0")
     hooks = _hooks(0, 3, {})
-    monkeypatch.setattr("iobench.distributed.hooks_from_env", lambda environ=None: hooks)
+    monkeypatch.setattr("iobench.distributed.coordinator_from_env", lambda environ=None: hooks)
     return hooks
 
 
@@ -195,7 +196,7 @@ def test_qualify_dry_run_under_torchrun_needs_no_group(cli, planted, monkeypatch
     def no_group(environ=None):
         raise AssertionError("a dry run joined the process group")
 
-    monkeypatch.setattr("iobench.distributed.hooks_from_env", no_group)
+    monkeypatch.setattr("iobench.distributed.coordinator_from_env", no_group)
     r = cli("qualify", planted.path, "--quick", "--dry-run")
     assert r.code == 0 and r.out == ""  # rank 1 prints nothing; rank 0 prints the plan
     monkeypatch.setenv("RANK", "0")

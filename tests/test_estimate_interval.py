@@ -174,7 +174,7 @@ def test_cpu_contended_from_the_calibration_sleeps():
 
 
 def _run(estimate=None, phases=(), status="complete"):
-    return SimpleNamespace(phases=list(phases), loader={"au": 0.95}, estimate=estimate,
+    return SimpleNamespace(phases=list(phases), loader={"au": 0.95}, estimate=estimate, checkpoint=None,
                            status=status, error=None)  # fmt: skip
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import typer
 
@@ -34,7 +35,6 @@ def estimate(
 ) -> int:
     """Estimate the AU this storage gives N accelerators of a profile (model output)."""
     from ..sweep import describe, estimate_from_result
-    from ..units import format_rate
 
     threshold = deprecated("--threshold", "--min-au", old_threshold, min_au)
     est, sweep, run = estimate_from_result(
@@ -44,6 +44,15 @@ def estimate(
         doc = {**est.to_dict(), "source_run": run.run_id, "sweep": describe(sweep)}
         out(json.dumps(doc, indent=2))
         return 0
+    out(_render(est, sweep, run))
+    return 0
+
+
+def _render(est: Any, sweep: Any, run: Any) -> str:
+    """The estimate as a terminal table, labelled model output, with its measured basis."""
+    from ..sweep import describe
+    from ..units import format_rate
+
     thr = est.threshold
     iv = est.interval
     span = f" ({iv.max_gpus_low}–{iv.max_gpus_high}), {iv.level:.0%} interval" if iv else ""
@@ -81,5 +90,4 @@ def estimate(
     if iv:
         lines += ["", f"  Interval: {iv.basis}"]
     lines += ["", f"  Basis: {est.basis}"]
-    out("\n".join(lines))
-    return 0
+    return "\n".join(lines)

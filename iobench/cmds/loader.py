@@ -16,6 +16,48 @@ from ..cli import (
     progress_factory,
 )
 
+_PROFILE_OPTION = typer.Option(
+    None,
+    "--profile",
+    help="Profile name (see `iobench workloads`) or TOML path (needed without --existing).",
+)
+_EXISTING_OPTION = typer.Option(
+    False, "--existing", help="Read the dataset already at TARGET, read-only (see README)."
+)
+_FMT_OPTION = typer.Option(
+    None,
+    "--format",
+    help="With --existing: the format; detected from the file names when left out.",
+)
+_TRANSFORM_OPTION = typer.Option(
+    None, "--transform", help="With --existing: your per-sample transform, MODULE:FUNCTION."
+)
+_GPUS_OPTION = typer.Option(
+    None,
+    "--gpus",
+    help="Emulated accelerators (default 1): one process each on this host; under "
+    "torchrun, one per rank across hosts.",
+)
+_WORKERS_OPTION = typer.Option(
+    None, "--workers", help="DataLoader workers per accelerator (default: the profile's)."
+)
+_STEPS_OPTION = typer.Option(
+    None, "--steps", help="Steps per epoch and accelerator (default: every full batch)."
+)
+_EPOCHS_OPTION = typer.Option(
+    None, "--epochs", help="Passes over the dataset (default: the profile's)."
+)
+_COMPUTE_OPTION = typer.Option(
+    "sleep", "--compute", help="Emulated compute: sleep, or gpu (calibrated CUDA matmuls)."
+)
+_DIRECT_OPTION = typer.Option(
+    None, "--direct/--buffered", help="O_DIRECT reads (default when the target takes them)."
+)
+_OUTPUT_OPTION = typer.Option(
+    None, "--output", help="Result directory (default ./iobench-results/RUN_ID)."
+)
+_HISTORY_OPTION = typer.Option(None, "--history", help="History URL to append this run to.")
+
 
 @app.command()
 def loader(
@@ -24,53 +66,22 @@ def loader(
         help="Directory to lay the dataset out in (a run dir); with --existing, the dataset "
         "(directory or fsspec URL) to read, never written.",
     ),
-    profile: str | None = typer.Option(
-        None,
-        "--profile",
-        help="Profile name (see `iobench workloads`) or TOML path (needed without --existing).",
-    ),
-    existing: bool = typer.Option(
-        False, "--existing", help="Read the dataset already at TARGET, read-only (see README)."
-    ),
-    fmt: str | None = typer.Option(
-        None,
-        "--format",
-        help="With --existing: the format; detected from the file names when left out.",
-    ),
-    transform: str | None = typer.Option(
-        None, "--transform", help="With --existing: your per-sample transform, MODULE:FUNCTION."
-    ),
+    profile: str | None = _PROFILE_OPTION,
+    existing: bool = _EXISTING_OPTION,
+    fmt: str | None = _FMT_OPTION,
+    transform: str | None = _TRANSFORM_OPTION,
     set_: list[str] | None = typer.Option(None, "--set", help="Override a profile key: KEY=VALUE."),
-    gpus: int | None = typer.Option(
-        None,
-        "--gpus",
-        help="Emulated accelerators (default 1): one process each on this host; under "
-        "torchrun, one per rank across hosts.",
-    ),
-    workers: int | None = typer.Option(
-        None, "--workers", help="DataLoader workers per accelerator (default: the profile's)."
-    ),
-    steps: int | None = typer.Option(
-        None, "--steps", help="Steps per epoch and accelerator (default: every full batch)."
-    ),
-    epochs: int | None = typer.Option(
-        None, "--epochs", help="Passes over the dataset (default: the profile's)."
-    ),
-    compute: str = typer.Option(
-        "sleep", "--compute", help="Emulated compute: sleep, or gpu (calibrated CUDA matmuls)."
-    ),
-    direct: bool | None = typer.Option(
-        None, "--direct/--buffered", help="O_DIRECT reads (default when the target takes them)."
-    ),
-    output: str | None = typer.Option(
-        None, "--output", help="Result directory (default ./iobench-results/RUN_ID)."
-    ),
+    gpus: int | None = _GPUS_OPTION,
+    workers: int | None = _WORKERS_OPTION,
+    steps: int | None = _STEPS_OPTION,
+    epochs: int | None = _EPOCHS_OPTION,
+    compute: str = _COMPUTE_OPTION,
+    direct: bool | None = _DIRECT_OPTION,
+    output: str | None = _OUTPUT_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print result.json instead of the table."),
     keep: bool = typer.Option(False, "--keep", help="Keep the run directory on the target."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
-    history: str | None = typer.Option(
-        None, "--history", help="History URL to append this run to."
-    ),
+    history: str | None = _HISTORY_OPTION,
     no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
     csv_path: str | None = CSV_OPTION,
     series_csv: str | None = SERIES_CSV_OPTION,
@@ -102,14 +113,14 @@ def loader(
 
 def _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute, direct, output,
                keep, quiet):  # fmt: skip
-    from ..distributed import hooks_from_env, is_lead_rank
+    from ..distributed import coordinator_from_env, is_lead_rank
     from ..errors import UsageError
     from ..loader import run_loader
 
-    if not profile:
+    if profile is None:
         raise UsageError("iobench loader needs --profile", hint="or --existing for your dataset")
     return run_loader(
         target, profile, sets=set_, gpus=gpus, workers=workers, steps=steps, epochs=epochs,
         compute=compute, direct=direct, output=output, keep=keep,
-        progress_factory=progress_factory(quiet or not is_lead_rank()), hooks=hooks_from_env(),
+        progress_factory=progress_factory(quiet or not is_lead_rank()), coord=coordinator_from_env(),
     )  # fmt: skip

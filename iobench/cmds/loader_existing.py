@@ -17,13 +17,13 @@ def existing_run(
     **opts: Any,
 ) -> Any:
     """Refuse what does not apply to an existing dataset (one line, exit 2), then run."""
-    from ..distributed import hooks_from_env
+    from ..distributed import coordinator_from_env
     from ..loader.existing import run_existing, settle
 
     if not existing:
         flag = "--format" if opts["fmt"] else "--transform"
         raise UsageError(f"{flag} applies to --existing only", hint="add --existing")
-    if hooks_from_env() is not None or (opts["gpus"] or 1) != 1:
+    if coordinator_from_env().world > 1 or (opts["gpus"] or 1) != 1:
         raise UsageError(
             "--existing runs one emulated accelerator in one process",
             hint="leave out --gpus and torchrun",

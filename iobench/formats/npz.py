@@ -36,6 +36,19 @@ def _npy_header(n: int) -> bytes:
     return buf.getvalue()
 
 
+def _local(crc: int, size: int, name: bytes) -> bytes:
+    """A stored member's local header (its name follows)."""
+    return _LOCAL.pack(
+        b"PK\x03\x04", _VERSION, 0, 0, 0, 0, _DOS_DATE, crc, size, size, len(name), 0
+    )
+
+
+def _central(crc: int, size: int, name: bytes, offset: int) -> bytes:
+    """A stored member's entry in the central directory, its name included."""
+    fields = (_VERSION, 3, _VERSION, 0, 0, 0, 0, _DOS_DATE, crc, size, size, len(name))
+    return _CENTRAL.pack(b"PK\x01\x02", *fields, 0, 0, 0, 0, 0o644 << 16, offset) + name
+
+
 def write(f: Any, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:
     total = sum(len(s) for s in samples) + len(samples) * OVERHEAD_PER_SAMPLE
     if len(samples) >= 0xFFFF or total >= _PLAIN_LIMIT:
@@ -49,35 +62,10 @@ def write(f: Any, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:
         data = memoryview(np.ascontiguousarray(s, dtype=np.uint8))
         crc = zlib.crc32(data, zlib.crc32(header))
         size = len(header) + len(s)
-        local = _LOCAL.pack(
-            b"PK\x03\x04", _VERSION, 0, 0, 0, 0, _DOS_DATE, crc, size, size, len(name), 0
-        )
+        local = _local(crc, size, name)
         f.write(local + name + header)
         f.write(data)
-        central.append(
-            _CENTRAL.pack(
-                b"PK\x01\x02",
-                _VERSION,
-                3,
-                _VERSION,
-                0,
-                0,
-                0,
-                0,
-                _DOS_DATE,
-                crc,
-                size,
-                size,
-                len(name),
-                0,
-                0,
-                0,
-                0,
-                0o644 << 16,
-                offset,
-            )  # fmt: skip
-            + name
-        )
+        central.append(_central(crc, size, name, offset))
         offset += len(local) + len(name) + size
     directory = b"".join(central)
     f.write(directory)
@@ -108,34 +96,9 @@ def frame(
         for name, head, n, start, at in zip(names, npy, sizes, starts, offsets, strict=True):
             crc = zlib.crc32(memoryview(image[at : at + n]), zlib.crc32(head))
             size = len(head) + n
-            local = _LOCAL.pack(
-                b"PK\x03\x04", _VERSION, 0, 0, 0, 0, _DOS_DATE, crc, size, size, len(name), 0
-            )
+            local = _local(crc, size, name)
             image[start:at] = np.frombuffer(local + name + head, dtype=np.uint8)
-            central.append(
-                _CENTRAL.pack(
-                    b"PK\x01\x02",
-                    _VERSION,
-                    3,
-                    _VERSION,
-                    0,
-                    0,
-                    0,
-                    0,
-                    _DOS_DATE,
-                    crc,
-                    size,
-                    size,
-                    len(name),
-                    0,
-                    0,
-                    0,
-                    0,
-                    0o644 << 16,
-                    start,
-                )  # fmt: skip
-                + name
-            )
+            central.append(_central(crc, size, name, start))
         end = _END.pack(
             b"PK\x05\x06", 0, 0, len(central), len(central), directory_len, directory_at, 0
         )

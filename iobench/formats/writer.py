@@ -245,9 +245,7 @@ def write_files(
     runner.mkdirs(sorted({os.path.dirname(f.path) for f in files}))
     jobs = max(1, min(int(params.get("jobs", 1)), len(files)))
     writers = _Writers(runner, fmt, files, sizes, jobs, int(params.get("seed", 1)))
-    hooks = getattr(runner, "hooks", None)
-    if hooks is not None:
-        hooks.before_phase(None)  # many ranks: every rank's writers start together
+    runner.coord.before_phase(None)  # many ranks: every rank's writers start together
     writers.run(runner.progress_factory())
     total = sum(sum(s) for s in sizes)
     res = phase_result(

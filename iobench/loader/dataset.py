@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import formats, storage
 from .. import starvation as sv
+from ..coordinator import Coordinator
 from ..datagen import dataset_paths, sample_sizes
 from ..engines.base import FileSpec, PhaseSpec
 from ..runner import PhaseRunner
@@ -163,7 +164,9 @@ def data_seed(seed: int, rank: int) -> int:
     return seed + 7919 * rank
 
 
-def shard_indexes(hooks: Any, own: DatasetIndex, n_files: int) -> tuple[DatasetIndex, DatasetIndex]:
+def shard_indexes(
+    coord: Coordinator, own: DatasetIndex, n_files: int
+) -> tuple[DatasetIndex, DatasetIndex]:
     """(the dataset every rank's loader reads, the files this rank's storage probe reads).
 
     Collective. File ``i`` was written by rank ``i mod ranks``; where the ranks see each
@@ -172,17 +175,17 @@ def shard_indexes(hooks: Any, own: DatasetIndex, n_files: int) -> tuple[DatasetI
     reads back (IOR -C: not its own, so this client's cache cannot answer). Elsewhere both are
     this rank's own files.
     """
-    shards = hooks.all_gather_object((own.paths, own.sizes, own.file_bytes))
-    if not hooks.shared_target:
+    shards = coord.all_gather_object((own.paths, own.sizes, own.file_bytes))
+    if not coord.shared_target:
         return own, own
-    world = hooks.world
+    world = coord.world
 
     def of(k: int, i: int) -> tuple[str, tuple[int, ...], int]:
         paths, sizes, nbytes = shards[k]
-        return hooks.read_prefix(k) + paths[i], tuple(sizes[i]), int(nbytes[i])
+        return coord.read_prefix(k) + paths[i], tuple(sizes[i]), int(nbytes[i])
 
     every = [of(i % world, i // world) for i in range(n_files)]
-    src = hooks.read_shift()
+    src = coord.read_shift()
     theirs = [of(src, i) for i in range(len(shards[src][0]))]
 
     def index(entries: Sequence[tuple[str, tuple[int, ...], int]]) -> DatasetIndex:

@@ -9,6 +9,7 @@ import sys
 from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
+from ..coordinator import Coordinator
 from ..errors import EngineError, Interrupted
 from ..stats import Histogram
 from ..target import StopFlag, worker_signals
@@ -182,10 +183,21 @@ def aggregate(cfg: LoopConfig, ranks: list[dict[str, Any]], first_epoch: int = 0
     )
 
 
-def _run_distributed(cfg: LoopConfig, hooks: Any, stop: StopFlag) -> list[dict[str, Any]]:
+def run_on_ranks(cfg: LoopConfig, coord: Coordinator, stop: StopFlag) -> LoopResult:
+    """The loop over every emulated accelerator of the run, aggregated (collective).
+
+    One client emulates ``cfg.gpus`` accelerators with as many processes (``run_loop``); under
+    torchrun each rank is one accelerator, its loop run here with a step barrier across ranks.
+    """
+    if coord.world > 1:
+        return aggregate(cfg, _run_distributed(cfg, coord, stop))
+    return run_loop(cfg, stop)  # patchable: tests/faults
+
+
+def _run_distributed(cfg: LoopConfig, coord: Coordinator, stop: StopFlag) -> list[dict[str, Any]]:
     """This rank's loop under torchrun, every rank's figures gathered (collective)."""
     from ..distributed import StepBarrier
 
-    mine = _loop_here(cfg, hooks.rank, StepBarrier(hooks, stop), stop, hooks.local_rank)
-    mine["host"] = hooks.hostname
-    return hooks.all_gather_object(mine)
+    mine = _loop_here(cfg, coord.rank, StepBarrier(coord, stop), stop, coord.local_rank)
+    mine["host"] = coord.hostname
+    return coord.all_gather_object(mine)

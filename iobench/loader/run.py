@@ -13,28 +13,20 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from .. import cpu
 from .. import starvation as sv
-from ..distributed import agreed
+from ..coordinator import Coordinator, SingleProcess
 from ..engines.base import FileSpec, Progress
 from ..errors import UsageError
-from ..runner import (
-    PhaseRunner,
-    RunOutcome,
-    claim_output_dir,
-    new_result,
-    output_dir_for,
-    physical_memory,
-    run_session,
-)
+from ..results import RunResult
+from ..runner import PhaseRunner, RunOutcome, physical_memory
+from ..session import open_run
 from ..spec import Profile, load_profile, parse_overrides
 from ..stats import Histogram
-from ..target import check_free_space, fs_class, resolve
+from ..target import Target, check_free_space, fs_class, resolve
 from ..units import format_bytes, format_seconds
-from . import ranks
 from .calibration import (
     COMPUTE_BOUND_AU,
     bound_of,
@@ -55,7 +47,7 @@ from .dataset import (
     shard_indexes,
 )
 from .loop import Calibration, LoopConfig, LoopResult, wait_summary
-from .ranks import _run_distributed, aggregate
+from .ranks import run_on_ranks
 from .torchdata import RankBatchSampler, own_steps
 
 COMPUTE_KINDS = ("sleep", "gpu")
@@ -93,12 +85,12 @@ def run_loader(
     save: bool = True,
     seed: int = 1,
     probe_time_s: float | None = None,
-    hooks: Any = None,
+    coord: Coordinator | None = None,
 ) -> RunOutcome:
     """``iobench loader``: generate the profile's dataset on ``target``, probe it, run the
     DataLoader with emulated compute on ``gpus`` accelerators, predict the same with the model.
 
-    With ``hooks`` (torchrun, many ranks) every rank is one emulated accelerator (``gpus`` is
+    With a torchrun ``coord`` (many ranks) every rank is one emulated accelerator (``gpus`` is
     the number of ranks): each writes its share of the files (file ``i`` by rank ``i mod
     ranks``) into its own run directory, every rank's loader shuffles the whole dataset and
     reads its shard of it (where the ranks see each other's run directories; else its own
@@ -108,31 +100,24 @@ def run_loader(
     in ``RunOutcome.error`` with the partial result saved and marked, the run dir removed.
     """
     prof = profile if isinstance(profile, Profile) else load_profile(profile, parse_overrides(sets))
-    world = hooks.world if hooks is not None else 1
-    gpus = world if gpus is None else gpus
-    _check_options(gpus, world, hooks is not None, workers, steps, epochs, compute)
+    coord = coord or SingleProcess()
+    gpus = coord.world if gpus is None else gpus
+    _check_options(gpus, coord.world, workers, steps, epochs, compute)
     job = _Job(
         prof, gpus, prof.workers if workers is None else workers,
         prof.epochs if epochs is None else epochs, steps, compute, direct, seed, probe_time_s,
-        hooks, *plan_dataset(prof, seed),
+        coord, *plan_dataset(prof, seed),
     )  # fmt: skip
     _check_steps(prof, gpus, job.workers)
-    run = new_result(command)
-    if hooks is not None:
-        run.run_id = hooks.shared_run_id(run.run_id)
-    writer = save and (hooks is None or hooks.rank == 0)
-    out_dir = output_dir_for(output, run.run_id)
-    tgt = agreed(hooks, lambda: _check_target(target, job, out_dir if writer else None))
-    run.workload, run.engine = _workload(job), _engine_block()
-    run_dir_id = run.run_id if hooks is None else hooks.run_dir_id(run.run_id)
-    with run_session(
-        run, tgt, out_dir, keep=keep, save=writer, run_dir_id=run_dir_id, hooks=hooks
-    ) as s:
-        _measure(job, s, run, tgt, progress_factory)
-    outcome = s.outcome()
-    if hooks is not None and outcome.error is not None:
-        hooks.abandon(outcome.error.one_line())
-    return outcome
+
+    def check(run: RunResult) -> tuple[Target, None]:
+        run.workload, run.engine = _workload(job), _engine_block()
+        return _check_target(target, job), None
+
+    with open_run(check, output=output, command=command, coord=coord, save=save, keep=keep) as ctx:
+        _measure(job, ctx.session, ctx.run, ctx.target, progress_factory)
+    assert ctx.outcome is not None
+    return ctx.outcome
 
 
 @dataclass(frozen=True)
@@ -148,26 +133,23 @@ class _Job:
     direct: bool | None
     seed: int
     probe_time_s: float | None
-    hooks: Any
+    coord: Coordinator
     files: tuple[FileSpec, ...]
     sizes: list[list[int]]
 
 
-def _check_target(target: str, job: _Job, out_dir: Path | None) -> Any:
-    """The resolved target, with room for the whole dataset; claims ``out_dir`` if given."""
+def _check_target(target: str, job: _Job) -> Target:
+    """The resolved target, with room for the whole dataset."""
     tgt = resolve(target)
     # many ranks: the whole dataset; files and their folders (1 per 10,000) as inodes
     n = len(job.files)
     check_free_space(tgt, planned_bytes(job.prof, job.files), n + n // 10_000 + 2)
-    if out_dir is not None:
-        claim_output_dir(out_dir)  # held until the result is saved
     return tgt
 
 
 def _check_options(
     gpus: int,
     world: int,
-    torchrun: bool,
     workers: int | None,
     steps: int | None,
     epochs: int | None,
@@ -176,7 +158,7 @@ def _check_options(
     """UsageError for any option out of range, before anything is written."""
     if gpus < 1:
         raise UsageError(f"--gpus must be at least 1, got {gpus}")
-    if torchrun and gpus != world:
+    if world > 1 and gpus != world:
         raise UsageError(
             f"--gpus {gpus} but torchrun launched {world} ranks: under torchrun each rank is "
             "one emulated accelerator",
@@ -240,12 +222,11 @@ def _measure(
     job: _Job, s: Any, run: Any, tgt: Any, progress_factory: Callable[[], Progress] | None
 ) -> None:
     """Inside the run session: lay the dataset out, probe, calibrate, run the loop, summarise."""
-    prof, hooks, w = job.prof, job.hooks, job.workers
+    prof, coord, w = job.prof, job.coord, job.workers
     remote = tgt.kind == "fsspec"
     engine = _probe_engine(remote)
-    if hooks is not None:
-        hooks.attach(tgt)  # every rank's run dir exists: can ranks read each other's?
-    runner = s.runner = PhaseRunner(tgt, engine, s.stop, progress_factory or Progress, hooks=hooks)
+    coord.attach(tgt)  # every rank's run dir exists: can ranks read each other's?
+    runner = s.runner = PhaseRunner(tgt, engine, s.stop, progress_factory or Progress, coord=coord)
     # O_DIRECT by default on local targets; on URLs only --direct asks (and is refused)
     use_direct = runner.direct(not remote if job.direct is None else job.direct)
     cache = runner.cache_state(use_direct)
@@ -255,39 +236,35 @@ def _measure(
         if use_direct
         else ("dropped" if cache in ("dropped", "client-cache") else "buffered")
     )
-    local_gpus = 1 if hooks is not None else job.gpus  # loader processes this one runs
+    local_gpus = job.gpus // coord.world  # loader processes this one runs (1 per torchrun rank)
     index, probe_index, own = _lay_out(job, runner)
     levels = sorted({1, max(w, 1), max(w, 1) * local_gpus})
     sweep = probe_storage(
         runner, probe_index, levels, direct=use_direct, seed=job.seed, time_s=job.probe_time_s
     )
     s.stop.check()
-    if hooks is not None:
-        hooks.barrier()  # every rank calibrates at once, as they will load at once
+    coord.barrier()  # every rank calibrates at once, as they will load at once
     calib = calibrate(
         own, batch_size=prof.batch_size, workers=w, prefetch=prof.prefetch, gpus=local_gpus,
         seed=job.seed, stop=s.stop,
     )  # fmt: skip
     loop_steps, shard = job.steps, None
-    if hooks is not None and index is own:  # each rank shuffles its own files
-        loop_steps, shard = own_steps(hooks, own, prof.batch_size, w, job.steps), (0, 1)
+    if index is own:  # the ranks do not see each other's files: each shuffles its own
+        loop_steps, shard = own_steps(coord, own, prof.batch_size, w, job.steps), (0, 1)
     cfg = LoopConfig(
         index, mode, prof.batch_size, w, prof.prefetch, prof.compute_s, job.compute, job.gpus,
         job.epochs, loop_steps, job.seed, shard,
     )  # fmt: skip
     cpu0 = cpu.sample()  # the client's CPU over the training loop (iobench.cpu)
-    if hooks is None:
-        result = ranks.run_loop(cfg, s.stop)  # patchable: tests/faults
-    else:
-        calib = Calibration.mean(hooks.all_gather_object(calib))
-        result = aggregate(cfg, _run_distributed(cfg, hooks, s.stop))
+    calib = Calibration.mean(coord.all_gather_object(calib))
+    result = run_on_ranks(cfg, coord, s.stop)
     run.phases = list(runner.results)
     run.loader, run.estimate, notes = _summarise(
         prof, index, sweep, calib, result, cache, job.compute
     )
     run.loader["client_cpu"] = cpu.usage(cpu0, cpu.sample())
-    if hooks is not None:
-        run.loader["hosts"] = len(set(hooks.hosts))
+    if coord.world > 1:  # the hosts of many clients (a one-client result has no such key)
+        run.loader["hosts"] = len(set(coord.hosts))
     _warn(job, runner, notes, index, shared=index is not own, cached=not use_direct and not remote)
 
 
@@ -300,16 +277,13 @@ def _probe_engine(remote: bool) -> Any:
 
 def _lay_out(job: _Job, runner: PhaseRunner) -> tuple[DatasetIndex, DatasetIndex, DatasetIndex]:
     """(the loader's index, the probe's, this rank's own files) once the dataset is written."""
-    hooks, prof = job.hooks, job.prof
-    if hooks is None:
-        index = generate_dataset(runner, prof, job.files, job.sizes, job.seed)
-        return index, index, index
-    mine = range(hooks.rank, prof.files, hooks.world)
+    coord, prof = job.coord, job.prof
+    mine = range(coord.rank, prof.files, coord.world)  # file i by rank i mod ranks
     own = generate_dataset(
         runner, prof, [job.files[i] for i in mine], [job.sizes[i] for i in mine],
-        data_seed(job.seed, hooks.rank),
+        data_seed(job.seed, coord.rank),
     )  # fmt: skip
-    index, probe_index = shard_indexes(hooks, own, prof.files)
+    index, probe_index = shard_indexes(coord, own, prof.files)
     return index, probe_index, own
 
 
@@ -322,8 +296,8 @@ def _warn(
     cached: bool,
 ) -> None:
     """The run's warnings: the summary's notes, own-files reads, page cache, CPU oversubscribed."""
-    hooks, w = job.hooks, job.workers
-    if hooks is not None and not shared:
+    coord, w = job.coord, job.workers
+    if not shared:
         runner.warn(
             "the ranks do not see each other's run directories: each rank's loader "
             "read the files it wrote, so client caches may inflate the figures"
@@ -333,7 +307,7 @@ def _warn(
     if cached:
         _cache_warning(runner, index)
     cpus = os.cpu_count() or 1
-    per_host = hooks.ranks_per_host if hooks is not None else job.gpus
+    per_host = coord.ranks_per_host * (job.gpus // coord.world)
     if per_host * (w + 1) > cpus:
         runner.warn(
             f"{per_host} emulated accelerator(s) on this host × ({w} workers + 1 main loop) "

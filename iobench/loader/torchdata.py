@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .. import formats
+from ..coordinator import Coordinator
 from ..errors import EngineError
 from ..target import worker_signals
 from .dataset import DatasetIndex
@@ -196,14 +197,14 @@ class RankBatchSampler:
 
 
 def own_steps(
-    hooks: Any, own: DatasetIndex, batch_size: int, workers: int, steps: int | None
+    coord: Coordinator, own: DatasetIndex, batch_size: int, workers: int, steps: int | None
 ) -> int:
     """Steps per epoch when every rank reads only its own files: the fewest any rank can do,
     so that no rank waits at a barrier the others never reach (collective)."""
     mine = RankBatchSampler.available_steps(
         own.n_files, own.samples_per_file, batch_size, 1, workers
     )
-    fewest = min(hooks.all_gather_object(min(steps or mine, mine)))
+    fewest = min(coord.all_gather_object(min(steps or mine, mine)))
     if fewest < 2:
         raise EngineError(
             f"a rank's own files give {fewest} step(s) of batch {batch_size}; the loop needs 2",

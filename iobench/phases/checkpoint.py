@@ -148,9 +148,7 @@ def make_state_dict(total: int, shards: int, tensor_size: int, seed: int) -> lis
 
 def _parallel(n: int, fn: Any, runner: Any) -> list[WorkerStats]:
     """Run ``fn(i, stats)`` for i in 0..n-1 in threads that start together."""
-    hooks = getattr(runner, "hooks", None)
-    if hooks is not None:
-        hooks.before_phase(None)  # many ranks: every rank's checkpoint phase starts together
+    runner.coord.before_phase(None)  # many ranks: every rank's checkpoint phase starts together
     origin = time.perf_counter()
     stats = [WorkerStats(origin=origin) for _ in range(n)]
     errors: list[BaseException] = []

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from conftest import SEQ, debris, one_line, result
 
-import iobench.runner as runner_mod
+import iobench.session as session_mod
 import iobench.target as target_mod
 from iobench.target import device_logical_block_size, probe_direct_alignment, probe_direct_io
 
@@ -46,7 +46,7 @@ def test_unalignable_direct_sizes_are_refused_before_anything_is_written(
     def no_run_dir(*a, **k):
         raise AssertionError("the run directory was created")
 
-    monkeypatch.setattr(runner_mod, "create_run_dir", no_run_dir)
+    monkeypatch.setattr(session_mod, "create_run_dir", no_run_dir)
     args = [a for s in sets for a in ("--set", s)]
     r = cli("run", "sequential-write", planted.path, *S, *args, "--output", tmp_path / "out")
     assert r.code == 2, r.err

@@ -254,21 +254,21 @@ def test_cleanup_that_fails_is_named(cli, planted, tmp_path, trip):
 def test_a_symlink_in_place_of_the_run_dir_is_never_followed(cli, planted, tmp_path, monkeypatch):
     """If the run directory is swapped for a link to someone's data before the cleanup, the
     cleanup removes nothing through it."""
-    import iobench.runner as runner_mod
+    import iobench.session as session_mod
 
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "precious.dat").write_bytes(os.urandom(4096))
     before = snapshot(victim)
     moved = tmp_path / "moved"
-    real = runner_mod.remove_run_dir
+    real = session_mod.remove_run_dir
 
     def swap_then_remove(t):
         os.rename(t.run_dir, moved)
         os.symlink(victim, t.run_dir)
         real(t)
 
-    monkeypatch.setattr(runner_mod, "remove_run_dir", swap_then_remove)
+    monkeypatch.setattr(session_mod, "remove_run_dir", swap_then_remove)
     r = cli(*_seq(planted.path, tmp_path / "out"))
     assert r.code == 0, r.err
     assert snapshot(victim) == before
