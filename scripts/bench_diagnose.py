@@ -48,10 +48,10 @@ TOLERANCE = 0.05
 SAVE: list[str] = []  # --save: where each run's result.json is copied
 
 #: case → (workers, batch, compute seconds per step, throttle kind). Each compute is long
-#: beside the main loop's own time per step (the fetch of a batch: ~15-25 ms here for 4-24
-#: MiB batches, which caps every option's AU at compute ÷ (compute + it)), and the decode
-#: case's so that 2 workers on this 2-core host reach the threshold where 1 does not (2048²
-#: noise JPEGs decode in ~60-85 ms of CPU: 1 worker ~0.18 s per batch of 2, 2 workers ~0.09 s).
+#: beside the main loop's own time per step (the fetch of a batch: 2-15 ms here for 0.3-24
+#: MiB batches at a load below 2, which caps every option's AU at compute ÷ (compute + it)),
+#: and the decode case's so that 2 workers on this 2-core host reach the threshold where 1
+#: does not (2048² noise JPEGs decode in ~58 ms of CPU: 1 worker ~0.15 s per batch of 2).
 CASES = {
     "storage": (2, 8, 0.20, "bps"),
     "decode": (1, 2, 0.12, None),
