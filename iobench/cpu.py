@@ -16,6 +16,14 @@ from typing import Any
 SATURATED_SHARE = 0.8  # at or above this share of the usable CPUs the client may be the limit
 
 
+def physical_memory() -> int:
+    """This host's physical memory in bytes (0 when the system will not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):  # pragma: no cover
+        return 0
+
+
 @dataclass(frozen=True)
 class CpuSample:
     wall_s: float

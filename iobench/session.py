@@ -24,6 +24,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from . import results as results_mod
 from . import watchdog
 from .coordinator import Coordinator, SingleProcess
+from .cpu import physical_memory
 from .errors import DistributedError, EngineError, Interrupted, IobenchError, StoreError, UsageError
 from .outdir import (
     OutputClaim,
@@ -37,13 +38,6 @@ from .outdir import (
 from .results import PhaseResult, RunResult
 from .target import SignalGuard, StopFlag, Target, create_run_dir, remove_run_dir, scrub
 from .units import format_bytes
-
-
-def physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):  # pragma: no cover
-        return 0
 
 
 def describe_command() -> str:

@@ -220,3 +220,81 @@ def test_every_command_that_runs_io_opens_its_run_through_open_run():
         text = (PKG / name).read_text()
         assert "open_run(" in text, name
         assert "run_session(" not in text, name
+
+
+# -- the layers: no import, module-level or inside a function, reaches a later tier ------------
+# The tiers of docs/ARCHITECTURE.md, in order; a module imports only from its own tier or an
+# earlier one. Within a layer the tiers follow the doc's arrows (``steady`` → ``stats`` →
+# ``results``, ``session`` → ``phases`` → ``runner``, …).
+
+TIERS = [
+    "__init__ __version__ errors units redact datagen plan cpu formats.registry coordinator",
+    "starvation_data ckpt_model diagnose_terms",  # Models
+    "starvation",
+    "starvation_interval diagnose",
+    "blocks steady target",  # Data
+    "stats",
+    "results spec",
+    "ckpt_spec outdir storage history verify",
+    "engines",  # I/O
+    "formats progress supervisor distributed",
+    "livecsv watchdog dataprofile",
+    "session",  # Runs
+    "phases",
+    "runner sweep",
+    "loader ckpt_run ckpt_qualify",
+    "verdict",
+    "qualify",
+    "ckpt_report ckpt_plot ckpt_estimate export",  # Outputs
+    "report compare",
+    "api",  # Front
+    "cmds",
+    "cli",
+    "__main__",
+]
+TIER = {name: i for i, names in enumerate(TIERS) for name in names.split()}
+
+# (importer, imported) still to be removed: docs/ARCHITECTURE.md, "Known upward imports".
+KNOWN_UPWARD = {
+    ("spec", "phases"),
+    ("results", "engines"),
+    ("stats", "results"),
+    ("qualify", "report"),
+    ("ckpt_run", "ckpt_estimate"),
+    ("ckpt_qualify", "ckpt_estimate"),
+    ("ckpt_qualify", "ckpt_report"),
+    ("livecsv", "export"),
+    ("starvation", "starvation_interval"),
+    ("cmds", "cli"),
+}
+
+
+def _tier(mod: str) -> str | None:
+    """The TIERS name ``mod`` (dotted, relative to iobench) falls under: ``formats.registry``
+    before ``formats``, a package's modules under the package."""
+    parts = mod.split(".")
+    for n in (2, 1):
+        if ".".join(parts[:n]) in TIER:
+            return ".".join(parts[:n])
+    return None
+
+
+def _upward_imports() -> set[tuple[str, str]]:
+    out = set()
+    for path in sorted(PKG.rglob("*.py")):
+        src = _tier(".".join(path.relative_to(PKG).with_suffix("").parts))
+        assert src is not None, f"{path.relative_to(PKG)}: place it in TIERS (and the doc)"
+        for mod in _iobench_imports(path):
+            dst = _tier(mod)
+            assert dst is not None, f"{path.relative_to(PKG)} imports {mod}: place it in TIERS"
+            if TIER[dst] > TIER[src]:
+                out.add((src.split(".")[0], dst.split(".")[0]))
+    return out
+
+
+def test_no_module_imports_from_a_later_tier():
+    """Every import, at module level or inside a function, reaches only the importer's own tier
+    or an earlier one; the known exceptions are listed, and the list only shrinks."""
+    up = _upward_imports()
+    assert not up - KNOWN_UPWARD, f"upward imports: {sorted(up - KNOWN_UPWARD)}"
+    assert not KNOWN_UPWARD - up, f"gone, drop from KNOWN_UPWARD: {sorted(KNOWN_UPWARD - up)}"

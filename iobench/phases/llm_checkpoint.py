@@ -119,9 +119,7 @@ def memory_needed(total: int) -> int:
 def check_memory(total: int, ranks: int, scale: float, per_host: int = 1) -> None:
     """Refuse (exit 2) when ``per_host`` processes of ``total`` bytes each exceed host memory;
     the hint gives the largest scale that fits."""
-    from ..runner import physical_memory
-
-    mem = physical_memory()
+    mem = cpu.physical_memory()
     need = per_host * memory_needed(total)
     if mem and need > mem:
         room = mem / per_host - 2 * COPY_BYTES
