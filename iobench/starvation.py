@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -525,22 +524,3 @@ def max_gpus_for(
         else:
             hi = mid
     return lo, f"AU {au_of(lo):.3f} at {lo}, {au_of(hi):.3f} at {hi}"
-
-
-# The interval's names, from the module above this one (it reruns this model), on first use.
-_INTERVAL = {
-    "block_length",
-    "estimate_interval",
-    "resample_factor",
-    "scaled_point",
-    "unstable_reasons",
-    "with_interval",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _INTERVAL:
-        from . import starvation_interval
-
-        return getattr(starvation_interval, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -201,6 +201,7 @@ def estimate_for(
     and a ``loader`` (result.json's block of the same run) whose measured AU the estimate does
     not reproduce."""
     from . import starvation as sv
+    from .starvation_interval import unstable_reasons, with_interval
 
     params = sv.LoaderParams(
         batch_size=prof.batch_size,
@@ -221,8 +222,8 @@ def estimate_for(
     if mismatch:
         warnings.append(mismatch)
     est = replace(est, basis=f"{est.basis}; {text}", warnings=tuple(warnings))
-    est = sv.with_interval(params, sweep, est)
-    unstable = sv.unstable_reasons(est.interval) if est.interval is not None else []
+    est = with_interval(params, sweep, est)
+    unstable = unstable_reasons(est.interval) if est.interval is not None else []
     if unstable:
         note = (
             f"unstable: the storage was unstable during the sweep ({'; '.join(unstable)}): "

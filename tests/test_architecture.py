@@ -264,7 +264,6 @@ KNOWN_UPWARD = {
     ("ckpt_qualify", "ckpt_estimate"),
     ("ckpt_qualify", "ckpt_report"),
     ("livecsv", "export"),
-    ("starvation", "starvation_interval"),
     ("cmds", "cli"),
 }
 

@@ -17,10 +17,12 @@ from iobench.starvation import (
     EstimateInterval,
     LoaderParams,
     SweepPoint,
-    block_length,
     estimate,
-    estimate_interval,
     max_gpus_for,
+)
+from iobench.starvation_interval import (
+    block_length,
+    estimate_interval,
     resample_factor,
     scaled_point,
     unstable_reasons,
