@@ -303,7 +303,7 @@ def _torch_version() -> str | None:
 
 def host_info() -> dict[str, Any]:
     """Host and environment capture saved with every run."""
-    from .engines.registry import fio_version  # local: keeps results import-light
+    from .tools import fio_version  # local: keeps results import-light
 
     torch_version = _torch_version()
     mem = 0

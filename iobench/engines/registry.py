@@ -5,13 +5,11 @@ Optional engines cost nothing until used, and a missing tool gives a helpful mes
 
 from __future__ import annotations
 
-import functools
 import importlib
-import shutil
-import subprocess
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EngineUnavailable, UsageError
+from ..tools import fio_version as fio_version  # re-exported: fio and the tests use it here
 
 if TYPE_CHECKING:
     from .base import Engine
@@ -50,16 +48,3 @@ def get_engine(name: str, **options: Any) -> Engine:
     if not ok:
         raise EngineUnavailable(f"engine {name!r} is unavailable: {why}", hint=entry["err"])
     return cls(**options)
-
-
-@functools.lru_cache(maxsize=1)
-def fio_version() -> str | None:
-    """``fio --version`` (e.g. 'fio-3.33'), or None when fio is not installed."""
-    exe = shutil.which("fio")
-    if not exe:
-        return None
-    try:
-        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None
