@@ -120,7 +120,8 @@ def test_first_and_last_intervals_are_taken_over_the_time_the_phase_covered():
 
 
 def test_a_measured_phase_records_where_its_series_starts():
-    from iobench.stats import WorkerStats, phase_result
+    from iobench.measured import phase_result
+    from iobench.stats import WorkerStats
 
     w = WorkerStats()
     w.origin = 0.0

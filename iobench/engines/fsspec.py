@@ -24,8 +24,9 @@ from typing import Any
 
 from ..datagen import DataPool
 from ..errors import EngineError
+from ..measured import phase_result
 from ..results import PhaseResult
-from ..stats import WorkerStats, phase_result
+from ..stats import WorkerStats
 from ..storage import open_fs
 from ..target import scrub
 from .base import Engine, EngineContext, PhaseSpec, Segment

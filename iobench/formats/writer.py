@@ -23,8 +23,9 @@ from .. import storage
 from ..datagen import POOL_MIN, random_bytes
 from ..engines.base import FileSpec
 from ..errors import EngineError
+from ..measured import phase_result
 from ..results import PhaseResult
-from ..stats import WorkerStats, phase_result
+from ..stats import WorkerStats
 from ..target import DIRECT_ALIGN, drop_file_cache, fs_class, is_url, scrub
 from .registry import get_format, overhead_bytes
 

@@ -26,9 +26,10 @@ import numpy as np
 
 from ..engines.base import FileSpec, PhaseSpec
 from ..errors import EngineError, UsageError
+from ..measured import phase_result
 from ..plan import Plan
 from ..spec import Param
-from ..stats import WorkerStats, phase_result
+from ..stats import WorkerStats
 from ..target import drop_file_cache
 
 PARAMS: dict[str, Param] = {

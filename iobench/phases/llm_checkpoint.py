@@ -37,9 +37,10 @@ from .. import cpu
 from ..ckpt_model import ModelSpec, RankShard, rank_shard
 from ..engines.base import FileSpec, PhaseSpec
 from ..errors import EngineError, UsageError
+from ..measured import phase_result
 from ..plan import Plan
 from ..spec import Param
-from ..stats import WorkerStats, phase_result
+from ..stats import WorkerStats
 from ..target import drop_file_cache
 from .checkpoint import _dcp_storage, _metadata, _parallel, dcp_step
 
