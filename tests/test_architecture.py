@@ -233,7 +233,7 @@ TIERS = [
     "starvation",
     "starvation_interval diagnose",
     "blocks steady target",  # Data
-    "stats",
+    "stats ckpt_report ckpt_estimate",
     "results spec",
     "ckpt_spec outdir storage history verify measured",
     "engines",  # I/O
@@ -245,7 +245,7 @@ TIERS = [
     "loader ckpt_run ckpt_qualify",
     "verdict",
     "qualify",
-    "ckpt_report ckpt_plot ckpt_estimate export",  # Outputs
+    "ckpt_plot export",  # Outputs
     "report compare",
     "api",  # Front
     "cmds",
@@ -258,9 +258,6 @@ TIER = {name: i for i, names in enumerate(TIERS) for name in names.split()}
 KNOWN_UPWARD = {
     ("spec", "phases"),
     ("qualify", "report"),
-    ("ckpt_run", "ckpt_estimate"),
-    ("ckpt_qualify", "ckpt_estimate"),
-    ("ckpt_qualify", "ckpt_report"),
     ("livecsv", "export"),
     ("cmds", "cli"),
 }
