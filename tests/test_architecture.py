@@ -236,6 +236,7 @@ TIERS = [
     "stats ckpt_report ckpt_estimate",
     "results spec",
     "ckpt_spec outdir storage history verify measured",
+    "export",
     "engines",  # I/O
     "formats progress supervisor distributed",
     "livecsv watchdog dataprofile",
@@ -245,7 +246,7 @@ TIERS = [
     "loader ckpt_run ckpt_qualify",
     "verdict",
     "qualify",
-    "ckpt_plot export",  # Outputs
+    "ckpt_plot",  # Outputs
     "report compare",
     "api",  # Front
     "cmds",
@@ -258,7 +259,6 @@ TIER = {name: i for i, names in enumerate(TIERS) for name in names.split()}
 KNOWN_UPWARD = {
     ("spec", "phases"),
     ("qualify", "report"),
-    ("livecsv", "export"),
     ("cmds", "cli"),
 }
 
