@@ -15,6 +15,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from .ckpt_qualify import attach as ckpt_attach
@@ -312,19 +313,20 @@ def run_qualify(
     sets: list[str] | None = None,
     model: str | None = None,
     ckpt_opts: Any = None,
+    write_report: Callable[[RunResult, Path], Any] | None = None,
 ) -> tuple[RunOutcome | None, str | None]:
     """Plan (and unless ``dry_run``) run the suite. Returns (outcome, dry-run text).
 
     With a torchrun ``coord`` (many ranks) every rank runs each I/O step on its own files, in
     step, and the phases are the ranks' aggregates; the loader runs one accelerator per rank;
-    rank 0 writes the result, the report and the verdict (the same on every rank).
+    rank 0 writes the result, the report (``write_report``) and the verdict (alike on all ranks).
     """
     from .engines.registry import get_engine
 
     suite = _suite(target_spec, profile_name, gpus, require, quick, budget, checkpoint, sets)
     ckpt_full = check_model_options(model, checkpoint, ckpt_opts, list(suite.requirements))
     suite = replace(suite, ckpt_full=ckpt_full or suite.ckpt_full, model=model,
-                    ckpt_opts=ckpt_opts, requested_gpus=gpus)  # fmt: skip
+                    ckpt_opts=ckpt_opts, requested_gpus=gpus, write_report=write_report)  # fmt: skip
     engine = get_engine(engine_name)
     coord = coord or SingleProcess()
 
@@ -367,6 +369,7 @@ class _Suite:
     model: str | None = None  # qualify --model: that model's checkpoint step and block
     ckpt_opts: Any = None
     requested_gpus: int | None = None
+    write_report: Callable[[RunResult, Path], Any] | None = None  # the command's report.html
 
 
 def _suite(
@@ -470,10 +473,11 @@ def _after_io(
         # one verdict, rank 0's, so every rank exits with the same status
         outcome.run.verdict = coord.broadcast_object(outcome.run.verdict)
     if ctx.writer:
-        from . import report, results
+        from . import results
 
         results.save(outcome.run, ctx.out_dir)
-        report.write_report(outcome.run, ctx.out_dir)
+        if suite.write_report is not None:
+            suite.write_report(outcome.run, ctx.out_dir)
 
 
 def _loader_step(

@@ -154,9 +154,17 @@ def _run(live_csv: str | None, quiet: bool, target: str, **kwargs: Any) -> Any:
     live = None if kwargs["dry_run"] else open_live_csv(live_csv)
     try:
         factory = with_live_csv(progress_factory(quiet), live)
-        return run_qualify(target, progress_factory=factory, **kwargs)
+        return run_qualify(target, progress_factory=factory, write_report=_write_report, **kwargs)
     finally:
         close_live_csv(live)
+
+
+def _write_report(run: Any, out_dir: Any) -> None:
+    """report.html beside result.json (rank 0, from ``run_qualify``); the output layer is
+    imported only then, as before the run layer stopped importing it."""
+    from ..report import write_report
+
+    write_report(run, out_dir)
 
 
 def _report(
