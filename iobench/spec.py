@@ -21,21 +21,8 @@ import tomllib
 
 from .errors import SpecError, UsageError
 from .formats.registry import FORMATS
+from .params import GENERATOR_PARAMS, Param, generator_names
 from .units import parse_count, parse_duration, parse_percent, parse_size
-
-
-@dataclass(frozen=True)
-class Param:
-    """A declared parameter: its kind, default and one line of help."""
-
-    kind: str  # size | duration | count | int | float | bool | choice | str | sizes | counts | rate | percent
-    default: Any
-    help: str
-    choices: tuple[str, ...] = ()
-    minimum: float | None = None
-    optional: bool = False  # None allowed (e.g. time = unset)
-    maximum: float | None = None  # None: the kind's bound in KIND_MAXIMUM (if any)
-
 
 # Bounds for values no run can use: a duration beyond a week, a count beyond a billion (a file
 # list or a thread pool that size exhausts memory before the run starts), an integer beyond
@@ -393,9 +380,7 @@ def load_workload(
     generators: Callable[[str], dict[str, Param]] | None = None,
 ) -> Workload:
     """Load and validate a workload file, then apply overrides (each validated the same way)."""
-    from .phases import generator_names, generator_params
-
-    params_of = generators or generator_params
+    params_of = generators or GENERATOR_PARAMS.__getitem__
     path = find_file(name, "workload")
     data = _read_toml(path)
     where = str(path)

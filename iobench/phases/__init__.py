@@ -1,6 +1,7 @@
 """Workload generators: each turns resolved parameters into phases and runs them.
 
-A generator module exposes ``PARAMS`` (its own parameters beyond spec.COMMON_PARAMS),
+A generator's parameters (beyond spec.COMMON_PARAMS) are declared in ``iobench.params``,
+below ``spec``, so loading a workload imports no generator. A generator module exposes
 ``plan(params) -> Plan`` (what it will do, with bytes and space; writes nothing) and
 ``run(params, runner) -> None`` (executes its phases through the runner).
 """
@@ -11,6 +12,8 @@ import importlib
 from types import ModuleType
 from typing import Any
 
+from ..params import GENERATOR_PARAMS
+
 GENERATORS = {
     "sequential": "iobench.phases.sequential",
     "checkpoint": "iobench.phases.checkpoint",
@@ -20,7 +23,7 @@ GENERATORS = {
 
 
 def generator_names() -> list[str]:
-    return sorted(GENERATORS)
+    return sorted(GENERATORS)  # the same names as params.GENERATOR_PARAMS (tests check)
 
 
 def get_generator(name: str) -> ModuleType:
@@ -28,4 +31,4 @@ def get_generator(name: str) -> ModuleType:
 
 
 def generator_params(name: str) -> dict[str, Any]:
-    return get_generator(name).PARAMS
+    return GENERATOR_PARAMS[name]

@@ -28,21 +28,8 @@ from ..engines.base import FileSpec, PhaseSpec
 from ..errors import EngineError, UsageError
 from ..measured import phase_result
 from ..plan import Plan
-from ..spec import Param
 from ..stats import WorkerStats
 from ..target import drop_file_cache
-
-PARAMS: dict[str, Param] = {
-    "files": Param("count", 256, "small files per rank directory", minimum=1),
-    "file_sizes": Param("sizes", [4096, 65536, 1 << 20], "small-file sizes, drawn in turn"),
-    "metadata": Param("bool", True, "run the small-file create/stat/read/delete phases"),
-    "checkpoint_size": Param(
-        "size", 256 << 20, "total bytes of the synthetic state dict", minimum=0
-    ),
-    "shards": Param("count", 4, "checkpoint shards (one per emulated rank)", minimum=1),
-    "dcp": Param("bool", True, "also save/load with torch.distributed.checkpoint"),
-    "tensor_size": Param("size", 16 << 20, "bytes per tensor in the state dict", minimum=4096),
-}
 
 
 def _small_files(params: dict[str, Any], rank: int = 0) -> tuple[FileSpec, ...]:

@@ -15,24 +15,8 @@ from typing import Any
 from ..datagen import dataset_paths, sample_sizes
 from ..distributed import peer_files, read_source
 from ..engines.base import FileSpec, PhaseSpec
-from ..formats.registry import FORMATS, extension
+from ..formats.registry import extension
 from ..plan import Plan
-from ..spec import Param
-
-PARAMS: dict[str, Param] = {
-    "files": Param("count", 1024, "sample files in the dataset", minimum=1),
-    "file_size": Param("size", 256 << 10, "mean bytes per file", minimum=1),
-    "size_dist": Param(
-        "choice", "fixed", "file-size distribution", ("fixed", "normal", "lognormal")
-    ),
-    "size_sd": Param("size", 0, "standard deviation of the file size", minimum=0),
-    "readers": Param("counts", [1, 2, 4, 8], "reader-count sweep"),
-    "orders": Param("choice", "both", "read orders", ("both", "sequential", "shuffled")),
-    "format": Param("choice", "raw", "sample file format", FORMATS),
-    "samples_per_file": Param(
-        "count", 1, "samples per file (parquet row groups, tar members)", minimum=1
-    ),
-}
 
 
 def layout(params: dict[str, Any], prefix: str = "data") -> tuple[FileSpec, ...]:

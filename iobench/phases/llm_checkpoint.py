@@ -39,30 +39,9 @@ from ..engines.base import FileSpec, PhaseSpec
 from ..errors import EngineError, UsageError
 from ..measured import phase_result
 from ..plan import Plan
-from ..spec import Param
 from ..stats import WorkerStats
 from ..target import drop_file_cache
 from .checkpoint import _dcp_storage, _metadata, _parallel, dcp_step
-
-PARAMS: dict[str, Param] = {
-    "model": Param("str", "llama3-8b", "checkpoint model (workloads/checkpoints/NAME.toml)"),
-    "ranks": Param(
-        "count",
-        None,
-        "ranks sharing the checkpoint (default: the model's)",
-        optional=True,
-        minimum=1,
-    ),  # fmt: skip
-    "scale": Param("float", 1.0, "fraction of every rank's shard written", minimum=0),
-    "api": Param("choice", "torch", "torch.save files, DCP, or both", ("torch", "dcp", "both")),
-    "baseline": Param("bool", False, "also a plain sequential write of the same files"),
-    "metadata": Param("bool", True, "small-file create/open phases (the metadata rates)"),
-    "files": Param("count", 64, "small files per writer in the metadata phases", minimum=1),
-    "tensor_size": Param("size", 64 << 20, "bytes per tensor in the state dicts", minimum=4096),
-    "crc32": Param(
-        "bool", True, "torch.save's CRC-32 of every record (torch's default, what training pays)"
-    ),
-}
 
 POOL_BYTES = 64 << 20
 BASELINE_BLOCK = 4 << 20

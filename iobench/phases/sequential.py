@@ -13,19 +13,7 @@ from typing import Any
 from ..distributed import peer_files, read_source
 from ..engines.base import FileSpec, PhaseSpec
 from ..plan import Plan
-from ..spec import Param
 from ..target import check_direct_alignment
-
-PARAMS: dict[str, Param] = {
-    "mode": Param("choice", "file-per-worker", "file layout", ("file-per-worker", "shared")),
-    "read_back": Param("bool", True, "read the files back after each write"),
-    "block_sizes": Param("sizes", [], "block-size sweep (empty: none)"),
-    "jobs_sweep": Param("counts", [], "writer-count sweep (empty: none)"),
-    "randread": Param("bool", False, "add a random-read phase over the written files"),
-    "rand_block_size": Param("size", 4096, "block size of the random-read phase", minimum=512),
-    "rand_jobs": Param("count", 0, "random-read workers (0: same as jobs)", minimum=0),
-    "iodepth": Param("count", 1, "random-read queue depth per worker (fio: libaio)", minimum=1),
-}
 
 
 def _label(n: int) -> str:
