@@ -1,6 +1,7 @@
-"""Commands beyond run/workloads: one module each, registering on ``cli.app`` when imported.
+"""Commands beyond run/workloads: one module each, registering on ``common.app`` when imported.
 
-Each module does ``from ..cli import app, out, err`` and defines ``@app.command()`` functions
+Each module does ``from .common import app, out, err`` (the app and what the commands share;
+``iobench.cli`` re-exports them and runs the app) and defines ``@app.command()`` functions
 that parse, call one library function, render, and return an exit status.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from ..cli import STALL_OPTION, app, arm_watchdog, out, out_report, progress_factory
+from .common import STALL_OPTION, app, arm_watchdog, out, out_report, progress_factory
 
 _MODEL_OPTION = typer.Option(
     ..., "--model", help="Checkpoint model (see `iobench workloads`) or TOML path."

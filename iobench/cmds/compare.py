@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from ..cli import app, err, out
 from ..errors import UsageError
+from .common import app, err, out
 
 
 @app.command()

@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from ..cli import app, out
+from .common import app, out
 
 
 @app.command()

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from ..cli import app, deprecated, out
+from .common import app, deprecated, out
 
 
 @app.command()

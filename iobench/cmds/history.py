@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from ..cli import app, err, out, out_report
 from ..errors import UsageError
+from .common import app, err, out, out_report
 
 
 @app.command()

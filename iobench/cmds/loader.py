@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from ..cli import (
+from .common import (
     CSV_OPTION,
     SERIES_CSV_OPTION,
     STALL_OPTION,

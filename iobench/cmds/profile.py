@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from ..cli import app, out
+from .common import app, out
 
 
 @app.command()

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ..cli import (
+from ..qualify import DEFAULT_BUDGET_S, DEFAULT_CHECKPOINT, DEFAULT_PROFILE, QUICK_BUDGET_S
+from .common import (
     CSV_OPTION,
     LIVE_CSV_OPTION,
     SERIES_CSV_OPTION,
@@ -23,7 +24,6 @@ from ..cli import (
     with_live_csv,
     write_exports,
 )
-from ..qualify import DEFAULT_BUDGET_S, DEFAULT_CHECKPOINT, DEFAULT_PROFILE, QUICK_BUDGET_S
 
 if TYPE_CHECKING:
     from ..runner import RunOutcome

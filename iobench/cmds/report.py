@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from ..cli import app, out, out_report
+from .common import app, out, out_report
 
 
 @app.command()
