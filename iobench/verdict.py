@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .blocks import EstimateBlock, LoaderBlock
 from .ckpt_qualify import CKPT_KEYS, normal_key, parse_item
 from .ckpt_qualify import verdict_lines as ckpt_verdict_lines
 from .errors import UsageError
@@ -136,34 +137,43 @@ def measured_figures(run: Any) -> dict[str, float | None]:
         p = figure_phase(run, key)
         attr = "iops" if key == "samples" else _PHASE_OF[key][1]
         out[key] = getattr(p, attr) if p is not None else None
-    out["au"] = (run.loader or {}).get("au")
-    out["gpus"] = (run.estimate or {}).get("max_gpus")
+    out["au"] = _typed(LoaderBlock, run.loader).au
+    out["gpus"] = _estimate(run).max_gpus
     return out
 
 
-def _gpus_item(est: dict[str, Any], r: Requirement, what: str) -> tuple[bool, str, dict[str, Any]]:
+def _typed(block: type, d: Any) -> Any:
+    """``d`` (a result block as read) typed; an absent block reads as an empty one."""
+    return block.from_dict(d if isinstance(d, dict) else {})
+
+
+def _estimate(run: Any) -> EstimateBlock:
+    return _typed(EstimateBlock, run.estimate)
+
+
+def _gpus_item(est: EstimateBlock, r: Requirement, what: str) -> tuple[bool, str, dict[str, Any]]:
     """The verdict line of the estimate: judged at the interval's conservative (low) end."""
-    point = est.get("max_gpus")
-    low = est.get("max_gpus_low", point)
-    high = est.get("max_gpus_high", point)
+    point = est.max_gpus
+    low = est.max_gpus_low if est.has("max_gpus_low") else point
+    high = est.max_gpus_high if est.has("max_gpus_high") else point
     if point is None:
         line = f"FAIL: {what}: not estimated (required >= {r.value:g})"
         return False, line, {"key": r.key, "required": r.value, "estimate": None,
                              "unit": r.unit, "result": "fail"}  # fmt: skip
     passed = low >= r.value
-    interval = est.get("interval") or {}
-    span = f"{point} ({low}–{high})" if "max_gpus_low" in est else f"{point}"
+    interval = est.interval if est.interval is not None and not est.interval.empty else None
+    span = f"{point} ({low}–{high})" if est.has("max_gpus_low") else f"{point}"
     line = (
         f"{'PASS' if passed else 'FAIL'}: {what}: estimate {span}, judged at the conservative "
         f"end {low} (required >= {r.value:g})"
-        + (f" [{interval['level']:.0%} interval; see the estimate's basis]" if interval else "")
+        + (f" [{interval.level:.0%} interval; see the estimate's basis]" if interval else "")
     )
-    for w in est.get("warnings") or []:
+    for w in est.warnings:
         line += f"; {w}"
     item = {"key": r.key, "required": r.value, "estimate": point, "low": low, "high": high,
             "judged": low, "unit": r.unit, "result": "pass" if passed else "fail"}  # fmt: skip
-    if est.get("warnings"):
-        item["notes"] = list(est["warnings"])
+    if est.warnings:
+        item["notes"] = list(est.warnings)
     return passed, line, item
 
 
@@ -192,10 +202,8 @@ def verdict(
         if r.key == "gpus":
             if profile is not None:
                 what += f" ({profile.name}, AU >= {profile.au_min:.0%})"
-            passed, line, item = _gpus_item(run.estimate or {}, r, what)
-            rests_on_indicative |= any(
-                w.startswith("indicative") for w in (run.estimate or {}).get("warnings") or []
-            )
+            passed, line, item = _gpus_item(_estimate(run), r, what)
+            rests_on_indicative |= any(w.startswith("indicative") for w in _estimate(run).warnings)
         else:
             passed, line, item = _figure_item(run, got.get(r.key), r, what)
             rests_on_indicative |= "indicative" in item
@@ -249,7 +257,7 @@ def _verdict_notes(run: Any, any_reqs: bool, rests_on_indicative: bool, quick: b
             "NOTE: this verdict rests on indicative figures (phases that did not reach steady "
             "state or ran too short): rerun without --quick, or with a longer --time"
         )
-    if any("unstable" in w for w in (run.estimate or {}).get("warnings") or []):
+    if any("unstable" in w for w in _estimate(run).warnings):
         notes.append(
             "NOTE: the storage (or the host) was unstable during the measurement: the "
             "estimate's interval covers this run's variability and may not cover another run"
