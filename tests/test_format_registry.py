@@ -32,7 +32,7 @@ def test_every_format_has_the_interface_and_round_trips(name):
 
 
 def test_the_lists_of_formats_come_from_the_registry():
-    from iobench.phases.dataset import PARAMS
+    from iobench.params import DATASET as PARAMS
     from iobench.spec import PROFILE_PARAMS
 
     assert registry.FORMATS == ("raw", "npz", "parquet", "tar")
