@@ -33,7 +33,7 @@ from typing import IO, Any
 import numpy as np
 
 from .errors import UsageError
-from .formats.detect import MAGIC_BYTES, choose, magic_format
+from .formats.detect import MAGIC_BYTES, choose, list_local, magic_format
 from .target import is_url, scrub
 from .units import format_bytes
 
@@ -80,29 +80,6 @@ class Listing:
         return os.fdopen(fd, "rb")
 
 
-def _walk(root: str) -> list[str]:
-    out: list[str] = []
-    stack = [""]
-    while stack:
-        rel = stack.pop()
-        try:
-            entries = list(os.scandir(os.path.join(root, rel) if rel else root))
-        except OSError as e:
-            raise UsageError(
-                f"cannot list the dataset: {e.strerror or e}",
-                hint="give a dataset directory this user can read",
-            ) from None
-        for e in entries:
-            if e.name.startswith("."):
-                continue
-            name = f"{rel}/{e.name}" if rel else e.name
-            if e.is_dir(follow_symlinks=False):
-                stack.append(name)
-            elif e.is_file():
-                out.append(name)
-    return sorted(out)
-
-
 def list_dataset(root: str, sample: int, seed: int = 1) -> Listing:
     """The dataset's files, all stat'ed up to ``sample``, else a random ``sample`` of them."""
     if sample < 1:
@@ -128,7 +105,7 @@ def list_dataset(root: str, sample: int, seed: int = 1) -> Listing:
         raise UsageError(
             f"dataset {root!r} {what}", hint="give the directory that holds the dataset"
         )
-    names = _walk(root)
+    names = list_local(root)
     idx = list(range(len(names)))
     if len(idx) > sample:
         idx = sorted(random.Random(seed).sample(idx, sample))

@@ -99,7 +99,7 @@ def layout(fmt: str, paths: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-def _list_local(root: str) -> list[str]:
+def list_local(root: str) -> list[str]:
     """Every regular file under ``root`` (relative, sorted); hidden entries skipped."""
     out: list[str] = []
     stack = [""]
@@ -240,7 +240,7 @@ def scan(
         sizes_known = _list_url(root, opts)
         files = list(sizes_known)
     else:
-        files = _list_local(root)
+        files = list_local(root)
     if not files:
         raise UsageError(
             f"dataset {scrub(root)} holds no files", hint="point at the dataset's directory"
