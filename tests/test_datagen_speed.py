@@ -1,7 +1,8 @@
 """The dataset writer's fast paths give the same files as the slow ones: samples generated into
 a reused aligned buffer are the bytes ``SampleSource.sample`` gives; the hand-written tar and
-npz are what tarfile and zipfile read (the tar byte for byte what tarfile writes); parquet
-encoded in place reads back; O_DIRECT bodies with buffered tails land whole."""
+npz are what tarfile and zipfile read (the tar byte for byte what tarfile writes, npz's CRCs
+from the pool zlib's); the hand-written parquet is what pyarrow reads; O_DIRECT bodies with
+buffered tails land whole."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import io
 import os
 import tarfile
 import zipfile
+import zlib
 
 import numpy as np
 import pytest
@@ -77,27 +79,65 @@ def test_npz_is_a_valid_zip_and_the_zip64_fallback_reads_the_same(monkeypatch):
     assert plain.getvalue() != big.getvalue()
 
 
-def test_parquet_in_place_and_buffered_read_the_same(monkeypatch):
-    sizes = [1000, 3000, 2 << 20]
-    _, samples = _samples(sizes)
-    keys = [str(j) for j in range(3)]
-    img = ImageFile()
-    before = parquet._FALLBACKS[0]
-    parquet.write(img, samples, keys)
-    assert parquet._FALLBACKS[0] == before  # encoded in place
-    buffered = io.BytesIO()
-    parquet.write(buffered, samples, keys)
-    for data in (bytes(img.image()), buffered.getvalue()):
-        assert [a.tobytes() for a in parquet.decode(data)] == [s.tobytes() for s in samples]
-    # no room for it in place (a stated overhead too small): the buffered path, same file
-    monkeypatch.setattr(parquet, "OVERHEAD_PER_FILE", 0)
-    monkeypatch.setattr(parquet, "OVERHEAD_PER_SAMPLE", 0)
-    img2 = ImageFile()
-    parquet.write(img2, samples, keys)
-    assert parquet._FALLBACKS[0] == before + 1
-    assert [a.tobytes() for a in parquet.decode(bytes(img2.image()))] == [
-        s.tobytes() for s in samples
-    ]
+def test_parquet_by_hand_is_what_pyarrow_reads(monkeypatch):
+    """The hand-written file (required string ``key``, required binary ``data``, PLAIN pages
+    of whole values, Thrift footer) is a Parquet file as pyarrow reads it: full validation,
+    the keys, the row groups and pages as sized, and the same samples as arrow's own writer
+    gives (the path for a sample too large for a page)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    monkeypatch.setattr(parquet, "ROW_GROUP_BYTES", 6000)  # 3 samples of ~2 KB a group
+    monkeypatch.setattr(parquet, "DATA_PAGE_BYTES", 4000)  # 2 samples a page
+    sizes = [2000] * 47 + [0, 1, 16, 17]  # 17 row groups: the footer's long-form list
+    src, samples = _samples(sizes)
+    keys = [formats.sample_key(3, j) for j in range(len(sizes))]
+    ours = io.BytesIO()
+    parquet.write(ours, samples, keys)
+    pf = pq.ParquetFile(pa.BufferReader(ours.getvalue()))
+    table = pf.read()
+    table.validate(full=True)
+    assert pf.schema_arrow == pa.schema(
+        [pa.field("key", pa.string(), nullable=False), pa.field("data", pa.binary(), False)]
+    )
+    assert table.column("key").to_pylist() == keys
+    assert [v.as_py() for v in table.column("data")] == [s.tobytes() for s in samples]
+    assert pf.num_row_groups == 17 and pf.metadata.num_rows == len(sizes)
+    data = pf.metadata.row_group(0).column(1)
+    assert data.compression == "UNCOMPRESSED" and data.encodings == ("PLAIN",)
+    assert data.total_compressed_size == data.total_uncompressed_size  # headers included
+    pages = list(parquet._pages([2000] * 3, 0))
+    assert [list(p) for p in pages] == [[0, 1], [2]]
+    # a sample over what a page can hold: arrow's writer (large_binary), same samples
+    monkeypatch.setattr(parquet, "_MAX_PAGE", 4000 + 2000)
+    assert parquet.frame(sizes, keys) is None
+    big = io.BytesIO()
+    parquet.write(big, samples, keys)
+    assert pq.ParquetFile(pa.BufferReader(big.getvalue())).schema_arrow.field(1).type == (
+        pa.large_binary()
+    )
+    for got in (ours.getvalue(), big.getvalue()):
+        assert [a.tobytes() for a in parquet.decode(got)] == [s.tobytes() for s in samples]
+
+
+def test_npz_member_crcs_from_the_pool_are_zlibs():
+    """npz's frame given each sample's CRC-32 from the source (no pass over the bytes) gives
+    the file byte for byte as computing them over the image does, and zipfile checks them."""
+    sizes = [0, 5, 16, 17, 4096, 70_001, 3 << 20]
+    keys = [formats.sample_key(3, j) for j in range(len(sizes))]
+    src = formats.SampleSource(max(sizes), seed=9)
+    crcs = [src.crc(3, j, n) for j, n in enumerate(sizes)]
+    assert crcs == [zlib.crc32(src.sample(3, j, n)) for j, n in enumerate(sizes)]
+    images = []
+    for known in (crcs, None):
+        total, offsets, finish = npz.frame(sizes, keys, known)
+        buf = FileBuffer()
+        buf.take(total)
+        src.file_samples(3, sizes, buf, offsets)
+        finish(buf.array[:total])
+        images.append(buf.array[:total].tobytes())
+    assert images[0] == images[1]
+    assert zipfile.ZipFile(io.BytesIO(images[0])).testzip() is None
 
 
 def test_image_file_seeks_like_a_file():
@@ -124,7 +164,7 @@ def test_write_image_lands_whole(tmp_path, n, direct):
     assert os.path.getsize(path) == n // 2
 
 
-@pytest.mark.parametrize("fmt", ["tar", "npz"])
+@pytest.mark.parametrize("fmt", ["tar", "npz", "parquet"])
 @pytest.mark.parametrize("sizes", [[1000, 2000, 3000], [0, 511, 512, 513], [70_001]])
 def test_framed_file_is_byte_for_byte_what_write_writes(fmt, sizes):
     """The writer's in-place path (samples generated into a format's frame) and the format's

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from . import crc32
+
 EXTENSION = "npz"
 OVERHEAD_PER_FILE = 1024
 OVERHEAD_PER_SAMPLE = 512
@@ -72,11 +74,17 @@ def write(f: Any, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:
     f.write(_END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), len(directory), offset, 0))
 
 
+#: ``frame`` takes each sample's CRC-32 when the caller knows them (the dataset writer does).
+SAMPLE_CRCS = True
+
+
 def frame(
-    sizes: Sequence[int], keys: Sequence[str]
+    sizes: Sequence[int], keys: Sequence[str], crcs: Sequence[int] | None = None
 ) -> tuple[int, list[int], Callable[[Any], None]] | None:
     """The file ``write`` writes, laid out ahead (see tar.frame): the headers, CRCs and the
-    directory filled in once the samples are in place. None beyond the plain zip's limits."""
+    directory filled in once the samples are in place. With ``crcs`` (each sample's CRC-32)
+    a member's CRC is combined from its header's and its sample's, else computed over the
+    image. None beyond the plain zip's limits."""
     if len(sizes) >= 0xFFFF or sum(sizes) + len(sizes) * OVERHEAD_PER_SAMPLE >= _PLAIN_LIMIT:
         return None
     names = [f"s{j:05d}.npy".encode() for j in range(len(sizes))]
@@ -94,7 +102,10 @@ def frame(
     def finish(image: Any) -> None:
         central = []
         for name, head, n, start, at in zip(names, npy, sizes, starts, offsets, strict=True):
-            crc = zlib.crc32(memoryview(image[at : at + n]), zlib.crc32(head))
+            if crcs is None:
+                crc = zlib.crc32(memoryview(image[at : at + n]), zlib.crc32(head))
+            else:
+                crc = crc32.combine(zlib.crc32(head), crcs[len(central)], n)
             size = len(head) + n
             local = _local(crc, size, name)
             image[start:at] = np.frombuffer(local + name + head, dtype=np.uint8)

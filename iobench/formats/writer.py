@@ -14,6 +14,7 @@ import mmap
 import os
 import threading
 import time
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +28,8 @@ from ..measured import phase_result
 from ..results import PhaseResult
 from ..stats import WorkerStats
 from ..target import DIRECT_ALIGN, drop_file_cache, fs_class, is_url, scrub
+from . import crc32
+from .ahead import Ahead, slots_per_writer
 from .registry import get_format, overhead_bytes
 
 
@@ -51,6 +54,8 @@ class SampleSource:
         size = max(POOL_MIN, int(max_sample) + 2 * DIRECT_ALIGN)
         self.pool = np.frombuffer(random_bytes(size, seed), dtype=np.uint8)
         self.seed = seed
+        # prefix CRCs every 4 KiB, or every 1/16384th of a larger pool (computed on first use)
+        self._prefix = crc32.PrefixCRC(self.pool, max(4096, size >> 14))
 
     def _offset(self, file_index: int, j: int, n: int) -> int:
         span = len(self.pool) - n
@@ -63,6 +68,15 @@ class SampleSource:
         out = np.empty(n, dtype=np.uint8)
         self._fill(out, file_index, j)
         return out
+
+    def crc(self, file_index: int, j: int, n: int) -> int:
+        """The CRC-32 of the sample ``sample(file_index, j, n)`` gives, from the pool's
+        prefix CRCs (``crc32.PrefixCRC``) without reading the sample's bytes again."""
+        off = self._offset(file_index, j, n)
+        stamp = np.array([file_index, j], dtype="<u8").tobytes()[: min(16, n)]
+        if n <= 16:
+            return zlib.crc32(stamp)
+        return crc32.combine(zlib.crc32(stamp), self._prefix.slice(off + 16, off + n), n - 16)
 
     def _fill(self, out: np.ndarray, file_index: int, j: int) -> None:
         n = len(out)
@@ -113,6 +127,13 @@ class FileBuffer:
             self.array = bigger
         return self.array[:n]
 
+    def prefault(self, n: int) -> FileBuffer:
+        """Size it for ``n`` bytes and touch every page now (as fio allocates its buffers
+        before it starts the clock): the first file then pays no page faults."""
+        self.take(n)
+        self.array[:n:DIRECT_ALIGN] = 0  # (DIRECT_ALIGN is the page size)
+        return self
+
 
 class ImageFile:
     """A writable, seekable file in a FileBuffer: a format writes a whole file image here,
@@ -153,15 +174,6 @@ class ImageFile:
 
     def image(self) -> memoryview:
         return memoryview(self.buf.array[: self.end])
-
-    def reserve(self, n: int) -> np.ndarray:
-        """``n`` writable bytes from the current position, for a writer that fills them in
-        place (arrow's FixedSizeBufferWriter); ``commit`` then says how many it wrote."""
-        return self.buf.take(self.pos + n, keep=self.end)[self.pos :]
-
-    def commit(self, n: int) -> None:
-        self.pos += n
-        self.end = max(self.end, self.pos)
 
 
 def write_image(path: str, image: memoryview, direct: bool) -> int:
@@ -308,6 +320,13 @@ class _Writers:
         self.real = [0] * len(files)
         self.errors: list[str] = []
         self.lock = threading.Lock()
+        largest = max((sum(s) + overhead_bytes(fmt, len(s)) for s in sizes), default=0)
+        per_writer = slots_per_writer(largest, jobs)
+        # each writer's buffers, one per file it holds at once, mapped before the clock starts
+        self.slots = [
+            [(FileBuffer().prefault(largest), ImageFile()) for _ in range(per_writer)]
+            for _ in range(jobs)
+        ]
 
     def run(self, progress: Any) -> None:
         """Run the threads to the end, updating ``progress``; a signal stops and joins them."""
@@ -343,39 +362,57 @@ class _Writers:
             with self.lock:
                 self.errors.append(f"writer {w} failed: {type(e).__name__}: {e}".replace("\n", " "))
 
+    def halted(self) -> bool:
+        return self.stop.is_set() or bool(self.errors)
+
     def worker(self, w: int) -> None:
+        """Writer ``w``: its files in turn, each built by its builder thread (``Ahead``: the
+        next file is built while this one is written, when memory allows two)."""
         st = self.stats[w]
         st.start = st.end = time.perf_counter()
-        buf, img = FileBuffer(), ImageFile()
-        for i in range(w, len(self.files), self.jobs):
-            if self.stop.is_set() or self.errors:
-                return
-            path = storage.join(self.runner.run_dir, self.files[i].path)
-            image = self._image(i, buf, img)
-            t0 = time.perf_counter_ns()
-            try:
-                n = self._write_one(path, image)
-            except Exception as e:  # noqa: BLE001 - fsspec backends raise what they like
-                with self.lock:  # (anything else, a bug too, fails the phase: see guarded)
-                    self.errors.append(_write_error(e, path))
-                return
-            t1 = time.perf_counter_ns()
-            if not self.remote:
-                drop_file_cache(path)
-            self.real[i] = n
-            st.add(n, t1 / 1e9, t1 - t0)
-            st.files += 1
-            st.end = t1 / 1e9
+        built = Ahead(
+            lambda i, slot: self._image(i, *slot),
+            range(w, len(self.files), self.jobs),
+            self.slots[w],
+            self.halted,
+            name=f"iobench-dataset-build-{w}",
+        )
+        try:
+            for i, image in built:
+                if self.halted():
+                    return
+                path = storage.join(self.runner.run_dir, self.files[i].path)
+                t0 = time.perf_counter_ns()
+                try:
+                    n = self._write_one(path, image)
+                except Exception as e:  # noqa: BLE001 - fsspec backends raise what they like
+                    with self.lock:  # (anything else, a bug too, fails the phase: see guarded)
+                        self.errors.append(_write_error(e, path))
+                    return
+                t1 = time.perf_counter_ns()
+                if not self.remote:
+                    drop_file_cache(path)
+                self.real[i] = n
+                st.add(n, t1 / 1e9, t1 - t0)
+                st.files += 1
+                st.end = t1 / 1e9
+        finally:
+            built.close()
 
     def _image(self, i: int, buf: FileBuffer, img: ImageFile) -> memoryview:
         """File ``i`` whole in memory, each sample's bytes generated once: raw samples back
-        to back in the thread's aligned buffer; a format with a ``frame`` (tar, npz) gets
-        them generated in their places and its headers around them; others (parquet) are
-        written into ``img`` from the samples."""
+        to back in the thread's buffer; a format with a ``frame`` (tar, npz, parquet) gets
+        them generated in their places and its headers around them (npz's CRCs from the
+        pool's); a file its frame cannot lay out (a zip64 npz, a parquet sample over 2 GiB)
+        is written into ``img`` by the format's own ``write``."""
         sizes = self.sizes[i]
         keys = [sample_key(i, j) for j in range(len(sizes))]
-        framer = getattr(get_format(self.fmt), "frame", None)
-        laid = framer(sizes, keys) if framer is not None else None
+        module = get_format(self.fmt)
+        framer = getattr(module, "frame", None)
+        known: dict[str, Any] = {}
+        if getattr(module, "SAMPLE_CRCS", False):  # CRCs from the pool, not over the bytes
+            known["crcs"] = [self.source.crc(i, j, n) for j, n in enumerate(sizes)]
+        laid = framer(sizes, keys, **known) if framer is not None else None
         if laid is not None:
             total, offsets, finish = laid
             buf.take(total)
