@@ -8,13 +8,17 @@ loader`` lays its dataset out with) writes the same bytes with the same writers 
 ``--file-size`` holding samples of ``--sample-size`` (O_DIRECT bodies, fsync per file). The
 order alternates between repeats (seq first, then dataset first) so drift in the device's
 speed hits both alike. Each repeat's ratio is dataset ÷ sequential-write; the table gives the
-medians of both bandwidths and of the ratios (the goal: ≥ 0.90). Both runs use the same
+medians of both bandwidths and of the ratios (the goal: ≥ 0.90). Beside them, as a reference
+for what files of that size cost on the storage, fio writes the same number of files of the
+same size (1 MiB O_DIRECT writes, fsync as each closes, created on open, not preallocated;
+``--no-fio`` leaves
+it out). Both runs use the same
 target directory, whose free space is checked first (twice the size, plus 10 %); everything
 written is removed, also on error or Ctrl-C.
 
     PYTHONPATH=. .venv/bin/python scripts/bench_datagen.py [--dir DIR] [--size 4GiB]
         [--jobs 2] [--file-size 256MiB] [--sample-size 1MiB] [--repeats 3]
-        [--formats raw,npz,parquet,tar] [--json]
+        [--formats raw,npz,parquet,tar] [--json] [--no-fio]
 """
 
 from __future__ import annotations
@@ -65,6 +69,31 @@ def seq_write(where: str, size: int, jobs: int) -> tuple[float, float]:
     return float(phases[0]["bandwidth_bps"]), cpu_s
 
 
+def fio_files(where: str, args: argparse.Namespace) -> float:
+    """fio writing the dataset's files (same count, size and writers; 1 MiB O_DIRECT writes,
+    fsync as each file closes, each file created when it is opened and not preallocated, as the
+    dataset writer does): bytes/s.
+    The reference for what files of this size cost on this storage."""
+    spf = max(1, args.file_size // args.sample_size)
+    per_job = max(1, args.size // (spf * args.sample_size) // args.jobs)
+    d = tempfile.mkdtemp(prefix="fio-files-", dir=where)
+    try:
+        proc = subprocess.run(
+            ["fio", "--name=dataset", f"--directory={d}", "--rw=write", "--bs=1M", "--direct=1",
+             "--ioengine=psync", f"--numjobs={args.jobs}", f"--nrfiles={per_job}",
+             f"--filesize={spf * args.sample_size}", f"--size={per_job * spf * args.sample_size}",
+             "--fsync_on_close=1", "--fallocate=none", "--create_on_open=1",
+             "--file_service_type=sequential",
+             "--group_reporting", "--output-format=json"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"fio failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return float(json.loads(proc.stdout)["jobs"][0]["write"]["bw_bytes"])
+
+
 def dataset_write(where: str, fmt: str, args: argparse.Namespace) -> tuple[float, float]:
     """The dataset writer's bandwidth (bytes/s) for ``--size`` bytes, and its CPU seconds."""
     spf = max(1, args.file_size // args.sample_size)
@@ -96,12 +125,14 @@ def check_space(where: str, size: int) -> None:
 def run(args: argparse.Namespace, where: str) -> list[dict]:
     rows = []
     for fmt in args.formats:
-        seq, data, ratios, cpu_seq, cpu_data = [], [], [], [], []
+        seq, data, ratios, cpu_seq, cpu_data, fio, fio_ratios = [], [], [], [], [], [], []
         for r in range(args.repeats):
             if r % 2 == 0:
                 s, cs = seq_write(where, args.size, args.jobs)
                 d, cd = dataset_write(where, fmt, args)
+                f = fio_files(where, args) if args.fio else None
             else:
+                f = fio_files(where, args) if args.fio else None
                 d, cd = dataset_write(where, fmt, args)
                 s, cs = seq_write(where, args.size, args.jobs)
             seq.append(s)
@@ -109,10 +140,15 @@ def run(args: argparse.Namespace, where: str) -> list[dict]:
             ratios.append(d / s)
             cpu_seq.append(cs / (args.size / GIB))
             cpu_data.append(cd / (args.size / GIB))
+            also = ""
+            if f:
+                fio.append(f)
+                fio_ratios.append(d / f)
+                also = f"; fio, same files {f / GIB:.3f} GiB/s, ratio {d / f:.3f}"
             print(
                 f"  {fmt} repeat {r + 1}: dataset {d / GIB:.3f} GiB/s ({cpu_data[-1]:.2f} CPU "
                 f"s/GiB), sequential-write {s / GIB:.3f} GiB/s ({cpu_seq[-1]:.2f} CPU s/GiB), "
-                f"ratio {d / s:.3f}",
+                f"ratio {d / s:.3f}{also}",
                 flush=True,
             )
         rows.append(
@@ -126,6 +162,8 @@ def run(args: argparse.Namespace, where: str) -> list[dict]:
                 "dataset_cpu_s_per_gib": statistics.median(cpu_data),
                 "seq_cpu_s_per_gib": statistics.median(cpu_seq),
                 "repeats": args.repeats,
+                "fio_files_gibps": statistics.median(fio) / GIB if fio else None,
+                "ratio_to_fio_files": statistics.median(fio_ratios) if fio else None,
             }
         )
     return rows
@@ -143,10 +181,17 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--formats", default="raw,npz,parquet,tar")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--no-fio", dest="fio", action="store_false",
+        help="leave out the reference run of fio writing the same files",
+    )  # fmt: skip
     args = ap.parse_args()
     args.size, args.file_size = parse_size(args.size), parse_size(args.file_size)
     args.sample_size = parse_size(args.sample_size)
     args.formats = [f for f in args.formats.split(",") if f]
+    if args.fio and shutil.which("fio") is None:
+        print("bench_datagen: fio not found, the fio reference is left out", file=sys.stderr)
+        args.fio = False
     check_space(args.dir, args.size)
     where = tempfile.mkdtemp(prefix="iobench-bench-datagen-", dir=args.dir)
     started = time.time()
@@ -165,14 +210,17 @@ def main() -> int:
         print(json.dumps(rows, indent=2))
     print(
         "| format | dataset writer GiB/s | sequential-write GiB/s | ratio (median; min–max) "
-        "| CPU s/GiB: dataset / sequential-write |"
+        "| CPU s/GiB: dataset / sequential-write | fio, same files: GiB/s (ratio) |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     for r in rows:
+        ref = "–"
+        if r["fio_files_gibps"] is not None:
+            ref = f"{r['fio_files_gibps']:.3f} ({r['ratio_to_fio_files']:.2f})"
         print(
             f"| {r['format']} | {r['dataset_gibps']:.3f} | {r['seq_gibps']:.3f} | "
             f"{r['ratio']:.2f} ({r['ratio_min']:.2f}–{r['ratio_max']:.2f}) | "
-            f"{r['dataset_cpu_s_per_gib']:.2f} / {r['seq_cpu_s_per_gib']:.2f} |"
+            f"{r['dataset_cpu_s_per_gib']:.2f} / {r['seq_cpu_s_per_gib']:.2f} | {ref} |"
         )
     print(
         f"({time.time() - started:.0f} s; load average at the end "

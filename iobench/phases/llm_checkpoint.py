@@ -15,8 +15,8 @@ One process emulates its share of the ranks as threads that start together; unde
 the ranks are dealt to the processes (rank p of W emulates ranks p·R/W … (p+1)·R/W − 1).
 
 The state is built before the timed region from one random pool: each tensor is a different
-slice of the pool with a unique stamp, so generating data never limits the write (MLPerf users
-found theirs capped by it) and no tensor repeats another. ``baseline`` adds
+slice of the pool, stamped every 4 KiB, so generating data never limits the write (MLPerf users
+found theirs capped by it) and no page repeats another. ``baseline`` adds
 ``ckpt-baseline-write``: the same bytes, the same files and writers as a plain buffered
 sequential write with fsync, so the overhead of ``torch.save`` shows beside it: at memory speed
 that is mostly the CRC-32 torch.save computes over every record (``crc32 = false`` turns it off,
@@ -27,7 +27,6 @@ adds small-file create/open phases whose rates the model uses for many-file chec
 from __future__ import annotations
 
 import os
-import struct
 import time
 from typing import Any
 
@@ -35,6 +34,7 @@ import numpy as np
 
 from .. import cpu
 from ..ckpt_model import ModelSpec, RankShard, rank_shard
+from ..datagen import PageStamper
 from ..engines.base import FileSpec, PhaseSpec
 from ..errors import EngineError, UsageError
 from ..measured import phase_result
@@ -47,7 +47,6 @@ POOL_BYTES = 64 << 20
 BASELINE_BLOCK = 4 << 20
 MAX_LOCAL_RANKS = 1024  # rank threads in one process
 COPY_BYTES = 256 << 20  # the snapshot-rate measurement (twice this in host memory)
-_STAMP = struct.Struct("<QQ")
 
 
 # --------------------------------------------------------------------------------------------
@@ -188,8 +187,8 @@ class _Pool:
             view[pos : pos + k] = self.data[off : off + k]
             pos += k
             off = 0
-        for at in range(0, n - 15, 1 << 20):  # a stamp every MiB: no two MiB are the same
-            _STAMP.pack_into(view, at, tag, (self.counter << 32) | (at >> 20))
+        # a stamp every 4 KiB: no two pages alike, so deduplication finds nothing to share
+        PageStamper(view, n).stamp(n, tag, self.counter << 32)
         return out
 
 
