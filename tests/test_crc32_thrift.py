@@ -41,6 +41,8 @@ def test_prefix_crc_slices_are_zlibs(step):
     ]
     for start, end in cases:
         assert p.slice(start, end) == zlib.crc32(data[start:end]), (start, end)
+        # continuing the CRC of what precedes the slice, as zlib.crc32(data, start) does
+        assert p.slice(start, end, 0x1234ABCD) == zlib.crc32(data[start:end], 0x1234ABCD)
     with pytest.raises(ValueError):
         p.slice(10, 5)
     with pytest.raises(ValueError):

@@ -90,10 +90,12 @@ class PrefixCRC:
         k = min(end // self.step, len(marks) - 1)
         return zlib.crc32(self.data[k * self.step : end], marks[k])
 
-    def slice(self, start: int, end: int) -> int:
-        """The CRC-32 of ``data[start:end]``."""
+    def slice(self, start: int, end: int, crc: int = 0) -> int:
+        """``zlib.crc32(data[start:end], crc)``: the CRC-32 of ``data[start:end]``, or, given
+        the CRC-32 of what comes before it, of the whole (one multiplication: the CRC of
+        P + S is x^(8|S|)·(crc(P) xor crc(prefix before S)) xor crc(prefix up to S's end))."""
         if not 0 <= start <= end <= len(self.data):
             raise ValueError(f"slice {start}:{end} outside a buffer of {len(self.data)} bytes")
         if end - start <= 2 * self.step:
-            return zlib.crc32(self.data[start:end])
-        return self.prefix(end) ^ multiply(x8n(end - start), self.prefix(start))
+            return zlib.crc32(self.data[start:end], crc)
+        return self.prefix(end) ^ multiply(x8n(end - start), crc ^ self.prefix(start))

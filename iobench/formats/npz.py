@@ -12,11 +12,10 @@ import io
 import struct
 import zlib
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
-
-from . import crc32
 
 EXTENSION = "npz"
 OVERHEAD_PER_FILE = 1024
@@ -30,7 +29,10 @@ _VERSION = 20
 _PLAIN_LIMIT = 0xFFFFFFFF - (1 << 20)
 
 
+@lru_cache(maxsize=1024)
 def _npy_header(n: int) -> bytes:
+    """The .npy header of ``n`` uint8s (cached: numpy's writer costs ~25 us a call, and a
+    dataset's samples come in few sizes)."""
     buf = io.BytesIO()
     np.lib.format.write_array_header_1_0(
         buf, {"descr": "|u1", "fortran_order": False, "shape": (n,)}
@@ -74,17 +76,20 @@ def write(f: Any, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:
     f.write(_END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), len(directory), offset, 0))
 
 
-#: ``frame`` takes each sample's CRC-32 when the caller knows them (the dataset writer does).
+#: ``frame`` takes a ``sample_crc`` when the caller can tell the samples' CRCs (the dataset
+#: writer can, from its pool).
 SAMPLE_CRCS = True
 
 
 def frame(
-    sizes: Sequence[int], keys: Sequence[str], crcs: Sequence[int] | None = None
+    sizes: Sequence[int],
+    keys: Sequence[str],
+    sample_crc: Callable[[int, int], int] | None = None,
 ) -> tuple[int, list[int], Callable[[Any], None]] | None:
     """The file ``write`` writes, laid out ahead (see tar.frame): the headers, CRCs and the
-    directory filled in once the samples are in place. With ``crcs`` (each sample's CRC-32)
-    a member's CRC is combined from its header's and its sample's, else computed over the
-    image. None beyond the plain zip's limits."""
+    directory filled in once the samples are in place. With ``sample_crc(j, start)`` (what
+    ``zlib.crc32(sample j, start)`` gives) a member's CRC is taken from it, else computed over
+    the image. None beyond the plain zip's limits."""
     if len(sizes) >= 0xFFFF or sum(sizes) + len(sizes) * OVERHEAD_PER_SAMPLE >= _PLAIN_LIMIT:
         return None
     names = [f"s{j:05d}.npy".encode() for j in range(len(sizes))]
@@ -102,10 +107,10 @@ def frame(
     def finish(image: Any) -> None:
         central = []
         for name, head, n, start, at in zip(names, npy, sizes, starts, offsets, strict=True):
-            if crcs is None:
+            if sample_crc is None:
                 crc = zlib.crc32(memoryview(image[at : at + n]), zlib.crc32(head))
             else:
-                crc = crc32.combine(zlib.crc32(head), crcs[len(central)], n)
+                crc = sample_crc(len(central), zlib.crc32(head))
             size = len(head) + n
             local = _local(crc, size, name)
             image[start:at] = np.frombuffer(local + name + head, dtype=np.uint8)

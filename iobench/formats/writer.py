@@ -27,7 +27,7 @@ from ..errors import EngineError
 from ..measured import phase_result
 from ..results import PhaseResult
 from ..stats import WorkerStats
-from ..target import DIRECT_ALIGN, drop_file_cache, fs_class, is_url, scrub
+from ..target import DIRECT_ALIGN, fs_class, is_url, scrub
 from . import crc32
 from .ahead import Ahead, slots_per_writer
 from .registry import get_format, overhead_bytes
@@ -69,14 +69,14 @@ class SampleSource:
         self._fill(out, file_index, j)
         return out
 
-    def crc(self, file_index: int, j: int, n: int) -> int:
-        """The CRC-32 of the sample ``sample(file_index, j, n)`` gives, from the pool's
-        prefix CRCs (``crc32.PrefixCRC``) without reading the sample's bytes again."""
+    def crc(self, file_index: int, j: int, n: int, start: int = 0) -> int:
+        """``zlib.crc32(sample(file_index, j, n), start)``: the sample's CRC-32 (continuing
+        ``start``, the CRC-32 of what precedes it), from the pool's prefix CRCs
+        (``crc32.PrefixCRC``) without reading the sample's bytes again."""
         off = self._offset(file_index, j, n)
         stamp = np.array([file_index, j], dtype="<u8").tobytes()[: min(16, n)]
-        if n <= 16:
-            return zlib.crc32(stamp)
-        return crc32.combine(zlib.crc32(stamp), self._prefix.slice(off + 16, off + n), n - 16)
+        head = zlib.crc32(stamp, start)
+        return head if n <= 16 else self._prefix.slice(off + 16, off + n, head)
 
     def _fill(self, out: np.ndarray, file_index: int, j: int) -> None:
         n = len(out)
@@ -177,9 +177,12 @@ class ImageFile:
 
 
 def write_image(path: str, image: memoryview, direct: bool) -> int:
-    """Write a whole file image at ``path``, fsynced; its size. With ``direct`` (the target
-    takes O_DIRECT) the 4 KiB-aligned body goes O_DIRECT, as ``sequential-write`` writes, and
-    the tail through the page cache (the caller drops it); a refusal falls back to buffered."""
+    """Write a whole file image at ``path``, fsynced, then dropped from the page cache; its
+    size. With ``direct`` (the target takes O_DIRECT) the 4 KiB-aligned body goes O_DIRECT,
+    as ``sequential-write`` writes, and the tail through the page cache; a refusal falls back
+    to buffered. (The drop is on the open descriptor, after the fsync: nothing is dirty, so
+    it needs no second open and sync, as ``drop_file_cache`` does for a file it did not
+    write.)"""
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     body = len(image) // DIRECT_ALIGN * DIRECT_ALIGN if direct and _aligned(image) else 0
     fd = -1
@@ -203,7 +206,12 @@ def write_image(path: str, image: memoryview, direct: bool) -> int:
             os.lseek(fd, done, os.SEEK_SET)
         _write_all(fd, image[done:])
         os.fsync(fd)
-        return os.fstat(fd).st_size
+        size = os.fstat(fd).st_size
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        except OSError:
+            pass  # no fadvise on this file system: as drop_file_cache, nothing more to do
+        return size
     finally:
         os.close(fd)
 
@@ -390,8 +398,6 @@ class _Writers:
                         self.errors.append(_write_error(e, path))
                     return
                 t1 = time.perf_counter_ns()
-                if not self.remote:
-                    drop_file_cache(path)
                 self.real[i] = n
                 st.add(n, t1 / 1e9, t1 - t0)
                 st.files += 1
@@ -411,7 +417,7 @@ class _Writers:
         framer = getattr(module, "frame", None)
         known: dict[str, Any] = {}
         if getattr(module, "SAMPLE_CRCS", False):  # CRCs from the pool, not over the bytes
-            known["crcs"] = [self.source.crc(i, j, n) for j, n in enumerate(sizes)]
+            known["sample_crc"] = lambda j, start: self.source.crc(i, j, sizes[j], start)
         laid = framer(sizes, keys, **known) if framer is not None else None
         if laid is not None:
             total, offsets, finish = laid
