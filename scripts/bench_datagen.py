@@ -70,9 +70,9 @@ def seq_write(where: str, size: int, jobs: int) -> tuple[float, float]:
 
 def fio_files(where: str, args: argparse.Namespace) -> float:
     """fio writing the dataset's files (same count, size and writers; 1 MiB O_DIRECT writes,
-    fsync as each file closes, each created when opened and not preallocated, fresh random
-    bytes in every write (``refill_buffers``), as the dataset writer does): bytes/s. The
-    reference for what files of this size cost on this storage."""
+    one file open at a time, fsync as it closes, each created when opened and not
+    preallocated, fresh random bytes in every write (``refill_buffers``), as the dataset
+    writer does): bytes/s. The reference for what files of this size cost on this storage."""
     spf = max(1, args.file_size // args.sample_size)
     per_job = max(1, args.size // (spf * args.sample_size) // args.jobs)
     d = tempfile.mkdtemp(prefix="fio-files-", dir=where)
@@ -81,7 +81,8 @@ def fio_files(where: str, args: argparse.Namespace) -> float:
             ["fio", "--name=dataset", f"--directory={d}", "--rw=write", "--bs=1M", "--direct=1",
              "--ioengine=psync", f"--numjobs={args.jobs}", f"--nrfiles={per_job}",
              f"--filesize={spf * args.sample_size}", f"--size={per_job * spf * args.sample_size}",
-             "--fsync_on_close=1", "--fallocate=none", "--create_on_open=1", "--refill_buffers=1",
+             "--fsync_on_close=1", "--openfiles=1", "--fallocate=none", "--create_on_open=1",
+             "--refill_buffers=1",
              "--file_service_type=sequential",
              "--group_reporting", "--output-format=json"],
             capture_output=True, text=True,
