@@ -17,9 +17,9 @@ LOADER = [
     "existing_data", "existing_diagnosis", "existing_summary", "existing",
 ]  # fmt: skip
 FORMATS = [
-    "registry", "raw", "npz", "parquet", "tar",
+    "registry", "thrift", "crc32", "raw", "npz", "parquet", "tar",
     "image", "arrays", "columnar", "hdf5", "webdataset", "tfrecord", "detect",
-    "writer", "reader",
+    "ahead", "writer", "reader",
 ]  # fmt: skip
 TARGET = ["mounts", "model", "direct", "space", "signals", "url", "layout", "__init__"]
 ENGINES = ["base", "registry", "worker", "forked", "posix", "fsspec", "fio_job", "fio"]

@@ -100,8 +100,8 @@ def memory_available() -> int | None:
 
 
 def slots_per_writer(image_bytes: int, writers: int, share: float = 0.25) -> int:
-    """Two slots (build ahead) while two whole files per writer fit in ``share`` of the
-    available memory, else one (build, then write, in turn)."""
+    """Two slots (build ahead) while two whole files for each of the host's ``writers`` fit
+    in ``share`` of the available memory, else one (build, then write, in turn)."""
     avail = memory_available()
     if avail is None:
         return 1

@@ -6,7 +6,10 @@ Each format is one module of this package with the same small interface:
 - ``OVERHEAD_PER_FILE`` / ``OVERHEAD_PER_SAMPLE``: a generous bound on a file's bytes beyond its
   samples (headers, padding, footers);
 - ``write(f, samples, keys)``: one file of ``samples`` (uint8 arrays) to a binary file object;
-- ``decode(data, sizes)``: the samples of one whole file held in memory, as arrays it owns.
+- ``decode(data, sizes)``: the samples of one whole file held in memory, as arrays it owns;
+- optionally ``frame(sizes, keys)``: the file laid out ahead, (its size, where each sample's
+  bytes go, a function that fills in the rest around samples already in place), so the
+  dataset writer generates each sample straight into the file (None when it cannot).
 
 This module is import-light (no numpy): ``spec`` reads the list of names from it.
 """

@@ -329,7 +329,9 @@ class _Writers:
         self.errors: list[str] = []
         self.lock = threading.Lock()
         largest = max((sum(s) + overhead_bytes(fmt, len(s)) for s in sizes), default=0)
-        per_writer = slots_per_writer(largest, jobs)
+        # (every rank on this host holds its writers' files: under torchrun they share RAM)
+        host_writers = jobs * max(1, int(getattr(runner.coord, "ranks_per_host", 1) or 1))
+        per_writer = slots_per_writer(largest, host_writers)
         # each writer's buffers, one per file it holds at once, mapped before the clock starts
         self.slots = [
             [(FileBuffer().prefault(largest), ImageFile()) for _ in range(per_writer)]
