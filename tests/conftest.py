@@ -138,3 +138,16 @@ def fake_fio(tmp_path, monkeypatch):
     from iobench.engines import registry
 
     registry.fio_version.cache_clear()
+
+
+@pytest.fixture
+def runner(tmp_path):
+    """A PhaseRunner (posix engine) over a run directory in ``tmp_path``, removed after."""
+    from iobench.engines.posix import PosixEngine
+    from iobench.runner import PhaseRunner
+    from iobench.target import StopFlag, create_run_dir, remove_run_dir, resolve
+
+    target = resolve(str(tmp_path))
+    create_run_dir(target, "test-run")
+    yield PhaseRunner(target, PosixEngine(), StopFlag())
+    remove_run_dir(target)

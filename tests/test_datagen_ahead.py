@@ -12,12 +12,9 @@ import pytest
 
 from iobench import formats
 from iobench.engines.base import FileSpec
-from iobench.engines.posix import PosixEngine
 from iobench.errors import EngineError, Interrupted
 from iobench.formats import ahead
 from iobench.formats import writer as writer_mod
-from iobench.runner import PhaseRunner
-from iobench.target import StopFlag, create_run_dir, remove_run_dir, resolve
 
 
 def test_items_in_order_and_never_more_built_than_slots():
@@ -84,14 +81,6 @@ def test_two_slots_only_while_memory_allows(monkeypatch):
     monkeypatch.setattr(ahead, "memory_available", lambda: None)
     assert ahead.slots_per_writer(1, 1) == 1
     assert (ahead.memory_available() or 0) >= 0
-
-
-@pytest.fixture
-def runner(tmp_path):
-    target = resolve(str(tmp_path))
-    create_run_dir(target, "ahead-test")
-    yield PhaseRunner(target, PosixEngine(), StopFlag())
-    remove_run_dir(target)
 
 
 def test_a_failing_build_fails_the_phase(runner, monkeypatch):

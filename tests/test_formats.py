@@ -12,10 +12,7 @@ from conftest import SMALL
 
 from iobench import formats
 from iobench.engines.base import FileSpec
-from iobench.engines.posix import PosixEngine
 from iobench.errors import EngineError
-from iobench.runner import PhaseRunner
-from iobench.target import StopFlag, create_run_dir, remove_run_dir, resolve
 
 
 def _samples(n: int, sizes: list[int]) -> list[np.ndarray]:
@@ -84,14 +81,6 @@ def test_raw_with_wrong_sizes_is_an_error(tmp_path):
     path.write_bytes(b"\0" * 100)
     with pytest.raises(ValueError, match="add to 90"):
         formats.read_samples(str(path), "raw", sizes=[40, 50])
-
-
-@pytest.fixture
-def runner(tmp_path):
-    target = resolve(str(tmp_path))
-    create_run_dir(target, "fmt-test")
-    yield PhaseRunner(target, PosixEngine(), StopFlag())
-    remove_run_dir(target)
 
 
 @pytest.mark.parametrize("fmt", formats.FORMATS)
