@@ -25,6 +25,11 @@ def stamped_pages(n: int) -> int:
     return (n - _STAMP.size) // ALIGN + 1 if n >= _STAMP.size else 0
 
 
+def stamp_pages(arr: np.ndarray, first: int, second: int) -> None:
+    """Stamp every 4 KiB page of ``arr`` (one-off: ``PageStamper`` for a reused buffer)."""
+    PageStamper(arr, len(arr)).stamp(len(arr), first, second)
+
+
 class PageStamper:
     """Stamps the start of every 4 KiB page of one buffer (up to ``size`` bytes) with the
     u64s ``first`` and ``second`` plus the page's number: arrays made once, three numpy calls

@@ -19,7 +19,7 @@ LOADER = [
 FORMATS = [
     "registry", "thrift", "crc32", "raw", "npz", "parquet", "tar",
     "image", "arrays", "columnar", "hdf5", "webdataset", "tfrecord", "detect",
-    "ahead", "writer", "reader",
+    "ahead", "samples", "writer", "reader",
 ]  # fmt: skip
 TARGET = ["mounts", "model", "direct", "space", "signals", "url", "layout", "__init__"]
 ENGINES = ["base", "registry", "worker", "forked", "posix", "fsspec", "fio_job", "fio"]

@@ -52,8 +52,13 @@ def test_prefix_crc_slices_are_zlibs(step):
 def test_sample_crc_is_the_crc_of_the_sample():
     src = formats.SampleSource(70 << 20, seed=5)  # a pool over 64 MiB: a step over 4 KiB
     assert src._prefix.step > 4096
-    for i, j, n in [(0, 0, 0), (1, 2, 1), (3, 4, 16), (3, 5, 17), (7, 1, 65_536), (2, 9, 70 << 20)]:
-        assert src.crc(i, j, n) == zlib.crc32(src.sample(i, j, n)), (i, j, n)
+    sizes = [0, 1, 16, 17, 4096, 4111, 4112, 16 << 10, 65_536, 65_537, 70 << 20, 65_536]
+    starts = [j * 0x01010101 for j in range(len(sizes))]
+    want = [
+        zlib.crc32(src.sample(7, j, n), s)
+        for j, (n, s) in enumerate(zip(sizes, starts, strict=True))
+    ]
+    assert src.crcs(7, sizes, starts) == want
 
 
 def test_thrift_compact_bytes():

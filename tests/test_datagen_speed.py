@@ -126,11 +126,14 @@ def test_npz_member_crcs_from_the_pool_are_zlibs():
     sizes = [0, 5, 16, 17, 4096, 70_001, 3 << 20]
     keys = [formats.sample_key(3, j) for j in range(len(sizes))]
     src = formats.SampleSource(max(sizes), seed=9)
-    for j, n in enumerate(sizes):
-        for start in (0, 0xDEADBEEF):
-            assert src.crc(3, j, n, start) == zlib.crc32(src.sample(3, j, n), start)
+    for starts in ([0] * len(sizes), list(range(0xDEADBEEF, 0xDEADBEEF + len(sizes)))):
+        want = [
+            zlib.crc32(src.sample(3, j, n), s)
+            for j, (n, s) in enumerate(zip(sizes, starts, strict=True))
+        ]
+        assert src.crcs(3, sizes, starts) == want
     images = []
-    for known in (lambda j, start: src.crc(3, j, sizes[j], start), None):
+    for known in (lambda starts: src.crcs(3, sizes, starts), None):
         total, offsets, finish = npz.frame(sizes, keys, known)
         buf = FileBuffer()
         buf.take(total)

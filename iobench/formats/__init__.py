@@ -3,7 +3,8 @@ whole-file reader that decodes through each format's real library.
 
 - ``registry``: name -> format module (``raw``, ``npz``, ``parquet``, ``tar``), install hints;
   import-light, so ``spec`` and the phases read the list of formats from it.
-- ``writer``: incompressible unique samples, ``write_files`` (phase ``dataset-write``).
+- ``samples``: incompressible unique sample bytes (``SampleSource``) and their CRCs.
+- ``writer``: ``write_files`` (phase ``dataset-write``).
 - ``reader``: ``FileReader`` (O_DIRECT or buffered whole-file reads), ``decode``.
 
 The writer and reader (numpy, the target and the stats) load on first use of one of their
@@ -18,7 +19,7 @@ from typing import Any
 from .registry import FORMATS, REGISTRY, extension, get_format, overhead_bytes
 
 _LAZY = {
-    "SampleSource": "writer",
+    "SampleSource": "samples",
     "sample_key": "writer",
     "split_sizes": "writer",
     "write_sample_file": "writer",

@@ -7,6 +7,11 @@ buffer follows from the CRCs of its prefixes: ``PrefixCRC`` keeps them every ``s
 once, and a slice then costs two CRCs of less than ``step`` bytes and one multiplication.
 The dataset writer uses it for npz members: its samples are slices of one random pool, so
 their CRCs need not be computed over every byte again (they are exactly what zlib gives).
+
+The CRC is also linear in the message: changing a few bytes of a message (the stamps on each
+4 KiB page of a sample) changes its CRC by the CRC's linear part of the difference
+(``linear_rows``: many short rows at once), moved to where the bytes sit (``multiply_many``:
+one constant, many values, by table).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import threading
 import zlib
 from functools import lru_cache
 from typing import Any
+
+import numpy as np
 
 POLY = 0xEDB88320  # the CRC-32 polynomial, bit-reflected (bit 31 is x^0)
 _ONE = 1 << 31  # the polynomial 1 in that representation
@@ -99,3 +106,59 @@ class PrefixCRC:
         if end - start <= 2 * self.step:
             return zlib.crc32(self.data[start:end], crc)
         return self.prefix(end) ^ multiply(x8n(end - start), crc ^ self.prefix(start))
+
+
+def _byte_table() -> np.ndarray:
+    """The CRC register after one byte from 0 (zlib's table, bit-reflected)."""
+    table = []
+    for v in range(256):
+        c = v
+        for _ in range(8):
+            c = (c >> 1) ^ POLY if c & 1 else c >> 1
+        table.append(c)
+    return np.array(table, dtype=np.uint32)
+
+
+_BYTES = _byte_table()
+
+
+def linear_rows(rows: np.ndarray) -> np.ndarray:
+    """The linear part of the CRC-32 of each row of a (m, w) uint8 array: the register from 0,
+    no final xor (``zlib.crc32(row) ^ zlib.crc32(bytes(w))``), so that the CRC of ``a xor b``
+    is the CRC of ``a`` xor this of ``b`` for messages of one length."""
+    crc = np.zeros(len(rows), dtype=np.uint32)
+    for b in range(rows.shape[1]):
+        crc = _BYTES[(crc ^ rows[:, b]) & 0xFF] ^ (crc >> 8)
+    return crc
+
+
+@lru_cache(maxsize=256)
+def _times(c: int) -> np.ndarray:
+    """Tables for ``multiply(c, x)``: one per byte of x (the product is linear in x)."""
+    return np.array(
+        [[multiply(c, v << (8 * b)) for v in range(256)] for b in range(4)], dtype=np.uint32
+    )
+
+
+def multiply_many(c: int, xs: np.ndarray) -> np.ndarray:
+    """``multiply(c, x)`` for every x of a uint32 array (four table lookups each)."""
+    t = _times(c)
+    return t[0][xs & 0xFF] ^ t[1][(xs >> 8) & 0xFF] ^ t[2][(xs >> 16) & 0xFF] ^ t[3][xs >> 24]
+
+
+def spread_rows(lin: np.ndarray, spacing: int, after: int) -> np.ndarray:
+    """The linear CRC of messages that are zero but for short pieces every ``spacing`` bytes:
+    ``lin`` (s, k) holds each piece's linear CRC (as ``linear_rows`` gives, pieces of equal
+    width w), piece i of a message starting at byte i·spacing, ``after`` the bytes of the
+    message after the last piece's first byte + w. Reduced in a tree (log k steps)."""
+    s, k = lin.shape
+    if k == 0:
+        return np.zeros(s, dtype=np.uint32)
+    width = 1 << (k - 1).bit_length()
+    acc = np.zeros((s, width), dtype=np.uint32)
+    acc[:, width - k :] = lin  # leading zero pieces add nothing
+    gap = spacing
+    while acc.shape[1] > 1:
+        acc = multiply_many(x8n(gap), acc[:, 0::2]) ^ acc[:, 1::2]
+        gap *= 2
+    return multiply_many(x8n(after), acc[:, 0])

@@ -76,7 +76,7 @@ def write(f: Any, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:
     f.write(_END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), len(directory), offset, 0))
 
 
-#: ``frame`` takes a ``sample_crc`` when the caller can tell the samples' CRCs (the dataset
+#: ``frame`` takes ``sample_crcs`` when the caller can tell the samples' CRCs (the dataset
 #: writer can, from its pool).
 SAMPLE_CRCS = True
 
@@ -84,12 +84,12 @@ SAMPLE_CRCS = True
 def frame(
     sizes: Sequence[int],
     keys: Sequence[str],
-    sample_crc: Callable[[int, int], int] | None = None,
+    sample_crcs: Callable[[list[int]], list[int]] | None = None,
 ) -> tuple[int, list[int], Callable[[Any], None]] | None:
     """The file ``write`` writes, laid out ahead (see tar.frame): the headers, CRCs and the
-    directory filled in once the samples are in place. With ``sample_crc(j, start)`` (what
-    ``zlib.crc32(sample j, start)`` gives) a member's CRC is taken from it, else computed over
-    the image. None beyond the plain zip's limits."""
+    directory filled in once the samples are in place. With ``sample_crcs(starts)`` (what
+    ``zlib.crc32(sample j, starts[j])`` gives, for every j) the members' CRCs are taken from
+    it, else computed over the image. None beyond the plain zip's limits."""
     if len(sizes) >= 0xFFFF or sum(sizes) + len(sizes) * OVERHEAD_PER_SAMPLE >= _PLAIN_LIMIT:
         return None
     names = [f"s{j:05d}.npy".encode() for j in range(len(sizes))]
@@ -106,11 +106,13 @@ def frame(
 
     def finish(image: Any) -> None:
         central = []
+        heads = [zlib.crc32(head) for head in npy]
+        known = sample_crcs(heads) if sample_crcs is not None else None
         for name, head, n, start, at in zip(names, npy, sizes, starts, offsets, strict=True):
-            if sample_crc is None:
-                crc = zlib.crc32(memoryview(image[at : at + n]), zlib.crc32(head))
+            if known is None:
+                crc = zlib.crc32(memoryview(image[at : at + n]), heads[len(central)])
             else:
-                crc = sample_crc(len(central), zlib.crc32(head))
+                crc = known[len(central)]
             size = len(head) + n
             local = _local(crc, size, name)
             image[start:at] = np.frombuffer(local + name + head, dtype=np.uint8)

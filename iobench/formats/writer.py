@@ -10,27 +10,24 @@ from __future__ import annotations
 import errno
 import fcntl
 import io
-import mmap
 import os
 import threading
 import time
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from .. import storage
-from ..datagen import POOL_MIN, random_bytes
 from ..engines.base import FileSpec
 from ..errors import EngineError
 from ..measured import phase_result
 from ..results import PhaseResult
 from ..stats import WorkerStats
 from ..target import DIRECT_ALIGN, fs_class, is_url, scrub
-from . import crc32
 from .ahead import Ahead, slots_per_writer
 from .registry import get_format, overhead_bytes
+from .samples import FileBuffer, SampleSource
 
 
 def sample_key(file_index: int, j: int) -> str:
@@ -39,100 +36,6 @@ def sample_key(file_index: int, j: int) -> str:
 
 
 # -- writing -----------------------------------------------------------------------------------
-
-
-class SampleSource:
-    """Incompressible sample bytes: slices of one random pool, each stamped to stay unique.
-
-    Generating random bytes costs more than writing them, so a pool is filled once (before the
-    timed region) and each sample is a copy of it from a different, unaligned offset, with a
-    16-byte stamp (file, sample) in front: compression cannot shrink it and block-level
-    deduplication finds no aligned repeats within a file.
-    """
-
-    def __init__(self, max_sample: int, seed: int):
-        size = max(POOL_MIN, int(max_sample) + 2 * DIRECT_ALIGN)
-        self.pool = np.frombuffer(random_bytes(size, seed), dtype=np.uint8)
-        self.seed = seed
-        # prefix CRCs every 4 KiB, or every 1/16384th of a larger pool (computed on first use)
-        self._prefix = crc32.PrefixCRC(self.pool, max(4096, size >> 14))
-
-    def _offset(self, file_index: int, j: int, n: int) -> int:
-        span = len(self.pool) - n
-        return ((file_index * 1_000_003 + j * 7919 + self.seed * 131) * 2_654_435_761) % max(
-            span, 1
-        )
-
-    def sample(self, file_index: int, j: int, n: int) -> np.ndarray:
-        """One sample in a fresh array."""
-        out = np.empty(n, dtype=np.uint8)
-        self._fill(out, file_index, j)
-        return out
-
-    def crc(self, file_index: int, j: int, n: int, start: int = 0) -> int:
-        """``zlib.crc32(sample(file_index, j, n), start)``: the sample's CRC-32 (continuing
-        ``start``, the CRC-32 of what precedes it), from the pool's prefix CRCs
-        (``crc32.PrefixCRC``) without reading the sample's bytes again."""
-        off = self._offset(file_index, j, n)
-        stamp = np.array([file_index, j], dtype="<u8").tobytes()[: min(16, n)]
-        head = zlib.crc32(stamp, start)
-        return head if n <= 16 else self._prefix.slice(off + 16, off + n, head)
-
-    def _fill(self, out: np.ndarray, file_index: int, j: int) -> None:
-        n = len(out)
-        off = self._offset(file_index, j, n)
-        out[:] = self.pool[off : off + n]
-        stamp = np.array([file_index, j], dtype="<u8").view(np.uint8)
-        out[: min(16, n)] = stamp[: min(16, n)]
-
-    def file_samples(
-        self,
-        file_index: int,
-        sizes: Sequence[int],
-        buf: FileBuffer,
-        offsets: Sequence[int] | None = None,
-    ) -> list[np.ndarray]:
-        """A file's samples, the same bytes ``sample`` gives, in ``buf`` (a writer thread's
-        buffer, reused file after file: its pages are already mapped, so filling it is a
-        memcpy, not a page fault per 4 KiB as a fresh array is): back to back, or at
-        ``offsets`` (where a format's ``frame`` puts them) in the buffer as already sized."""
-        if offsets is None:
-            whole = buf.take(int(sum(sizes)))
-            offsets = [0]
-            for n in sizes[:-1]:
-                offsets.append(offsets[-1] + n)
-        else:
-            whole = buf.array
-        out = []
-        for j, (at, n) in enumerate(zip(offsets, sizes, strict=True)):
-            view = whole[at : at + n]
-            self._fill(view, file_index, j)
-            out.append(view)
-        return out
-
-
-class FileBuffer:
-    """One writer thread's buffer, page-aligned (what O_DIRECT needs), grown as needed and
-    reused for every file."""
-
-    def __init__(self) -> None:
-        self.array = np.empty(0, dtype=np.uint8)
-
-    def take(self, n: int, keep: int = 0) -> np.ndarray:
-        """At least ``n`` bytes; the first ``keep`` bytes carried over when it grows."""
-        if len(self.array) < n:
-            size = -(-max(n, 2 * len(self.array), DIRECT_ALIGN) // DIRECT_ALIGN) * DIRECT_ALIGN
-            bigger = np.frombuffer(mmap.mmap(-1, size), dtype=np.uint8)
-            bigger[:keep] = self.array[:keep]
-            self.array = bigger
-        return self.array[:n]
-
-    def prefault(self, n: int) -> FileBuffer:
-        """Size it for ``n`` bytes and touch every page now (as fio allocates its buffers
-        before it starts the clock): the first file then pays no page faults."""
-        self.take(n)
-        self.array[:n:DIRECT_ALIGN] = 0  # (DIRECT_ALIGN is the page size)
-        return self
 
 
 class ImageFile:
@@ -419,7 +322,7 @@ class _Writers:
         framer = getattr(module, "frame", None)
         known: dict[str, Any] = {}
         if getattr(module, "SAMPLE_CRCS", False):  # CRCs from the pool, not over the bytes
-            known["sample_crc"] = lambda j, start: self.source.crc(i, j, sizes[j], start)
+            known["sample_crcs"] = lambda starts: self.source.crcs(i, sizes, starts)
         laid = framer(sizes, keys, **known) if framer is not None else None
         if laid is not None:
             total, offsets, finish = laid
