@@ -105,7 +105,7 @@ class PrefixCRC:
             raise ValueError(f"slice {start}:{end} outside a buffer of {len(self.data)} bytes")
         if end - start <= 2 * self.step:
             return zlib.crc32(self.data[start:end], crc)
-        return self.prefix(end) ^ multiply(x8n(end - start), crc ^ self.prefix(start))
+        return combine(crc ^ self.prefix(start), self.prefix(end), end - start)
 
 
 def _byte_table() -> np.ndarray:
