@@ -282,11 +282,15 @@ def _shown(key: str) -> str:
 
 
 def workloads_dir() -> Path:
-    """Where named workloads live: $IOBENCH_WORKLOADS, else the project's workloads/."""
+    """Where named workloads live: $IOBENCH_WORKLOADS, else the copy an installed package
+    carries (``iobench/workloads/``, pyproject's package-dir), else a source checkout's
+    top-level ``workloads/`` (an editable install, PYTHONPATH)."""
     env = os.environ.get("IOBENCH_WORKLOADS")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "workloads"
+    here = Path(__file__).resolve().parent
+    shipped = here / "workloads"
+    return shipped if shipped.is_dir() else here.parent / "workloads"
 
 
 # Workload and profile files are a few hundred bytes; a bigger one is not read into memory.
@@ -338,6 +342,11 @@ def find_file(name: str, kind: str = "workload", base: Path | None = None) -> Pa
     if cand.is_file():
         return cand
     known = ", ".join(sorted(q.stem for q in base.glob("*.toml")))
+    if not known:  # an install without its workloads/: say where it looked, not an empty list
+        raise SpecError(
+            f"unknown {kind} {name!r}: no {kind} files in {base}",
+            hint="reinstall iobench (its workloads/ ship in the package) or set IOBENCH_WORKLOADS",
+        )
     raise SpecError(f"unknown {kind} {name!r}", hint=f"choose one of: {known}")
 
 

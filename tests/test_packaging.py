@@ -14,6 +14,8 @@ import sys
 from importlib.metadata import packages_distributions, requires
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -94,3 +96,81 @@ def test_ci_runs_the_readme_commands_in_a_new_users_order():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "scripts/run.sh" in ci and "scripts/test.sh" in ci
     assert ci.index("scripts/run.sh") < ci.index("scripts/test.sh")
+
+
+def _pyproject() -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_the_package_list_is_every_package_of_iobench_and_the_workloads():
+    """pyproject lists its packages (to map workloads/ into iobench.workloads): a new
+    subpackage of iobench/ must be listed there, or an installed iobench lacks it."""
+    tool = _pyproject()["tool"]["setuptools"]
+    on_disk = {
+        ".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "iobench").rglob("__init__.py")
+    }
+    assert set(tool["packages"]) == on_disk | {"iobench.workloads"}
+    assert tool["package-dir"] == {"iobench.workloads": "workloads"}
+
+
+def test_every_workload_file_is_package_data():
+    from fnmatch import fnmatch
+
+    globs = _pyproject()["tool"]["setuptools"]["package-data"]["iobench.workloads"]
+    files = [p.relative_to(ROOT / "workloads").as_posix() for p in (ROOT / "workloads").rglob("*")]
+    files = [f for f in files if (ROOT / "workloads" / f).is_file()]
+    assert files and all(any(fnmatch(f, g) and "/" not in f.replace(g.split("*")[0], "", 1) for g in globs) for f in files), files  # fmt: skip
+
+
+def test_an_installed_package_finds_its_own_workloads(tmp_path, monkeypatch):
+    """Installed, spec.py sits in site-packages/iobench/ beside workloads/ (no checkout above)."""
+    import shutil
+
+    from iobench import spec
+
+    pkg = tmp_path / "site-packages" / "iobench"
+    shutil.copytree(ROOT / "workloads", pkg / "workloads")
+    monkeypatch.delenv("IOBENCH_WORKLOADS", raising=False)
+    monkeypatch.setattr(spec, "__file__", str(pkg / "spec.py"))
+    assert spec.workloads_dir() == pkg / "workloads"
+    assert spec.find_file("retinanet-b200", "profile").parent == pkg / "workloads" / "profiles"
+    shutil.rmtree(pkg / "workloads")  # neither shipped nor beside a checkout: say where it looked
+    import pytest
+
+    from iobench.errors import SpecError
+
+    with pytest.raises(SpecError, match="no profile files in") as e:
+        spec.find_file("retinanet-b200", "profile")
+    assert (
+        "IOBENCH_WORKLOADS" in e.value.one_line() and "choose one of: ;" not in e.value.one_line()
+    )
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_workloads(tmp_path):
+    """A wheel built from this tree holds every workload, profile and checkpoint model."""
+    import shutil
+    import subprocess
+    import zipfile
+
+    src = tmp_path / "src"  # a clean copy: a build/ left in the checkout would be reused
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    for name in ("iobench", "workloads"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         "-w", str(tmp_path), str(src)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    (wheel,) = tmp_path.glob("iobench-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    want = {
+        "iobench/workloads/" + p.relative_to(ROOT / "workloads").as_posix()
+        for p in (ROOT / "workloads").rglob("*.toml")
+    }
+    assert want and want <= names
+    assert "iobench/cmds/qualify.py" in names
