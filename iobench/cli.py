@@ -194,6 +194,17 @@ METAVARS = {
     "--require": "KEY=VALUE,...",
     "--compute": "sleep|gpu",
     "--fail-on": "regression|never",
+    "--budget": "DURATION",
+    "--stall-timeout": "DURATION",
+    "--mtbf": "DURATION",
+    "--interval": "DURATION",
+    "--restart": "DURATION",
+    "--checkpoint": "SIZE",
+    "--capacity": "SIZE",
+    "--model": "NAME",
+    "--api": "API",
+    "--failure-rate": "RATE",
+    "--transform": "MOD:FUNC",
 }
 
 
@@ -235,11 +246,21 @@ def plain_metavars(command) -> None:
             p.metavar = METAVARS.get(name) or {"int": "N", "float": "X"}.get(kind, "TEXT")
 
 
+def teach(command) -> None:
+    """The help as shown: plain metavars, and every command's examples at its end
+    (``cmds/examples.py``; the documentation's reference renders the same)."""
+    from .cmds.examples import epilog
+
+    plain_metavars(command)
+    for name, sub in getattr(command, "commands", {}).items():
+        sub.epilog = epilog(name) or sub.epilog
+
+
 def _run_app(args: list[str]) -> int:
     """The command's exit status (typer's ``standalone_mode=False``: errors raise)."""
     _register_optional_commands()
     cmd = typer.main.get_command(app)
-    plain_metavars(cmd)
+    teach(cmd)
     rv = cmd.main(args=args, prog_name="iobench", standalone_mode=False)
     code = int(rv) if isinstance(rv, int) else 0
     if code == ExitStatus.INTERRUPTED and _state.get("stopped_by"):

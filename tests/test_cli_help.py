@@ -19,7 +19,7 @@ PY_TYPE = re.compile(r"<(?:str|int|float|bool|list\[[^\]]*\]|path|text)>", re.I)
 def _commands() -> dict:
     register_all()
     root = typer.main.get_command(cli.app)
-    cli.plain_metavars(root)
+    cli.teach(root)
     return dict(root.commands)
 
 
@@ -212,3 +212,83 @@ def test_every_named_default_is_registered_and_true(monkeypatch):
             check(text, monkeypatch)
         else:
             assert text == check, key
+
+
+# --help that teaches (issue 29): examples at the end, no cut example, units as types.
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_help_ends_with_its_examples_uncut(cli, command, monkeypatch):
+    from iobench.cmds.examples import EXAMPLES
+
+    monkeypatch.setenv("COLUMNS", "80")
+    r = cli(command, "--help")
+    assert r.code == 0, r.err
+    # rich cuts a word too long for its column with an ellipsis: every example an option's
+    # help gives ("e.g. X") is shown whole at 80 columns
+    shown = {w.rstrip(".") for w in re.sub(r"[│╭╮╰╯─]", " ", r.out).split()}
+    for p in _commands()[command].params:
+        for example in re.findall(r"e\.g\. ([^\s,)]+(?:,[^\s)]+)?)", p.help or ""):
+            assert example.rstrip(".") in shown, (p.opts, example)
+    lines = [ln.strip() for ln in r.out.splitlines() if ln.strip()]
+    pairs = EXAMPLES[command]
+    assert 1 <= len(pairs) <= 2
+    tail = lines[-2 * len(pairs) - 1 :]
+    assert tail[0] == "Examples:"
+    assert tail[1:] == [s for what, cmd in pairs for s in (f"# {what}", cmd)]
+    for _what, cmd in pairs:
+        argv = cmd.split()
+        assert argv[:2] == ["iobench", command]  # the example runs the command it is shown for
+
+
+def test_examples_name_only_options_the_command_has():
+    from iobench.cmds.examples import EXAMPLES
+
+    for name, cmd in _commands().items():
+        opts = {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
+        for _what, line in EXAMPLES[name]:
+            used = {w for w in line.split() if w.startswith("--")}
+            assert used <= opts, (name, used - opts)
+
+
+DURATION_HELP = re.compile(r"e\.g\. \d+(?:ms|s|m|h|d)\b|duration|\(default \d+(?:ms|s|m|h)\b", re.I)
+SIZE_HELP = re.compile(r"e\.g\. \d+(?:\.\d+)?(?:[KMGTP]i?B|k)\b|size to|\(default \d+[KMGTP]i?B\)")
+
+
+def test_durations_and_sizes_show_their_type():
+    """What takes a duration says DURATION and what takes a size SIZE, never TEXT."""
+    seen = {"DURATION": set(), "SIZE": set()}
+    for name, cmd in _commands().items():
+        for p in cmd.params:
+            if p.param_type_name != "option" or p.hidden or p.is_flag:
+                continue
+            text = p.help or ""
+            if DURATION_HELP.search(text) and "--failure-rate" not in p.opts:
+                assert p.metavar == "DURATION", (name, p.opts[0], p.metavar)
+                seen["DURATION"].add(p.opts[0])
+            elif SIZE_HELP.search(text):
+                assert p.metavar == "SIZE", (name, p.opts[0], p.metavar)
+                seen["SIZE"].add(p.opts[0])
+    assert {"--time", "--budget", "--stall-timeout", "--mtbf", "--interval", "--restart"} <= seen["DURATION"]  # fmt: skip
+    assert {"--checkpoint", "--capacity", "--host-mem"} <= seen["SIZE"]
+
+
+def test_require_help_names_every_requirement_key():
+    from iobench.verdict import REQUIREMENT_KEYS
+
+    p = next(p for p in _commands()["qualify"].params if "--require" in p.opts)
+    assert re.findall(r"keys: ([^;]+);", p.help)[0].split(", ") == list(REQUIREMENT_KEYS)
+
+
+def test_shell_completion_is_offered(cli, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "HOME": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-m", "iobench", "--show-completion", "bash"],
+                       capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    assert r.returncode == 0 and "_IOBENCH_COMPLETE=complete_bash" in r.stdout, r.stderr
+    env.update(_IOBENCH_COMPLETE="complete_bash", COMP_WORDS="iobench qualify --bu", COMP_CWORD="2")
+    r = subprocess.run([sys.executable, "-m", "iobench"], capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    assert r.stdout.split() == ["--budget"], r.stderr
+    assert "--install-completion" in cli("--help").out

@@ -15,7 +15,7 @@ import typer
 from ..errors import ExitStatus
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion (docs: reference/cli)
     no_args_is_help=True,
     help="iobench: can this storage feed these GPUs? Storage and data-loader throughput analyzer.",
     context_settings={"help_option_names": ["-h", "--help"]},

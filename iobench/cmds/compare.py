@@ -20,7 +20,8 @@ def compare(
     threshold: str = typer.Option(
         "",
         "--threshold",
-        help="10% for all, or per metric: bandwidth=5%,latency_p99=30%,*iops*=15%.",
+        help="10% for all, or per metric pattern, e.g. bandwidth=5% or "
+        "bandwidth=5%,*iops*=15% (comma-separated).",
     ),
     fmt: str = typer.Option("table", "--format", help="table | markdown | json."),
     fail_on: str = typer.Option("regression", "--fail-on", help="regression | never."),

@@ -23,7 +23,9 @@ def profile(
         1.0, "--scale", help="Files in the profile: the dataset's × this (emulate it smaller)."
     ),
     set_: list[str] | None = typer.Option(
-        None, "--set", help="A profile key the dataset does not give: KEY=VALUE (batch_size=…)."
+        None,
+        "--set",
+        help="A profile key the dataset does not give: KEY=VALUE, e.g. batch_size=256.",
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --output."),
 ) -> int:

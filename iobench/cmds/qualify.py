@@ -49,7 +49,9 @@ _GPUS_OPTION = typer.Option(
 _REQUIRE_OPTION = typer.Option(
     None,
     "--require",
-    help="Explicit requirements: read=5GiB/s,creates=20k/s,iops=50k/s,au=0.9,...",
+    help="Explicit requirements, comma-separated, e.g. read=5GiB/s,au=0.9 "
+    "(keys: write, read, iops, creates, stats, reads, deletes, ckpt_save, ckpt_load, "
+    "samples, au, gpus; with --model the checkpoint's).",
 )
 _BUDGET_OPTION = typer.Option(
     None,
