@@ -8,5 +8,7 @@ VENV="$ROOT/.venv"
 echo "== ruff"
 "$VENV/bin/ruff" check iobench tests scripts
 "$VENV/bin/ruff" format --check iobench tests scripts
+echo "== docs (mkdocs build --strict: a broken link, a missing page or a reference the code no longer matches fails)"
+NO_MKDOCS_2_WARNING=1 "$VENV/bin/python" -m mkdocs build --strict --quiet --site-dir "$(mktemp -d "${TMPDIR:-/tmp}/iobench-site.XXXXXX")"
 echo "== pytest"
 exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"

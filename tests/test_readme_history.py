@@ -1,4 +1,4 @@
-"""The README's history-schema examples (pandas and DuckDB) run against a real export."""
+"""The history-schema page's examples (pandas and DuckDB) run against a real export."""
 
 from __future__ import annotations
 
@@ -10,14 +10,13 @@ from factories import MiB, make_phase, make_run
 
 from iobench import history
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parent.parent / "docs" / "reference" / "history-schema.md"
 
 
 def _section_blocks() -> list[str]:
     text = README.read_text()
-    start = text.index("#### The history schema")
-    end = text.index("\n#", start + 5)
-    return re.findall(r"```python\n(.*?)```", text[start:end], re.S)
+    start = text.index("## Queries")
+    return re.findall(r"```python\n(.*?)```", text[start:], re.S)
 
 
 def test_readme_has_one_pandas_and_one_duckdb_example():
