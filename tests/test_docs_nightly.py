@@ -1,0 +1,101 @@
+"""The nightly-CI guide's script (docs/guides/nightly.sh), run end to end: two nights, then a
+third on slower storage (a blkio read throttle) that must exit 1 and leave the baseline; a
+changed workload exits 3 and leaves it too. Exit codes as the guide's table documents them."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import throttle
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "docs" / "guides" / "nightly.sh"
+SMALL = "--set size=16MiB --set jobs=1 --set block_sizes=[] --set jobs_sweep=[]"
+
+
+def _iobench(tmp_path: Path, group: Path | None = None) -> str:
+    """The IOBENCH command the script runs: this checkout's iobench (in ``group`` if given)."""
+    wrapper = tmp_path / ("iobench-slow" if group else "iobench")
+    join = f"echo $$ > {group}/cgroup.procs\n" if group else ""
+    wrapper.write_text(
+        f"#!/bin/sh\n{join}PYTHONPATH={shlex.quote(str(ROOT))} "
+        f'exec {shlex.quote(sys.executable)} -m iobench "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def _night(target: Path, state: Path, iobench: str, **env: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "IOBENCH": iobench, "NIGHTLY_OPTS": SMALL, **env}
+    return subprocess.run(
+        ["bash", str(SCRIPT), str(target), str(state)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+
+
+def _nights(state: Path) -> list[Path]:
+    return sorted((state / "nights").iterdir(), key=lambda p: p.stat().st_mtime_ns)
+
+
+def test_the_guide_shows_the_script_it_tests():
+    page = (ROOT / "docs" / "guides" / "nightly-ci.md").read_text()
+    assert '--8<-- "docs/guides/nightly.sh"' in page  # the page includes the file itself
+    for code in ("| 0 |", "| 1 |", "| 3 |"):
+        assert code in page
+
+
+def _two_good_nights(tmp_path: Path) -> tuple[Path, Path, str]:
+    target, state = tmp_path / "target", tmp_path / "state"
+    target.mkdir()
+    iobench = _iobench(tmp_path)
+    first = _night(target, state, iobench)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "first night" in first.stdout
+    second = _night(target, state, iobench)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "new baseline" in second.stdout
+    assert (state / "baseline.json").read_bytes() == (_nights(state)[-1] / "run" / "result.json").read_bytes()  # fmt: skip
+    assert list(target.iterdir()) == []  # nothing left on the target
+    return target, state, iobench
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_a_regression_on_the_third_night_fails_and_keeps_the_baseline(tmp_path):
+    why = throttle.why_unavailable(str(tmp_path))
+    if why:
+        pytest.skip(why)
+    target, state, _ = _two_good_nights(tmp_path)
+    good = (state / "baseline.json").read_bytes()
+    with throttle.throttled(str(target), 2 << 20, 1 << 40) as group:  # reads at 2 MiB/s
+        third = _night(target, state, _iobench(tmp_path, group))
+    assert third.returncode == 1, third.stdout + third.stderr
+    assert "REGRESSION" in third.stderr
+    night = _nights(state)[-1]
+    assert (night / "exit").read_text().strip() == "1"
+    assert "seq-read" in (night / "compare.md").read_text()
+    assert (state / "baseline.json").read_bytes() == good  # a bad night never becomes the baseline
+    assert list(target.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_changed_workload_is_not_comparable_and_keeps_the_baseline(tmp_path):
+    target, state, iobench = _two_good_nights(tmp_path)
+    good = (state / "baseline.json").read_bytes()
+    third = _night(target, state, iobench, WORKLOAD="checkpoint-smallfile",
+                   NIGHTLY_OPTS="--set files=8 --set checkpoint_size=4MiB --set dcp=false")  # fmt: skip
+    assert third.returncode == 3, third.stdout + third.stderr
+    assert "not comparable" in third.stderr
+    assert (state / "baseline.json").read_bytes() == good
+
+
+def test_a_failed_run_passes_its_exit_status_through(tmp_path):
+    state = tmp_path / "state"
+    r = _night(tmp_path / "missing", state, _iobench(tmp_path), NIGHTLY_OPTS="--set nope=1")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert not (state / "baseline.json").exists()
