@@ -35,7 +35,7 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "report": (
         ("the HTML report with its plots", "iobench report ./iobench-results/RUN_ID --html report.html"),
-        ("markdown, the run before overlaid", "iobench report latest --markdown --baseline latest~1"),
+        ("markdown, with the latest run of the history overlaid", "iobench report ./iobench-results/RUN_ID --markdown --baseline latest"),
     ),
     "checkpoint": (
         ("stall, goodput and recovery of llama3-70b", "iobench checkpoint /mnt/scratch/me --model llama3-70b --mtbf 3h"),
