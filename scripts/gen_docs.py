@@ -415,7 +415,34 @@ def gen_environment() -> str:
     )
 
 
+# ---- command output, produced by running the command when the site is built ---------------
+
+
+def command_output(*args: str, shown_target: str = "/mnt/scratch/me") -> str:
+    """``iobench ARGS`` run in-process on a fresh empty directory (``TARGET`` in ARGS), its
+    output as a code block with that directory shown as ``shown_target``."""
+    import contextlib
+    import io
+    import tempfile
+
+    from iobench.cli import main
+
+    with tempfile.TemporaryDirectory(prefix="iobench-docs-") as tmp:
+        argv = [tmp if a == "TARGET" else a for a in args]
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            code = main(argv)
+        if code != 0:
+            raise DocsError(f"iobench {' '.join(args)} exited {code}")
+        text = buf.getvalue().replace(tmp, shown_target)
+    shown = " ".join(shown_target if a == "TARGET" else a for a in args)
+    return f"```\n$ iobench {shown}\n{text.rstrip()}\n```\n"
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
+    "out-workloads": lambda: command_output("workloads"),
+    "out-dry-run": lambda: command_output("qualify", "TARGET", "--dry-run"),
+    "out-dry-run-quick": lambda: command_output("qualify", "TARGET", "--dry-run", "--quick"),
     "cli": gen_cli,
     "params": gen_params,
     "workloads": gen_workloads,
