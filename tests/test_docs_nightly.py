@@ -99,3 +99,8 @@ def test_a_failed_run_passes_its_exit_status_through(tmp_path):
     r = _night(tmp_path / "missing", state, _iobench(tmp_path), NIGHTLY_OPTS="--set nope=1")
     assert r.returncode == 2, r.stdout + r.stderr
     assert not (state / "baseline.json").exists()
+    env = {k: v for k, v in os.environ.items() if k != "NIGHTLY_OPTS"}
+    r = subprocess.run(["bash", str(SCRIPT), str(tmp_path), str(state)], capture_output=True,
+                       text=True, env={**env, "IOBENCH": _iobench(tmp_path), "WORKLOAD": "nope"},
+                       timeout=120)  # fmt: skip
+    assert r.returncode == 2 and "unbound" not in r.stderr, r.stderr  # NIGHTLY_OPTS is optional

@@ -22,7 +22,7 @@ mkdir "$night"
 # 1. Measure. Every run goes into the history (the noise floor compare uses).
 # shellcheck disable=SC2086  # NIGHTLY_OPTS is a list of options
 $iobench run "$workload" "$target" --output "$night/run" --history "$state/history" \
-    --quiet $NIGHTLY_OPTS >"$night/run.txt"
+    --quiet ${NIGHTLY_OPTS:-} >"$night/run.txt"
 status=$?
 if [ "$status" -ne 0 ]; then
   echo "nightly: the run failed (exit $status); see $night/run.txt" >&2
