@@ -419,8 +419,9 @@ def gen_environment() -> str:
 
 
 def command_output(*args: str, shown_target: str = "/mnt/scratch/me") -> str:
-    """``iobench ARGS`` run in-process on a fresh empty directory (``TARGET`` in ARGS), its
-    output as a code block with that directory shown as ``shown_target``."""
+    """``iobench ARGS`` run in-process, its output as a code block. ``TARGET`` in ARGS is a
+    fresh empty directory (shown as ``shown_target``), ``OUT`` a result directory beside it
+    (shown as ``./result``); nothing is written outside the temporary directory."""
     import contextlib
     import io
     import tempfile
@@ -428,21 +429,51 @@ def command_output(*args: str, shown_target: str = "/mnt/scratch/me") -> str:
     from iobench.cli import main
 
     with tempfile.TemporaryDirectory(prefix="iobench-docs-") as tmp:
-        argv = [tmp if a == "TARGET" else a for a in args]
+        target, out = Path(tmp, "target"), Path(tmp, "result")
+        target.mkdir()
+        argv = [{"TARGET": str(target), "OUT": str(out)}.get(a, a) for a in args]
         buf = io.StringIO()
-        with contextlib.redirect_stdout(buf):
-            code = main(argv)
+        saved, sys.argv = sys.argv, ["iobench", *argv]  # the command a result records
+        try:
+            with contextlib.redirect_stdout(buf):
+                code = main(argv)
+        finally:
+            sys.argv = saved
         if code != 0:
             raise DocsError(f"iobench {' '.join(args)} exited {code}")
-        text = buf.getvalue().replace(tmp, shown_target)
-    shown = " ".join(shown_target if a == "TARGET" else a for a in args)
+        text = buf.getvalue().replace(str(target), shown_target).replace(str(out), "./result")
+    shown = " ".join({"TARGET": shown_target, "OUT": "./result"}.get(a, a) for a in args)
     return f"```\n$ iobench {shown}\n{text.rstrip()}\n```\n"
+
+
+_SMALL_SEQ = ("--set", "size=64MiB", "--set", "block_sizes=[]", "--set", "jobs_sweep=[]")
 
 
 SECTIONS: dict[str, Callable[[], str]] = {
     "out-workloads": lambda: command_output("workloads"),
     "out-dry-run": lambda: command_output("qualify", "TARGET", "--dry-run"),
     "out-dry-run-quick": lambda: command_output("qualify", "TARGET", "--dry-run", "--quick"),
+    "out-run": lambda: command_output(
+        "run",
+        "sequential-write",
+        "TARGET",
+        *_SMALL_SEQ,
+        "--output",
+        "OUT",
+        "--no-history",
+        "--quiet",
+    ),
+    "out-datasize": lambda: command_output(
+        "datasize",
+        "--profile",
+        "unet3d-h100",
+        "--gpus",
+        "8",
+        "--hosts",
+        "1",
+        "--host-mem",
+        "512GiB",
+    ),
     "cli": gen_cli,
     "params": gen_params,
     "workloads": gen_workloads,
