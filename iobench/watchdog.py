@@ -119,6 +119,9 @@ class Watchdog:
         self.fired = False
         self.spec: Any = None  # the PhaseSpec of the phase in flight (``watching``)
         self.held = 0  # ``watching`` blocks open: a phase (or step) that its progress does not end
+        # what the step in flight is blocked on, when it can say (the loader: its workers'
+        # files and stages); else the storage is taken as not responding
+        self.detail: Callable[[], str] | None = None
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -202,9 +205,13 @@ class Watchdog:
             phase, (done_bytes, done_ops) = self.phase or "?", self.totals
         s = self.session
         where = _where(s.target)
+        what = "blocked I/O: the storage is not responding"
+        if self.detail is not None:
+            said = _bounded(self.detail, 1.0)
+            what = said if isinstance(said, str) and said else what
         line = (
-            f"phase {phase} made no progress for {self.timeout_s:g} s on {where} (blocked I/O: the "
-            f"storage is not responding; --stall-timeout {self.timeout_s:g}s)"
+            f"phase {phase} made no progress for {self.timeout_s:g} s on {where} ({what}; "
+            f"--stall-timeout {self.timeout_s:g}s)"
         )
         saved = _bounded(
             lambda: _save_partial(s, self.spec, phase, line, done_bytes, done_ops), SAVE_LIMIT_S
@@ -265,9 +272,13 @@ def _bounded(fn: Callable[[], Any], limit_s: float) -> Any:
 
 
 @contextmanager
-def watching(spec: Any, name: str | None = None) -> Iterator[None]:
+def watching(
+    spec: Any, name: str | None = None, detail: Callable[[], str] | None = None
+) -> Iterator[None]:
     """Watch one phase (a PhaseSpec) from its cache drop to its layout query, or one step
-    (``name``: creating directories), whatever its progress reports in between."""
+    (``name``: creating directories, the loader's loop), whatever its progress reports in
+    between. ``detail``: what the step is blocked on, said in the line when it gives up (the
+    step's own progress then comes through ``tick``)."""
     dog = _active[-1] if _active else None
     if dog is None:
         yield
@@ -276,11 +287,19 @@ def watching(spec: Any, name: str | None = None) -> Iterator[None]:
         dog.spec = spec
     dog.started(spec.name if spec is not None else str(name))
     dog.held += 1
+    old, dog.detail = dog.detail, detail or dog.detail
     try:
         yield
     finally:
+        dog.detail = old
         dog.held -= 1
         dog.ended()
+
+
+def tick() -> None:
+    """Progress in the step being watched (the loader received a batch): no stall."""
+    if _active:
+        _active[-1].beat()
 
 
 def _stalled_phase(spec: Any, name: str, line: str, done_bytes: int, done_ops: int) -> Any:

@@ -16,7 +16,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,11 +155,11 @@ def run_existing(
     claim_output_dir(out_dir)
     run.workload = _workload(job, plan)
     run.engine = _engine_block()
-    with _session(run, tgt, out_dir) as s:
-        measured = run_pipeline(job, plan, s.stop, progress)
+    with _session(run, tgt, out_dir) as (s, guard):
+        measured = run_pipeline(job, plan, s.stop, progress, guard.raising)
         run.loader, notes = summarise(job, plan, measured)
         run.warnings.extend(n for n in notes if n not in run.warnings)
-        _check_failures(run.loader["existing"]["failed"])
+        _check_failures(run.loader["existing"]["failed"], job.transform)
     return s.outcome()
 
 
@@ -179,20 +179,30 @@ def _check_job(job: ExistingJob) -> None:
             raise UsageError("--compute gpu needs a CUDA device", hint="use --compute sleep")
 
 
-def _check_failures(failed: dict[str, Any]) -> None:
-    """EngineError (exit 4) when more than FAIL_SHARE of the samples failed."""
+def _check_failures(failed: dict[str, Any], transform: str | None = None) -> None:
+    """EngineError (exit 4) when more than FAIL_SHARE of the samples failed (a failed file
+    counts the samples it held); the hint names the transform when most failed in it."""
     if failed["share"] > FAIL_SHARE:
+        est = f", {failed['estimated']:,} of them estimated" if failed.get("estimated") else ""
+        in_fn = failed.get("transform", 0)
+        hint = "check the dataset's files (the result lists the first ones)"
+        if transform and in_fn * 2 >= failed["count"]:
+            hint = f"check the transform {transform}: {in_fn:,} of the samples failed in it"
         raise EngineError(
             f"{failed['count']:,} of {failed['count'] + failed['ok']:,} samples failed "
-            f"({failed['share']:.1%}, more than {FAIL_SHARE:.0%}); first: "
+            f"({failed['share']:.1%}{est}, more than {FAIL_SHARE:.0%}); first: "
             + "; ".join(failed["examples"][:3]),
-            hint="check the dataset's files (the result lists the first ones)",
+            hint=hint,
         )
 
 
 @contextmanager
 def _session(run: Any, tgt: Target, out_dir: Path) -> Iterator[Any]:
-    """Signals to a stop flag; an error during the run kept in the session (no run dir)."""
+    """Signals to a stop flag; an error during the run kept in the session (no run dir);
+    the loop watched for stalls (``watchdog.armed``: ``--stall-timeout``). Yields the session
+    and its signal guard."""
+    from .. import watchdog
+
     s = RunSession(run, tgt, out_dir, save=True, keep=False)
     guard = SignalGuard(s.stop)
     run.target = tgt.to_dict()
@@ -202,9 +212,9 @@ def _session(run: Any, tgt: Target, out_dir: Path) -> Iterator[Any]:
         run.status = "interrupted" if isinstance(e, Interrupted) else "failed"
         run.error = e.one_line()
 
-    with guard:
+    with guard, watchdog.armed(s):
         try:
-            yield s
+            yield s, guard
         except UsageError:
             release_output_dir(out_dir)  # bad input writes nothing, not even the directory
             raise
@@ -251,16 +261,20 @@ def _engine_block() -> dict[str, Any]:
 def _add(acc: dict[int, dict[str, Any]], st: Any) -> None:
     """Sum a batch's figures into its worker's totals (names: the first few kept) and keep
     its own (samples, read, decode CPU, collate) for the spread of the means."""
+    from .existing_data import NAMES_KEPT, SUMMED
+
     if st.samples:
         acc.setdefault(-1, {"per_batch": []})["per_batch"].append(
             (st.samples, st.read_s, st.decode_cpu_s, st.collate_cpu_s)
         )
-    w = acc.setdefault(st.worker, {"worker": st.worker, "batches": 0, "failed_names": []})
+    w = acc.setdefault(
+        st.worker, {"worker": st.worker, "batches": 0, "failed_names": [], "warned_names": []}
+    )
     w["batches"] += 1
-    for k in ("samples", "files", "bytes", "open_s", "read_s", "decode_s", "decode_cpu_s",
-              "transform_s", "collate_s", "collate_cpu_s", "check_s", "failed", "cache_checked", "cache_resident"):  # fmt: skip
+    for k in SUMMED:
         w[k] = w.get(k, 0) + getattr(st, k)
-    w["failed_names"] = (w["failed_names"] + st.failed_names)[:5]
+    w["failed_names"] = (w["failed_names"] + st.failed_names)[:NAMES_KEPT]
+    w["warned_names"] = (w["warned_names"] + st.warned_names)[:NAMES_KEPT]
 
 
 def run_pipeline(
@@ -268,39 +282,48 @@ def run_pipeline(
     plan: DatasetScan,
     stop: StopFlag,
     progress: Callable[[str], None] | None = None,
+    interruptible: Callable[[], Any] = nullcontext,
 ) -> dict[str, Any]:
     """The training loop over the dataset: per epoch, time the wait for each batch and the
-    emulated compute; every batch's worker figures summed per worker (all steps)."""
+    emulated compute; every batch's worker figures summed per worker (all steps).
+    ``interruptible``: the block in which the first stop signal raises at once (the wait
+    for a batch, which a stuck worker or transform would make endless)."""
     from torch.utils.data import DataLoader
 
-    from .existing_data import ExistingDataset
+    from .. import watchdog
+    from .existing_data import ExistingDataset, Stages, read_limit
     from .loop import _GpuBurn
     from .torchdata import _worker_init
 
+    w = job.workers
+    stages = Stages(w)
     ds = ExistingDataset(
         plan.root, plan.paths, plan.fmt, job.batch_size, job.mode, transform=job.transform,
-        storage_options=plan.storage_options, seed=job.seed,
+        storage_options=plan.storage_options, seed=job.seed, limit=read_limit(w), stages=stages,
     )  # fmt: skip
-    w = job.workers
     compute: Callable[[float], None] = _GpuBurn(0) if job.compute == "gpu" else time.sleep
     workers: dict[int, dict[str, Any]] = {}
     epochs = []
-    for epoch in range(job.epochs):
-        ds.epoch = epoch
-        loader = DataLoader(
-            ds, batch_size=None, num_workers=w, prefetch_factor=job.prefetch if w else None,
-            worker_init_fn=_worker_init if w else None,
-        )  # fmt: skip
-        try:
-            epochs.append(_epoch(job, iter(loader), compute, workers, stop))
-        except (IobenchError, KeyboardInterrupt):
-            raise
-        except (OSError, RuntimeError, ImportError) as e:
-            from .loop import _last_line
+    # the loop is watched as a phase: no batch within the stall timeout gives up (exit 4),
+    # naming the file each busy worker is on, or the transform it is in
+    detail = lambda: stages.describe(plan.paths, job.transform)  # noqa: E731
+    with watchdog.watching(None, "loader", detail=detail):
+        for epoch in range(job.epochs):
+            ds.epoch = epoch
+            loader = DataLoader(
+                ds, batch_size=None, num_workers=w, prefetch_factor=job.prefetch if w else None,
+                worker_init_fn=_worker_init if w else None,
+            )  # fmt: skip
+            try:
+                epochs.append(_epoch(job, iter(loader), compute, workers, stop, interruptible))
+            except (IobenchError, KeyboardInterrupt):
+                raise
+            except (OSError, RuntimeError, ImportError) as e:
+                from .loop import _last_line
 
-            raise EngineError(f"data loader: {_last_line(e)}") from None
-        if progress is not None:
-            progress(f"epoch {epoch + 1}/{job.epochs}: {epochs[-1]['steps']} steps")
+                raise EngineError(f"data loader: {_last_line(e)}") from None
+            if progress is not None:
+                progress(f"epoch {epoch + 1}/{job.epochs}: {epochs[-1]['steps']} steps")
     per_batch = workers.pop(-1, {}).get("per_batch", [])
     return {
         "epochs": epochs,
@@ -318,7 +341,7 @@ def cached_read(plan: DatasetScan, job: ExistingJob) -> dict[str, Any] | None:
     """Seconds per file a read from the page cache takes: up to CACHED_PROBE_FILES files (a
     seeded sample) read twice in this process after the loop, the second read timed (what a
     local cache tier in RAM would give); their pages dropped again after. None for a URL."""
-    from .existing_data import BatchStats, read_file
+    from .existing_data import BatchStats, open_regular, read_file, read_limit
 
     if is_url(plan.root) or not plan.paths:
         return None
@@ -330,16 +353,16 @@ def cached_read(plan: DatasetScan, job: ExistingJob) -> dict[str, Any] | None:
     for i in sorted(int(k) for k in pick):
         path = os.path.join(plan.root, plan.paths[i])
         try:
-            read_file(path, "cached", warm, None)
-            timed.bytes += len(read_file(path, "cached", timed, None))
+            read_file(path, "cached", warm, None, read_limit(job.workers))
+            timed.bytes += len(read_file(path, "cached", timed, None, read_limit(job.workers)))
             timed.files += 1
             if job.mode == "dropped":
-                fd = os.open(path, os.O_RDONLY)
+                fd = open_regular(path)
                 try:
                     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
                 finally:
                     os.close(fd)
-        except OSError:
+        except (OSError, MemoryError):
             continue
     if not timed.files:
         return None
@@ -356,31 +379,40 @@ def _epoch(
     compute: Callable[[float], None],
     workers: dict[int, dict[str, Any]],
     stop: StopFlag,
+    interruptible: Callable[[], Any] = nullcontext,
 ) -> dict[str, Any]:
-    """One pass (or ``job.steps`` steps): AU = compute after the first step ÷ wall after it."""
+    """One pass (or ``job.steps`` steps): AU = compute after the first step ÷ wall after it.
+    A batch whose every sample failed is no step, but counts toward ``job.steps`` (the run
+    ends there even when every sample fails)."""
+    from .. import watchdog
+
     wait = Histogram()
     t_start = first_end = prev = time.perf_counter()
     compute_sum = 0.0
-    steps = samples = timed = nbytes = 0
+    steps = samples = timed = nbytes = empty = 0
     overhead: list[float] = []
     handoffs: list[float] = []
     try:
-        while job.steps is None or steps < job.steps:
+        while job.steps is None or steps + empty < job.steps:
             stop.check()
             t0, c0 = time.perf_counter(), time.thread_time()
             try:
-                _batch, st = next(it)
+                with interruptible():
+                    _batch, st = next(it)
             except StopIteration:
                 break
             t1, fetch_cpu = time.perf_counter(), time.thread_time() - c0
+            watchdog.tick()
             _add(workers, st)
             del _batch
             if not st.samples:
-                continue  # a worker's tail of failed samples: no step
+                empty += 1  # every sample of it failed (or a worker's tail): no step
+                continue
             tc = time.perf_counter()
             if job.compute_s > 0:
                 compute(job.compute_s)
             t2 = time.perf_counter()
+            watchdog.tick()
             steps += 1
             if steps > 1:  # the first step (workers starting) is left out, as DLIO does
                 wait.record(int((t1 - t0) * 1e9))
