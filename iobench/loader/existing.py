@@ -34,7 +34,9 @@ from ..runner import (
 from ..spec import PROFILE_PARAMS, coerce, load_profile, parse_overrides
 from ..stats import Histogram
 from ..target import SignalGuard, StopFlag, Target, find_mount, is_url, read_mountinfo, scrub
+from ..units import format_bytes
 from .calibration import COMPUTE_BOUND_AU
+from .existing_data import READ_SHARE
 from .existing_summary import FAIL_SHARE, summarise
 
 #: The profile keys that apply to an existing dataset (the others describe a synthetic one).
@@ -149,12 +151,14 @@ def run_existing(
     load_transform(job.transform)  # a bad import path: exit 2 before anything is written
     tgt = dataset_target(job.path)
     plan = scan(tgt.root if tgt.kind == "posix" else job.path, job.fmt, seed=job.seed)
+    planned = check_plan(job, plan)
     run = new_result(command)
     out_dir = output_dir_for(output, run.run_id)
     _check_output(out_dir, tgt)
     claim_output_dir(out_dir)
     run.workload = _workload(job, plan)
     run.engine = _engine_block()
+    run.warnings.extend(planned)
     with _session(run, tgt, out_dir) as (s, guard):
         measured = run_pipeline(job, plan, s.stop, progress, guard.raising)
         run.loader, notes = summarise(job, plan, measured)
@@ -170,6 +174,9 @@ def _check_job(job: ExistingJob) -> None:
         )
     if job.workers < 0:
         raise UsageError(f"--workers must be 0 or more, got {job.workers}")
+    from .torchdata import check_workers
+
+    check_workers(job.workers)
     if job.compute not in ("sleep", "gpu"):
         raise UsageError(f"--compute {job.compute!r} is not valid", hint="use sleep or gpu")
     if job.compute == "gpu":
@@ -177,6 +184,60 @@ def _check_job(job: ExistingJob) -> None:
 
         if not cuda_available():
             raise UsageError("--compute gpu needs a CUDA device", hint="use --compute sleep")
+
+
+def check_plan(job: ExistingJob, plan: DatasetScan) -> list[str]:
+    """The plan checked before anything is written: UsageError when no file can be read
+    whole in the memory a reader may hold, or when a one-sample-per-file dataset gives fewer
+    than 2 full batches over its readers; the warnings the run then carries (files too large
+    to read, which count as failed; links out of the dataset, skipped)."""
+    from ..formats.registry import get_reader
+    from .existing_data import read_limit
+
+    notes = []
+    limit = read_limit(job.workers)
+    big = sorted((i for i, n in plan.sizes.items() if limit and n > limit), key=plan.sizes.get)
+    if big:
+        top = big[-1]
+        what = (
+            f"{len(big):,} of {len(plan.sizes):,} file(s) stat'ed are larger than the "
+            f"{format_bytes(limit)} one reader may hold in memory (physical memory / "
+            f"({READ_SHARE} × {max(job.workers, 1)} reader(s))); largest: {plan.paths[top]}, "
+            f"{format_bytes(plan.sizes[top])}"
+        )
+        if len(big) == len(plan.sizes):
+            raise UsageError(f"{what}: nothing could be read", hint="give fewer --workers")
+        notes.append(f"{what}: not read, counted as failed samples")
+    if plan.links_outside:
+        notes.append(
+            f"{plan.links_outside:,} link(s) to files outside the dataset {plan.root} were "
+            "skipped (never opened)"
+        )
+    if getattr(get_reader(plan.fmt), "SAMPLES_PER_FILE", None) == 1:
+        _check_batches(job, plan.n_files)
+    return notes
+
+
+def _full_batches(samples: int, readers: int, batch: int) -> int:
+    """Full batches when ``samples`` are dealt round-robin to ``readers``, each batching its own."""
+    return sum((samples // readers + (r < samples % readers)) // batch for r in range(readers))
+
+
+def _check_batches(job: ExistingJob, samples: int) -> None:
+    """UsageError when the dataset's samples (known: one per file) give fewer than 2 full
+    batches of ``batch_size`` over the readers. Refused rather than clamped: the AU depends
+    on the batch size, so a different one would measure another training job."""
+    readers = max(job.workers, 1)
+    if _full_batches(samples, readers, job.batch_size) >= 2:
+        return
+    fit = [b for b in range(samples // 2, 0, -1) if _full_batches(samples, readers, b) >= 2]
+    hint = f"give --set batch_size={fit[0]} or less" if fit else "give a dataset of more files"
+    raise UsageError(
+        f"batch_size {job.batch_size:,} over {samples:,} sample(s) (one per file) and "
+        f"{readers} reader(s) gives {_full_batches(samples, readers, job.batch_size)} full "
+        "batch(es); the loop needs 2 (the first is left out)",
+        hint=hint + (" or fewer --workers" if readers > 1 and fit else ""),
+    )
 
 
 def _check_failures(failed: dict[str, Any], transform: str | None = None) -> None:
@@ -373,7 +434,7 @@ def cached_read(plan: DatasetScan, job: ExistingJob) -> dict[str, Any] | None:
     }
 
 
-def _epoch(
+def _epoch(  # noqa: PLR0915 - the measured loop: one frame, no calls between clocks
     job: ExistingJob,
     it: Any,
     compute: Callable[[float], None],
@@ -428,6 +489,9 @@ def _epoch(
                 first_end = t2
             prev = t2
         t_end = time.perf_counter()
+    except BaseException:
+        _end_workers(it)
+        raise
     finally:
         if hasattr(it, "_shutdown_workers"):
             it._shutdown_workers()
@@ -438,6 +502,22 @@ def _epoch(
         "au": compute_sum / span if timed else 0.0, "wait": wait, "overhead_s": overhead,
         "handoff_s": handoffs,
     }  # fmt: skip
+
+
+def _end_workers(it: Any) -> None:
+    """Interrupted (or failed) while workers may be stuck in a read or the user's transform:
+    SIGTERM them now (their default), or torch's shutdown waits 5 s for each. Their pids are
+    taken out of torch's SIGCHLD check first: a worker ended on purpose is no failure."""
+    procs = [p for p in getattr(it, "_workers", ()) if p.is_alive()]
+    if not procs:
+        return
+    if getattr(it, "_worker_pids_set", False):
+        from torch.utils.data import _utils
+
+        _utils.signal_handling._remove_worker_pids(id(it))
+        it._worker_pids_set = False
+    for proc in procs:
+        proc.terminate()
 
 
 def step_overhead(

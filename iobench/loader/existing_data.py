@@ -45,7 +45,7 @@ from torch.utils.data import IterableDataset
 
 from .. import storage
 from ..cpu import physical_memory
-from ..errors import UsageError
+from ..errors import IobenchError, UsageError
 from ..formats.registry import get_reader
 from ..target import is_url
 
@@ -416,8 +416,8 @@ class ExistingDataset(IterableDataset):
                 cur[0].whole_bytes += len(data)
                 cur[0].whole_samples += seen
                 return
-            except ImportError:
-                raise  # a missing optional library is not a corrupt file
+            except (ImportError, IobenchError):
+                raise  # a missing optional library, a stop signal: not a corrupt file
             except Exception as e:  # noqa: BLE001 - a corrupt file: counted, named, skipped
                 _spent(cur[0], t0, c0, k0, reader)
                 self._file_failed(cur[0], reader, rel, e, data, seen)
@@ -443,6 +443,8 @@ def _transformed(fn: Callable[[Any], Any], sample: Any, st: BatchStats) -> tuple
     t1 = time.perf_counter()
     try:
         return fn(sample), True
+    except IobenchError:
+        raise  # a stop signal raised inside it (the wait is interruptible): not its failure
     except Exception as e:  # noqa: BLE001 - the user's code: counted like corrupt
         st.failed_transform += 1
         return e, False
