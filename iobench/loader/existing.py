@@ -236,7 +236,7 @@ def _check_batches(job: ExistingJob, samples: int) -> None:
         f"batch_size {job.batch_size:,} over {samples:,} sample(s) (one per file) and "
         f"{readers} reader(s) gives {_full_batches(samples, readers, job.batch_size)} full "
         "batch(es); the loop needs 2 (the first is left out)",
-        hint=hint + (" or fewer --workers" if readers > 1 and fit else ""),
+        hint=hint,
     )
 
 
