@@ -6,7 +6,11 @@ The dataset is never written, renamed, locked or touched: it is listed and stat'
 (``formats.detect``), each file opened ``O_RDONLY`` (``existing_data``), no run directory is
 made in it, and the results go to the output directory, which may not lie inside it. A
 sample that fails (corrupt file, CRC mismatch, the user's transform raising) is counted and
-named; more than ``FAIL_SHARE`` of them fails the run (exit 4, the result kept and marked).
+named (a failed file counts the samples it held); more than ``FAIL_SHARE`` of them fails the
+run (exit 4, the result kept and marked). The loop is watched like every other phase (no batch
+within ``--stall-timeout``: exit 4 naming what the workers are on), the first stop signal ends
+the wait for a batch, and the plan is checked first: DataLoader workers bounded by the host,
+the largest files against memory, the batch size against the samples (``check_plan``).
 """
 
 from __future__ import annotations
@@ -386,11 +390,13 @@ def run_pipeline(
             if progress is not None:
                 progress(f"epoch {epoch + 1}/{job.epochs}: {epochs[-1]['steps']} steps")
     per_batch = workers.pop(-1, {}).get("per_batch", [])
+    with watchdog.watching(None, "cache-read-probe"):  # its reads may block as the loop's may
+        probe = cached_read(plan, job)
     return {
         "epochs": epochs,
         "workers": [workers[k] for k in sorted(workers)],
         "per_batch": per_batch,
-        "cached_read": cached_read(plan, job),
+        "cached_read": probe,
     }
 
 

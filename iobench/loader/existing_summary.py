@@ -338,7 +338,8 @@ def table_rows(ld: dict[str, Any]) -> list[list[str]]:
                        f"{format_seconds(sp.get('collate_s_per_batch'))}/batch (CPU "
                        f"{format_seconds(sp.get('collate_cpu_s_per_batch'))})"],
         ["Storage read", f"{format_rate((ex.get('terms') or {}).get('read_bps'))} per worker stream"],
-        ["Failed samples", f"{fl.get('count', 0):,} ({fl.get('share', 0.0):.2%})"
+        ["Failed samples", f"{fl.get('count', 0):,} ({fl.get('share', 0.0):.2%}"
+         + (f", {fl['estimated']:,} estimated" if fl.get("estimated") else "") + ")"
          + (f": {fl['examples'][0]}" if fl.get("examples") else "")],
     ]  # fmt: skip
     if ex.get("transform"):
