@@ -81,20 +81,33 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def open_regular(path: str) -> int:
+def open_regular(path: str, root: str | None = None) -> int:
     """A read-only descriptor of the regular file at ``path``: opened ``O_NONBLOCK`` (the open
     of a FIFO or a device returns at once instead of waiting for a writer), ``fstat``'ed and
-    refused (OSError naming what it is) unless a regular file, then made blocking again."""
+    refused (OSError naming what it is) unless a regular file, then made blocking again.
+    ``root`` (a real path): the file opened must lie under it, so a link swapped in after the
+    listing cannot lead the read out of the dataset (the listing skips such links)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise OSError(errno.EINVAL, f"{_kind(mode)}, not a regular file: not read", path)
+        if root is not None and not _under(fd, root):
+            raise OSError(errno.EXDEV, "a link out of the dataset: not read", path)
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _under(fd: int, root: str) -> bool:
+    """Does the open file ``fd`` lie under the directory ``root`` (a real path)?"""
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return True  # no /proc: the listing's check stands alone
+    return real.startswith(root.rstrip("/") + "/")
 
 
 class Stages:
@@ -224,17 +237,22 @@ def _resident(fd: int) -> bool | None:
 
 
 def read_file(
-    path: str, mode: str, st: BatchStats, opts: dict[str, Any] | None, limit: int = 0
+    path: str,
+    mode: str,
+    st: BatchStats,
+    opts: dict[str, Any] | None,
+    limit: int = 0,
+    root: str | None = None,
 ) -> bytes:
     """The whole file, read-only; open and read timed into ``st`` (and the cache checked).
-    OSError for what is not a regular file (``open_regular``), FileTooLarge for a file over
-    ``limit`` bytes (0: none)."""
+    OSError for what is not a regular file or lies outside ``root`` (``open_regular``),
+    FileTooLarge for a file over ``limit`` bytes (0: none)."""
     t0 = time.perf_counter()
     if is_url(path):
         data = storage.read_bytes(path, opts)
         st.read_s += time.perf_counter() - t0
         return data
-    fd = open_regular(path)
+    fd = open_regular(path, root)
     try:
         size = os.fstat(fd).st_size
         st.open_s += time.perf_counter() - t0
@@ -314,6 +332,7 @@ class ExistingDataset(IterableDataset):
         self.mode, self.transform, self.seed = mode, transform, seed
         self.storage_options = storage_options or {}
         self.limit, self.stages = limit, stages
+        self.real_root = None if is_url(root) else os.path.realpath(root)
         self.epoch = 0
 
     def _my_files(self) -> tuple[int, list[int]]:
@@ -394,7 +413,9 @@ class ExistingDataset(IterableDataset):
         self._at(wid, f, READING)
         try:
             path = storage.join(self.root, rel)
-            data = read_file(path, self.mode, cur[0], self.storage_options, self.limit)
+            data = read_file(
+                path, self.mode, cur[0], self.storage_options, self.limit, self.real_root
+            )
         except (OSError, MemoryError) as e:
             why = e if isinstance(e, MemoryError) else (e.strerror or str(e))
             self._file_failed(cur[0], reader, rel, why, None, 0)

@@ -100,6 +100,15 @@ def _mods(tmp_path: Path) -> Path:
         "            p.unlink()\n"
         "            os.mkfifo(p)\n"
         "    return x\n"
+        "def to_links(x):\n"
+        "    # the first sample's transform swaps every file for a link out of the dataset\n"
+        "    root = pathlib.Path(os.environ['LX_DATA'])\n"
+        "    if not (root.parent / 'swapped').exists():\n"
+        "        (root.parent / 'swapped').touch()\n"
+        "        for p in sorted(root.rglob('*.jpg')):\n"
+        "            p.unlink()\n"
+        "            p.symlink_to(root.parent / 'secret.jpg')\n"
+        "    return x\n"
     )
     return mods
 
@@ -312,6 +321,20 @@ def test_links_out_of_the_dataset_are_skipped_and_counted(cli, tmp_path):
     assert ex["dataset"]["links_outside_skipped"] == 1 and ex["dataset"]["files"] == 9
     assert ex["failed"]["count"] == 0
     assert any("1 link(s) to files outside the dataset" in w for w in res["warnings"])
+
+
+def test_a_link_out_swapped_in_after_the_listing_is_not_read(cli, tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    images(data, per_class=10)
+    (tmp_path / "secret.jpg").write_bytes((data / "cat" / "001.jpg").read_bytes())  # decodable
+    monkeypatch.syspath_prepend(str(_mods(tmp_path)))
+    monkeypatch.setenv("LX_DATA", str(data))
+    r = _cli(cli, data, tmp_path / "out", "--workers", "0", "--set", "batch_size=2",
+             "--transform", "lx_tf:to_links")  # fmt: skip
+    assert r.code == 4
+    assert "a link out of the dataset: not read" in one_line(r.err)
+    failed = json.loads((tmp_path / "out" / "result.json").read_text())["loader"]["existing"]
+    assert failed["failed"]["files"] >= 10  # every .jpg after the swap (the PNGs stay)
 
 
 def test_a_decompression_bomb_warning_is_counted_not_printed(cli, tmp_path, monkeypatch):
