@@ -122,6 +122,9 @@ class Watchdog:
         # what the step in flight is blocked on, when it can say (the loader: its workers'
         # files and stages); else the storage is taken as not responding
         self.detail: Callable[[], str] | None = None
+        # a count the step in flight moves on its own (the loader's workers' steps), or None
+        self.moving: Callable[[], int] | None = None
+        self.moved_count: int | None = None
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -181,7 +184,10 @@ class Watchdog:
         # totals do not show. The device's counters count every writer, so only that step
         # uses them (and only on a block device: a FUSE or network mount has none)
         written = _sectors_written(self.device) if self._draining() else None
+        count = _count_of(self.moving)
         with self.lock:
+            if count is not None and count != self.moved_count:
+                self.moved_count, self.last = count, self.clock()
             if written is not None and self.written is not None and written > self.written:
                 self.last = self.clock()  # the device takes the page cache's data: it moves
             self.written = written
@@ -235,6 +241,15 @@ class Watchdog:
         self.exit_fn(EXIT_RUN_FAILED)
 
 
+def _count_of(moving: Callable[[], int] | None) -> int | None:
+    if moving is None:
+        return None
+    try:
+        return int(moving())
+    except Exception:  # noqa: BLE001 - a count that cannot be read is no progress
+        return None
+
+
 def _release_stdio() -> None:
     """Point stdout and stderr at /dev/null: a thread stuck in a FUSE request keeps the
     process (and its file table) alive after ``os._exit`` until the storage answers, and a
@@ -273,12 +288,15 @@ def _bounded(fn: Callable[[], Any], limit_s: float) -> Any:
 
 @contextmanager
 def watching(
-    spec: Any, name: str | None = None, detail: Callable[[], str] | None = None
+    spec: Any,
+    name: str | None = None,
+    detail: Callable[[], str] | None = None,
+    moving: Callable[[], int] | None = None,
 ) -> Iterator[None]:
     """Watch one phase (a PhaseSpec) from its cache drop to its layout query, or one step
     (``name``: creating directories, the loader's loop), whatever its progress reports in
-    between. ``detail``: what the step is blocked on, said in the line when it gives up (the
-    step's own progress then comes through ``tick``)."""
+    between. ``detail``: what the step is blocked on, said in the line when it gives up;
+    ``moving``: a count that changes while the step makes progress (beside ``tick``)."""
     dog = _active[-1] if _active else None
     if dog is None:
         yield
@@ -287,11 +305,12 @@ def watching(
         dog.spec = spec
     dog.started(spec.name if spec is not None else str(name))
     dog.held += 1
-    old, dog.detail = dog.detail, detail or dog.detail
+    old = dog.detail, dog.moving
+    dog.detail, dog.moving, dog.moved_count = detail or old[0], moving or old[1], None
     try:
         yield
     finally:
-        dog.detail = old
+        dog.detail, dog.moving = old
         dog.held -= 1
         dog.ended()
 

@@ -369,10 +369,11 @@ def run_pipeline(
     compute: Callable[[float], None] = _GpuBurn(0) if job.compute == "gpu" else time.sleep
     workers: dict[int, dict[str, Any]] = {}
     epochs = []
-    # the loop is watched as a phase: no batch within the stall timeout gives up (exit 4),
-    # naming the file each busy worker is on, or the transform it is in
+    # the loop is watched as a phase: no batch and no worker step (a stage entered, a chunk
+    # read) within the stall timeout gives up (exit 4), naming the file each busy worker is
+    # on, or the transform it is in
     detail = lambda: stages.describe(plan.paths, job.transform)  # noqa: E731
-    with watchdog.watching(None, "loader", detail=detail):
+    with watchdog.watching(None, "loader", detail=detail, moving=stages.moved):
         for epoch in range(job.epochs):
             ds.epoch = epoch
             loader = DataLoader(

@@ -57,6 +57,8 @@ CACHE_CHECKS = 8
 #: One reader (worker) may hold at most physical memory / (READ_SHARE × readers) of one file:
 #: the file's bytes, its decoded samples (often larger) and the batches prefetched beside it.
 READ_SHARE = 4
+#: Bytes per read call: a file larger is read in parts, each progress for the watchdog.
+READ_CHUNK = 64 << 20
 #: What a worker is doing, as ``Stages`` records it (index = code).
 STAGES = ("idle", "opening and reading", "decoding", "in the transform", "collating")
 IDLE, READING, DECODING, TRANSFORM, COLLATING = range(len(STAGES))
@@ -111,22 +113,33 @@ def _under(fd: int, root: str) -> bool:
 
 
 class Stages:
-    """Per worker, in shared memory: the file (its index + 1, 0: none) and the stage it is at
-    (``STAGES``), written by the worker, read by the watchdog's thread when no batch came."""
+    """Per worker, in shared memory: the file (its index + 1, 0: none), the stage it is at
+    (``STAGES``) and a count of its steps (each stage entered, each chunk read), written by
+    the worker; the watchdog's thread takes a changed count as progress (``moved``) and,
+    when none came within the stall timeout, says what each worker is on (``describe``)."""
 
     def __init__(self, workers: int):
         import multiprocessing as mp
 
-        self.slots = mp.RawArray("q", 2 * max(workers, 1))  # inherited by the forked workers
+        self.slots = mp.RawArray("q", 3 * max(workers, 1))  # inherited by the forked workers
 
     def set(self, wid: int, f: int, stage: int) -> None:
-        self.slots[2 * wid], self.slots[2 * wid + 1] = f + 1, stage
+        k = 3 * wid
+        self.slots[k], self.slots[k + 1] = f + 1, stage
+        self.slots[k + 2] += 1
+
+    def bump(self, wid: int) -> None:
+        self.slots[3 * wid + 2] += 1
+
+    def moved(self) -> int:
+        """The workers' steps so far (it changes while any worker makes progress)."""
+        return sum(self.slots[2::3])
 
     def describe(self, paths: tuple[str, ...], transform: str | None, shown: int = 3) -> str:
         """What the busy workers are on, e.g. ``worker 1 in the transform m:f on a/x.jpg``."""
         busy = []
-        for wid in range(len(self.slots) // 2):
-            f, stage = self.slots[2 * wid] - 1, self.slots[2 * wid + 1]
+        for wid in range(len(self.slots) // 3):
+            f, stage = self.slots[3 * wid] - 1, self.slots[3 * wid + 1]
             if stage == IDLE or not 0 <= f < len(paths) or not 0 <= stage < len(STAGES):
                 continue
             what = f"in the transform {transform}" if stage == TRANSFORM else STAGES[stage]
@@ -243,10 +256,12 @@ def read_file(
     opts: dict[str, Any] | None,
     limit: int = 0,
     root: str | None = None,
+    moved: Callable[[], None] | None = None,
 ) -> bytes:
     """The whole file, read-only; open and read timed into ``st`` (and the cache checked).
     OSError for what is not a regular file or lies outside ``root`` (``open_regular``),
-    FileTooLarge for a file over ``limit`` bytes (0: none)."""
+    FileTooLarge for a file over ``limit`` bytes (0: none). Read in READ_CHUNK parts,
+    ``moved()`` called after each (progress the watchdog sees)."""
     t0 = time.perf_counter()
     if is_url(path):
         data = storage.read_bytes(path, opts)
@@ -272,11 +287,13 @@ def read_file(
         t1 = time.perf_counter()
         chunks, got = [], 0
         while True:
-            chunk = os.read(fd, max(size - got, 1 << 20))
+            chunk = os.read(fd, min(max(size - got, 1 << 20), READ_CHUNK))
             if not chunk:
                 break
             chunks.append(chunk)
             got += len(chunk)
+            if moved is not None:
+                moved()
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         if mode == "dropped":
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
@@ -413,8 +430,9 @@ class ExistingDataset(IterableDataset):
         self._at(wid, f, READING)
         try:
             path = storage.join(self.root, rel)
+            moved = None if self.stages is None else lambda: self.stages.bump(wid)  # type: ignore[union-attr]
             data = read_file(
-                path, self.mode, cur[0], self.storage_options, self.limit, self.real_root
+                path, self.mode, cur[0], self.storage_options, self.limit, self.real_root, moved
             )
         except (OSError, MemoryError) as e:
             why = e if isinstance(e, MemoryError) else (e.strerror or str(e))

@@ -89,6 +89,9 @@ def _mods(tmp_path: Path) -> Path:
         "def block(x):\n"
         "    pathlib.Path(os.environ['LX_MARK']).touch()\n"
         "    time.sleep(3600)\n"
+        "def slow(x):\n"
+        "    time.sleep(0.4)\n"
+        "    return x\n"
         "def boom(x):\n"
         "    raise RuntimeError('augment failed')\n"
         "def to_fifos(x):\n"
@@ -204,6 +207,20 @@ def test_a_blocking_transform_gives_up_within_the_stall_timeout_naming_it(tmp_pa
     res = json.loads((tmp_path / "out" / "result.json").read_text())
     assert res["status"] == "failed" and "lx_tf:block" in res["error"]
     assert snapshot(data) == before
+
+
+def test_a_slow_transform_that_moves_is_no_stall(tmp_path):
+    """Each batch takes 1.6 s, over the 1 s stall timeout: every sample transformed is
+    progress (the workers' steps in shared memory), so the run completes."""
+    data = tmp_path / "data"
+    images(data, per_class=4)
+    code, err, _took = _session_run(
+        tmp_path,
+        ["loader", data, "--existing", *BASE, "--output", tmp_path / "out", "--workers", "1",
+         "--set", "batch_size=4", "--transform", "lx_tf:slow", "--stall-timeout", "1s"],
+        mods=_mods(tmp_path),
+    )  # fmt: skip
+    assert code == 0, err
 
 
 @pytest.mark.parametrize("workers", [0, 2])
