@@ -356,7 +356,7 @@ def run_pipeline(
     from torch.utils.data import DataLoader
 
     from .. import watchdog
-    from .existing_data import ExistingDataset, Stages, read_limit
+    from .existing_data import ExistingDataset, Stages, decode_warnings, read_limit
     from .loop import _GpuBurn
     from .torchdata import _worker_init
 
@@ -373,7 +373,7 @@ def run_pipeline(
     # read) within the stall timeout gives up (exit 4), naming the file each busy worker is
     # on, or the transform it is in
     detail = lambda: stages.describe(plan.paths, job.transform)  # noqa: E731
-    with watchdog.watching(None, "loader", detail=detail, moving=stages.moved):
+    with decode_warnings(), watchdog.watching(None, "loader", detail=detail, moving=stages.moved):
         for epoch in range(job.epochs):
             ds.epoch = epoch
             loader = DataLoader(

@@ -354,13 +354,14 @@ def test_a_link_out_swapped_in_after_the_listing_is_not_read(cli, tmp_path, monk
     assert failed["failed"]["files"] >= 10  # every .jpg after the swap (the PNGs stay)
 
 
-def test_a_decompression_bomb_warning_is_counted_not_printed(cli, tmp_path, monkeypatch):
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_decompression_bomb_warning_is_counted_not_printed(cli, tmp_path, monkeypatch, workers):
     from PIL import Image
 
     data = tmp_path / "data"
     images(data, per_class=4)  # 24 x 32 = 768 pixels each
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 500)  # warns above 500, fails above 1,000
-    r = _cli(cli, data, tmp_path / "out", "--workers", "0", "--set", "batch_size=2")
+    r = _cli(cli, data, tmp_path / "out", "--workers", workers, "--set", "batch_size=2")
     assert r.code == 0, r.err
     assert "DecompressionBombWarning" not in r.err
     res = json.loads(r.out)
