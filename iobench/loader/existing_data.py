@@ -61,7 +61,8 @@ READ_SHARE = 4
 #: Bytes per read call: a file larger is read in parts, each progress for the watchdog.
 READ_CHUNK = 64 << 20
 #: What a worker is doing, as ``Stages`` records it (index = code).
-STAGES = ("idle", "opening and reading", "decoding", "in the transform", "collating")
+STAGES = ("idle", "reading {f}", "decoding {f}", "in the transform {t} on {f}",
+          "collating a batch after {f}")  # fmt: skip
 IDLE, READING, DECODING, TRANSFORM, COLLATING = range(len(STAGES))
 
 
@@ -143,8 +144,7 @@ class Stages:
             f, stage = self.slots[3 * wid] - 1, self.slots[3 * wid + 1]
             if stage == IDLE or not 0 <= f < len(paths) or not 0 <= stage < len(STAGES):
                 continue
-            what = f"in the transform {transform}" if stage == TRANSFORM else STAGES[stage]
-            busy.append(f"worker {wid} {what} on {paths[f]}")
+            busy.append(f"worker {wid} " + STAGES[stage].format(f=paths[f], t=transform))
         if not busy:
             return "no batch from the DataLoader's workers"
         more = f" (+{len(busy) - shown} more)" if len(busy) > shown else ""

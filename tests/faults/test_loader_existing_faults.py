@@ -394,3 +394,43 @@ def test_a_batch_larger_than_the_dataset_is_refused(cli, tmp_path):
     assert r.code == 2 and "gives 0 full batch(es)" in r.err
     r = _cli(cli, data, tmp_path / "out", "--set", "batch_size=30", "--workers", "2")
     assert r.code == 0, r.err
+
+
+def test_the_worker_bound_takes_cores_memory_and_the_process_limit(monkeypatch):
+    import resource
+
+    from iobench.loader import torchdata
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.setattr(torchdata, "physical_memory", lambda: 64 << 30)
+    monkeypatch.setattr(os, "getuid", lambda: 1000)
+    monkeypatch.setattr(resource, "getrlimit", lambda _r: (resource.RLIM_INFINITY,) * 2)
+    assert torchdata.worker_bound() == (32, "16 per CPU core: 2 core(s)")
+    assert torchdata.worker_bound(4)[0] == 8  # four loader processes share the host
+    monkeypatch.setattr(torchdata, "physical_memory", lambda: 1 << 30)
+    assert torchdata.worker_bound() == (8, "the memory: 1.0 GiB at 128 MiB per worker")
+    monkeypatch.setattr(torchdata, "physical_memory", lambda: 64 << 30)
+    monkeypatch.setattr(resource, "getrlimit", lambda _r: (100, 200))
+    monkeypatch.setattr(torchdata, "_user_processes", lambda: 95)
+    assert torchdata.worker_bound() == (5, "the process limit: 5 more of 100 (ulimit -u)")
+    with pytest.raises(Exception, match="--workers 6 is more than this host can run: at most 5"):
+        torchdata.check_workers(6)
+    torchdata.check_workers(5)
+
+
+def test_stages_name_what_each_busy_worker_is_on():
+    from iobench.loader.existing_data import DECODING, READING, TRANSFORM, Stages
+
+    st = Stages(3)
+    paths = ("a/x.jpg", "a/y.jpg", "b/z.jpg")
+    assert st.describe(paths, None) == "no batch from the DataLoader's workers"
+    moved = st.moved()
+    st.set(0, 2, READING)
+    st.set(2, 0, TRANSFORM)
+    assert st.moved() == moved + 2
+    assert st.describe(paths, "m:f") == (
+        "no batch: worker 0 reading b/z.jpg; worker 2 in the transform m:f on a/x.jpg"
+    )
+    st.set(1, 1, DECODING)
+    st.bump(1)
+    assert st.moved() == moved + 4 and "worker 1 decoding a/y.jpg" in st.describe(paths, None)
