@@ -119,6 +119,12 @@ class Watchdog:
         self.fired = False
         self.spec: Any = None  # the PhaseSpec of the phase in flight (``watching``)
         self.held = 0  # ``watching`` blocks open: a phase (or step) that its progress does not end
+        # what the step in flight is blocked on, when it can say (the loader: its workers'
+        # files and stages); else the storage is taken as not responding
+        self.detail: Callable[[], str] | None = None
+        # a count the step in flight moves on its own (the loader's workers' steps), or None
+        self.moving: Callable[[], int] | None = None
+        self.moved_count: int | None = None
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -178,7 +184,10 @@ class Watchdog:
         # totals do not show. The device's counters count every writer, so only that step
         # uses them (and only on a block device: a FUSE or network mount has none)
         written = _sectors_written(self.device) if self._draining() else None
+        count = _count_of(self.moving)
         with self.lock:
+            if count is not None and count != self.moved_count:
+                self.moved_count, self.last = count, self.clock()
             if written is not None and self.written is not None and written > self.written:
                 self.last = self.clock()  # the device takes the page cache's data: it moves
             self.written = written
@@ -202,9 +211,13 @@ class Watchdog:
             phase, (done_bytes, done_ops) = self.phase or "?", self.totals
         s = self.session
         where = _where(s.target)
+        what = "blocked I/O: the storage is not responding"
+        if self.detail is not None:
+            said = _bounded(self.detail, 1.0)
+            what = said if isinstance(said, str) and said else what
         line = (
-            f"phase {phase} made no progress for {self.timeout_s:g} s on {where} (blocked I/O: the "
-            f"storage is not responding; --stall-timeout {self.timeout_s:g}s)"
+            f"phase {phase} made no progress for {self.timeout_s:g} s on {where} ({what}; "
+            f"--stall-timeout {self.timeout_s:g}s)"
         )
         saved = _bounded(
             lambda: _save_partial(s, self.spec, phase, line, done_bytes, done_ops), SAVE_LIMIT_S
@@ -226,6 +239,15 @@ class Watchdog:
             _release_stdio()
             supervisor.notify(EXIT_RUN_FAILED)  # a supervising parent ends now (supervisor.py)
         self.exit_fn(EXIT_RUN_FAILED)
+
+
+def _count_of(moving: Callable[[], int] | None) -> int | None:
+    if moving is None:
+        return None
+    try:
+        return int(moving())
+    except Exception:  # noqa: BLE001 - a count that cannot be read is no progress
+        return None
 
 
 def _release_stdio() -> None:
@@ -265,9 +287,16 @@ def _bounded(fn: Callable[[], Any], limit_s: float) -> Any:
 
 
 @contextmanager
-def watching(spec: Any, name: str | None = None) -> Iterator[None]:
+def watching(
+    spec: Any,
+    name: str | None = None,
+    detail: Callable[[], str] | None = None,
+    moving: Callable[[], int] | None = None,
+) -> Iterator[None]:
     """Watch one phase (a PhaseSpec) from its cache drop to its layout query, or one step
-    (``name``: creating directories), whatever its progress reports in between."""
+    (``name``: creating directories, the loader's loop), whatever its progress reports in
+    between. ``detail``: what the step is blocked on, said in the line when it gives up;
+    ``moving``: a count that changes while the step makes progress (beside ``tick``)."""
     dog = _active[-1] if _active else None
     if dog is None:
         yield
@@ -276,11 +305,20 @@ def watching(spec: Any, name: str | None = None) -> Iterator[None]:
         dog.spec = spec
     dog.started(spec.name if spec is not None else str(name))
     dog.held += 1
+    old = dog.detail, dog.moving
+    dog.detail, dog.moving, dog.moved_count = detail or old[0], moving or old[1], None
     try:
         yield
     finally:
+        dog.detail, dog.moving = old
         dog.held -= 1
         dog.ended()
+
+
+def tick() -> None:
+    """Progress in the step being watched (the loader received a batch): no stall."""
+    if _active:
+        _active[-1].beat()
 
 
 def _stalled_phase(spec: Any, name: str, line: str, done_bytes: int, done_ops: int) -> Any:

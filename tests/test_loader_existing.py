@@ -43,7 +43,8 @@ def test_every_format_is_detected_decoded_and_split(cli, tmp_path, fmt):
     assert ex["dataset"]["format"] == fmt
     assert ex["dataset"]["format_source"].startswith("detected from the names")
     assert ex["dataset"]["samples_read"] == n  # every sample decoded, none failed
-    assert ex["failed"] == {"count": 0, "ok": n, "share": 0.0, "examples": []}
+    assert ex["failed"] == {"count": 0, "ok": n, "share": 0.0, "examples": [], "files": 0,
+                            "estimated": 0, "basis": "every failed sample counted", "transform": 0}  # fmt: skip
     sp = ex["split"]
     assert sp["read_s_per_sample"] > 0 and sp["decode_s_per_sample"] > 0
     assert sp["collate_s_per_batch"] > 0 and sp["open_s_per_file"] > 0

@@ -12,6 +12,7 @@ import numpy as np
 NAME = "npz"
 EXTENSIONS = ("npz", "npy")
 LIBRARY = None
+SAMPLES_PER_FILE = 1  # a failed file is one failed sample
 HINT = ""
 
 

@@ -26,3 +26,12 @@ def samples(data: Any, name: str) -> Iterator[tuple[str, Any]]:
         for i in range(table.num_rows):
             yield f"{name}#{row}", {n: c[i] for n, c in cols.items()}
             row += 1
+
+
+def count(data: Any) -> int:
+    """The rows the file's footer says it holds (the footer alone is parsed): what a file
+    whose row groups cannot be decoded counts as failed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return int(pq.ParquetFile(pa.BufferReader(pa.py_buffer(bytes(data)))).metadata.num_rows)

@@ -2,7 +2,9 @@
 (detected from the names, or given), the size distribution and the layout.
 
 Nothing is opened: a directory is listed (``os.scandir``, hidden entries skipped, directory
-links not followed), an fsspec URL with ``find``. Every file is stat'ed up to
+links not followed, a link to a file kept only when it resolves inside the dataset's root:
+one that leaves it, ``a/shadow.jpg -> /etc/shadow``, is skipped and counted), an fsspec URL
+with ``find``. Every file is stat'ed up to
 ``STAT_ALL_FILES``; beyond, a seeded random sample of ``STAT_SAMPLE`` files is, the total bytes
 then an estimate from it (said so in the result). An object store's listing carries the sizes.
 """
@@ -39,6 +41,7 @@ class DatasetScan:
     other_files: int  # files listed that are not of the format (ignored)
     listed: int  # every file listed
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    links_outside: int = 0  # links to files outside the root: skipped, never opened
 
     @property
     def n_files(self) -> int:
@@ -76,6 +79,7 @@ class DatasetScan:
             "files_listed": self.listed,
             "files_stat": len(self.sizes),
             "other_files_ignored": self.other_files,
+            "links_outside_skipped": self.links_outside,
             "file_bytes": {**pct, "mean": float(vals.mean()) if len(vals) else 0.0},
             "layout": layout(self.fmt, self.paths),
         }
@@ -100,8 +104,23 @@ def layout(fmt: str, paths: tuple[str, ...]) -> dict[str, Any]:
 
 
 def list_local(root: str) -> list[str]:
-    """Every regular file under ``root`` (relative, sorted); hidden entries skipped."""
+    """Every regular file under ``root`` (relative, sorted); hidden entries skipped, links
+    that leave ``root`` skipped (``walk_local``)."""
+    return walk_local(root)[0]
+
+
+def _inside(path: str, real_root: str) -> bool:
+    real = os.path.realpath(path)
+    return real == real_root or real.startswith(real_root.rstrip("/") + "/")
+
+
+def walk_local(root: str) -> tuple[list[str], int]:
+    """(every regular file under ``root``, relative and sorted; the links to files skipped
+    because they resolve outside ``root``). Hidden entries are skipped and links to
+    directories not followed; a link to a file is kept only when it stays inside ``root``."""
     out: list[str] = []
+    outside = 0
+    real_root = os.path.realpath(root)
     stack = [""]
     while stack:
         rel = stack.pop()
@@ -119,8 +138,11 @@ def list_local(root: str) -> list[str]:
             if e.is_dir(follow_symlinks=False):
                 stack.append(name)
             elif e.is_file():
+                if e.is_symlink() and not _inside(e.path, real_root):
+                    outside += 1
+                    continue
                 out.append(name)
-    return sorted(out)
+    return sorted(out), outside
 
 
 def _list_url(url: str, opts: dict[str, Any]) -> dict[str, int]:
@@ -236,14 +258,17 @@ def scan(
     if fmt is not None:
         get_reader(fmt)  # unknown name or missing library: before anything is listed
     sizes_known: dict[str, int] | None = None
+    outside = 0
     if is_url(root):
         sizes_known = _list_url(root, opts)
         files = list(sizes_known)
     else:
-        files = list_local(root)
+        files, outside = walk_local(root)
     if not files:
+        skipped = f" ({outside:,} link(s) leaving it skipped)" if outside else ""
         raise UsageError(
-            f"dataset {scrub(root)} holds no files", hint="point at the dataset's directory"
+            f"dataset {scrub(root)} holds no files{skipped}",
+            hint="point at the dataset's directory",
         )
     fmt, source, idx = choose(files, fmt)
     paths = tuple(files[i] for i in idx)
@@ -251,7 +276,9 @@ def scan(
         sizes = {i: sizes_known[p] for i, p in enumerate(paths)}
     else:
         sizes = _stat_sizes(root, paths, seed)
-    return DatasetScan(root, fmt, source, paths, sizes, len(files) - len(paths), len(files), opts)
+    return DatasetScan(
+        root, fmt, source, paths, sizes, len(files) - len(paths), len(files), opts, outside
+    )
 
 
 def _stat_sizes(root: str, paths: tuple[str, ...], seed: int) -> dict[int, int]:

@@ -43,3 +43,12 @@ def samples(data: Any, name: str) -> Iterator[tuple[str, Any]]:
         arrays = {k: np.asarray(d[()]) for k, d in dsets.items() if d.shape[0] == n}
     for i in range(n):
         yield f"{name}#{i}", {k: a[i] for k, a in arrays.items()}
+
+
+def count(data: Any) -> int:
+    """The rows along the sample axis, from the file's metadata (no dataset read)."""
+    import h5py
+
+    with h5py.File(io.BytesIO(bytes(data)), "r") as f:
+        dsets = _datasets(f)
+        return max((d.shape[0] for d in dsets.values()), default=0)

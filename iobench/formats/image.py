@@ -15,6 +15,7 @@ import numpy as np
 NAME = "image"
 EXTENSIONS = ("jpg", "jpeg", "png")
 LIBRARY = "PIL"
+SAMPLES_PER_FILE = 1  # a failed file is one failed sample
 HINT = "install Pillow (pip install 'iobench[images]')"
 
 

@@ -6,7 +6,11 @@ The dataset is never written, renamed, locked or touched: it is listed and stat'
 (``formats.detect``), each file opened ``O_RDONLY`` (``existing_data``), no run directory is
 made in it, and the results go to the output directory, which may not lie inside it. A
 sample that fails (corrupt file, CRC mismatch, the user's transform raising) is counted and
-named; more than ``FAIL_SHARE`` of them fails the run (exit 4, the result kept and marked).
+named (a failed file counts the samples it held); more than ``FAIL_SHARE`` of them fails the
+run (exit 4, the result kept and marked). The loop is watched like every other phase (no batch
+within ``--stall-timeout``: exit 4 naming what the workers are on), the first stop signal ends
+the wait for a batch, and the plan is checked first: DataLoader workers bounded by the host,
+the largest files against memory, the batch size against the samples (``check_plan``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +38,9 @@ from ..runner import (
 from ..spec import PROFILE_PARAMS, coerce, load_profile, parse_overrides
 from ..stats import Histogram
 from ..target import SignalGuard, StopFlag, Target, find_mount, is_url, read_mountinfo, scrub
+from ..units import format_bytes
 from .calibration import COMPUTE_BOUND_AU
+from .existing_data import READ_SHARE
 from .existing_summary import FAIL_SHARE, summarise
 
 #: The profile keys that apply to an existing dataset (the others describe a synthetic one).
@@ -149,17 +155,19 @@ def run_existing(
     load_transform(job.transform)  # a bad import path: exit 2 before anything is written
     tgt = dataset_target(job.path)
     plan = scan(tgt.root if tgt.kind == "posix" else job.path, job.fmt, seed=job.seed)
+    planned = check_plan(job, plan)
     run = new_result(command)
     out_dir = output_dir_for(output, run.run_id)
     _check_output(out_dir, tgt)
     claim_output_dir(out_dir)
     run.workload = _workload(job, plan)
     run.engine = _engine_block()
-    with _session(run, tgt, out_dir) as s:
-        measured = run_pipeline(job, plan, s.stop, progress)
+    run.warnings.extend(planned)
+    with _session(run, tgt, out_dir) as (s, guard):
+        measured = run_pipeline(job, plan, s.stop, progress, guard.raising)
         run.loader, notes = summarise(job, plan, measured)
         run.warnings.extend(n for n in notes if n not in run.warnings)
-        _check_failures(run.loader["existing"]["failed"])
+        _check_failures(run.loader["existing"]["failed"], job.transform)
     return s.outcome()
 
 
@@ -170,6 +178,9 @@ def _check_job(job: ExistingJob) -> None:
         )
     if job.workers < 0:
         raise UsageError(f"--workers must be 0 or more, got {job.workers}")
+    from .torchdata import check_workers
+
+    check_workers(job.workers)
     if job.compute not in ("sleep", "gpu"):
         raise UsageError(f"--compute {job.compute!r} is not valid", hint="use sleep or gpu")
     if job.compute == "gpu":
@@ -179,20 +190,84 @@ def _check_job(job: ExistingJob) -> None:
             raise UsageError("--compute gpu needs a CUDA device", hint="use --compute sleep")
 
 
-def _check_failures(failed: dict[str, Any]) -> None:
-    """EngineError (exit 4) when more than FAIL_SHARE of the samples failed."""
+def check_plan(job: ExistingJob, plan: DatasetScan) -> list[str]:
+    """The plan checked before anything is written: UsageError when no file can be read
+    whole in the memory a reader may hold, or when a one-sample-per-file dataset gives fewer
+    than 2 full batches over its readers; the warnings the run then carries (files too large
+    to read, which count as failed; links out of the dataset, skipped)."""
+    from ..formats.registry import get_reader
+    from .existing_data import read_limit
+
+    notes = []
+    limit = read_limit(job.workers)
+    big = sorted((i for i, n in plan.sizes.items() if limit and n > limit), key=plan.sizes.get)
+    if big:
+        top = big[-1]
+        what = (
+            f"{len(big):,} of {len(plan.sizes):,} file(s) stat'ed are larger than the "
+            f"{format_bytes(limit)} one reader may hold in memory (physical memory / "
+            f"({READ_SHARE} × {max(job.workers, 1)} reader(s))); largest: {plan.paths[top]}, "
+            f"{format_bytes(plan.sizes[top])}"
+        )
+        if len(big) == len(plan.sizes):
+            raise UsageError(f"{what}: nothing could be read", hint="give fewer --workers")
+        notes.append(f"{what}: not read, counted as failed samples")
+    if plan.links_outside:
+        notes.append(
+            f"{plan.links_outside:,} link(s) to files outside the dataset {plan.root} were "
+            "skipped (never opened)"
+        )
+    if getattr(get_reader(plan.fmt), "SAMPLES_PER_FILE", None) == 1:
+        _check_batches(job, plan.n_files)
+    return notes
+
+
+def _full_batches(samples: int, readers: int, batch: int) -> int:
+    """Full batches when ``samples`` are dealt round-robin to ``readers``, each batching its own."""
+    return sum((samples // readers + (r < samples % readers)) // batch for r in range(readers))
+
+
+def _check_batches(job: ExistingJob, samples: int) -> None:
+    """UsageError when the dataset's samples (known: one per file) give fewer than 2 full
+    batches of ``batch_size`` over the readers. Refused rather than clamped: the AU depends
+    on the batch size, so a different one would measure another training job."""
+    readers = max(job.workers, 1)
+    if _full_batches(samples, readers, job.batch_size) >= 2:
+        return
+    fit = [b for b in range(samples // 2, 0, -1) if _full_batches(samples, readers, b) >= 2]
+    hint = f"give --set batch_size={fit[0]} or less" if fit else "give a dataset of more files"
+    raise UsageError(
+        f"batch_size {job.batch_size:,} over {samples:,} sample(s) (one per file) and "
+        f"{readers} reader(s) gives {_full_batches(samples, readers, job.batch_size)} full "
+        "batch(es); the loop needs 2 (the first is left out)",
+        hint=hint,
+    )
+
+
+def _check_failures(failed: dict[str, Any], transform: str | None = None) -> None:
+    """EngineError (exit 4) when more than FAIL_SHARE of the samples failed (a failed file
+    counts the samples it held); the hint names the transform when most failed in it."""
     if failed["share"] > FAIL_SHARE:
+        est = f", {failed['estimated']:,} of them estimated" if failed.get("estimated") else ""
+        in_fn = failed.get("transform", 0)
+        hint = "check the dataset's files (the result lists the first ones)"
+        if transform and in_fn * 2 >= failed["count"]:
+            hint = f"check the transform {transform}: {in_fn:,} of the samples failed in it"
         raise EngineError(
             f"{failed['count']:,} of {failed['count'] + failed['ok']:,} samples failed "
-            f"({failed['share']:.1%}, more than {FAIL_SHARE:.0%}); first: "
+            f"({failed['share']:.1%}{est}, more than {FAIL_SHARE:.0%}); first: "
             + "; ".join(failed["examples"][:3]),
-            hint="check the dataset's files (the result lists the first ones)",
+            hint=hint,
         )
 
 
 @contextmanager
 def _session(run: Any, tgt: Target, out_dir: Path) -> Iterator[Any]:
-    """Signals to a stop flag; an error during the run kept in the session (no run dir)."""
+    """Signals to a stop flag; an error during the run kept in the session (no run dir);
+    the loop watched for stalls (``watchdog.armed``: ``--stall-timeout``). Yields the session
+    and its signal guard."""
+    from .. import watchdog
+
     s = RunSession(run, tgt, out_dir, save=True, keep=False)
     guard = SignalGuard(s.stop)
     run.target = tgt.to_dict()
@@ -202,9 +277,9 @@ def _session(run: Any, tgt: Target, out_dir: Path) -> Iterator[Any]:
         run.status = "interrupted" if isinstance(e, Interrupted) else "failed"
         run.error = e.one_line()
 
-    with guard:
+    with guard, watchdog.armed(s):
         try:
-            yield s
+            yield s, guard
         except UsageError:
             release_output_dir(out_dir)  # bad input writes nothing, not even the directory
             raise
@@ -251,16 +326,20 @@ def _engine_block() -> dict[str, Any]:
 def _add(acc: dict[int, dict[str, Any]], st: Any) -> None:
     """Sum a batch's figures into its worker's totals (names: the first few kept) and keep
     its own (samples, read, decode CPU, collate) for the spread of the means."""
+    from .existing_data import NAMES_KEPT, SUMMED
+
     if st.samples:
         acc.setdefault(-1, {"per_batch": []})["per_batch"].append(
             (st.samples, st.read_s, st.decode_cpu_s, st.collate_cpu_s)
         )
-    w = acc.setdefault(st.worker, {"worker": st.worker, "batches": 0, "failed_names": []})
+    w = acc.setdefault(
+        st.worker, {"worker": st.worker, "batches": 0, "failed_names": [], "warned_names": []}
+    )
     w["batches"] += 1
-    for k in ("samples", "files", "bytes", "open_s", "read_s", "decode_s", "decode_cpu_s",
-              "transform_s", "collate_s", "collate_cpu_s", "check_s", "failed", "cache_checked", "cache_resident"):  # fmt: skip
+    for k in SUMMED:
         w[k] = w.get(k, 0) + getattr(st, k)
-    w["failed_names"] = (w["failed_names"] + st.failed_names)[:5]
+    w["failed_names"] = (w["failed_names"] + st.failed_names)[:NAMES_KEPT]
+    w["warned_names"] = (w["warned_names"] + st.warned_names)[:NAMES_KEPT]
 
 
 def run_pipeline(
@@ -268,45 +347,57 @@ def run_pipeline(
     plan: DatasetScan,
     stop: StopFlag,
     progress: Callable[[str], None] | None = None,
+    interruptible: Callable[[], Any] = nullcontext,
 ) -> dict[str, Any]:
     """The training loop over the dataset: per epoch, time the wait for each batch and the
-    emulated compute; every batch's worker figures summed per worker (all steps)."""
+    emulated compute; every batch's worker figures summed per worker (all steps).
+    ``interruptible``: the block in which the first stop signal raises at once (the wait
+    for a batch, which a stuck worker or transform would make endless)."""
     from torch.utils.data import DataLoader
 
-    from .existing_data import ExistingDataset
+    from .. import watchdog
+    from .existing_data import ExistingDataset, Stages, decode_warnings, read_limit
     from .loop import _GpuBurn
     from .torchdata import _worker_init
 
+    w = job.workers
+    stages = Stages(w)
     ds = ExistingDataset(
         plan.root, plan.paths, plan.fmt, job.batch_size, job.mode, transform=job.transform,
-        storage_options=plan.storage_options, seed=job.seed,
+        storage_options=plan.storage_options, seed=job.seed, limit=read_limit(w), stages=stages,
     )  # fmt: skip
-    w = job.workers
     compute: Callable[[float], None] = _GpuBurn(0) if job.compute == "gpu" else time.sleep
     workers: dict[int, dict[str, Any]] = {}
     epochs = []
-    for epoch in range(job.epochs):
-        ds.epoch = epoch
-        loader = DataLoader(
-            ds, batch_size=None, num_workers=w, prefetch_factor=job.prefetch if w else None,
-            worker_init_fn=_worker_init if w else None,
-        )  # fmt: skip
-        try:
-            epochs.append(_epoch(job, iter(loader), compute, workers, stop))
-        except (IobenchError, KeyboardInterrupt):
-            raise
-        except (OSError, RuntimeError, ImportError) as e:
-            from .loop import _last_line
+    # the loop is watched as a phase: no batch and no worker step (a stage entered, a chunk
+    # read) within the stall timeout gives up (exit 4), naming the file each busy worker is
+    # on, or the transform it is in
+    detail = lambda: stages.describe(plan.paths, job.transform)  # noqa: E731
+    with decode_warnings(), watchdog.watching(None, "loader", detail=detail, moving=stages.moved):
+        for epoch in range(job.epochs):
+            ds.epoch = epoch
+            loader = DataLoader(
+                ds, batch_size=None, num_workers=w, prefetch_factor=job.prefetch if w else None,
+                worker_init_fn=_worker_init if w else None,
+            )  # fmt: skip
+            try:
+                epochs.append(_epoch(job, iter(loader), compute, workers, stop, interruptible))
+            except (IobenchError, KeyboardInterrupt):
+                raise
+            except (OSError, RuntimeError, ImportError) as e:
+                from .loop import _last_line
 
-            raise EngineError(f"data loader: {_last_line(e)}") from None
-        if progress is not None:
-            progress(f"epoch {epoch + 1}/{job.epochs}: {epochs[-1]['steps']} steps")
+                raise EngineError(f"data loader: {_last_line(e)}") from None
+            if progress is not None:
+                progress(f"epoch {epoch + 1}/{job.epochs}: {epochs[-1]['steps']} steps")
     per_batch = workers.pop(-1, {}).get("per_batch", [])
+    with watchdog.watching(None, "cache-read-probe"):  # its reads may block as the loop's may
+        probe = cached_read(plan, job)
     return {
         "epochs": epochs,
         "workers": [workers[k] for k in sorted(workers)],
         "per_batch": per_batch,
-        "cached_read": cached_read(plan, job),
+        "cached_read": probe,
     }
 
 
@@ -318,7 +409,7 @@ def cached_read(plan: DatasetScan, job: ExistingJob) -> dict[str, Any] | None:
     """Seconds per file a read from the page cache takes: up to CACHED_PROBE_FILES files (a
     seeded sample) read twice in this process after the loop, the second read timed (what a
     local cache tier in RAM would give); their pages dropped again after. None for a URL."""
-    from .existing_data import BatchStats, read_file
+    from .existing_data import BatchStats, open_regular, read_file, read_limit
 
     if is_url(plan.root) or not plan.paths:
         return None
@@ -330,16 +421,16 @@ def cached_read(plan: DatasetScan, job: ExistingJob) -> dict[str, Any] | None:
     for i in sorted(int(k) for k in pick):
         path = os.path.join(plan.root, plan.paths[i])
         try:
-            read_file(path, "cached", warm, None)
-            timed.bytes += len(read_file(path, "cached", timed, None))
+            read_file(path, "cached", warm, None, read_limit(job.workers))
+            timed.bytes += len(read_file(path, "cached", timed, None, read_limit(job.workers)))
             timed.files += 1
             if job.mode == "dropped":
-                fd = os.open(path, os.O_RDONLY)
+                fd = open_regular(path)
                 try:
                     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
                 finally:
                     os.close(fd)
-        except OSError:
+        except (OSError, MemoryError):
             continue
     if not timed.files:
         return None
@@ -350,37 +441,46 @@ def cached_read(plan: DatasetScan, job: ExistingJob) -> dict[str, Any] | None:
     }
 
 
-def _epoch(
+def _epoch(  # noqa: PLR0915 - the measured loop: one frame, no calls between clocks
     job: ExistingJob,
     it: Any,
     compute: Callable[[float], None],
     workers: dict[int, dict[str, Any]],
     stop: StopFlag,
+    interruptible: Callable[[], Any] = nullcontext,
 ) -> dict[str, Any]:
-    """One pass (or ``job.steps`` steps): AU = compute after the first step ÷ wall after it."""
+    """One pass (or ``job.steps`` steps): AU = compute after the first step ÷ wall after it.
+    A batch whose every sample failed is no step, but counts toward ``job.steps`` (the run
+    ends there even when every sample fails)."""
+    from .. import watchdog
+
     wait = Histogram()
     t_start = first_end = prev = time.perf_counter()
     compute_sum = 0.0
-    steps = samples = timed = nbytes = 0
+    steps = samples = timed = nbytes = empty = 0
     overhead: list[float] = []
     handoffs: list[float] = []
     try:
-        while job.steps is None or steps < job.steps:
+        while job.steps is None or steps + empty < job.steps:
             stop.check()
             t0, c0 = time.perf_counter(), time.thread_time()
             try:
-                _batch, st = next(it)
+                with interruptible():
+                    _batch, st = next(it)
             except StopIteration:
                 break
             t1, fetch_cpu = time.perf_counter(), time.thread_time() - c0
+            watchdog.tick()
             _add(workers, st)
             del _batch
             if not st.samples:
-                continue  # a worker's tail of failed samples: no step
+                empty += 1  # every sample of it failed (or a worker's tail): no step
+                continue
             tc = time.perf_counter()
             if job.compute_s > 0:
                 compute(job.compute_s)
             t2 = time.perf_counter()
+            watchdog.tick()
             steps += 1
             if steps > 1:  # the first step (workers starting) is left out, as DLIO does
                 wait.record(int((t1 - t0) * 1e9))
@@ -396,6 +496,9 @@ def _epoch(
                 first_end = t2
             prev = t2
         t_end = time.perf_counter()
+    except BaseException:
+        _end_workers(it)
+        raise
     finally:
         if hasattr(it, "_shutdown_workers"):
             it._shutdown_workers()
@@ -406,6 +509,22 @@ def _epoch(
         "au": compute_sum / span if timed else 0.0, "wait": wait, "overhead_s": overhead,
         "handoff_s": handoffs,
     }  # fmt: skip
+
+
+def _end_workers(it: Any) -> None:
+    """Interrupted (or failed) while workers may be stuck in a read or the user's transform:
+    SIGTERM them now (their default), or torch's shutdown waits 5 s for each. Their pids are
+    taken out of torch's SIGCHLD check first: a worker ended on purpose is no failure."""
+    procs = [p for p in getattr(it, "_workers", ()) if p.is_alive()]
+    if not procs:
+        return
+    if getattr(it, "_worker_pids_set", False):
+        from torch.utils.data import _utils
+
+        _utils.signal_handling._remove_worker_pids(id(it))
+        it._worker_pids_set = False
+    for proc in procs:
+        proc.terminate()
 
 
 def step_overhead(

@@ -7,7 +7,17 @@ read timed apart), decodes its samples (wall and thread CPU time), runs the tran
 collates a batch (torch's ``default_collate``; a list of tensors where shapes differ). Every
 batch carries its worker's figures, so the split (storage read, decode CPU, collation) is
 measured per worker. A file that cannot be read or decoded, or a sample whose decode or
-transform raises, is counted and named, not fatal.
+transform raises, is counted and named, not fatal: a file that fails counts the samples it
+held (``reader.count`` from its footer or index when that is readable, one for a
+one-sample-per-file format, else estimated in the summary from its bytes at the samples per
+byte of the files read whole). A batch is handed over once ``batch_size`` samples were tried
+(good or failed), so a dataset whose every sample fails still ends at ``--steps``.
+
+Every file is opened by name with ``open_regular`` (``O_NONBLOCK``, then ``fstat``): a FIFO,
+a device or a socket swapped in is a failed file, never a blocking open; a file larger than
+the memory one reader may hold (``read_limit``) is a failed file too, never read. Each
+worker says in shared memory (``Stages``) which file it is on and at what stage, so a loop
+that receives no batch within the stall timeout names the file or the transform.
 
 Local files are opened ``O_RDONLY`` only. In mode ``dropped`` each file's clean pages are
 dropped (``posix_fadvise DONTNEED``, which needs no write access) before and after its read,
@@ -18,11 +28,16 @@ the page cache is left alone. A URL is read with one whole-object GET (no page c
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import importlib
 import os
 import re
+import stat
 import time
+import warnings
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -30,7 +45,8 @@ import numpy as np
 from torch.utils.data import IterableDataset
 
 from .. import storage
-from ..errors import UsageError
+from ..cpu import physical_memory
+from ..errors import IobenchError, UsageError
 from ..formats.registry import get_reader
 from ..target import is_url
 
@@ -39,6 +55,100 @@ NAMES_KEPT = 5
 _OBJ_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")  # Pillow names its BytesIO
 #: Files per worker whose page-cache drop is checked.
 CACHE_CHECKS = 8
+#: One reader (worker) may hold at most physical memory / (READ_SHARE × readers) of one file:
+#: the file's bytes, its decoded samples (often larger) and the batches prefetched beside it.
+READ_SHARE = 4
+#: Bytes per read call: a file larger is read in parts, each progress for the watchdog.
+READ_CHUNK = 64 << 20
+#: What a worker is doing, as ``Stages`` records it (index = code).
+STAGES = ("idle", "reading {f}", "decoding {f}", "in the transform {t} on {f}",
+          "collating a batch after {f}")  # fmt: skip
+IDLE, READING, DECODING, TRANSFORM, COLLATING = range(len(STAGES))
+
+
+def read_limit(workers: int) -> int:
+    """The bytes of one file a reader may read whole (see READ_SHARE; 0: no limit known)."""
+    mem = physical_memory()
+    return mem // (READ_SHARE * max(workers, 1)) if mem else 0
+
+
+class FileTooLarge(OSError):
+    """A file larger than ``read_limit``: a failed file, not read."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a directory")):  # fmt: skip
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: str, root: str | None = None) -> int:
+    """A read-only descriptor of the regular file at ``path``: opened ``O_NONBLOCK`` (the open
+    of a FIFO or a device returns at once instead of waiting for a writer), ``fstat``'ed and
+    refused (OSError naming what it is) unless a regular file, then made blocking again.
+    ``root`` (a real path): the file opened must lie under it, so a link swapped in after the
+    listing cannot lead the read out of the dataset (the listing skips such links)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, f"{_kind(mode)}, not a regular file: not read", path)
+        if root is not None and not _under(fd, root):
+            raise OSError(errno.EXDEV, "a link out of the dataset: not read", path)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _under(fd: int, root: str) -> bool:
+    """Does the open file ``fd`` lie under the directory ``root`` (a real path)?"""
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return True  # no /proc: the listing's check stands alone
+    return real.startswith(root.rstrip("/") + "/")
+
+
+class Stages:
+    """Per worker, in shared memory: the file (its index + 1, 0: none), the stage it is at
+    (``STAGES``) and a count of its steps (each stage entered, each chunk read), written by
+    the worker; the watchdog's thread takes a changed count as progress (``moved``) and,
+    when none came within the stall timeout, says what each worker is on (``describe``)."""
+
+    def __init__(self, workers: int):
+        import multiprocessing as mp
+
+        self.slots = mp.RawArray("q", 3 * max(workers, 1))  # inherited by the forked workers
+
+    def set(self, wid: int, f: int, stage: int) -> None:
+        k = 3 * wid
+        self.slots[k], self.slots[k + 1] = f + 1, stage
+        self.slots[k + 2] += 1
+
+    def bump(self, wid: int) -> None:
+        self.slots[3 * wid + 2] += 1
+
+    def moved(self) -> int:
+        """The workers' steps so far (it changes while any worker makes progress)."""
+        return sum(self.slots[2::3])
+
+    def describe(self, paths: tuple[str, ...], transform: str | None, shown: int = 3) -> str:
+        """What the busy workers are on, e.g. ``worker 1 in the transform m:f on a/x.jpg``."""
+        busy = []
+        for wid in range(len(self.slots) // 3):
+            f, stage = self.slots[3 * wid] - 1, self.slots[3 * wid + 1]
+            if stage == IDLE or not 0 <= f < len(paths) or not 0 <= stage < len(STAGES):
+                continue
+            busy.append(f"worker {wid} " + STAGES[stage].format(f=paths[f], t=transform))
+        if not busy:
+            return "no batch from the DataLoader's workers"
+        more = f" (+{len(busy) - shown} more)" if len(busy) > shown else ""
+        return "no batch: " + "; ".join(busy[:shown]) + more
 
 
 def load_transform(spec: str | None) -> Callable[[Any], Any] | None:
@@ -85,18 +195,71 @@ class BatchStats:
     collate_s: float = 0.0
     collate_cpu_s: float = 0.0
     check_s: float = 0.0  # iobench's own integrity checks (TFRecord CRCs), left out of decode
-    failed: int = 0
+    failed: int = 0  # samples failed: one by one, or a failed file's count when known
     failed_names: list[str] = field(default_factory=list)
+    failed_files: int = 0  # files that failed (whole, or part-way through)
+    failed_transform: int = 0  # samples the user's transform raised on
+    lost_files: int = 0  # failed files whose sample count is unknown (estimated from bytes)
+    lost_bytes: int = 0  # their bytes
+    lost_seen: int = 0  # their samples produced (good or failed) before they failed
+    whole_files: int = 0  # files decoded to their end: the basis of the estimate
+    whole_bytes: int = 0
+    whole_samples: int = 0  # their samples, good and failed
+    warned: int = 0  # samples whose decode raised a warning (Pillow's decompression bomb)
+    warned_names: list[str] = field(default_factory=list)
     cache_checked: int = 0
     cache_resident: int = 0  # checked files whose first page stayed cached after the drop
     ready_t: float = 0.0  # perf_counter (CLOCK_MONOTONIC, one clock for all processes) at collated
 
-    def fail(self, name: str, why: BaseException | str) -> None:
-        self.failed += 1
-        if len(self.failed_names) < NAMES_KEPT:
-            text = why if isinstance(why, str) else f"{type(why).__name__}: {why}"
-            text = _OBJ_REPR.sub("(in memory)", text.replace("\n", " "))
-            self.failed_names.append(f"{name}: {text}"[:200])
+    def fail(self, name: str, why: BaseException | str, samples: int = 1) -> None:
+        self.failed += samples
+        _name(self.failed_names, name, why)
+
+    def warn(self, name: str, caught: list[tuple[type, Any]]) -> None:
+        self.warned += 1
+        category, message = caught[0]
+        _name(self.warned_names, name, f"{category.__name__}: {message}")
+
+
+#: While a sample decodes ("on"), the warnings its libraries raise ("caught"): counted per
+#: sample and named in the result, not printed (``decode_warnings``).
+_DECODING: dict[str, Any] = {"on": False, "caught": []}
+#: The modules whose warnings are shown every time inside ``decode_warnings`` (not once per
+#: place), so that each sample's is counted: the readers and the libraries they decode with.
+DECODER_MODULES = r"(PIL|h5py|pyarrow|numpy|iobench\.formats)(\..*)?$"
+
+
+@contextmanager
+def decode_warnings() -> Iterator[None]:
+    """Inside: a warning raised while a sample decodes (Pillow's DecompressionBombWarning) is
+    recorded for its sample, not printed; any other is shown as before. Entered once around
+    the loop (forked workers inherit it), never per sample: entering costs ~10-50 µs."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("always", module=DECODER_MODULES)
+        shown = warnings.showwarning
+
+        def record(message: Any, category: type, *args: Any, **kw: Any) -> None:
+            if _DECODING["on"]:
+                _DECODING["caught"].append((category, message))
+            else:
+                shown(message, category, *args, **kw)
+
+        warnings.showwarning = record
+        yield
+
+
+#: The per-worker figures summed over batches (``existing._add``, the summary's totals).
+SUMMED = ("samples", "files", "bytes", "open_s", "read_s", "decode_s", "decode_cpu_s",
+          "transform_s", "collate_s", "collate_cpu_s", "check_s", "failed", "failed_files",
+          "failed_transform", "lost_files", "lost_bytes", "lost_seen", "whole_files",
+          "whole_bytes", "whole_samples", "warned", "cache_checked", "cache_resident")  # fmt: skip
+
+
+def _name(names: list[str], name: str, why: BaseException | str) -> None:
+    if len(names) < NAMES_KEPT:
+        text = why if isinstance(why, str) else f"{type(why).__name__}: {why}"
+        text = _OBJ_REPR.sub("(in memory)", text.replace("\n", " "))
+        names.append(f"{name}: {text}"[:200])
 
 
 def _resident(fd: int) -> bool | None:
@@ -114,17 +277,34 @@ def _resident(fd: int) -> bool | None:
         return None
 
 
-def read_file(path: str, mode: str, st: BatchStats, opts: dict[str, Any] | None) -> bytes:
-    """The whole file, read-only; open and read timed into ``st`` (and the cache checked)."""
+def read_file(
+    path: str,
+    mode: str,
+    st: BatchStats,
+    opts: dict[str, Any] | None,
+    limit: int = 0,
+    root: str | None = None,
+    moved: Callable[[], None] | None = None,
+) -> bytes:
+    """The whole file, read-only; open and read timed into ``st`` (and the cache checked).
+    OSError for what is not a regular file or lies outside ``root`` (``open_regular``),
+    FileTooLarge for a file over ``limit`` bytes (0: none). Read in READ_CHUNK parts,
+    ``moved()`` called after each (progress the watchdog sees)."""
     t0 = time.perf_counter()
     if is_url(path):
         data = storage.read_bytes(path, opts)
         st.read_s += time.perf_counter() - t0
         return data
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    fd = open_regular(path, root)
     try:
         size = os.fstat(fd).st_size
         st.open_s += time.perf_counter() - t0
+        if limit and size > limit:
+            raise FileTooLarge(
+                errno.EFBIG,
+                f"{size / 2**30:.1f} GiB, more than the {limit / 2**30:.1f} GiB one reader may "
+                f"hold in memory (physical memory / ({READ_SHARE} × readers)): not read",
+            )
         if mode == "dropped":
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             if st.cache_checked < CACHE_CHECKS and size:
@@ -135,11 +315,13 @@ def read_file(path: str, mode: str, st: BatchStats, opts: dict[str, Any] | None)
         t1 = time.perf_counter()
         chunks, got = [], 0
         while True:
-            chunk = os.read(fd, max(size - got, 1 << 20))
+            chunk = os.read(fd, min(max(size - got, 1 << 20), READ_CHUNK))
             if not chunk:
                 break
             chunks.append(chunk)
             got += len(chunk)
+            if moved is not None:
+                moved()
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         if mode == "dropped":
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
@@ -172,8 +354,9 @@ def collate(samples: list[Any]) -> Any:
 class ExistingDataset(IterableDataset):
     """A torch IterableDataset over an existing dataset's files (see the module docstring).
 
-    Yields ``(batch, BatchStats)``: up to ``batch_size`` samples collated, with the figures
-    of the worker that made it (a worker's last batch of an epoch may be short).
+    Yields ``(batch, BatchStats)``: the good ones of ``batch_size`` samples tried, collated,
+    with the figures of the worker that made it (a worker's last batch of an epoch may be
+    short; a batch whose every sample failed is empty).
     """
 
     def __init__(
@@ -187,10 +370,14 @@ class ExistingDataset(IterableDataset):
         transform: str | None = None,
         storage_options: dict[str, Any] | None = None,
         seed: int = 1,
+        limit: int = 0,
+        stages: Stages | None = None,
     ):
         self.root, self.paths, self.fmt, self.batch_size = root, paths, fmt, batch_size
         self.mode, self.transform, self.seed = mode, transform, seed
         self.storage_options = storage_options or {}
+        self.limit, self.stages = limit, stages
+        self.real_root = None if is_url(root) else os.path.realpath(root)
         self.epoch = 0
 
     def _my_files(self) -> tuple[int, list[int]]:
@@ -201,6 +388,10 @@ class ExistingDataset(IterableDataset):
         order = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.paths))
         return wid, order[wid::workers].tolist()
 
+    def _at(self, wid: int, f: int, stage: int) -> None:
+        if self.stages is not None:
+            self.stages.set(wid, f, stage)
+
     def __iter__(self) -> Iterator[tuple[Any, BatchStats]]:
         wid, mine = self._my_files()
         reader = get_reader(self.fmt)
@@ -210,13 +401,17 @@ class ExistingDataset(IterableDataset):
         cur = [BatchStats(worker=wid)]
         batch: list[Any] = []
         for f in mine:
-            for sample in self._file_samples(reader, f, fn, cur):
-                batch.append(sample)
-                if len(batch) == self.batch_size:
+            for sample in self._file_samples(reader, wid, f, fn, cur):
+                if sample is not _FAILED:
+                    batch.append(sample)
+                tried = len(batch) + cur[0].failed + cur[0].lost_files  # good or failed
+                if tried >= self.batch_size:
+                    self._at(wid, f, COLLATING)
                     yield self._collated(batch, cur[0])
                     cur[0], batch = BatchStats(worker=wid), []
+        self._at(wid, -1, IDLE)
         st = cur[0]
-        if batch or st.files or st.failed:
+        if batch or st.files or st.failed or st.failed_files:
             yield self._collated(batch, st)
 
     def _collated(self, batch: list[Any], st: BatchStats) -> tuple[Any, BatchStats]:
@@ -228,46 +423,122 @@ class ExistingDataset(IterableDataset):
         st.ready_t = time.perf_counter()
         return out, st
 
-    def _file_samples(
-        self, reader: Any, f: int, fn: Callable[[Any], Any] | None, cur: list[BatchStats]
-    ) -> Iterator[Any]:
-        """The good samples of file ``f``; failures and times counted in ``cur[0]`` (the
-        current batch's figures) as they happen."""
-        rel = self.paths[f]
+    def _file_failed(
+        self, st: BatchStats, reader: Any, rel: str, why: Any, data: Any, seen: int
+    ) -> None:
+        """Count a file that failed after ``seen`` of its samples: the samples it held (its
+        footer's count, or 1 for a one-sample-per-file format) less those seen, at least one;
+        when unknown, its bytes for the summary's estimate (``lost_*``)."""
+        st.failed_files += 1
+        known = _count(reader, data)
+        if known is not None:
+            st.fail(rel, why, max(known - seen, 1))
+            return
+        size = len(data) if data is not None else self._size(rel)
+        st.lost_files, st.lost_bytes, st.lost_seen = (
+            st.lost_files + 1, st.lost_bytes + size, st.lost_seen + seen,
+        )  # fmt: skip
+        _name(st.failed_names, rel, why)
+
+    def _size(self, rel: str) -> int:
+        if is_url(self.root):
+            return 0
         try:
-            data = read_file(storage.join(self.root, rel), self.mode, cur[0], self.storage_options)
-        except OSError as e:
-            cur[0].fail(rel, e.strerror or str(e))
+            return os.stat(storage.join(self.root, rel)).st_size
+        except OSError:
+            return 0
+
+    def _file_samples(
+        self, reader: Any, wid: int, f: int, fn: Callable[[Any], Any] | None, cur: list[BatchStats]
+    ) -> Iterator[Any]:
+        """The samples of file ``f`` (``_FAILED`` for each that failed, so the batch counts
+        it); failures and times counted in ``cur[0]`` (the current batch's figures) as they
+        happen."""
+        rel = self.paths[f]
+        self._at(wid, f, READING)
+        try:
+            path = storage.join(self.root, rel)
+            moved = None if self.stages is None else lambda: self.stages.bump(wid)  # type: ignore[union-attr]
+            data = read_file(
+                path, self.mode, cur[0], self.storage_options, self.limit, self.real_root, moved
+            )
+        except (OSError, MemoryError) as e:
+            why = e if isinstance(e, MemoryError) else (e.strerror or str(e))
+            self._file_failed(cur[0], reader, rel, why, None, 0)
+            yield _FAILED
             return
         cur[0].files += 1
         cur[0].bytes += len(data)
-        gen = reader.samples(data, rel)
+        gen, seen = reader.samples(data, rel), 0
         while True:
+            self._at(wid, f, DECODING)
             t0, c0, k0 = time.perf_counter(), time.thread_time(), _checks(reader)
             try:
-                key, sample = next(gen)
+                _DECODING["on"] = True
+                try:
+                    key, sample = next(gen)
+                finally:
+                    _DECODING["on"] = False
             except StopIteration:
                 _spent(cur[0], t0, c0, k0, reader)
+                cur[0].whole_files += 1
+                cur[0].whole_bytes += len(data)
+                cur[0].whole_samples += seen
                 return
-            except ImportError:
-                raise  # a missing optional library is not a corrupt file
+            except (ImportError, IobenchError):
+                raise  # a missing optional library, a stop signal: not a corrupt file
             except Exception as e:  # noqa: BLE001 - a corrupt file: counted, named, skipped
                 _spent(cur[0], t0, c0, k0, reader)
-                cur[0].fail(rel, e)
+                self._file_failed(cur[0], reader, rel, e, data, seen)
+                yield _FAILED
                 return
+            seen += 1
+            if _DECODING["caught"]:
+                cur[0].warn(key, _DECODING["caught"])
+                _DECODING["caught"].clear()
             ok = not isinstance(sample, Exception)
             if ok and fn is not None:
-                t1 = time.perf_counter()
-                try:
-                    sample = fn(sample)
-                except Exception as e:  # noqa: BLE001 - the user's code: counted like corrupt
-                    sample, ok = e, False
-                cur[0].transform_s += time.perf_counter() - t1
+                self._at(wid, f, TRANSFORM)
+                sample, ok = _transformed(fn, sample, cur[0])
             _spent(cur[0], t0, c0, k0, reader)
             if ok:
                 yield sample
             else:
                 cur[0].fail(key, sample)
+                yield _FAILED
+
+
+def _transformed(fn: Callable[[Any], Any], sample: Any, st: BatchStats) -> tuple[Any, bool]:
+    """(the user's transform of ``sample``, True), or (what it raised, False), timed."""
+    t1 = time.perf_counter()
+    try:
+        return fn(sample), True
+    except IobenchError:
+        raise  # a stop signal raised inside it (the wait is interruptible): not its failure
+    except Exception as e:  # noqa: BLE001 - the user's code: counted like corrupt
+        st.failed_transform += 1
+        return e, False
+    finally:
+        st.transform_s += time.perf_counter() - t1
+
+
+#: What ``_file_samples`` yields for a sample that failed (the batch counts it as tried).
+_FAILED = object()
+
+
+def _count(reader: Any, data: Any) -> int | None:
+    """The samples a file held, when known without decoding it: 1 for a one-sample-per-file
+    format, else the reader's ``count`` of the bytes (a footer or index), else None."""
+    if getattr(reader, "SAMPLES_PER_FILE", None) == 1:
+        return 1
+    counter = getattr(reader, "count", None)
+    if counter is None or data is None:
+        return None
+    try:
+        n = counter(data)
+    except Exception:  # noqa: BLE001 - its footer is unreadable too: estimated from its bytes
+        return None
+    return int(n) if n is not None and n >= 0 else None
 
 
 def _spent(st: BatchStats, t0: float, c0: float, k0: float, reader: Any) -> None:

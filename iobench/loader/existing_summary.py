@@ -15,7 +15,7 @@ import numpy as np
 from ..stats import Histogram
 from ..units import format_bytes, format_rate, format_seconds
 from .calibration import COMPUTE_BOUND_AU
-from .existing_data import NAMES_KEPT, PipelineTerms, cpu_cores
+from .existing_data import NAMES_KEPT, SUMMED, PipelineTerms, cpu_cores
 from .existing_diagnosis import diagnosis_of, diagnosis_rows
 from .loop import wait_summary
 
@@ -24,14 +24,45 @@ FAIL_SHARE = 0.01
 #: The bootstrap of the terms' intervals: resamples, and batches drawn from at most.
 BOOT_RESAMPLES = 1000
 BOOT_BATCHES = 2000
-_SUMS = ("samples", "files", "bytes", "open_s", "read_s", "decode_s", "decode_cpu_s",
-         "transform_s", "collate_s", "collate_cpu_s", "check_s", "failed", "batches", "cache_checked", "cache_resident")  # fmt: skip
+_SUMS = (*SUMMED, "batches")
 
 
 def _totals(workers: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {k: sum(w.get(k, 0) for w in workers) for k in _SUMS}
-    out["failed_names"] = [n for w in workers for n in w["failed_names"]][:NAMES_KEPT]
+    for k in ("failed_names", "warned_names"):
+        out[k] = [n for w in workers for n in w.get(k, ())][:NAMES_KEPT]
     return out
+
+
+def failed_of(t: dict[str, Any]) -> dict[str, Any]:
+    """The failed samples: those counted one by one or from a failed file's footer, plus an
+    estimate for the failed files whose count is unknown: their bytes at the samples per
+    byte of the files decoded whole (at least one sample each), the basis said."""
+    est, basis = 0, "every failed sample counted"
+    if t["lost_files"]:
+        if t["whole_bytes"] and t["whole_samples"]:
+            per_byte = t["whole_samples"] / t["whole_bytes"]
+            est = max(round(t["lost_bytes"] * per_byte) - t["lost_seen"], t["lost_files"])
+            basis = (
+                f"{t['lost_files']:,} unreadable file(s) of {format_bytes(t['lost_bytes'])} "
+                f"estimated at {est:,} samples: their bytes at the "
+                f"{t['whole_samples'] / t['whole_files']:.1f} samples per "
+                f"{format_bytes(t['whole_bytes'] / t['whole_files'])} of the "
+                f"{t['whole_files']:,} file(s) read whole"
+            )
+        else:
+            est = t["lost_files"]
+            basis = (
+                f"{t['lost_files']:,} unreadable file(s) counted as one sample each: no file "
+                "was read whole to estimate their samples from (a lower bound)"
+            )
+    count = t["failed"] + est
+    ok = t["samples"]
+    return {
+        "count": count, "ok": ok, "share": _per(count, count + ok),
+        "examples": t["failed_names"], "files": t["failed_files"], "estimated": est,
+        "basis": basis, "transform": t["failed_transform"],
+    }  # fmt: skip
 
 
 def _per(a: float, b: float) -> float:
@@ -133,10 +164,7 @@ def summarise(job: Any, plan: Any, measured: dict[str, Any]) -> tuple[dict[str, 
     bound, bound_basis = bound_of(job, split, au, compute_measured)
     cache, cache_basis = cache_of(job.mode, t)
     ok = t["samples"]
-    failed = {
-        "count": t["failed"], "ok": ok, "share": _per(t["failed"], t["failed"] + ok),
-        "examples": t["failed_names"],
-    }  # fmt: skip
+    failed = failed_of(t)
     wall = sum(e["wall_s"] for e in eps)
     terms = PipelineTerms(
         read_s_per_sample=split["read_s_per_sample"], open_s_per_file=split["open_s_per_file"],
@@ -175,7 +203,8 @@ def summarise(job: Any, plan: Any, measured: dict[str, Any]) -> tuple[dict[str, 
     }  # fmt: skip
     ex = loader["existing"]
     ex["diagnosis"], why_not = diagnosis_of(job, ex["terms"]) if ok else (None, [])
-    notes = _notes(job, t, failed, cache, cache_basis, timed_steps)
+    biggest = max((b[0] for b in measured["per_batch"]), default=0)
+    notes = _notes(job, t, failed, cache, cache_basis, timed_steps, biggest)
     return loader, notes + _contention(split) + why_not
 
 
@@ -230,13 +259,32 @@ def _worker_row(w: dict[str, Any]) -> dict[str, Any]:
 
 
 def _notes(
-    job: Any, t: dict[str, Any], failed: dict[str, Any], cache: str, basis: str, timed: int
+    job: Any,
+    t: dict[str, Any],
+    failed: dict[str, Any],
+    cache: str,
+    basis: str,
+    timed: int,
+    biggest: int = 0,
 ) -> list[str]:
+    """The run's warnings; ``biggest``: the samples of the largest batch made."""
     notes = []
     if failed["count"] and failed["share"] <= FAIL_SHARE:  # above it the run's error says it
         notes.append(
             f"{failed['count']:,} sample(s) failed to read, decode or transform and were "
-            f"skipped ({failed['share']:.2%}); first: {'; '.join(failed['examples'][:3])}"
+            f"skipped ({failed['share']:.2%}; {failed['basis']}); first: "
+            + "; ".join(failed["examples"][:3])
+        )
+    if t["warned"]:
+        notes.append(
+            f"{t['warned']:,} sample(s) raised a warning while decoding (decoded all the "
+            f"same); first: {'; '.join(t['warned_names'][:3])}"
+        )
+    if t["samples"] and biggest < job.batch_size:
+        notes.append(
+            f"no batch of {job.batch_size} samples was full (the dataset gave "
+            f"{t['samples']:,} samples over {max(job.workers, 1)} reader(s)): the AU is over "
+            "short batches"
         )
     if job.mode == "dropped" and cache == "cached":
         notes.append(f"page cache: {basis}")
@@ -290,7 +338,8 @@ def table_rows(ld: dict[str, Any]) -> list[list[str]]:
                        f"{format_seconds(sp.get('collate_s_per_batch'))}/batch (CPU "
                        f"{format_seconds(sp.get('collate_cpu_s_per_batch'))})"],
         ["Storage read", f"{format_rate((ex.get('terms') or {}).get('read_bps'))} per worker stream"],
-        ["Failed samples", f"{fl.get('count', 0):,} ({fl.get('share', 0.0):.2%})"
+        ["Failed samples", f"{fl.get('count', 0):,} ({fl.get('share', 0.0):.2%}"
+         + (f", {fl['estimated']:,} estimated" if fl.get("estimated") else "") + ")"
          + (f": {fl['examples'][0]}" if fl.get("examples") else "")],
     ]  # fmt: skip
     if ex.get("transform"):

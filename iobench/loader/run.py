@@ -48,7 +48,7 @@ from .dataset import (
 )
 from .loop import Calibration, LoopConfig, LoopResult, wait_summary
 from .ranks import run_on_ranks
-from .torchdata import RankBatchSampler, own_steps
+from .torchdata import RankBatchSampler, check_workers, own_steps
 
 COMPUTE_KINDS = ("sleep", "gpu")
 
@@ -108,6 +108,7 @@ def run_loader(
         prof.epochs if epochs is None else epochs, steps, compute, direct, seed, probe_time_s,
         coord, *plan_dataset(prof, seed),
     )  # fmt: skip
+    check_workers(job.workers, coord.ranks_per_host * (gpus // coord.world))  # loaders here
     _check_steps(prof, gpus, job.workers)
 
     def check(run: RunResult) -> tuple[Target, None]:

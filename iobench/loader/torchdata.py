@@ -3,6 +3,7 @@ and the per-rank batch sampler (DistributedSampler-like, reshuffled per epoch)."
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -13,9 +14,74 @@ import numpy as np
 
 from .. import formats
 from ..coordinator import Coordinator
-from ..errors import EngineError
+from ..cpu import physical_memory
+from ..errors import EngineError, UsageError
 from ..target import worker_signals
 from .dataset import DatasetIndex
+
+#: The documented bound on DataLoader workers per accelerator (the ``workers`` key's maximum).
+WORKERS_MAX = 1024
+#: Workers per CPU core at most: I/O-bound workers waiting on remote storage gain from a few
+#: per core; past 16 each only adds a process, its memory and the hand-off of its batches.
+WORKERS_PER_CORE = 16
+#: Memory one DataLoader worker takes at least: a forked Python with torch imported, its
+#: pages its own once copy-on-write splits them, and the batches it prefetches.
+WORKER_MEMORY = 128 << 20
+
+
+def _user_processes() -> int:
+    """Processes of this user now (what RLIMIT_NPROC counts, threads aside)."""
+    uid, n = os.getuid(), 0
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return 0
+    for name in names:
+        if name.isdigit():
+            try:
+                n += os.stat(f"/proc/{name}").st_uid == uid
+            except OSError:
+                continue
+    return n
+
+
+def worker_bound(loaders: int = 1) -> tuple[int, str]:
+    """(the most DataLoader workers each of ``loaders`` loader processes on this host may
+    start, what sets it): WORKERS_MAX, WORKERS_PER_CORE per core, the memory at WORKER_MEMORY
+    each, and the processes this user may still start (RLIMIT_NPROC; root is exempt)."""
+    import resource
+
+    loaders = max(loaders, 1)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    bounds = [
+        (WORKERS_MAX, f"the documented bound, {WORKERS_MAX:,}"),
+        (cores * WORKERS_PER_CORE // loaders,
+         f"{WORKERS_PER_CORE} per CPU core: {cores} core(s)" + (f" over {loaders} loaders" if loaders > 1 else "")),
+    ]  # fmt: skip
+    mem = physical_memory()
+    if mem:
+        bounds.append((mem // WORKER_MEMORY // loaders, f"the memory: {mem / 2**30:.1f} GiB at "
+                       f"{WORKER_MEMORY >> 20} MiB per worker"))  # fmt: skip
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    if soft != resource.RLIM_INFINITY and os.getuid() != 0:
+        left = max(soft - _user_processes(), 0)
+        bounds.append(
+            (left // loaders, f"the process limit: {left:,} more of {soft:,} (ulimit -u)")
+        )
+    return min(bounds, key=lambda b: b[0])
+
+
+def check_workers(workers: int, loaders: int = 1) -> None:
+    """UsageError (exit 2) for more workers than ``worker_bound`` allows on this host."""
+    bound, why = worker_bound(loaders)
+    if workers > bound:
+        raise UsageError(
+            f"--workers {workers:,} is more than this host can run: at most {bound:,} ({why})",
+            hint=f"give --workers {bound:,} or fewer",
+        )
 
 
 def _worker_init(_worker_id: int) -> None:

@@ -94,14 +94,26 @@ class SignalGuard:
         self.on_signal = on_signal
         self._old: dict[int, Any] = {}
         self._deferring = 0
+        self._raising = 0
 
     def _handler(self, signum: int, frame: Any) -> None:
         again = self.stop.is_set()
         self.stop.set(signum)
         if self.on_signal:
             self.on_signal(signum)
-        if again and not self._deferring:
+        if (again or self._raising) and not self._deferring:
             raise Interrupted(f"interrupted by {_signame(signum)}")
+
+    @contextmanager
+    def raising(self) -> Iterator[None]:
+        """Inside this block the first signal raises Interrupted at once, as a second one
+        does: a wait that cannot poll the flag (the DataLoader's wait for a batch from a
+        worker stuck in a read or the user's transform) would otherwise never see it."""
+        self._raising += 1
+        try:
+            yield
+        finally:
+            self._raising -= 1
 
     def _resumed(self, signum: int, frame: Any) -> None:
         self.stop.suspended += 1
