@@ -57,6 +57,21 @@ def file_kind(mode: int) -> str | None:
     return "not a regular file"
 
 
+def why_missing(path: str | os.PathLike[str]) -> str:
+    """Why ``path`` cannot be used, in words, when ``os.path.exists`` says False: a symbolic
+    link loop (ELOOP) is not a missing file."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "is a symbolic link loop (ELOOP: too many levels of symbolic links)"
+        if isinstance(e, PermissionError):
+            return "is not accessible by this user (permission denied)"
+        if e.errno == errno.ENOTDIR:
+            return "does not exist (a part of its path is not a directory)"
+    return "does not exist"
+
+
 # -- the input datasets ------------------------------------------------------------------------
 
 
@@ -113,12 +128,14 @@ def nearest_existing(path: Path) -> Path:
 
 
 def input_around(path: str | os.PathLike[str]) -> str | None:
-    """The recorded input dataset that ``path`` (a directory, existing or to be made) would lie
-    in: its nearest existing ancestor (followed, as a directory given by name is) checked by
-    inode. None when none, or when that ancestor cannot be opened (other checks name it)."""
+    """The recorded input dataset that ``path`` (a directory or file, existing or to be made)
+    would lie in: its nearest existing directory (followed, as a directory given by name is)
+    checked by inode. None when none, or when that ancestor cannot be opened (other checks name it)."""
     if not _INPUTS:
         return None
     probe = nearest_existing(Path(os.path.abspath(path)))
+    if not os.path.isdir(probe):  # a file of that name: the directory it is in
+        probe = probe.parent
     try:
         fd = os.open(probe, _PATH_FLAG | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
@@ -134,7 +151,7 @@ def refuse_inside_input(path: str | os.PathLike[str], option: str, what: str = "
     hit = input_around(path)
     if hit is not None:
         raise UsageError(
-            f"{option} {path} lies inside the input dataset {hit}, which iobench never writes",
+            f"{option} {path} lies inside the dataset {hit}, an input iobench never writes",
             hint=f"pass {what or option} outside the dataset",
         )
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import EngineError, TargetError, UsageError
+from ..safeio import why_missing
 from ..units import format_size
 from .direct import (  # noqa: F401 - re-exported
     DIRECT_ALIGN,
@@ -170,7 +171,7 @@ def resolve(target: str, *, mountinfo: list[MountInfo] | None = None) -> Target:
         pass
     if not p.exists():
         raise TargetError(
-            f"target {target} does not exist",
+            f"target {target} {why_missing(p)}",
             hint="create it or pick another directory",
         )
     if not p.is_dir():
