@@ -36,7 +36,8 @@ from .errors import UsageError
 _PATH_FLAG = getattr(os, "O_PATH", os.O_RDONLY)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
-# (st_dev, st_ino) of the input datasets this process reads → the name the user gave
+# (st_dev, st_ino) of the inputs this process reads → what it is and the name the user gave
+# ("the dataset DS", "the history ~/.local/share/iobench/history")
 _INPUTS: dict[tuple[int, int], str] = {}
 
 
@@ -75,9 +76,9 @@ def why_missing(path: str | os.PathLike[str]) -> str:
 # -- the input datasets ------------------------------------------------------------------------
 
 
-def protect_input(path: str | os.PathLike[str]) -> None:
-    """Record ``path`` (a local dataset directory, or file) as an input this process never
-    writes into. A link to it protects what it points to; a URL or a missing path records
+def protect_input(path: str | os.PathLike[str], what: str = "the dataset") -> None:
+    """Record ``path`` (a local dataset directory, the history read, ...: ``what``) as an
+    input this process never writes into. A link to it protects what it points to; a URL or a missing path records
     nothing (its own checks name it)."""
     text = os.fspath(path)
     if "://" in text and not text.startswith("file://"):
@@ -86,7 +87,7 @@ def protect_input(path: str | os.PathLike[str]) -> None:
         st = os.stat(text.removeprefix("file://"))
     except OSError:
         return
-    _INPUTS.setdefault((st.st_dev, st.st_ino), text)
+    _INPUTS.setdefault((st.st_dev, st.st_ino), f"{what} {text}")
 
 
 def forget_inputs() -> None:
@@ -151,8 +152,8 @@ def refuse_inside_input(path: str | os.PathLike[str], option: str, what: str = "
     hit = input_around(path)
     if hit is not None:
         raise UsageError(
-            f"{option} {path} lies inside the dataset {hit}, an input iobench never writes",
-            hint=f"pass {what or option} outside the dataset",
+            f"{option} {path} lies inside {hit}, an input iobench never writes",
+            hint=f"pass {what or option} outside it",
         )
 
 
@@ -221,7 +222,7 @@ def make_dirs(directory: Path) -> None:
     inside an input dataset."""
     hit = input_around(directory)
     if hit is not None:
-        raise PermissionError(errno.EPERM, f"{directory} lies inside the input dataset {hit}")
+        raise PermissionError(errno.EPERM, f"{directory} lies inside {hit}, an input")
     Path(directory).mkdir(parents=True, exist_ok=True)
 
 
@@ -242,7 +243,7 @@ def write_atomic(
     try:
         hit = input_holding(dfd)
         if hit is not None:
-            raise PermissionError(errno.EPERM, f"{path} lies inside the input dataset {hit}")
+            raise PermissionError(errno.EPERM, f"{path} lies inside {hit}, an input")
         tmp = f".{path.name}.{uuid.uuid4().hex[:12]}.tmp"
         fd = os.open(
             tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
@@ -311,7 +312,7 @@ def open_new(path: str | Path, *, replace: bool = True) -> int:
     try:
         hit = input_holding(dfd)
         if hit is not None:
-            raise PermissionError(errno.EPERM, f"{path} lies inside the input dataset {hit}")
+            raise PermissionError(errno.EPERM, f"{path} lies inside {hit}, an input")
         tmp = f".{path.name}.{uuid.uuid4().hex[:12]}.tmp"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(tmp, flags, 0o666, dir_fd=dfd)

@@ -78,7 +78,7 @@ def test_a_history_inside_the_dataset_is_never_written(cli, ds, tmp_path):
     r = cli("loader", ds, "--existing", *LOADER, "--history", ds / "hist", "--output", out)
     assert r.code == 0, r.err
     res = json.loads((out / "result.json").read_text())
-    assert any("inside the input dataset" in w for w in res["warnings"]), res["warnings"]
+    assert any("lies inside the dataset" in w for w in res["warnings"]), res["warnings"]
     assert snapshot(ds) == before
 
 
@@ -316,7 +316,7 @@ def test_write_atomic_refuses_a_directory_inside_a_protected_dataset(tmp_path):
     safeio.forget_inputs()
     safeio.protect_input(data)
     try:
-        with pytest.raises(PermissionError, match="inside the input dataset"):
+        with pytest.raises(PermissionError, match="lies inside the dataset"):
             safeio.write_atomic(tmp_path / "alias" / "sub" / "x.csv", b"x")
         with pytest.raises(PermissionError):
             safeio.write_atomic(tmp_path / "alias" / "new-dir" / "x.csv", b"x")
@@ -325,3 +325,21 @@ def test_write_atomic_refuses_a_directory_inside_a_protected_dataset(tmp_path):
     finally:
         safeio.forget_inputs()
     assert (tmp_path / "elsewhere.csv").read_bytes() == b"ok"
+
+
+@pytest.mark.parametrize("command", ["export", "trend"])
+def test_history_outputs_never_land_inside_the_history_they_read(cli, tmp_path, command):
+    """``history export FILE`` / ``history trend --svg FILE`` read the history: a file written
+    into it would be read back as a stored run (a .parquet export) or sit among them."""
+    planted = plant(tmp_path / "T")
+    hist = tmp_path / "history"  # the cli fixture's IOBENCH_HISTORY
+    r = cli("run", "sequential-write", planted.path, "--set", "size=4MiB", *SEQ,
+            "--output", tmp_path / "out", "-q")  # fmt: skip
+    assert r.code == 0, r.err
+    before = snapshot(hist)
+    argv = {
+        "export": ["history", "export", hist / "all.parquet"],
+        "trend": ["history", "trend", "seq-write.bandwidth", "--svg", hist / "t.svg"],
+    }[command]
+    _refused(cli(*argv), "lies inside the history")
+    assert snapshot(hist) == before
