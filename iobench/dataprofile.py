@@ -461,6 +461,10 @@ def write_profile(text: str, path: str) -> None:
     """Write the profile at ``path`` whole or not at all (:func:`iobench.safeio.write_atomic`):
     a new temporary file beside it, loaded back as a profile (the schema the loader reads),
     then renamed into place."""
+    from .errors import StoreError
     from .spec import load_profile
 
-    write_atomic(path, text.encode("utf-8"), verify=load_profile)
+    try:
+        write_atomic(path, text.encode("utf-8"), verify=load_profile)
+    except OSError as e:  # something put at the path since the check: refused, not followed
+        raise StoreError(f"cannot write --output {path}: {e.strerror or e}") from None

@@ -70,16 +70,12 @@ def test_the_default_result_directory_inside_the_dataset_is_refused(cli, ds, mon
     assert snapshot(ds) == before
 
 
-def test_a_history_inside_the_dataset_is_never_written(cli, ds, tmp_path):
-    """The run itself is fine; the history entry it would store inside the dataset is refused
-    by the rule at the write (a warning), and nothing lands there."""
+def test_a_history_inside_the_dataset_is_refused(cli, ds, tmp_path):
     before = snapshot(ds)
     out = tmp_path / "out"
     r = cli("loader", ds, "--existing", *LOADER, "--history", ds / "hist", "--output", out)
-    assert r.code == 0, r.err
-    res = json.loads((out / "result.json").read_text())
-    assert any("lies inside the dataset" in w for w in res["warnings"]), res["warnings"]
-    assert snapshot(ds) == before
+    _refused(r, "--history", "lies inside the dataset")
+    assert snapshot(ds) == before and not out.exists()
 
 
 # -- 2. TARGET renamed and swapped for a link mid-run --------------------------------------------
@@ -343,3 +339,26 @@ def test_history_outputs_never_land_inside_the_history_they_read(cli, tmp_path, 
     }[command]
     _refused(cli(*argv), "lies inside the history")
     assert snapshot(hist) == before
+
+
+def test_a_link_planted_after_profiles_check_is_not_followed(cli, ds, tmp_path, monkeypatch):
+    """Between the check and the write (the dataset is being read), a link to the user's file
+    appears at --output: the write refuses it at the last moment, the file is untouched."""
+    import iobench.dataprofile as dp
+
+    user = tmp_path / "user.txt"
+    user.write_text("mine\n")
+    out = tmp_path / "p.toml"
+    real = dp.profile_dataset
+
+    def then_plant(*a, **k):
+        got = real(*a, **k)
+        out.symlink_to(user)
+        return got
+
+    monkeypatch.setattr(dp, "profile_dataset", then_plant)
+    r = cli("profile", ds, "--output", out)
+    assert r.code == 4, r.err
+    assert "is a symbolic link" in one_line(r.err)
+    assert user.read_text() == "mine\n" and out.is_symlink()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
