@@ -38,7 +38,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 # (st_dev, st_ino) of the inputs this process reads → what it is and the name the user gave
 # ("the dataset DS", "the history ~/.local/share/iobench/history")
-_INPUTS: dict[tuple[int, int], str] = {}
+_INPUTS: dict[tuple[int, int], tuple[str, str]] = {}
 
 
 def file_kind(mode: int) -> str | None:
@@ -87,7 +87,7 @@ def protect_input(path: str | os.PathLike[str], what: str = "the dataset") -> No
         st = os.stat(text.removeprefix("file://"))
     except OSError:
         return
-    _INPUTS.setdefault((st.st_dev, st.st_ino), f"{what} {text}")
+    _INPUTS.setdefault((st.st_dev, st.st_ino), (f"{what} {text}", text.removeprefix("file://")))
 
 
 def forget_inputs() -> None:
@@ -105,8 +105,8 @@ def input_holding(dir_fd: int) -> str | None:
         st = os.fstat(fd)
         while True:
             hit = _INPUTS.get((st.st_dev, st.st_ino))
-            if hit is not None:
-                return hit
+            if hit is not None and _still(hit[1], st):
+                return hit[0]
             up = os.open("..", _PATH_FLAG | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
             os.close(fd)
             fd = up
@@ -118,6 +118,16 @@ def input_holding(dir_fd: int) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+def _still(path: str, st: os.stat_result) -> bool:
+    """Whether the recorded input ``path`` is still the directory of ``st`` (an input removed
+    since, its inode number reused by another directory, protects nothing)."""
+    try:
+        now = os.stat(path)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
 
 
 def nearest_existing(path: Path) -> Path:

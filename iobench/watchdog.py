@@ -27,6 +27,7 @@ library callers (``iobench.api``) get it when they call ``configure``.
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -321,12 +322,20 @@ def _cleanup(target: Any, keep: bool) -> str:
 
     if keep or not getattr(target, "created", False):
         return ""
-    done = _bounded(lambda: remove_run_dir(target) or True, CLEANUP_LIMIT_S)
-    if done is True and not target.created:
-        return ""
-    if target.kind != "posix" or getattr(target, "handle", None) is None:
-        return f"; the run directory {_where(target)} could not be removed: remove it by hand"
-    pid = reap_later(target.handle)
+    handle = getattr(target, "handle", None)
+    if handle is not None:  # the reaper's own copies: the removal may close the handle's
+        handle = copy.copy(handle)
+        handle.root_fd, handle.fd = os.dup(handle.root_fd), os.dup(handle.fd)
+    try:
+        done = _bounded(lambda: remove_run_dir(target) or True, CLEANUP_LIMIT_S)
+        if done is True and not target.created:
+            return ""
+        if target.kind != "posix" or handle is None:
+            return f"; the run directory {_where(target)} could not be removed: remove it by hand"
+        pid = reap_later(handle)
+    finally:
+        if handle is not None:
+            handle.close()
     return (
         f"; the run directory {target.run_dir} is removed by process {pid} once the storage "
         f"answers (for {REAP_LIMIT_S / 60:.0f} min at most)"
