@@ -318,8 +318,10 @@ def main(argv: list[str] | None = None) -> int:
     _std_fds_open()
     _stdout_lost.clear()
     from .redact import forget, remember_argv
+    from .safeio import forget_inputs
 
     forget()
+    forget_inputs()  # the input datasets of this command only (tests call main many times)
     remember_argv(args)  # the credentials typed in URLs are masked wherever they show up
     debug = "--debug" in args
     _state["stopped_by"] = None

@@ -34,6 +34,7 @@ import numpy as np
 
 from .errors import UsageError
 from .formats.detect import MAGIC_BYTES, choose, list_local, magic_format
+from .safeio import check_output_file, protect_input, why_missing, write_atomic
 from .target import is_url, scrub
 from .units import format_bytes
 
@@ -101,7 +102,7 @@ def list_dataset(root: str, sample: int, seed: int = 1) -> Listing:
         names = sorted(n for n in known if n and not any(p.startswith(".") for p in n.split("/")))
         return Listing(root, names, {i: known[n] for i, n in enumerate(names)})
     if not os.path.isdir(root):
-        what = "does not exist" if not os.path.exists(root) else "is not a directory"
+        what = why_missing(root) if not os.path.exists(root) else "is not a directory"
         raise UsageError(
             f"dataset {root!r} {what}", hint="give the directory that holds the dataset"
         )
@@ -436,38 +437,34 @@ def check_sets(items: list[str] | None) -> dict[str, Any]:
 
 
 def check_output(output: str, root: str, force: bool) -> str:
-    """The absolute path to write the profile at; UsageError when it is a URL, inside the
-    dataset, in a missing directory, or an existing file without ``force``."""
+    """The path to write the profile at, by the one output rule (:mod:`iobench.safeio`):
+    UsageError when it is a URL, inside the dataset (by inode: a bind mount or a link to it
+    too), a link (even a dangling one), a directory, device or FIFO, in a missing directory,
+    or an existing file without ``force`` (which replaces only a regular file)."""
     if "://" in output:
         raise UsageError(f"--output {output!r} is a URL", hint="give a local file path")
-    path = os.path.realpath(output)
-    if not is_url(root):
-        base = os.path.realpath(root)
-        if path == base or path.startswith(base.rstrip(os.sep) + os.sep):
-            raise UsageError(
-                "--output is inside the dataset, which iobench never writes to",
-                hint="write the profile elsewhere",
-            )
-    if not os.path.isdir(os.path.dirname(path)):
+    protect_input(root)
+    if not str(output).strip():
+        raise UsageError("--output is empty", hint="pass a file name to --output")
+    parent = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(parent):
         raise UsageError(
             f"--output {output!r}: its directory does not exist", hint="create it first"
         )
-    if os.path.exists(path) and not force:
+    if not force and os.path.isfile(output) and not os.path.islink(output):
         raise UsageError(f"--output {output!r} exists", hint="give another path, or --force")
-    return path
+    check_output_file(output, replace=force, option="--output")
+    return output
 
 
 def write_profile(text: str, path: str) -> None:
-    """Write the profile at ``path`` whole or not at all: a temporary file beside it, loaded back
-    as a profile (the schema the loader reads), then renamed over."""
+    """Write the profile at ``path`` whole or not at all (:func:`iobench.safeio.write_atomic`):
+    a new temporary file beside it, loaded back as a profile (the schema the loader reads),
+    then renamed into place."""
+    from .errors import StoreError
     from .spec import load_profile
 
-    tmp = f"{path}.tmp-{os.getpid()}.toml"
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        load_profile(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        write_atomic(path, text.encode("utf-8"), verify=load_profile)
+    except OSError as e:  # something put at the path since the check: refused, not followed
+        raise StoreError(f"cannot write --output {path}: {e.strerror or e}") from None

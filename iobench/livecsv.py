@@ -72,10 +72,12 @@ class LiveCsv:
         self._closed = False
 
     def _open(self) -> None:
-        """Create the file (at the first phase): O_NOFOLLOW, so a link planted since the check
-        is refused, not followed."""
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(self.path, flags, 0o666)
+        """Create the file (at the first phase) by the one output rule (``safeio.open_new``: a
+        new file, O_EXCL|O_NOFOLLOW, renamed into place): a link, FIFO or device planted since
+        the check is refused, not followed or opened."""
+        from .safeio import open_new
+
+        fd = open_new(self.path)
         self._file = os.fdopen(fd, "w", buffering=1, encoding="utf-8", newline="")
         self._file.write(",".join(LIVE_COLUMNS) + "\n")
 

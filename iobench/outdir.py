@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import results as results_mod
 from .errors import UsageError
+from .safeio import refuse_inside_input
 
 
 def output_dir_for(output: str | None, run_id: str) -> Path:
@@ -56,6 +57,7 @@ def check_output_dir(path: Path) -> None:
         raise UsageError(f"cannot write results to {path}: {probe} {why}", hint=hint)
     if os.path.lexists(path / "result.json"):
         raise UsageError(f"{path} already holds a result.json", hint="pass a new --output DIR")
+    refuse_inside_input(path, "--output", "--output DIR")
 
 
 class OutputClaim:

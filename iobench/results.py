@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import errno
 import json
 import math
 import os
 import platform
 import socket
-import stat
 import sys
-import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +36,8 @@ from .blocks import (
     WorkloadBlock,
 )
 from .errors import StoreError, UsageError
+from .safeio import check_output_file as claim_output_file
+from .safeio import file_kind, on_read_only_fs  # noqa: F401 - re-exported
 from .stats import Summary, summarize
 
 SCHEMA_VERSION = 1
@@ -325,84 +324,10 @@ def host_info() -> dict[str, Any]:
 
 # -- files iobench writes: result.json, report.html, --svg plots ----------------------------------
 #
-# Every file iobench writes goes through ``write_output_file`` (or ``save``): it writes only
-# regular files, refuses (exit 2) a path that is a symlink (dangling or not), a directory, a
-# device, a FIFO or socket, or one of the command's inputs, and never writes through a link: the
-# data go to a new temporary file (O_EXCL) in the same directory, which is then renamed over a
-# regular file or linked into place where nothing may be replaced.
-
-
-def file_kind(mode: int) -> str | None:
-    """What a non-regular file is, in words (None for a regular file)."""
-    if stat.S_ISREG(mode):
-        return None
-    for test, word in (
-        (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return word
-    return "not a regular file"
-
-
-def claim_output_file(
-    path: str | Path,
-    *,
-    inputs: tuple[str | Path, ...] = (),
-    replace: bool = True,
-    option: str = "output",
-) -> Path:
-    """Check, before anything is written, that ``path`` may receive a file iobench writes.
-
-    Refused (UsageError, exit 2): a path that is a symbolic link (even a dangling one), a
-    directory, a device, a FIFO or a socket; the very file of one of ``inputs`` (also through
-    a hard link); an existing regular file when ``replace`` is false; a path whose directory is
-    not a writable directory. An existing regular file given explicitly is replaced (as cp and
-    curl -o do). Returns the path.
-    """
-    if not str(path).strip():  # before Path(""), which is "."
-        raise UsageError(f"{option} is empty", hint=f"pass a file name to {option}")
-    path = Path(path)
-    hint = f"pass a new file name to {option}"
-    try:
-        st = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):  # the directory part is named below
-        st = None
-    except OSError as e:
-        raise UsageError(f"cannot use {path} for {option}: {e.strerror}", hint=hint) from None
-    if st is not None:
-        kind = file_kind(st.st_mode)
-        if kind is not None:
-            raise UsageError(f"{path} is {kind}: iobench writes only regular files", hint=hint)
-        for i in inputs:
-            try:
-                if os.path.samestat(st, os.stat(i)):
-                    raise UsageError(f"{path} is the input {i}: it would be replaced", hint=hint)
-            except OSError:
-                continue
-        if not replace:
-            raise UsageError(f"{path} already exists", hint=hint)
-    parent = path.parent
-    probe = parent
-    while not os.path.lexists(probe) and probe != probe.parent:
-        probe = probe.parent
-    if not probe.is_dir():
-        raise UsageError(f"cannot write {path}: {probe} is not a directory", hint=hint)
-    if not os.access(probe, os.W_OK | os.X_OK):
-        why = "on a read-only filesystem" if on_read_only_fs(probe) else "not writable by this user"
-        raise UsageError(f"cannot write {path}: {probe} is {why}", hint=hint)
-    return path
-
-
-def on_read_only_fs(path: Path) -> bool:
-    try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-    except OSError:  # pragma: no cover
-        return False
+# Every file iobench writes goes through the one output rule, :mod:`iobench.safeio`: only
+# regular files, never through a link, never a directory, device, FIFO or socket, never one of
+# the command's inputs nor inside an input dataset (by inode), a new temporary file (O_EXCL |
+# O_NOFOLLOW) renamed into place. These names are that module's, kept here for their callers.
 
 
 def write_output_file(
@@ -420,61 +345,13 @@ def write_output_file(
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, replace: bool = True) -> None:
-    """Write ``data`` to ``path`` so a reader sees the old file or the new one, never half.
+    """Write ``data`` to ``path`` so a reader sees the old file or the new one, never half
+    (:func:`iobench.safeio.write_atomic`: only a regular file is ever replaced; a link, a
+    directory, device or FIFO found at the last moment, or any file when ``replace`` is false,
+    is an OSError)."""
+    from .safeio import write_atomic
 
-    Only a regular file is ever replaced (``replace``); a symlink, directory, device or FIFO
-    found at ``path`` at the last moment is an OSError, and so is any file when ``replace`` is
-    false. The data go to a fresh temporary file (O_EXCL, never through a link) beside ``path``.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; results are meant to be shared
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        _put_in_place(tmp, path, replace)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    fsync_dir(path.parent)
-
-
-def _put_in_place(tmp: str, path: Path, replace: bool) -> None:
-    """Rename ``tmp`` to ``path``: over a regular file when ``replace``, else only where there
-    is nothing (a hard link fails with EEXIST when something appeared meanwhile)."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
-    if st is not None:
-        kind = file_kind(st.st_mode)
-        if kind is not None:
-            raise OSError(errno.EEXIST, f"{path} is {kind}: iobench writes only regular files")
-        if not replace:
-            raise FileExistsError(errno.EEXIST, f"{path} already exists")
-        os.replace(tmp, path)
-        return
-    if replace:
-        os.replace(tmp, path)
-        return
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        raise FileExistsError(errno.EEXIST, f"{path} already exists") from None
-    except OSError as e:
-        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
-            raise
-        os.replace(tmp, path)  # a filesystem without hard links: checked just above
-        return
-    os.unlink(tmp)
+    write_atomic(path, data, replace=replace)
 
 
 def fsync_dir(directory: Path) -> None:

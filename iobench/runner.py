@@ -46,6 +46,7 @@ from .target import (
     apply_layout,
     check_direct_alignment,
     check_free_space,
+    check_run_dir_in_place,
     client_cache,
     drop_file_cache,
     fs_class,
@@ -188,6 +189,7 @@ class PhaseRunner:
 
     def _execute(self, spec: PhaseSpec) -> PhaseResult:
         self.stop.check()
+        check_run_dir_in_place(self.target)  # never write through a name that moved
         if self.steady is not None and spec.time_s and spec.steady is None:
             spec = dataclasses.replace(spec, steady=self.steady)
         reading = spec.op in ("read", "randread", "open_read", "stat")

@@ -344,7 +344,18 @@ def _name_disk_full(e: IobenchError) -> IobenchError:
 def _name_vanished_run_dir(target: Target, e: IobenchError) -> IobenchError:
     """An I/O failure because someone removed the run directory (or the target) mid-run is
     named as such: the ENOENT on one file alone does not say what happened."""
-    if target.kind != "posix" or not target.created or os.path.isdir(target.run_dir):
+    if target.kind != "posix" or not target.created:
+        return e
+    handle = getattr(target, "handle", None)
+    moved = handle.moved() if handle is not None and handle.alive() else None
+    if moved is not None and moved not in e.message:  # renamed or swapped, not removed
+        err = EngineError(
+            f"{moved}: {e.message}", hint="make sure nothing moves the target while iobench runs"
+        )
+        if getattr(e, "partial", None) is not None:
+            err.partial = e.partial  # type: ignore[attr-defined]
+        return err
+    if os.path.isdir(target.run_dir):
         return e
     if isinstance(e, DistributedError):  # ranks remove each other's run dirs on failure
         return e

@@ -27,6 +27,7 @@ library callers (``iobench.api``) get it when they call ``configure``.
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -359,46 +360,57 @@ def _cleanup(target: Any, keep: bool) -> str:
 
     if keep or not getattr(target, "created", False):
         return ""
-    done = _bounded(lambda: remove_run_dir(target) or True, CLEANUP_LIMIT_S)
-    if done is True and not target.created:
-        return ""
-    if target.kind != "posix":
-        return f"; the run directory {_where(target)} could not be removed: remove it by hand"
-    pid = reap_later(target.root, target.run_dir)
+    handle = getattr(target, "handle", None)
+    if handle is not None:  # the reaper's own copies: the removal may close the handle's
+        handle = copy.copy(handle)
+        handle.root_fd, handle.fd = os.dup(handle.root_fd), os.dup(handle.fd)
+    try:
+        done = _bounded(lambda: remove_run_dir(target) or True, CLEANUP_LIMIT_S)
+        if done is True and not target.created:
+            return ""
+        if target.kind != "posix" or handle is None:
+            return f"; the run directory {_where(target)} could not be removed: remove it by hand"
+        pid = reap_later(handle)
+    finally:
+        if handle is not None:
+            handle.close()
     return (
         f"; the run directory {target.run_dir} is removed by process {pid} once the storage "
         f"answers (for {REAP_LIMIT_S / 60:.0f} min at most)"
     )
 
 
-def reap_later(root: str, run_dir: str) -> int:
-    """Start the detached reaper for ``run_dir``; its pid."""
+def reap_later(handle: Any) -> int:
+    """Start the detached reaper for the run directory ``handle`` (a ``RunDir``) holds; its
+    pid. The reaper is handed the two descriptors, never a path to resolve again."""
+    fds = (handle.root_fd, handle.fd)
+    dev, ino = handle.ident
     proc = subprocess.Popen(
-        [sys.executable, "-m", "iobench.watchdog", root, run_dir, str(REAP_LIMIT_S)],
+        [sys.executable, "-m", "iobench.watchdog", handle.root, handle.name,
+         *map(str, fds), str(dev), str(ino), str(REAP_LIMIT_S)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        pass_fds=fds,
         start_new_session=True,  # not in the terminal's process group: Ctrl-C there is not ours
         env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
-    )
+    )  # fmt: skip
     return proc.pid
 
 
-def reap(root: str, run_dir: str, limit_s: float, poll_s: float = 2.0) -> int:
-    """Remove ``run_dir`` (an iobench run directory directly under ``root``, and nothing else)
-    once the storage answers; give up after ``limit_s`` (the reaper process's alarm also ends
-    a call that blocks past it: ``_reaper_main``)."""
-    from types import SimpleNamespace
+def reap(handle: Any, limit_s: float, poll_s: float = 2.0) -> int:
+    """Remove the run directory ``handle`` holds (through its descriptors: ``RunDir.remove``;
+    nothing else) once the storage answers; give up after ``limit_s`` (the reaper process's
+    alarm also ends a call that blocks past it: ``_reaper_main``). 2 when ``handle`` is not
+    an iobench run directory."""
+    from .target import RUN_DIR_PREFIX
 
-    from .target import RUN_DIR_PREFIX, remove_run_dir
-
-    if not os.path.basename(run_dir).startswith(RUN_DIR_PREFIX) or os.path.dirname(run_dir) != root:
+    if handle is None or not handle.name.startswith(RUN_DIR_PREFIX) or "/" in handle.name:
         return 2
     end = time.monotonic() + limit_s
     while time.monotonic() < end:
-        t = SimpleNamespace(kind="posix", created=True, run_dir=run_dir, root=root, warnings=[])
-        remove_run_dir(t)  # type: ignore[arg-type]
-        if not os.path.lexists(run_dir):
+        gone, _errors, _where = handle.remove()
+        if gone:
             return 0
         time.sleep(poll_s)
     return 1
@@ -478,14 +490,19 @@ def set_spec_timeout(spec_value: float | None) -> None:
 
 
 def _reaper_main(argv: list[str]) -> int:
-    """The detached reaper: ROOT RUN_DIR LIMIT_S. SIGALRM (default action: the process ends)
-    after LIMIT_S ends it even inside a system call the storage never answers."""
+    """The detached reaper: ROOT NAME ROOT_FD FD DEV INO LIMIT_S (the descriptors inherited
+    from the run). SIGALRM (default action: the process ends) after LIMIT_S ends it even
+    inside a system call the storage never answers."""
     import signal
 
-    limit_s = float(argv[2])
+    from .target import RunDir
+
+    root, name, root_fd, fd, dev, ino, limit = argv
+    limit_s = float(limit)
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.alarm(max(1, int(limit_s)))
-    return reap(argv[0], argv[1], limit_s)
+    handle = RunDir.from_fds(root, name, int(root_fd), int(fd), (int(dev), int(ino)))
+    return reap(handle, limit_s)
 
 
 if __name__ == "__main__":

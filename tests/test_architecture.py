@@ -21,7 +21,7 @@ FORMATS = [
     "image", "arrays", "columnar", "hdf5", "webdataset", "tfrecord", "detect",
     "ahead", "samples", "writer", "reader",
 ]  # fmt: skip
-TARGET = ["mounts", "model", "direct", "space", "signals", "url", "layout", "__init__"]
+TARGET = ["mounts", "model", "direct", "space", "signals", "rundir", "url", "layout", "__init__"]
 ENGINES = ["base", "registry", "worker", "forked", "posix", "fsspec", "fio_job", "fio"]
 SPLIT = (
     [PKG / "loader" / f"{m}.py" for m in LOADER]
@@ -229,6 +229,7 @@ def test_every_command_that_runs_io_opens_its_run_through_open_run():
 
 TIERS = [
     "__init__ __version__ errors units redact datagen plan cpu tools formats.registry coordinator",
+    "safeio",
     "params",
     "starvation_data ckpt_model diagnose_terms",  # Models
     "starvation",

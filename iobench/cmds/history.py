@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -80,6 +81,15 @@ def _list(url: str | None, workload: str | None, as_json: bool) -> int:
     return 0
 
 
+def _protect_history(url: str | None) -> None:
+    """The history read is an input: nothing this command writes may land inside it (a file
+    there would be read back as a stored run)."""
+    from ..history import default_history_url
+    from ..safeio import protect_input
+
+    protect_input(os.path.expanduser(url or default_history_url()), "the history")
+
+
 def _export(output: str | None, url: str | None, workload: str | None, fmt: str | None) -> int:
     """``history export [FILE]``: every row as CSV, Parquet or JSON, to FILE or stdout."""
     from .. import export
@@ -91,6 +101,7 @@ def _export(output: str | None, url: str | None, workload: str | None, fmt: str 
         raise UsageError(f"--format: expected csv, parquet or json, got {fmt!r}")
     if fmt == "parquet" and not output:
         raise UsageError("parquet is binary: give a FILE (history export FILE)")
+    _protect_history(url)
     if output:
         export.check_output(output, "export")
     table, warnings = export.history_rows(url, workload)
@@ -132,6 +143,7 @@ def _trend(arg: str | None, url: str | None, workload: str | None, svg: str | No
     if not arg:
         raise UsageError("history trend needs a METRIC", hint="e.g. seq-read.bandwidth")
     phase, metric = hist.split_metric(arg)
+    _protect_history(url)
     if svg is not None:  # a path that would be refused is refused before anything else
         results.claim_output_file(svg, option="--svg")
     points = hist.trend(arg, url, workload=workload, on_warning=_warn)

@@ -92,6 +92,10 @@ def loader(
     from ..distributed import is_lead_rank
 
     arm_watchdog(stall_timeout)
+    if existing:  # the dataset is an input: no output of this run may land inside it
+        from ..safeio import protect_input
+
+        protect_input(target)
     check_exports(csv_path, series_csv)
     if not no_history:
         check_history_url(history or "")

@@ -481,15 +481,15 @@ class FioEngine(Engine):
     ) -> str | None:
         if not ctx.raw_dir or not text:
             return None
+        from ..safeio import write_atomic
+
         try:
-            os.makedirs(ctx.raw_dir, exist_ok=True)
             stem = "fio-" + re.sub(r"[^A-Za-z0-9_.-]", "_", phase.name)
             path = _unique_path(ctx.raw_dir, stem, ".json")
-            # "x" (O_EXCL): a new file, never through a link planted in the output directory
-            with open(path, "x") as f:
-                f.write(text)
-            with open(path[: -len(".json")] + ".fio", "x") as f:
-                f.write(plan.text())
+            # the one output rule: new files (O_EXCL|O_NOFOLLOW, linked into place, never
+            # replacing anything), never through a link planted in the output directory
+            write_atomic(path, text.encode(), replace=False)
+            write_atomic(path[: -len(".json")] + ".fio", plan.text().encode(), replace=False)
             return path
         except OSError:
             return None  # keeping fio's JSON is a courtesy; the figures are already parsed

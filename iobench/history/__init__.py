@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 
 from ..errors import IobenchError, StoreError
-from ..results import RunResult, fsync_dir
+from ..results import RunResult
 from .files import (
     RunSummary,
     StoredRun,
@@ -88,7 +88,7 @@ def append(run: RunResult, url: str | None = None) -> str:
     tmp = posixpath.join(root, f".{name}.{uuid.uuid4().hex}.tmp")
     try:
         if local:
-            _append_local(Path(final), Path(tmp), data)
+            _append_local(Path(final), Path(tmp), data, default=_is_default(url))
             return final
         if hasattr(fs, "split_path"):  # an object store: buckets are made by people, not us
             _check_bucket(fs, root, where)
@@ -116,31 +116,31 @@ def append(run: RunResult, url: str | None = None) -> str:
     return fs.unstrip_protocol(final)
 
 
-def _append_local(final: Path, tmp: Path, data: bytes) -> None:
-    final.parent.mkdir(parents=True, exist_ok=True)
+def _is_default(url: str | None) -> bool:
+    """Whether ``url`` falls back to the default history (``~/.local/share/iobench``)."""
+    return not url and not os.environ.get("IOBENCH_HISTORY")
+
+
+def _append_local(final: Path, tmp: Path, data: bytes, default: bool) -> None:
+    """Store ``data`` as ``final`` by the one output rule (:func:`iobench.safeio.write_atomic`:
+    a new O_EXCL|O_NOFOLLOW temporary file linked into place, never replacing a file, never
+    inside an input dataset). The default history is made only below an existing home."""
+    from ..safeio import write_atomic
+
+    if default:
+        home = Path.home()
+        if not home.is_dir():
+            raise StoreError(
+                f"no history: the home directory {home} does not exist, and the default history "
+                "is made only below one",
+                hint="set IOBENCH_HISTORY or pass --history DIR, or --no-history",
+            )
     if final.exists():
         raise StoreError(f"history already holds run {final.stem} ({final})")
     try:
-        with open(tmp, "xb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            # link() refuses to replace an existing name: an atomic no-clobber rename.
-            os.link(tmp, final)
-        except FileExistsError:
-            raise StoreError(f"history already holds run {final.stem} ({final})") from None
-        except OSError:
-            # Filesystems without hard links: check-then-rename (ids are unique anyway).
-            if final.exists():
-                raise StoreError(f"history already holds run {final.stem} ({final})") from None
-            os.rename(tmp, final)
-    finally:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-    fsync_dir(final.parent)
+        write_atomic(final, data, replace=False)
+    except FileExistsError:
+        raise StoreError(f"history already holds run {final.stem} ({final})") from None
 
 
 __all__ = [

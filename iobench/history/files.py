@@ -65,8 +65,14 @@ def _fs(url: str | None):
 def check_url(url: str | None) -> None:
     """UsageError now when ``url`` names no usable store (unknown protocol, backend missing,
     credentials in an object-store URL); nothing is read, written or reached over the network
-    (a missing bucket shows when the run is appended: a warning, never a created bucket)."""
-    _fs(url)
+    (a missing bucket shows when the run is appended: a warning, never a created bucket).
+    A local history inside an input of the command (``loader --existing``'s dataset) is
+    refused too: the output rule (:mod:`iobench.safeio`)."""
+    from ..safeio import refuse_inside_input
+
+    _fs_, root, local, _url = _fs(url)
+    if local:
+        refuse_inside_input(root, "--history", "--history DIR")
 
 
 def _file_name(run_id: str) -> str:

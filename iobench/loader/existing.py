@@ -35,6 +35,7 @@ from ..runner import (
     output_dir_for,
     release_output_dir,
 )
+from ..safeio import protect_input, refuse_inside_input, why_missing
 from ..spec import PROFILE_PARAMS, coerce, load_profile, parse_overrides
 from ..stats import Histogram
 from ..target import SignalGuard, StopFlag, Target, find_mount, is_url, read_mountinfo, scrub
@@ -111,10 +112,11 @@ def dataset_target(path: str) -> Target:
         return resolve_url(path)
     p = path.removeprefix("file://")
     if not os.path.exists(p):
-        raise UsageError(f"dataset {p} does not exist", hint="give the dataset's directory")
+        raise UsageError(f"dataset {p} {why_missing(p)}", hint="give the dataset's directory")
     if not os.path.isdir(p):
         raise UsageError(f"dataset {p} is not a directory", hint="give the dataset's directory")
     real = os.path.realpath(p)
+    protect_input(real)  # read only: nothing this process writes may land inside it
     m = find_mount(real, read_mountinfo())
     st = os.statvfs(real)
     return Target(
@@ -130,14 +132,11 @@ def dataset_target(path: str) -> Target:
 
 
 def _check_output(out_dir: Path, tgt: Target) -> None:
+    """The result directory must not lie inside the dataset: by inode (``safeio``), so a bind
+    mount of the dataset or a link to it is refused as surely as its own path."""
     if tgt.kind == "fsspec":
         return
-    out = os.path.realpath(out_dir)
-    if out == tgt.root or out.startswith(tgt.root.rstrip("/") + "/"):
-        raise UsageError(
-            f"--output {out_dir} lies inside the dataset {tgt.path_or_url}, which is never written",
-            hint="pass --output DIR outside the dataset",
-        )
+    refuse_inside_input(out_dir, "--output", "--output DIR")
 
 
 def run_existing(

@@ -16,13 +16,11 @@ a test that patches ``iobench.target.read_mountinfo`` and the like patches what 
 from __future__ import annotations
 
 import os
-import shutil
-import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from ..errors import TargetError, UsageError
+from ..errors import EngineError, TargetError, UsageError
+from ..safeio import why_missing
 from ..units import format_size
 from .direct import (  # noqa: F401 - re-exported
     DIRECT_ALIGN,
@@ -77,6 +75,7 @@ from .mounts import (  # noqa: F401 - re-exported
     parse_mountinfo,
     read_mountinfo,
 )
+from .rundir import RunDir  # noqa: F401 - re-exported
 from .signals import (  # noqa: F401 - re-exported
     IGNORED_SIGNALS,
     STOP_SIGNALS,
@@ -172,7 +171,7 @@ def resolve(target: str, *, mountinfo: list[MountInfo] | None = None) -> Target:
         pass
     if not p.exists():
         raise TargetError(
-            f"target {target} does not exist",
+            f"target {target} {why_missing(p)}",
             hint="create it or pick another directory",
         )
     if not p.is_dir():
@@ -204,12 +203,13 @@ def resolve(target: str, *, mountinfo: list[MountInfo] | None = None) -> Target:
 
 
 def create_run_dir(t: Target, run_id: str) -> str:
-    """Create TARGET/.iobench-<run_id>/ (must not exist) and probe O_DIRECT inside it."""
+    """Create TARGET/.iobench-<run_id>/ (must not exist), hold it by descriptor (``RunDir``:
+    its removal never resolves a name again), and probe O_DIRECT inside it."""
     if t.kind == "fsspec":
         return _create_url_run_dir(t, run_id)
     run_dir = os.path.join(t.root, RUN_DIR_PREFIX + run_id)
     try:
-        os.mkdir(run_dir, 0o755)
+        t.handle = RunDir.create(t.root, RUN_DIR_PREFIX + run_id)
     except FileExistsError:
         raise TargetError(
             f"run directory {run_dir} already exists", hint="use a new run id"
@@ -227,34 +227,44 @@ def create_run_dir(t: Target, run_id: str) -> str:
     return run_dir
 
 
+def check_run_dir_in_place(t: Target) -> None:
+    """EngineError (exit 4) when the target or the run directory was renamed or swapped since
+    the run began: a phase must not write through a name that now leads elsewhere."""
+    if t.kind != "posix" or t.handle is None or not t.created or not t.handle.alive():
+        return  # removed, not moved: the phase's own ENOENT names that (session)
+    moved = t.handle.moved()
+    if moved is not None:
+        raise EngineError(
+            f"{moved}: the run stops rather than write where {t.run_dir} now leads",
+            hint="make sure nothing moves the target while iobench runs",
+        )
+
+
 def remove_run_dir(t: Target) -> None:
-    """Remove the run directory iobench created, and nothing else."""
+    """Remove the run directory iobench created, and nothing else: through the descriptors
+    held since its creation (``RunDir.remove``), wherever it was moved, never through a link.
+    A target or run directory moved during the run is a warning of the result."""
     if t.kind == "fsspec":
         _remove_url_run_dir(t)
         return
-    if not t.created or not t.run_dir:
+    if not t.created or not t.run_dir or t.handle is None:
         return
-    name = os.path.basename(t.run_dir)
-    if not name.startswith(RUN_DIR_PREFIX) or os.path.dirname(t.run_dir) != t.root:
-        return  # paranoia: never remove anything that is not our own run directory
-    if os.path.islink(t.run_dir):
-        return  # never follow a link for deletion: our run directory was replaced by it
-    errors: list[str] = []
-
-    def failed(_func: Any, path: str, exc: Any) -> None:
-        e = exc[1] if isinstance(exc, tuple) else exc
-        if not isinstance(e, FileNotFoundError):  # gone already: what we wanted
-            errors.append(f"{path}: {getattr(e, 'strerror', None) or e}")
-
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(t.run_dir, onexc=failed)
-    else:  # pragma: no cover - Python 3.10/3.11
-        shutil.rmtree(t.run_dir, onerror=failed)
-    if not os.path.lexists(t.run_dir):
+    h: RunDir = t.handle
+    moved = h.moved() if h.alive() else None  # removed by someone else: named by the error
+    gone, errors, where = h.remove()
+    if moved is not None:
+        t.warnings.append(
+            f"{moved}: iobench removed its own run directory through the descriptor it held"
+            + (f" (now at {where})" if where != t.run_dir else "")
+            + ", and nothing at the path it now names"
+        )
+    if gone:
         t.created = False
+        h.close()
+        t.handle = None
     elif errors:
         t.warnings.append(
-            f"could not remove the run directory {t.run_dir} ({errors[0]}"
+            f"could not remove the run directory {where} ({errors[0]}"
             + (f", and {len(errors) - 1} more" if len(errors) > 1 else "")
             + "): remove it by hand"
         )

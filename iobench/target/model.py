@@ -36,6 +36,7 @@ class Target:
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # fsspec only
     warnings: list[str] = field(default_factory=list)
     created: bool = False
+    handle: Any = field(default=None, repr=False, compare=False)  # the RunDir, held open
 
     def to_dict(self) -> dict[str, Any]:
         return redact_obj(self._fields())  # a URL's credentials never reach a result

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import posixpath
-import shutil
 from typing import Any
 
 from ..errors import EngineUnavailable, TargetError
 from ..redact import ENDPOINT_ENV, redact_text, redact_url, userinfo
 from .model import RUN_DIR_PREFIX, Target
+from .rundir import remove_at
 
 URL_MARKER = ".iobench-run"  # a small object that makes the run "directory" exist on a store
 S3_ENDPOINT_ENV = ENDPOINT_ENV  # IOBENCH_S3_ENDPOINT, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL
@@ -261,6 +261,7 @@ def remove_sibling_run_dir(t: Target, run_dir_id: str) -> None:
         except Exception:  # noqa: BLE001 - best effort
             pass
         return
-    path = os.path.join(t.root, name)
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
+    # relative to the target directory this run holds open (``RunDir``), not its name: a
+    # target renamed or swapped for a link meanwhile never leads the removal elsewhere
+    if t.handle is not None:
+        remove_at(t.handle.root_fd, name, os.path.join(t.root, name))

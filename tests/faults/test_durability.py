@@ -30,7 +30,7 @@ def _raise(exc):
 @pytest.mark.parametrize(
     ("target", "exc"),
     [
-        ("replace", OSError(errno.EIO, "Input/output error")),
+        ("rename", OSError(errno.EIO, "Input/output error")),
         ("fsync", OSError(errno.ENOSPC, "No space left on device")),
         ("fsync", KeyboardInterrupt()),
     ],
@@ -131,9 +131,27 @@ def test_history_append_failing_after_a_run(cli, planted, tmp_path, monkeypatch)
     hist = tmp_path / "history"
     history.append(_run("20260101T000000Z-aaaaaa"), str(hist))
     before = snapshot(hist)
-    # (link and rename: only the history's no-clobber move uses them during a run)
-    monkeypatch.setattr(history.os, "link", _raise(OSError(errno.EPERM, "no links here")))
-    monkeypatch.setattr(history.os, "rename", _raise(OSError(errno.EIO, "Input/output error")))
+    # the history's no-clobber move fails (no hard links, then the rename): result.json's own
+    # save, by the same rule (iobench.safeio), is left to work
+    from iobench import safeio
+
+    real_link, real_rename = os.link, os.rename
+
+    def in_hist(kw) -> bool:
+        return os.readlink(f"/proc/self/fd/{kw['dst_dir_fd']}") == str(hist)
+
+    def link(*a, **kw):
+        if in_hist(kw):
+            raise OSError(errno.EPERM, "no links here")
+        return real_link(*a, **kw)
+
+    def rename(*a, **kw):
+        if kw.get("dst_dir_fd") is not None and in_hist(kw):
+            raise OSError(errno.EIO, "Input/output error")
+        return real_rename(*a, **kw)
+
+    monkeypatch.setattr(safeio.os, "link", link)
+    monkeypatch.setattr(safeio.os, "rename", rename)
     out = tmp_path / "out"
     r = cli("run", "sequential-write", planted.path, "--set", "size=4MiB", *SEQ, "--output",
             out, "-q", "--history", hist)  # fmt: skip

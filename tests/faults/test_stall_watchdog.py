@@ -139,14 +139,22 @@ def test_a_blocked_cleanup_is_left_to_the_reaper(planted, tmp_path):
 
 
 def test_the_reaper_removes_only_a_run_directory(tmp_path):
+    """The reaper works through the descriptors it is handed: a directory that is not the one
+    recorded (device and inode), or not named like a run directory, is left alone."""
+    from iobench.target import RunDir
+
     victim = tmp_path / "user-dir"
     victim.mkdir()
     (victim / "f").write_text("keep")
-    assert watchdog.reap(str(tmp_path), str(victim), 5) == 2
+    assert watchdog.reap(None, 5) == 2
+    ours = RunDir.create(str(tmp_path), ".iobench-20260101T000000Z-abcdef")
+    other = os.open(victim, os.O_RDONLY | os.O_DIRECTORY)
+    assert RunDir.from_fds(str(tmp_path), ours.name, ours.root_fd, other, ours.ident) is None
+    os.close(other)
+    (tmp_path / ours.name / "sub").mkdir()
+    assert watchdog.reap(ours, 5) == 0 and not (tmp_path / ours.name).exists()
     assert (victim / "f").read_text() == "keep"
-    ours = tmp_path / ".iobench-20260101T000000Z-abcdef"
-    (ours / "sub").mkdir(parents=True)
-    assert watchdog.reap(str(tmp_path), str(ours), 5) == 0 and not ours.exists()
+    ours.close()
 
 
 def test_a_bad_stall_timeout_is_exit_2(cli, planted, tmp_path):

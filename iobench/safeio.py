@@ -1,0 +1,340 @@
+"""The one output rule, for every file and directory iobench writes outside its run directory,
+and the input datasets it must never write into.
+
+Every output file (result.json, report.html, ``--csv``, ``--series-csv``, ``--live-csv``,
+``--html``, ``--svg``, ``profile --output``, ``history export``, a history entry) is:
+
+- never written through a symbolic link (even a dangling one: its target would be created),
+- never put in place of a directory, device, FIFO or socket (``--force`` and the commands
+  that replace a file replace only a regular file),
+- never inside an input dataset, told by the (st_dev, st_ino) of the destination directory
+  and each of its ancestors against the dataset root's, so a bind mount, a symlinked path or
+  a hard-linked name of the dataset is caught as surely as the path itself,
+- created as a new temporary file (``O_CREAT|O_EXCL|O_NOFOLLOW``) in the destination's
+  directory, opened once as a descriptor, written and fsync'ed, then renamed into place
+  (``renameat``; linked where nothing may be replaced), so a reader sees the old file or the
+  new one and a name swapped meanwhile is never followed.
+
+``check_output_file`` says before anything runs whether a path may be written (UsageError,
+exit 2, one line); ``write_atomic`` writes it, re-checking at the last moment (an OSError when
+something changed meanwhile). ``protect_input`` records a dataset iobench reads (``loader
+--existing``, ``profile``): from then on this process writes nothing inside it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import UsageError
+
+# O_PATH opens a directory to stat it and walk from it without needing read permission on it
+_PATH_FLAG = getattr(os, "O_PATH", os.O_RDONLY)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+# (st_dev, st_ino) of the inputs this process reads → what it is and the name the user gave
+# ("the dataset DS", "the history ~/.local/share/iobench/history")
+_INPUTS: dict[tuple[int, int], tuple[str, str]] = {}
+
+
+def file_kind(mode: int) -> str | None:
+    """What a non-regular file is, in words (None for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, word in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def why_missing(path: str | os.PathLike[str]) -> str:
+    """Why ``path`` cannot be used, in words, when ``os.path.exists`` says False: a symbolic
+    link loop (ELOOP) is not a missing file."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "is a symbolic link loop (ELOOP: too many levels of symbolic links)"
+        if isinstance(e, PermissionError):
+            return "is not accessible by this user (permission denied)"
+        if e.errno == errno.ENOTDIR:
+            return "does not exist (a part of its path is not a directory)"
+    return "does not exist"
+
+
+# -- the input datasets ------------------------------------------------------------------------
+
+
+def protect_input(path: str | os.PathLike[str], what: str = "the dataset") -> None:
+    """Record ``path`` (a local dataset directory, the history read, ...: ``what``) as an
+    input this process never writes into. A link to it protects what it points to; a URL or a missing path records
+    nothing (its own checks name it)."""
+    text = os.fspath(path)
+    if "://" in text and not text.startswith("file://"):
+        return
+    try:
+        st = os.stat(text.removeprefix("file://"))
+    except OSError:
+        return
+    _INPUTS.setdefault((st.st_dev, st.st_ino), (f"{what} {text}", text.removeprefix("file://")))
+
+
+def forget_inputs() -> None:
+    """Forget the recorded inputs (a new command in the same process: the tests, the API)."""
+    _INPUTS.clear()
+
+
+def input_holding(dir_fd: int) -> str | None:
+    """The recorded input dataset that the directory open at ``dir_fd`` is, or lies inside
+    (by device and inode, walking ``..`` up to the root, across mounts); None when none."""
+    if not _INPUTS:
+        return None
+    fd = os.dup(dir_fd)
+    try:
+        st = os.fstat(fd)
+        while True:
+            hit = _INPUTS.get((st.st_dev, st.st_ino))
+            if hit is not None and _still(hit[1], st):
+                return hit[0]
+            up = os.open("..", _PATH_FLAG | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = up
+            parent = os.fstat(fd)
+            if (parent.st_dev, parent.st_ino) == (st.st_dev, st.st_ino):  # "/"
+                return None
+            st = parent
+    except OSError:  # an ancestor we may not search: nothing recorded can be above it
+        return None
+    finally:
+        os.close(fd)
+
+
+def _still(path: str, st: os.stat_result) -> bool:
+    """Whether the recorded input ``path`` is still the directory of ``st`` (an input removed
+    since, its inode number reused by another directory, protects nothing)."""
+    try:
+        now = os.stat(path)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
+
+
+def nearest_existing(path: Path) -> Path:
+    """``path`` or its nearest ancestor that exists (a name; links not resolved)."""
+    probe = Path(path)
+    while not os.path.lexists(probe) and probe != probe.parent:
+        probe = probe.parent
+    return probe
+
+
+def input_around(path: str | os.PathLike[str]) -> str | None:
+    """The recorded input dataset that ``path`` (a directory or file, existing or to be made)
+    would lie in: its nearest existing directory (followed, as a directory given by name is)
+    checked by inode. None when none, or when that ancestor cannot be opened (other checks name it)."""
+    if not _INPUTS:
+        return None
+    probe = nearest_existing(Path(os.path.abspath(path)))
+    if not os.path.isdir(probe):  # a file of that name: the directory it is in
+        probe = probe.parent
+    try:
+        fd = os.open(probe, _PATH_FLAG | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return input_holding(fd)
+    finally:
+        os.close(fd)
+
+
+def refuse_inside_input(path: str | os.PathLike[str], option: str, what: str = "") -> None:
+    """UsageError (exit 2) when ``path`` lies inside an input dataset."""
+    hit = input_around(path)
+    if hit is not None:
+        raise UsageError(
+            f"{option} {path} lies inside {hit}, an input iobench never writes",
+            hint=f"pass {what or option} outside it",
+        )
+
+
+# -- the check before anything runs --------------------------------------------------------------
+
+
+def check_output_file(
+    path: str | Path,
+    *,
+    inputs: tuple[str | Path, ...] = (),
+    replace: bool = True,
+    option: str = "output",
+) -> Path:
+    """Check, before anything is written, that ``path`` may receive a file iobench writes.
+
+    Refused (UsageError, exit 2, one line): an empty path; a symbolic link (even a dangling
+    one), a directory, a device, a FIFO or a socket; the very file of one of ``inputs`` (also
+    through a hard link); an existing regular file when ``replace`` is false; a path inside an
+    input dataset (``protect_input``, by inode); a path whose directory is not a writable
+    directory. Returns the path.
+    """
+    if not str(path).strip():  # before Path(""), which is "."
+        raise UsageError(f"{option} is empty", hint=f"pass a file name to {option}")
+    path = Path(path)
+    hint = f"pass a new file name to {option}"
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):  # the directory part is named below
+        st = None
+    except OSError as e:
+        raise UsageError(f"cannot use {path} for {option}: {e.strerror}", hint=hint) from None
+    if st is not None:
+        kind = file_kind(st.st_mode)
+        if kind is not None:
+            raise UsageError(f"{path} is {kind}: iobench writes only regular files", hint=hint)
+        for i in inputs:
+            try:
+                if os.path.samestat(st, os.stat(i)):
+                    raise UsageError(f"{path} is the input {i}: it would be replaced", hint=hint)
+            except OSError:
+                continue
+        if not replace:
+            raise UsageError(f"{path} already exists", hint=hint)
+    probe = nearest_existing(path.parent)
+    if not probe.is_dir():
+        raise UsageError(f"cannot write {path}: {probe} is not a directory", hint=hint)
+    refuse_inside_input(path, option, "the file")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        why = "on a read-only filesystem" if on_read_only_fs(probe) else "not writable by this user"
+        raise UsageError(f"cannot write {path}: {probe} is {why}", hint=hint)
+    return path
+
+
+def on_read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:  # pragma: no cover
+        return False
+
+
+# -- the write -------------------------------------------------------------------------------------
+
+
+def make_dirs(directory: Path) -> None:
+    """Create ``directory`` and its missing parents, refusing (OSError) where it would lie
+    inside an input dataset."""
+    hit = input_around(directory)
+    if hit is not None:
+        raise PermissionError(errno.EPERM, f"{directory} lies inside {hit}, an input")
+    Path(directory).mkdir(parents=True, exist_ok=True)
+
+
+def write_atomic(
+    path: str | Path,
+    data: bytes,
+    *,
+    replace: bool = True,
+    verify: Callable[[str], None] | None = None,
+) -> None:
+    """Write ``data`` to ``path`` by the output rule (the module's docstring); OSError when the
+    rule refuses it at the last moment (a link, a non-regular file, a file where none may be
+    replaced, a directory inside an input dataset). ``verify(tmp_path)`` may check the written
+    temporary file before it is put in place (and raise to keep it out)."""
+    path = Path(path)
+    make_dirs(path.parent)
+    dfd = os.open(path.parent, _DIR_FLAGS)
+    try:
+        hit = input_holding(dfd)
+        if hit is not None:
+            raise PermissionError(errno.EPERM, f"{path} lies inside {hit}, an input")
+        tmp = f".{path.name}.{uuid.uuid4().hex[:12]}.tmp"
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
+            dir_fd=dfd,
+        )  # fmt: skip
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if verify is not None:
+                verify(os.path.join(path.parent, tmp))
+            _put_in_place(dfd, tmp, path, replace)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dfd)
+            except FileNotFoundError:
+                pass
+            raise
+        try:
+            os.fsync(dfd)  # the rename, durable
+        except OSError:  # pragma: no cover - some filesystems refuse fsync on directories
+            pass
+    finally:
+        os.close(dfd)
+
+
+def _put_in_place(dfd: int, tmp: str, path: Path, replace: bool) -> None:
+    """Rename ``tmp`` to ``path.name`` in ``dfd``: over a regular file when ``replace``, else
+    only where there is nothing (a hard link fails with EEXIST when something appeared)."""
+    name = path.name
+    try:
+        st = os.lstat(name, dir_fd=dfd)
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        kind = file_kind(st.st_mode)
+        if kind is not None:
+            raise OSError(errno.EEXIST, f"{path} is {kind}: iobench writes only regular files")
+        if not replace:
+            raise FileExistsError(errno.EEXIST, f"{path} already exists")
+    if replace:
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        return
+    try:
+        os.link(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+    except FileExistsError:
+        raise FileExistsError(errno.EEXIST, f"{path} already exists") from None
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
+            raise
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)  # no hard links: checked above
+        return
+    os.unlink(tmp, dir_fd=dfd)
+
+
+def open_new(path: str | Path, *, replace: bool = True) -> int:
+    """A file written as it grows (``--live-csv``), by the same rule: created empty as a new
+    temporary file and renamed into place at once; returns its descriptor (write-only)."""
+    path = Path(path)
+    make_dirs(path.parent)
+    dfd = os.open(path.parent, _DIR_FLAGS)
+    try:
+        hit = input_holding(dfd)
+        if hit is not None:
+            raise PermissionError(errno.EPERM, f"{path} lies inside {hit}, an input")
+        tmp = f".{path.name}.{uuid.uuid4().hex[:12]}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, 0o666, dir_fd=dfd)
+        try:
+            _put_in_place(dfd, tmp, path, replace)
+        except BaseException:
+            os.close(fd)
+            try:
+                os.unlink(tmp, dir_fd=dfd)
+            except FileNotFoundError:
+                pass
+            raise
+        return fd
+    finally:
+        os.close(dfd)
