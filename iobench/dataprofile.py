@@ -122,11 +122,19 @@ def list_dataset(root: str, sample: int, seed: int = 1) -> Listing:
 # Samples per file, from each format's framing
 
 
-def _tar_samples(f: IO[bytes]) -> list[int]:
-    """WebDataset: members grouped by key (the name up to its first dot): bytes per sample."""
+def _tar_samples(f: IO[bytes], size: int) -> list[int]:
+    """WebDataset: members grouped by key (the name up to its first dot): bytes per sample.
+
+    ValueError when a member's data runs past the end of the file (a truncated shard):
+    listing the headers alone seeks over the data and would not notice."""
     per_key: dict[str, int] = {}
     with tarfile.open(fileobj=f, mode="r:") as tf:
         for m in tf:
+            if m.offset_data + m.size > size:
+                raise ValueError(
+                    f"truncated tar: a member's data ends at byte {m.offset_data + m.size:,} "
+                    f"of a {size:,}-byte file"
+                )
             if m.isfile():
                 base = m.name.rsplit("/", 1)[-1]
                 key = m.name[: len(m.name) - len(base)] + base.split(".", 1)[0]
@@ -201,7 +209,7 @@ def count_samples(fmt: str, f: IO[bytes], size: int) -> list[int] | int:
     if fmt in ("image", "raw"):
         return 1
     if fmt == "webdataset":
-        return _tar_samples(f)
+        return _tar_samples(f, size)
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
