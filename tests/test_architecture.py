@@ -240,7 +240,7 @@ TIERS = [
     "export",
     "engines",  # I/O
     "formats progress supervisor distributed",
-    "livecsv watchdog dataprofile",
+    "livecsv watchdog decode_cost dataprofile",
     "session",  # Runs
     "phases",
     "runner sweep",

@@ -19,7 +19,15 @@ from iobench.spec import load_profile
 
 
 def _jpeg(n: int) -> bytes:
-    return b"\xff\xd8\xff\xe0" + bytes(n - 4)
+    """A real JPEG (it decodes) padded to ``n`` bytes after its end marker."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8), (90, 30, 200)).save(buf, format="JPEG")
+    data = buf.getvalue()
+    if n < len(data):  # too small for a real one: its magic only
+        return data[:4] + bytes(n - 4)
+    return data + bytes(n - len(data))
 
 
 @pytest.fixture
@@ -105,9 +113,11 @@ def test_parquet_npz_npy_tfrecord_counted_from_their_framing(tmp_path):
 
 
 def test_corrupt_files_are_counted_and_all_corrupt_is_refused(cli, tmp_path):
+    from iobench.formats.tfrecord import frame
+
     root = tmp_path / "tfr"
     root.mkdir()
-    good = struct.pack("<Q", 20) + bytes(4) + bytes(20) + bytes(4)
+    good = frame(bytes(20))  # its CRCs hold: the decode pass reads it too
     (root / "a.tfrecord").write_bytes(good * 3)
     (root / "b.tfrecord").write_bytes(good + struct.pack("<Q", 1000))  # runs past the end
     p, _ = profile_dataset(str(root))

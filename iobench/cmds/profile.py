@@ -55,5 +55,6 @@ def profile(
         f"unreadable: {prof.unreadable} of the {prof.inspected} files opened "
         f"({prof.mismatched} more whose contents say another format)"
     )
+    out(f"decode: {prof.decode_note}")
     out(f"profile written to {output} (emulated as {prof.synthetic_format})")
     return 0
