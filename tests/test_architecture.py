@@ -17,7 +17,7 @@ LOADER = [
     "existing_data", "existing_diagnosis", "existing_summary", "existing",
 ]  # fmt: skip
 FORMATS = [
-    "registry", "thrift", "crc32", "raw", "npz", "parquet", "tar",
+    "registry", "thrift", "crc32", "raw", "npz", "parquet", "tar", "jpeg",
     "image", "arrays", "columnar", "hdf5", "webdataset", "tfrecord", "detect",
     "ahead", "samples", "writer", "reader",
 ]  # fmt: skip

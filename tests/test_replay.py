@@ -159,3 +159,60 @@ def test_a_profile_without_decode_hashes_as_before(cli, planted, tmp_path):
     d = res["loader"]["decode"]
     assert d["profile_cpu_s"] == 0 and "no decode cost to emulate" in d["basis"]
     assert d["cpu_s_per_sample"] < 0.002
+
+
+# ---- the jpeg sample format (MLPerf retinanet's) ------------------------------------------
+
+
+def test_jpeg_files_are_real_jpegs_of_the_sample_size():
+    from iobench.formats import get_format
+
+    jpeg = get_format("jpeg")
+    for n in (16 << 10, 322_957):  # retinanet's sample (reference/mlperf-storage.md)
+        sample = np.random.default_rng(n).integers(0, 256, n, dtype=np.uint8)
+        data = jpeg.encode(sample)
+        assert data[:3] == b"\xff\xd8\xff" and abs(len(data) - n) < 0.05 * n
+        (px,) = jpeg.decode(data)
+        side = jpeg.side_for(n)
+        assert px.shape == (side * side,) and px.dtype == np.uint8  # greyscale, as DLIO's
+
+
+def test_the_jpeg_format_without_pillow_is_a_clear_error(monkeypatch):
+    import sys
+
+    from iobench.formats import registry
+
+    monkeypatch.setitem(sys.modules, "PIL", None)  # import PIL raises ImportError
+    with pytest.raises(EngineUnavailable, match="needs PIL") as e:
+        registry.get_format("jpeg")
+    assert "pillow" in (e.value.hint or "").lower()
+    assert registry.extension("jpeg") == "jpg"  # listing names needs no Pillow
+
+
+def test_retinanet_decodes_jpeg_as_mlperf_does():
+    prof = load_profile("retinanet-b200")
+    assert (prof.format, prof.sample_size, prof.samples_per_file) == ("jpeg", 322_957, 1)
+
+
+def test_a_jpeg_dataset_costs_the_loader_a_real_decode(cli, planted, tmp_path):
+    def run(fmt: str) -> dict:
+        prof = _profile(tmp_path, format=fmt, sample_size="64KiB")
+        r = cli("loader", planted.path, "--profile", prof, "--output", tmp_path / fmt,
+                "--json", "-q")  # fmt: skip
+        assert r.code == 0, r.err
+        return json.loads(r.out)["loader"]
+
+    jpg, raw = run("jpeg"), run("raw")
+    assert jpg["dataset"]["format"] == "jpeg"
+    # a 64 KiB JPEG decodes in about a millisecond; a raw sample is one copy (microseconds)
+    assert jpg["decode"]["cpu_s_per_sample"] > 5 * raw["decode"]["cpu_s_per_sample"]
+    assert jpg["decode"]["cpu_s_per_sample"] > 2e-4
+    epoch = jpg["ranks"][0]["epochs"][0]
+    assert epoch["bytes"] == epoch["samples"] * (64 << 10)  # the sample size, not the pixels
+
+
+def test_jpeg_with_many_samples_per_file_is_bad_input(cli, planted, tmp_path):
+    prof = _profile(tmp_path, format="jpeg", samples_per_file=2)
+    r = cli("loader", planted.path, "--profile", prof, "--output", tmp_path / "o")
+    assert r.code == 2 and "one sample per file" in r.err and len(r.err.strip().splitlines()) == 1
+    assert planted.unchanged()

@@ -137,7 +137,8 @@ class SampleDataset:
         figures are the format's (the first sample of a file carries its whole file's) plus
         the profile's decode emulation."""
         sample, read_s, decode_s, cpu_s = self._sample(int(i))
-        nbytes = len(sample)
+        f, j = divmod(int(i), self.index.samples_per_file)
+        nbytes = self.index.sizes[f][j]  # as planned: a decoded image is larger
         if self.decode is not None:
             t0, c0 = time.perf_counter(), time.thread_time()
             sample = self.decode(sample)
