@@ -430,11 +430,12 @@ def render_toml(
     if p.decode is not None:
         lines.append(
             "# decode_s (CPU per sample) is spent by the replay's workers as a CPU burn, and each "
-            "sample handed on at decoded_size bytes; open_s is the profiled storage's, for "
-            "comparison (the replay's target pays its own)"
+            "sample handed on at decoded_size bytes; decode_wall_s and open_s (the profiled "
+            "storage's; the replay's target pays its own) are for comparison"
         )
         values.update(
             decode_s=round(p.decode.cpu_s, 7),
+            decode_wall_s=round(p.decode.wall_s, 7),
             decoded_size=p.decode.decoded_bytes,
             open_s=round(p.decode.open_s, 7),
         )

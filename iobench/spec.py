@@ -469,6 +469,12 @@ PROFILE_PARAMS: dict[str, Param] = {
         "CPU seconds a worker spends decoding one sample (the replay burns it)",
         maximum=60.0,
     ),
+    "decode_wall_s": Param(
+        "duration",
+        0.0,
+        "wall seconds that decode took, one process (for comparison)",
+        maximum=60.0,
+    ),
     "decoded_size": Param("size", 0, "bytes of a decoded sample (0: as stored)", minimum=0),
     "open_s": Param(
         "duration",
@@ -479,7 +485,7 @@ PROFILE_PARAMS: dict[str, Param] = {
 }
 
 #: Profile keys that are part of a run's spec only when set (older runs' hashes stay theirs).
-PROFILE_OPTIONAL = ("decode_s", "decoded_size", "open_s")
+PROFILE_OPTIONAL = ("decode_s", "decode_wall_s", "decoded_size", "open_s")
 
 
 @dataclass(frozen=True)
@@ -503,6 +509,7 @@ class Profile:
     au_min: float
     epochs: int
     decode_s: float = 0.0
+    decode_wall_s: float = 0.0
     decoded_size: int = 0
     open_s: float = 0.0
 

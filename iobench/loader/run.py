@@ -458,6 +458,7 @@ def decode_block(prof: Profile, res: LoopResult) -> dict[str, Any]:
         "cpu_s_per_sample": res.decode_cpu_s_per_sample,
         "wall_s_per_sample": res.decode_s_per_sample,
         "profile_cpu_s": prof.decode_s,
+        "profile_wall_s": prof.decode_wall_s,
         "profile_decoded_size": prof.decoded_size,
         "profile_open_s": prof.open_s,
         "basis": (
