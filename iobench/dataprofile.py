@@ -433,7 +433,7 @@ def render_toml(
             "decode_wall_s and open_s (the profiled storage's; the replay's target pays its own) "
             "are for comparison. The decoded size is not replayed unless set (--set "
             f"decoded_size={p.decode.decoded_bytes}: each sample handed on at that size; "
-            "docs/validation/replay.md measured it 4-5 AU points below the real run)"
+            "docs/validation/replay.md measured it 3-4 AU points below the plain burn)"
         )
         values.update(
             decode_s=round(p.decode.cpu_s, 7),
