@@ -32,6 +32,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from .decode_cost import DecodeCost, measure
 from .errors import UsageError
 from .formats.detect import MAGIC_BYTES, choose, list_local, magic_format
 from .safeio import check_output_file, protect_input, why_missing, write_atomic
@@ -123,11 +124,19 @@ def list_dataset(root: str, sample: int, seed: int = 1) -> Listing:
 # Samples per file, from each format's framing
 
 
-def _tar_samples(f: IO[bytes]) -> list[int]:
-    """WebDataset: members grouped by key (the name up to its first dot): bytes per sample."""
+def _tar_samples(f: IO[bytes], size: int) -> list[int]:
+    """WebDataset: members grouped by key (the name up to its first dot): bytes per sample.
+
+    ValueError when a member's data runs past the end of the file (a truncated shard):
+    listing the headers alone seeks over the data and would not notice."""
     per_key: dict[str, int] = {}
     with tarfile.open(fileobj=f, mode="r:") as tf:
         for m in tf:
+            if m.offset_data + m.size > size:
+                raise ValueError(
+                    f"truncated tar: a member's data ends at byte {m.offset_data + m.size:,} "
+                    f"of a {size:,}-byte file"
+                )
             if m.isfile():
                 base = m.name.rsplit("/", 1)[-1]
                 key = m.name[: len(m.name) - len(base)] + base.split(".", 1)[0]
@@ -202,7 +211,7 @@ def count_samples(fmt: str, f: IO[bytes], size: int) -> list[int] | int:
     if fmt in ("image", "raw"):
         return 1
     if fmt == "webdataset":
-        return _tar_samples(f)
+        return _tar_samples(f, size)
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
@@ -240,6 +249,8 @@ class DatasetProfile:
     unreadable: int
     mismatched: int
     layout: dict[str, Any]
+    decode: DecodeCost | None = None
+    decode_note: str = ""
 
     @property
     def synthetic_format(self) -> str:
@@ -253,21 +264,21 @@ def _detect(listing: Listing, fmt: str | None) -> tuple[str, str, list[int]]:
     return fmt, "given (--format)" if source == "--format" else source, chosen
 
 
-def _inspect(listing: Listing, fmt: str, chosen: list[int], seed: int) -> tuple[Any, ...]:
-    """(samples per inspected file, sample sizes where framed, inspected, unreadable,
-    magic mismatches) over up to INSPECT of the chosen files."""
-    pick = chosen if len(chosen) <= INSPECT else random.Random(seed).sample(chosen, INSPECT)
+def _inspect(listing: Listing, fmt: str, pick: list[int]) -> tuple[Any, ...]:
+    """(samples per inspected file, sample sizes where framed, the files that could not be
+    read, magic mismatches) over the files ``pick``ed."""
     counts: list[int] = []
     sizes: list[int] = []
-    bad = mismatched = 0
-    for i in sorted(pick):
+    bad: set[int] = set()
+    mismatched: set[int] = set()
+    for i in pick:
         try:
             size = listing.sizes.get(i)
             with listing.open(i) as f:
                 head = f.read(MAGIC_BYTES)
                 said = magic_format(head)
                 if said is not None and said != fmt:
-                    mismatched += 1
+                    mismatched.add(i)
                     continue
                 f.seek(0)
                 if size is None:
@@ -275,14 +286,14 @@ def _inspect(listing: Listing, fmt: str, chosen: list[int], seed: int) -> tuple[
                     f.seek(0)
                 got = count_samples(fmt, f, size)
         except Exception:  # OSError, a framing error, a format library's own: the file is bad
-            bad += 1
+            bad.add(i)
             continue
         if isinstance(got, list):
             counts.append(len(got))
             sizes.extend(got)
         else:
             counts.append(got)
-    return counts, sizes, len(pick), bad, mismatched
+    return counts, sizes, bad, mismatched
 
 
 def _layout(fmt: str, names: list[str], chosen: list[int]) -> dict[str, Any]:
@@ -346,13 +357,20 @@ def profile_dataset(
     stat = [listing.sizes[i] for i in chosen if i in listing.sizes]
     if not stat:
         raise UsageError("none of the dataset's files could be stat'ed", hint="check permissions")
-    counts, framed, inspected, bad, mismatched = _inspect(listing, fmt, chosen, seed)
+    pick = sorted(chosen if len(chosen) <= INSPECT else random.Random(seed).sample(chosen, INSPECT))
+    counts, framed, unread, mismatched = _inspect(listing, fmt, pick)
+    inspected, bad = len(pick), len(unread)
     if not counts:
         raise UsageError(
             f"none of the {inspected} {fmt} files inspected could be read as {fmt} "
-            f"({bad} unreadable, {mismatched} whose contents say another format)",
+            f"({bad} unreadable, {len(mismatched)} whose contents say another format)",
             hint="give --format, or check that the files are intact",
         )
+    # the decode pass reads the files whole: a file whose framing held but whose samples do
+    # not decode (a truncated JPEG) is unreadable too
+    readable = [i for i in pick if i not in unread and i not in mismatched]
+    decode, decode_note, undecoded = measure(fmt, readable, listing.open, listing.names.__getitem__)
+    bad = len(unread | undecoded)
     spf, spf_basis, mean, sd, size_basis = _sample_terms(fmt, counts, framed, stat)
     exact = len(stat) == len(chosen)
     total = sum(stat) if exact else round(statistics.fmean(stat) * len(chosen))
@@ -361,8 +379,8 @@ def profile_dataset(
         fmt=fmt, fmt_basis=fmt_basis, files=len(chosen), files_listed=len(listing.names),
         files_stat=len(stat), total_bytes=total, bytes_exact=exact, file_pct=pct,
         samples_per_file=spf, spf_basis=spf_basis, sample_size=max(1, round(mean)),
-        sample_size_sd=round(sd), inspected=inspected, unreadable=bad, mismatched=mismatched,
-        layout=_layout(fmt, listing.names, chosen),
+        sample_size_sd=round(sd), inspected=inspected, unreadable=bad, mismatched=len(mismatched),
+        layout=_layout(fmt, listing.names, chosen), decode=decode, decode_note=decode_note,
     )  # fmt: skip
     return prof, {"samples_per_file": spf_basis, "sample_size": size_basis}
 
@@ -397,6 +415,7 @@ def render_toml(
         f"# samples per file: {basis['samples_per_file']}",
         f"# sample size: {basis['sample_size']}",
         f"# layout: {lay}",
+        f"# decode: {p.decode_note}",
     ]
     if scale != 1.0:
         lines.append(f"# scaled ×{scale:g}: {files:,} files instead of {p.files:,}")
@@ -409,6 +428,19 @@ def render_toml(
         "samples_per_file": p.samples_per_file,
         "files": files,
     }
+    if p.decode is not None:
+        lines.append(
+            "# decode_s (CPU per sample) is spent by the replay's workers as a CPU burn; "
+            "decode_wall_s and open_s (the profiled storage's; the replay's target pays its own) "
+            "are for comparison. The decoded size is not replayed unless set (--set "
+            f"decoded_size={p.decode.decoded_bytes}: each sample handed on at that size; "
+            "docs/validation/replay.md measured it 3-4 AU points below the plain burn)"
+        )
+        values.update(
+            decode_s=round(p.decode.cpu_s, 7),
+            decode_wall_s=round(p.decode.wall_s, 7),
+            open_s=round(p.decode.open_s, 7),
+        )
     values.update(sets)
     lines.append(
         "# batch_size, compute_s, workers, prefetch, epochs: not the dataset's; the defaults "

@@ -469,7 +469,32 @@ PROFILE_PARAMS: dict[str, Param] = {
     "prefetch": Param("count", 2, "DataLoader prefetch factor", minimum=1, maximum=1024),
     "au_min": Param("percent", 0.9, "accelerator utilisation pass line", maximum=1.0),
     "epochs": Param("count", 1, "passes over the dataset", minimum=1),
+    # What the real pipeline spent per sample beyond its bytes (``iobench profile`` measures
+    # them): the synthetic loader's workers spend decode_s (thread CPU, a burn) per sample and
+    # hand each sample on at decoded_size bytes; open_s is the profiled storage's own.
+    "decode_s": Param(
+        "duration",
+        0.0,
+        "CPU seconds a worker spends decoding one sample (the replay burns it)",
+        maximum=60.0,
+    ),
+    "decode_wall_s": Param(
+        "duration",
+        0.0,
+        "wall seconds that decode took, one process (for comparison)",
+        maximum=60.0,
+    ),
+    "decoded_size": Param("size", 0, "bytes of a decoded sample (0: as stored)", minimum=0),
+    "open_s": Param(
+        "duration",
+        0.0,
+        "the profiled dataset's seconds per file open (for comparison)",
+        maximum=60.0,
+    ),
 }
+
+#: Profile keys that are part of a run's spec only when set (older runs' hashes stay theirs).
+PROFILE_OPTIONAL = ("decode_s", "decode_wall_s", "decoded_size", "open_s")
 
 
 @dataclass(frozen=True)
@@ -492,6 +517,10 @@ class Profile:
     prefetch: int
     au_min: float
     epochs: int
+    decode_s: float = 0.0
+    decode_wall_s: float = 0.0
+    decoded_size: int = 0
+    open_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict

@@ -17,7 +17,7 @@ LOADER = [
     "existing_data", "existing_diagnosis", "existing_summary", "existing",
 ]  # fmt: skip
 FORMATS = [
-    "registry", "thrift", "crc32", "raw", "npz", "parquet", "tar",
+    "registry", "thrift", "crc32", "raw", "npz", "parquet", "tar", "jpeg",
     "image", "arrays", "columnar", "hdf5", "webdataset", "tfrecord", "detect",
     "ahead", "samples", "writer", "reader",
 ]  # fmt: skip
@@ -241,7 +241,7 @@ TIERS = [
     "export",
     "engines",  # I/O
     "formats progress supervisor distributed",
-    "livecsv watchdog dataprofile",
+    "livecsv watchdog decode_cost dataprofile",
     "session",  # Runs
     "phases",
     "runner sweep",

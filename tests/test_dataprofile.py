@@ -19,7 +19,15 @@ from iobench.spec import load_profile
 
 
 def _jpeg(n: int) -> bytes:
-    return b"\xff\xd8\xff\xe0" + bytes(n - 4)
+    """A real JPEG (it decodes) padded to ``n`` bytes after its end marker."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8), (90, 30, 200)).save(buf, format="JPEG")
+    data = buf.getvalue()
+    if n < len(data):  # too small for a real one: its magic only
+        return data[:4] + bytes(n - 4)
+    return data + bytes(n - len(data))
 
 
 @pytest.fixture
@@ -105,9 +113,11 @@ def test_parquet_npz_npy_tfrecord_counted_from_their_framing(tmp_path):
 
 
 def test_corrupt_files_are_counted_and_all_corrupt_is_refused(cli, tmp_path):
+    from iobench.formats.tfrecord import frame
+
     root = tmp_path / "tfr"
     root.mkdir()
-    good = struct.pack("<Q", 20) + bytes(4) + bytes(20) + bytes(4)
+    good = frame(bytes(20))  # its CRCs hold: the decode pass reads it too
     (root / "a.tfrecord").write_bytes(good * 3)
     (root / "b.tfrecord").write_bytes(good + struct.pack("<Q", 1000))  # runs past the end
     p, _ = profile_dataset(str(root))
@@ -233,3 +243,34 @@ def test_one_detector_for_the_profile_and_the_loader(tmp_path):
     assert p.fmt_basis == "detected from the names of 3 of 4 files"
     with pytest.raises(UsageError, match="no known dataset format"):
         detect.scan(str(root))  # the loader has no reader for it
+
+
+def _shard(path: Path, members: int = 5, size: int = 3000) -> None:
+    with tarfile.open(path, "w") as t:
+        for k in range(members):
+            ti = tarfile.TarInfo(f"{k:03d}.bin")
+            ti.size = size
+            t.addfile(ti, io.BytesIO(b"x" * size))
+
+
+def test_a_truncated_tar_shard_counts_as_unreadable(cli, tmp_path):
+    """Listing a tar's headers seeks over the data: a shard cut inside a member's data still
+    lists every header before the cut, and counted as readable."""
+    root = tmp_path / "wds"
+    root.mkdir()
+    _shard(root / "a.tar")
+    _shard(root / "b.tar")
+    whole = (root / "b.tar").read_bytes()
+    (root / "b.tar").write_bytes(whole[:7000])  # inside the third member's data
+    p, _ = profile_dataset(str(root))
+    assert (p.inspected, p.unreadable, p.samples_per_file) == (2, 1, 5)
+    out = tmp_path / "p.toml"
+    r = cli("profile", root, "--output", out)
+    assert r.code == 0, r.err
+    assert "unreadable: 1 of the 2 files opened" in r.out  # the output, not only the TOML
+    assert "(1 unreadable" in out.read_text()
+
+
+def test_the_output_states_the_unreadable_count_when_none_failed(cli, images, tmp_path):
+    r = cli("profile", images, "--output", tmp_path / "p.toml")
+    assert r.code == 0 and "unreadable: 0 of the 4 files opened" in r.out

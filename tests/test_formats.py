@@ -14,13 +14,17 @@ from iobench import formats
 from iobench.engines.base import FileSpec
 from iobench.errors import EngineError
 
+#: The formats whose files give back every sample's bytes (jpeg is lossy and holds one sample
+#: per file: tests/test_replay.py covers it).
+EXACT = [f for f in formats.FORMATS if f != "jpeg"]
+
 
 def _samples(n: int, sizes: list[int]) -> list[np.ndarray]:
     src = formats.SampleSource(max(sizes), seed=3)
     return [src.sample(n, j, s) for j, s in enumerate(sizes)]
 
 
-@pytest.mark.parametrize("fmt", formats.FORMATS)
+@pytest.mark.parametrize("fmt", EXACT)
 @pytest.mark.parametrize("sizes", [[70_001], [4096, 1, 12_345, 65_536]], ids=["one", "four"])
 @pytest.mark.parametrize("direct", [False, True], ids=["buffered", "direct"])
 def test_round_trip(tmp_path, fmt, sizes, direct):
@@ -83,7 +87,7 @@ def test_raw_with_wrong_sizes_is_an_error(tmp_path):
         formats.read_samples(str(path), "raw", sizes=[40, 50])
 
 
-@pytest.mark.parametrize("fmt", formats.FORMATS)
+@pytest.mark.parametrize("fmt", EXACT)
 def test_write_files_records_the_phase_and_real_sizes(runner, fmt):
     files = [FileSpec(f"data/d0000/s{i:07d}.{formats.EXTENSIONS[fmt]}", 0) for i in range(6)]
     sizes = [[30_000 + 1000 * i + j for j in range(3)] for i in range(6)]

@@ -90,6 +90,8 @@ def test_formats_round_trip_through_a_url():
     keys = [formats.sample_key(0, j) for j in range(3)]
     try:
         for fmt in formats.FORMATS:
+            if fmt == "jpeg":  # lossy, one sample per file: tests/test_replay.py
+                continue
             url = f"{root}/f.{formats.EXTENSIONS[fmt]}"
             n = formats._put_sample_file(url, fmt, samples, keys, None)
             assert n == fsspec.core.url_to_fs(url)[0].size(url)

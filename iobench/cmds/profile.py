@@ -53,5 +53,10 @@ def profile(
         f"({prof.inspected} opened to count), sample {format_bytes(prof.sample_size)} "
         f"± {format_bytes(prof.sample_size_sd)}"
     )
+    out(
+        f"unreadable: {prof.unreadable} of the {prof.inspected} files opened "
+        f"({prof.mismatched} more whose contents say another format)"
+    )
+    out(f"decode: {prof.decode_note}")
     out(f"profile written to {output} (emulated as {prof.synthetic_format})")
     return 0

@@ -30,7 +30,8 @@ class FileReader:
 
     ``direct``: O_DIRECT into a page-aligned buffer; otherwise buffered, and with
     ``drop_cache`` the file's pages are dropped (fadvise DONTNEED) after each read.
-    ``last_read_s`` / ``last_decode_s`` time the last call's two parts. A URL path (an fsspec
+    ``last_read_s`` / ``last_decode_s`` time the last call's two parts (``last_decode_cpu_s``:
+    the decode's thread CPU). A URL path (an fsspec
     target) is read through ``iobench.storage`` as one whole-object GET with
     ``storage_options`` (default: the environment's); O_DIRECT and the page cache do not apply.
     The filesystem is opened on first use, in the process that reads (fork-safe).
@@ -48,6 +49,7 @@ class FileReader:
         self._buf: Any = None
         self.last_read_s = 0.0
         self.last_decode_s = 0.0
+        self.last_decode_cpu_s = 0.0  # this thread's CPU in the decode
         self.last_bytes = 0
 
     def read_bytes(self, path: str) -> Any:
@@ -91,7 +93,7 @@ class FileReader:
         """Read ``path`` whole and decode it into its samples."""
         t0 = time.perf_counter()
         data = self.read_bytes(path)
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.thread_time()
         self.last_bytes = len(data)
         try:
             out = decode(data, fmt, sizes)
@@ -100,6 +102,7 @@ class FileReader:
                 data.release()
         self.last_read_s = t1 - t0
         self.last_decode_s = time.perf_counter() - t1
+        self.last_decode_cpu_s = time.thread_time() - c1
         return out
 
 

@@ -7,6 +7,8 @@ Each format is one module of this package with the same small interface:
   samples (headers, padding, footers);
 - ``write(f, samples, keys)``: one file of ``samples`` (uint8 arrays) to a binary file object;
 - ``decode(data, sizes)``: the samples of one whole file held in memory, as arrays it owns;
+- optionally ``LIBRARY`` (the optional library it needs, checked by ``get_format``) and
+  ``ONE_SAMPLE_PER_FILE`` (its files hold one sample each);
 - optionally ``frame(sizes, keys)``: the file laid out ahead, (its size, where each sample's
   bytes go, a function that fills in the rest around samples already in place), so the
   dataset writer generates each sample straight into the file (None when it cannot).
@@ -27,12 +29,29 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "npz": ("iobench.formats.npz", "install numpy (pip install numpy)"),
     "parquet": ("iobench.formats.parquet", "install pyarrow (pip install pyarrow)"),
     "tar": ("iobench.formats.tar", ""),
+    "jpeg": ("iobench.formats.jpeg", "install Pillow (pip install pillow)"),
 }
 FORMATS: tuple[str, ...] = tuple(REGISTRY)
 
 
 def get_format(name: str) -> ModuleType:
-    """A format's module by name; UsageError (unknown) / EngineUnavailable (missing library)."""
+    """A format's module by name, its library (``LIBRARY``, where it names one) loaded:
+    UsageError (unknown) / EngineUnavailable (missing library, with the hint)."""
+    mod = _module(name)
+    library = getattr(mod, "LIBRARY", None)
+    if library:
+        try:
+            importlib.import_module(library)
+        except ImportError as e:
+            raise EngineUnavailable(
+                f"sample format {name!r} needs {library} ({e})", hint=REGISTRY[name][1] or None
+            ) from None
+    return mod
+
+
+def _module(name: str) -> ModuleType:
+    """A format's module by name (its optional library not checked: its extension and
+    overhead need none)."""
     entry = REGISTRY.get(name)
     if entry is None:
         raise UsageError(
@@ -49,12 +68,12 @@ def get_format(name: str) -> ModuleType:
 
 def extension(name: str) -> str:
     """The file name extension (no dot) of format ``name``."""
-    return str(get_format(name).EXTENSION)
+    return str(_module(name).EXTENSION)
 
 
 def overhead_bytes(name: str, samples_per_file: int) -> int:
     """A generous bound on one file's bytes beyond its samples (headers, padding, footers)."""
-    fmt = get_format(name)
+    fmt = _module(name)
     return int(fmt.OVERHEAD_PER_FILE) + int(fmt.OVERHEAD_PER_SAMPLE) * samples_per_file
 
 

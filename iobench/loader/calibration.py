@@ -17,7 +17,7 @@ from ..target import StopFlag, drop_file_cache
 from . import ranks
 from .dataset import DatasetIndex
 from .loop import Calibration, LoopConfig, LoopResult
-from .torchdata import RankBatchSampler
+from .torchdata import DecodeEmulation, RankBatchSampler
 
 #: The bound is "compute" when the measured AU reaches this.
 COMPUTE_BOUND_AU = 0.95
@@ -46,6 +46,7 @@ def calibrate(
     gpus: int = 1,
     seed: int = 1,
     stop: StopFlag | None = None,
+    decode: DecodeEmulation | None = None,
 ) -> Calibration:
     """The loader's ceiling, decode cost and per-step overhead, on a cached subset of the files.
 
@@ -53,6 +54,7 @@ def calibrate(
     each a warm-up epoch then a measured one: compute 0 gives the ceiling; then a sleep long
     enough that the workers keep ahead (twice the ceiling's step, at least
     CALIBRATION_SLEEP_S) gives the main loop's own time per step beside compute,
+    with the profile's ``decode`` emulation spent as in the run,
     ``step − measured compute``, and the workers' decode time per sample. A sleeping main loop
     wakes to cold caches, so its overhead is larger than the compute-0 loop's CPU time, and it
     is the one a training step pays; its workers do not compete with a spinning main loop for
@@ -68,7 +70,7 @@ def calibrate(
     def loop(compute_s: float, epochs: int) -> LoopResult:
         cfg = LoopConfig(
             sub, "cached", batch_size, workers, prefetch, compute_s, "sleep", gpus, epochs,
-            steps, seed,
+            steps, seed, decode=decode or DecodeEmulation(),
         )  # fmt: skip
         return ranks.run_loop(cfg, stop, first_epoch=epochs - 1)
 

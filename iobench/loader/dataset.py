@@ -13,6 +13,7 @@ from .. import starvation as sv
 from ..coordinator import Coordinator
 from ..datagen import dataset_paths, sample_sizes
 from ..engines.base import FileSpec, PhaseSpec
+from ..errors import UsageError
 from ..runner import PhaseRunner
 from ..spec import Profile
 from ..sweep import sweep_from_phases
@@ -85,8 +86,14 @@ class DatasetIndex:
 
 
 def plan_dataset(profile: Profile, seed: int = 1) -> tuple[tuple[FileSpec, ...], list[list[int]]]:
-    """The profile's files (payload sizes) and sample sizes, drawn as DLIO does (normal)."""
+    """The profile's files (payload sizes) and sample sizes, drawn as DLIO does (normal);
+    UsageError / EngineUnavailable (its library missing) for a format that cannot lay it out."""
     spf = profile.samples_per_file
+    if getattr(formats.get_format(profile.format), "ONE_SAMPLE_PER_FILE", False) and spf != 1:
+        raise UsageError(
+            f"profile {profile.name}: format {profile.format} holds one sample per file, not {spf}",
+            hint="set samples_per_file = 1",
+        )
     n = profile.files * spf
     flat = sample_sizes(n, profile.sample_size, profile.sample_size_sd, "normal", seed)
     per_file = [flat[i * spf : (i + 1) * spf] for i in range(profile.files)]

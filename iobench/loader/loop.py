@@ -24,7 +24,13 @@ from ..errors import DistributedError
 from ..stats import Histogram
 from ..target import StopFlag
 from .dataset import DatasetIndex
-from .torchdata import RankBatchSampler, SampleDataset, _worker_init, collate_samples
+from .torchdata import (
+    DecodeEmulation,
+    RankBatchSampler,
+    SampleDataset,
+    _worker_init,
+    collate_samples,
+)
 
 
 class _GpuBurn:
@@ -76,6 +82,8 @@ class LoopConfig:
     #: the sampler's (rank, ranks) when not (this rank, gpus): a rank that cannot see the
     #: others' files shuffles its own as a world of one
     shard: tuple[int, int] | None = None
+    #: the profiled pipeline's decode, spent per sample in the workers (a profile's decode_s)
+    decode: DecodeEmulation = DecodeEmulation()
 
     def sampler(self, rank: int) -> RankBatchSampler:
         r, world = self.shard or (rank, self.gpus)
@@ -109,6 +117,7 @@ class LoopResult:
     read_s_per_sample: float  # worker seconds reading, per sample
     decode_s_per_sample: float  # worker seconds decoding and collating, per sample
     ranks: list[dict[str, Any]] = field(default_factory=list)
+    decode_cpu_s_per_sample: float = 0.0  # worker thread CPU decoding (emulation included)
 
 
 def _rank_loop(
@@ -137,7 +146,7 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
     check_stop = stop is not None and not getattr(barrier, "checks_stop", False)
     w = cfg.workers
     loader = DataLoader(
-        SampleDataset(cfg.index, cfg.mode), batch_sampler=sampler, num_workers=w,
+        SampleDataset(cfg.index, cfg.mode, cfg.decode), batch_sampler=sampler, num_workers=w,
         collate_fn=collate_samples, pin_memory=False, prefetch_factor=cfg.prefetch if w else None,
         persistent_workers=w > 0, worker_init_fn=_worker_init if w else None,
     )  # fmt: skip
@@ -156,7 +165,7 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
             it = iter(loader)
             wait = Histogram()
             first_end = t_start
-            compute_sum = cpu_sum = read_sum = decode_sum = 0.0
+            compute_sum = cpu_sum = read_sum = decode_sum = decode_cpu = 0.0
             samples = nbytes = 0
             for k in range(sampler.steps):
                 if check_stop:
@@ -180,9 +189,10 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
                     compute_sum += t2 - t1
                 cpu_sum += c3 - c0
                 samples += len(sizes)
-                nbytes += int(data.numel())
+                nbytes += times[3]  # as stored: a decoded sample may be larger
                 read_sum += times[0]
                 decode_sum += times[1]
+                decode_cpu += times[2]
                 del data
             t_end = time.perf_counter()
             timed = max(t_end - first_end, 1e-9)
@@ -201,6 +211,7 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
                     "main_cpu_s": cpu_sum,
                     "read_s": read_sum,
                     "decode_s": decode_sum,
+                    "decode_cpu_s": decode_cpu,
                     "timed_steps": n,
                     "wait": wait.to_dict(),
                 }

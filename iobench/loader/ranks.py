@@ -160,7 +160,7 @@ def aggregate(cfg: LoopConfig, ranks: list[dict[str, Any]], first_epoch: int = 0
         return sum(ep[key] for ep in eps) / steps_t if steps_t else 0.0
 
     def per_sample(key: str) -> float:
-        return sum(ep[key] for ep in eps) / samples_t if samples_t else 0.0
+        return sum(ep.get(key, 0.0) for ep in eps) / samples_t if samples_t else 0.0
 
     wait = Histogram.merged(Histogram.from_dict(ep["wait"]) for ep in eps)
     return LoopResult(
@@ -180,6 +180,7 @@ def aggregate(cfg: LoopConfig, ranks: list[dict[str, Any]], first_epoch: int = 0
         read_s_per_sample=per_sample("read_s"),
         decode_s_per_sample=per_sample("decode_s"),
         ranks=ranks,
+        decode_cpu_s_per_sample=per_sample("decode_cpu_s"),
     )
 
 

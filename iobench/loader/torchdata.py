@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -110,6 +111,70 @@ def _die_with_parent() -> None:
         pass
 
 
+#: Seconds of CPU between two readings of the thread's CPU clock while burning: reading it is
+#: a system call (no vDSO for CLOCK_THREAD_CPUTIME_ID), which costs microseconds of wall time
+#: its thread is not charged for (~10 µs in a VM), so the burn reads it seldom.
+BURN_CHECK_S = 0.0005
+_RATE = [0.0]  # spin iterations per CPU second in this process, learnt from each burn
+
+
+def _spin(n: int) -> None:
+    x = 0
+    for k in range(n):
+        x ^= k
+
+
+def burn_cpu(seconds: float) -> None:
+    """Spend ``seconds`` of this thread's CPU time (``thread_time``): what a decoder costs in
+    CPU, so a busy host stretches its wall time as it stretches a real decode's.
+
+    Calibrated as it runs: the spin's iterations per CPU second are measured on the first
+    burn in each process and refined by every one after; 90 % of the burn goes in one spin
+    sized by that rate, the rest in short spins until the clock says it is spent."""
+    if seconds <= 0:
+        return
+    c0 = time.thread_time()
+    end = c0 + seconds
+    if _RATE[0] <= 0:
+        _spin(2000)
+        _RATE[0] = 2000 / max(time.thread_time() - c0, 1e-7)
+    bulk = int(_RATE[0] * (end - time.thread_time()) * 0.9)
+    if bulk > 0:
+        b0 = time.thread_time()
+        _spin(bulk)
+        spent = time.thread_time() - b0
+        if spent > 0:
+            _RATE[0] = 0.5 * _RATE[0] + 0.5 * bulk / spent
+    step = max(1, int(_RATE[0] * BURN_CHECK_S))
+    while time.thread_time() < end:
+        _spin(min(step, max(1, int(_RATE[0] * (end - time.thread_time())))))
+
+
+@dataclass(frozen=True)
+class DecodeEmulation:
+    """What the replayed pipeline spent per sample beyond its bytes (a profile's ``decode_s``
+    and ``decoded_size``): each sample, once read and decoded in its synthetic format, is
+    widened to ``size`` bytes (its own bytes repeated, as a decoder writes its output) and
+    the worker burns what is left of ``cpu_s`` of thread CPU (the widening counts)."""
+
+    cpu_s: float = 0.0
+    size: int = 0
+
+    @property
+    def active(self) -> bool:
+        return self.cpu_s > 0 or self.size > 0
+
+    def __call__(self, sample: np.ndarray) -> np.ndarray:
+        c0 = time.thread_time()
+        out = sample
+        if self.size and self.size != len(sample):
+            out = np.resize(sample, self.size) if len(sample) else np.zeros(self.size, np.uint8)
+        left = self.cpu_s - (time.thread_time() - c0)
+        if left > 0:
+            burn_cpu(left)
+        return out
+
+
 class SampleDataset:
     """A map-style torch Dataset: item ``i`` is sample ``i % spf`` of file ``i // spf``.
 
@@ -121,22 +186,37 @@ class SampleDataset:
     file is kept, so a worker reading a file's samples in a row reads it once.
     """
 
-    def __init__(self, index: DatasetIndex, mode: str):
+    def __init__(self, index: DatasetIndex, mode: str, decode: DecodeEmulation | None = None):
         if mode not in ("direct", "dropped", "cached", "buffered"):
             raise ValueError(f"unknown cache mode {mode!r}")
         self.index = index
         self.mode = mode
+        self.decode = decode if decode is not None and decode.active else None
         self._reader: formats.FileReader | None = None
         self._last: tuple[int, list[np.ndarray]] | None = None
 
     def __len__(self) -> int:
         return self.index.n_samples
 
-    def __getitem__(self, i: int) -> tuple[np.ndarray, float, float]:
+    def __getitem__(self, i: int) -> tuple[np.ndarray, float, float, float, int]:
+        """(sample, read s, decode s, decode CPU s, its stored payload bytes): the decode
+        figures are the format's (the first sample of a file carries its whole file's) plus
+        the profile's decode emulation."""
+        sample, read_s, decode_s, cpu_s = self._sample(int(i))
+        f, j = divmod(int(i), self.index.samples_per_file)
+        nbytes = self.index.sizes[f][j]  # as planned: a decoded image is larger
+        if self.decode is not None:
+            t0, c0 = time.perf_counter(), time.thread_time()
+            sample = self.decode(sample)
+            decode_s += time.perf_counter() - t0
+            cpu_s += time.thread_time() - c0
+        return sample, read_s, decode_s, cpu_s, nbytes
+
+    def _sample(self, i: int) -> tuple[np.ndarray, float, float, float]:
         idx = self.index
-        f, j = divmod(int(i), idx.samples_per_file)
+        f, j = divmod(i, idx.samples_per_file)
         if self._last is not None and self._last[0] == f:
-            return self._last[1][j], 0.0, 0.0
+            return self._last[1][j], 0.0, 0.0, 0.0
         if self._reader is None:
             local = not idx.remote
             self._reader = formats.FileReader(
@@ -148,13 +228,16 @@ class SampleDataset:
         samples = self._reader.read(idx.path(f), idx.fmt, sizes)
         if idx.samples_per_file > 1:
             self._last = (f, samples)
-        return samples[j], self._reader.last_read_s, self._reader.last_decode_s
+        r = self._reader
+        return samples[j], r.last_read_s, r.last_decode_s, r.last_decode_cpu_s
 
 
 def collate_samples(
-    batch: list[tuple[np.ndarray, float, float]],
-) -> tuple[Any, list[int], tuple[float, float]]:
-    """(uint8 tensor of the samples back to back, their sizes, (read_s, decode_s)).
+    batch: list[tuple[np.ndarray, float, float, float, int]],
+) -> tuple[Any, list[int], tuple[float, float, float, int]]:
+    """(uint8 tensor of the samples back to back, their sizes, (read_s, decode_s,
+    decode_cpu_s, stored bytes)): decode_s includes the collation, decode_cpu_s is the
+    workers' thread CPU in getting and decoding the samples (the read's system time too).
 
     In a worker the output lives in shared memory, so handing it to the main process moves a
     file descriptor, not the bytes (what torch's default collate does for tensors).
@@ -178,8 +261,9 @@ def collate_samples(
         pos += n
     read_s = sum(b[1] for b in batch)
     decode_s = sum(b[2] for b in batch) + (time.perf_counter() - t0)
+    cpu_s = sum(b[3] for b in batch)
     # plain values travel inside the pickle; another tensor would cost another fd hand-off
-    return out, sizes, (read_s, decode_s)
+    return out, sizes, (read_s, decode_s, cpu_s, sum(b[4] for b in batch))
 
 
 class RankBatchSampler:
