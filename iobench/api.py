@@ -43,8 +43,9 @@ def run(
         overrides["jobs"] = str(jobs)
     if direct is not None:
         overrides["direct"] = direct
-    if time is not None:
+    if time is not None:  # --time: every phase runs that long (--set steady=true: its limit)
         overrides["time"] = time
+        overrides.setdefault("steady", False)
     if verify:
         overrides["verify"] = True
     if repeat < 1:

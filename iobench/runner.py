@@ -38,7 +38,7 @@ from .session import (
     run_session,
 )
 from .spec import Workload, check_duration, check_memory
-from .stats import mark_steady
+from .stats import DEFAULT_STEADY, mark_steady
 from .target import (
     DIRECT_ALIGN,
     StopFlag,
@@ -423,6 +423,7 @@ def _run_phases(
     runner = ctx.session.runner = PhaseRunner(
         target, ctx.checked, ctx.stop, progress_factory,
         raw_dir=str(ctx.out_dir) if ctx.writer else None, coord=coord,
+        steady=DEFAULT_STEADY if workload.params.get("steady") else None,
     )  # fmt: skip
     gen = get_generator(workload.generator)
     repeats: list[list[PhaseResult]] = []

@@ -42,7 +42,7 @@ PLANTED_LOOKALIKE = _base.PLANTED_LOOKALIKE
 plant = _base.plant
 
 # a sequential-write run small enough for a second, with no sweeps
-SEQ = ["--set", "jobs=2", "--set", "block_sizes=[]", "--set", "jobs_sweep=[]"]
+SEQ = ["--set", "jobs=2", "--set", "block_sizes=[]", "--set", "jobs_sweep=[]", "--set", "time=none"]
 
 
 # -- the checks every case makes ------------------------------------------------------------
