@@ -285,9 +285,20 @@ def finish_run(
     if outcome.result_path and not as_json:
         out(f"result: {outcome.result_path}")
     write_exports(outcome.run, *exports)
+    _steady_advice(outcome.run)
     if outcome.error is not None:
         raise outcome.error
     return ExitStatus.OK
+
+
+def _steady_advice(run) -> None:
+    """A run with indicative phases ends with one line on stderr: which, and the option
+    that would make them steady (iobench.steady_advice)."""
+    from ..steady_advice import steady_advice
+
+    line = steady_advice(list(run.phases or []), dict(run.workload or {})) if run else None
+    if line:
+        err(line)
 
 
 CSV_OPTION = typer.Option(
