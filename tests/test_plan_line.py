@@ -98,3 +98,33 @@ def test_qualify_plan_line_says_its_time_is_an_estimate():
     line = plan_line(_write_plan(None, plan), "/t", "ext4", 1 << 40)
     assert line.startswith("iobench: plan: qualify (quick) writes at least ")
     assert "expected about" in line and "not a bound" in line
+
+
+# -- the loader's AU against its profile's pass line (au_min) ---------------------------------
+
+
+def test_the_loader_says_when_its_au_is_below_the_profiles_pass_line(cli, planted, tmp_path):
+    """compute 1 ms against reads of 64 KiB samples: an AU far below a 99 % pass line."""
+    from test_loader import tiny_profile
+
+    prof = tiny_profile(tmp_path, au_min=0.99, compute_s=0.001)
+    r = cli("loader", planted.path, "--profile", prof, "--output", tmp_path / "o", "-q",
+            "--no-history")  # fmt: skip
+    assert r.code == 0, r.err
+    import json
+
+    ld = json.loads((tmp_path / "o" / "result.json").read_text())["loader"]
+    assert ld["au_min"] == 0.99 and ld["au"] < 0.99 and ld["au_below_min"] is True
+    row = next(ln for ln in r.out.splitlines() if "AU measured" in ln)
+    assert "BELOW the profile's 99.0% pass line (au_min)" in row
+
+
+def test_the_au_cell_meets_or_falls_below_the_pass_line():
+    from iobench.blocks import LoaderBlock
+    from iobench.report.cells import au_cell
+
+    assert au_cell(LoaderBlock(au=0.823, au_min=0.85)).endswith(
+        "BELOW the profile's 85.0% pass line (au_min)"
+    )
+    assert "meets the profile's 85.0%" in au_cell(LoaderBlock(au=0.9, au_min=0.85))
+    assert au_cell(LoaderBlock(au=0.9)) == "90.0%"  # older results: no pass line recorded

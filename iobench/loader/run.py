@@ -371,6 +371,8 @@ def _summarise(
         "steps": res.steps,
         "epochs": res.epochs,
         "au": res.au,
+        "au_min": prof.au_min,  # the profile's pass line, and where the measured AU falls
+        "au_below_min": None if res.au is None else bool(res.au < prof.au_min),
         "au_per_epoch": res.au_per_epoch,
         "samples_per_s": res.samples_per_s,
         "bytes_per_s": res.bytes_per_s,
