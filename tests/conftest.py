@@ -15,6 +15,15 @@ from iobench.cli import main
 # The shipped workloads' phases are time-based, each ending once steady (up to 20 s): tests run
 # them size-based, their files moved once, as before that default.
 SIZE_BASED = ["--set", "time=none"]
+
+
+def without_run_notes(err: str) -> list[str]:
+    """stderr's lines less the two a run adds around its own: the plan line before its first
+    byte and the line naming its indicative phases at the end."""
+    return [ln for ln in err.splitlines()
+            if not ln.startswith("iobench: plan: ") and " phases indicative (" not in ln]  # fmt: skip
+
+
 SMALL = {
     "sequential-write": [
         "--set", "size=4MiB", "--set", "jobs=2", "--set", "block_sizes=[]", "--set", "jobs_sweep=[]",

@@ -285,9 +285,9 @@ def finish_run(
     if outcome.result_path and not as_json:
         out(f"result: {outcome.result_path}")
     write_exports(outcome.run, *exports)
-    _steady_advice(outcome.run)
     if outcome.error is not None:
         raise outcome.error
+    _steady_advice(outcome.run)
     return ExitStatus.OK
 
 
