@@ -120,7 +120,8 @@ def plan_line(wp: WritePlan, root: str, fs_type: str, free_bytes: int | None) ->
     free = format_bytes(free_bytes) if free_bytes is not None else "unknown"
     return (
         f"iobench: plan: {wp.command} {what} to {root} [{fs_type}], {free} free; "
-        f"{'at most about' if wp.bound else 'expected about'} {format_seconds(wp.upper_s)} "
+        f"phases {'at most about' if wp.bound else 'expected about'} "
+        f"{format_seconds(wp.upper_s)} "
         f"({wp.basis})"
     )
 

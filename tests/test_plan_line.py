@@ -34,7 +34,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(cmd, cli, planted, tmp_path,
     assert r.code == 0, r.err
     first = r.out.splitlines()[0]
     assert first.startswith(f"iobench: plan: {cmd} ")
-    assert " writes " in first and " free; at most about " in first
+    assert " writes " in first and " free; phases at most about " in first
     assert r.out.rstrip().endswith("nothing was written (dry run)")
     assert _files(planted.path) == before and planted.unchanged()
     assert not (tmp_path / "out").exists() and not (tmp_path / "iobench-results").exists()
@@ -64,7 +64,7 @@ def test_the_plan_line_comes_before_the_first_byte(planted, tmp_path):
     ((line, files_then),) = seen
     assert files_then == before
     assert line.startswith("iobench: plan: run sequential-write writes 8.0 MiB to ")
-    assert "free; at most about" in line
+    assert "free; phases at most about" in line
 
 
 def test_a_run_prints_the_plan_line_on_stderr(cli, planted, tmp_path):
@@ -85,7 +85,7 @@ def test_write_plan_bounds_time_based_and_size_based_phases():
     assert wp.upper_s == pytest.approx(20 + 20 + 20.48 + 2)
     line = plan_line(wp, "/mnt/x", "ext4", 5 << 30)
     assert line.startswith("iobench: plan: run x writes at least 3.0 GiB (its files once; ")
-    assert "to /mnt/x [ext4], 5.0 GiB free; at most about 62.48 s" in line
+    assert "to /mnt/x [ext4], 5.0 GiB free; phases at most about 62.48 s" in line
     assert "2 time-based phases at their 20 s limit" in line
     assert isinstance(wp.phases[0], PlannedPhase)
 
@@ -97,7 +97,7 @@ def test_qualify_plan_line_says_its_time_is_an_estimate():
     plan = plan_qualify(load_profile("retinanet-b200"), 1, budget_s=30.0, quick=True)
     line = plan_line(_write_plan(None, plan), "/t", "ext4", 1 << 40)
     assert line.startswith("iobench: plan: qualify (quick) writes at least ")
-    assert "expected about" in line and "not a bound" in line
+    assert "phases expected about" in line and "not a bound" in line
 
 
 # -- the loader's AU against its profile's pass line (au_min) ---------------------------------
