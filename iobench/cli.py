@@ -99,7 +99,12 @@ def run(
     direct: bool | None = typer.Option(
         None, "--direct/--buffered", help="O_DIRECT or page-cache I/O."
     ),
-    time_: str | None = typer.Option(None, "--time", help="Time-based phases of this duration."),
+    time_: str | None = typer.Option(
+        None,
+        "--time",
+        help="Every phase runs exactly this long (default: the workload's; the shipped ones "
+        "end each phase once steady, within 20 s).",
+    ),
     repeat: int = typer.Option(
         1, "--repeat", help="Run the workload N times; every repeat is kept."
     ),
