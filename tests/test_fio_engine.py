@@ -471,7 +471,8 @@ def test_cli_phases_fio_cannot_express_fall_back_to_posix(cli, tmp_path):
     target = tmp_path / "t"
     target.mkdir()
     out = tmp_path / "o"
-    r = cli("run", "dataset-read", target, "--engine", "fio", "--output", out, "-q",
+    r = cli("run", "dataset-read", target, "--set", "time=none",
+            "--engine", "fio", "--output", out, "-q",
             "--set", "files=16", "--set", "file_size=16KiB", "--set", "readers=[1]",
             "--set", "jobs=2")  # fmt: skip
     assert r.code == 0, r.err
@@ -487,7 +488,8 @@ def test_cli_random_read_with_iodepth_uses_libaio(cli, tmp_path):
     target = tmp_path / "t"
     target.mkdir()
     out = tmp_path / "o"
-    r = cli("run", "random-read", target, "--engine", "fio", "--output", out, "-q",
+    r = cli("run", "random-read", target, "--set", "time=none",
+            "--engine", "fio", "--output", out, "-q",
             "--set", "size=4MiB", "--set", "jobs=1", "--set", "rand_jobs=2",
             "--set", "iodepth=4")  # fmt: skip
     assert r.code == 0, r.err
