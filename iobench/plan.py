@@ -75,7 +75,7 @@ class WritePlan:
 
 def phase_time_bound(p: PlannedPhase) -> float:
     """Seconds a planned phase may take: its limit when time-based (a write also fills its
-    files once, at the assumed write rate), else its bytes at the assumed rates."""
+    files once, at the floor write rate), else its bytes and operations at the floor rates."""
     rate = FLOOR_WRITE_BPS if p.op in WRITE_OPS else FLOOR_READ_BPS
     by_bytes = p.bytes_moved / rate + p.ops / FLOOR_META_OPS
     if p.time_s:
