@@ -441,7 +441,7 @@ def _result(path: Path) -> dict:
 @needs_fio
 def test_cli_run_with_fio_matches_posix_schema(cli, tmp_path):
     args = ["--set", "size=8MiB", "--set", "jobs=2", "--set", "block_sizes=[]",
-            "--set", "jobs_sweep=[]", "-q"]  # fmt: skip
+            "--set", "jobs_sweep=[]", "--set", "time=none", "-q"]  # fmt: skip
     target = tmp_path / "t"
     target.mkdir()
     got = {}
@@ -515,7 +515,8 @@ def test_block_size_1MB_moves_the_same_bytes_on_both_engines(cli, tmp_path):
     target = tmp_path / "t"
     target.mkdir()
     args = ["--set", "block_size=1MB", "--set", "size=8MB", "--set", "block_sizes=[]",
-            "--set", "jobs_sweep=[]", "--jobs", "2", "--buffered", "-q"]  # fmt: skip
+            "--set", "jobs_sweep=[]", "--set", "time=none", "--jobs", "2", "--buffered",
+            "-q"]  # fmt: skip
     got = {}
     for engine in ("posix", "fio"):
         out = tmp_path / engine
