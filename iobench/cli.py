@@ -85,6 +85,12 @@ def _install_stop_handlers() -> dict[int, object]:
     return old
 
 
+_TIME_HELP = (
+    "Every phase runs exactly this long (default: the workload's; the shipped ones end each "
+    "phase once steady, within 20 s)."
+)
+
+
 @app.command()
 def run(
     workload: str = typer.Argument(
@@ -99,12 +105,7 @@ def run(
     direct: bool | None = typer.Option(
         None, "--direct/--buffered", help="O_DIRECT or page-cache I/O."
     ),
-    time_: str | None = typer.Option(
-        None,
-        "--time",
-        help="Every phase runs exactly this long (default: the workload's; the shipped ones "
-        "end each phase once steady, within 20 s).",
-    ),
+    time_: str | None = typer.Option(None, "--time", help=_TIME_HELP),
     repeat: int = typer.Option(
         1, "--repeat", help="Run the workload N times; every repeat is kept."
     ),
