@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import Interrupted, StoreError, UsageError
-from .runner import RunOutcome, run_workload
+from .runner import RunOutcome, dry_run_workload, run_workload
 from .spec import load_workload, parse_overrides
 from .target import is_url
 
@@ -36,15 +36,21 @@ def run(
     progress_factory: Any = None,
     history: str | None = None,
     command: str | None = None,
-) -> RunOutcome:
-    """``iobench run``: load the workload, run it, save the result (and append to history)."""
+    announce: Any = None,
+    dry_run: bool = False,
+) -> RunOutcome | str:
+    """``iobench run``: load the workload, run it, save the result (and append to history).
+
+    ``announce`` gets the plan line before the first byte; ``dry_run``: the checks and the
+    plan's text are all (returned), nothing is written."""
     overrides: dict[str, Any] = parse_overrides(sets)
     if jobs is not None:
         overrides["jobs"] = str(jobs)
     if direct is not None:
         overrides["direct"] = direct
-    if time is not None:
+    if time is not None:  # --time: every phase runs that long (--set steady=true: its limit)
         overrides["time"] = time
+        overrides.setdefault("steady", False)
     if verify:
         overrides["verify"] = True
     if repeat < 1:
@@ -53,6 +59,11 @@ def run(
         )
     wl = load_workload(workload, overrides)
     check_history_url(history)
+    if dry_run:
+        return dry_run_workload(
+            wl, target, engine_name=_default_engine(target, engine), repeat=repeat,
+            output=output, command=command,
+        )  # fmt: skip
     from .distributed import coordinator_from_env
 
     coord = coordinator_from_env()
@@ -61,7 +72,7 @@ def run(
         kwargs["progress_factory"] = progress_factory
     outcome = run_workload(
         wl, target, engine_name=_default_engine(target, engine), repeat=repeat, output=output,
-        keep=keep, command=command, coord=coord, **kwargs,
+        keep=keep, command=command, coord=coord, announce=announce, **kwargs,
     )  # fmt: skip
     if history is not None and coord.rank == 0:
         append_history(outcome, history)

@@ -268,6 +268,8 @@ class LoaderBlock(Block):
     steps: int | None = None
     epochs: int | None = None
     au: float | None = None
+    au_min: float | None = None  # the profile's pass line
+    au_below_min: bool | None = None  # au < au_min
     au_per_epoch: tuple[Any, ...] = _seq()
     samples_per_s: float | None = None
     bytes_per_s: float | None = None

@@ -14,7 +14,7 @@ from .ckpt_estimate import Options, build
 from .ckpt_spec import load_checkpoint_profile
 from .coordinator import Coordinator, SingleProcess
 from .errors import UsageError
-from .runner import RunOutcome, run_workload
+from .runner import RunOutcome, dry_run_workload, run_workload
 from .spec import load_workload
 
 WORKLOAD = "llm-checkpoint"
@@ -35,8 +35,11 @@ def run_checkpoint(
     repeat: int = 1,
     progress_factory: Any = None,
     coord: Coordinator | None = None,
-) -> RunOutcome:
-    """Save and load ``model``'s checkpoint on ``target`` and estimate the full-size figures."""
+    announce: Any = None,
+    dry_run: bool = False,
+) -> RunOutcome | str:
+    """Save and load ``model``'s checkpoint on ``target`` and estimate the full-size figures.
+    ``announce``: the plan line before the first byte; ``dry_run``: the plan's text only."""
     coord = coord or SingleProcess()
     prof = load_checkpoint_profile(model)  # bad model: exit 2 before anything is written
     if scale is not None and not (0 < scale <= 1):
@@ -59,10 +62,19 @@ def run_checkpoint(
         raise UsageError(
             f"--repeat must be at least 1, got {repeat}", hint="give --repeat 1 or more"
         )
+    label = f"checkpoint --model {model}"
+    if dry_run:
+        return dry_run_workload(wl, target, repeat=repeat, output=output, label=label)
     outcome = run_workload(wl, target, engine_name="posix", output=output, keep=keep,
-                           repeat=repeat, coord=coord, **kwargs)  # fmt: skip
-    if coord.rank != 0:
-        return outcome
+                           repeat=repeat, coord=coord, announce=announce, label=label,
+                           **kwargs)  # fmt: skip
+    if coord.rank == 0:
+        _attach(outcome, wl, prof, opts)
+    return outcome
+
+
+def _attach(outcome: RunOutcome, wl: Any, prof: Any, opts: Options | None) -> None:
+    """Rank 0: the checkpoint block (the model's full-size estimates), saved with the result."""
     from .phases.llm_checkpoint import model_spec
 
     spec, dcp_files = model_spec(wl.params)
@@ -75,4 +87,3 @@ def run_checkpoint(
             results_mod.save(outcome.run, outcome.result_path.parent)
         except OSError as e:  # the first save stands; the figures are still printed
             outcome.run.warnings.append(f"checkpoint block not saved: {e.strerror or e}")
-    return outcome

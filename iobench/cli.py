@@ -15,6 +15,7 @@ import typer
 
 from .cmds.common import (  # noqa: F401 - the shared names, from where they were
     CSV_OPTION,
+    DRY_RUN_OPTION,
     LIVE_CSV_OPTION,
     SERIES_CSV_OPTION,
     STALL_OPTION,
@@ -22,6 +23,7 @@ from .cmds.common import (  # noqa: F401 - the shared names, from where they wer
     _never_fail_on_encoding,
     _std_fds_open,
     _stdout_lost,
+    announce,
     app,
     arm_watchdog,
     check_exports,
@@ -34,6 +36,7 @@ from .cmds.common import (  # noqa: F401 - the shared names, from where they wer
     out,
     out_flush,
     out_report,
+    print_plan,
     progress_factory,
     with_live_csv,
     write_exports,
@@ -82,6 +85,12 @@ def _install_stop_handlers() -> dict[int, object]:
     return old
 
 
+_TIME_HELP = (
+    "Every phase runs exactly this long (default: the workload's; the shipped ones end each "
+    "phase once steady, within 20 s)."
+)
+
+
 @app.command()
 def run(
     workload: str = typer.Argument(
@@ -96,7 +105,7 @@ def run(
     direct: bool | None = typer.Option(
         None, "--direct/--buffered", help="O_DIRECT or page-cache I/O."
     ),
-    time_: str | None = typer.Option(None, "--time", help="Time-based phases of this duration."),
+    time_: str | None = typer.Option(None, "--time", help=_TIME_HELP),
     repeat: int = typer.Option(
         1, "--repeat", help="Run the workload N times; every repeat is kept."
     ),
@@ -117,17 +126,24 @@ def run(
     series_csv: str | None = SERIES_CSV_OPTION,
     live_csv: str | None = LIVE_CSV_OPTION,
     stall_timeout: str | None = STALL_OPTION,
+    dry_run: bool = DRY_RUN_OPTION,
 ) -> int:
     """Run one workload against TARGET and print what it measured."""
     from . import api
 
     arm_watchdog(stall_timeout)
+    if dry_run:
+        return print_plan(api.run(
+            workload, target, engine=engine, sets=set_, jobs=jobs, direct=direct, time=time_,
+            repeat=repeat, output=output, verify=verify, dry_run=True,
+            history=None if no_history else (history or ""),
+        ))  # fmt: skip
     check_exports(csv_path, series_csv)
     live = open_live_csv(live_csv)
     try:
         outcome = api.run(
             workload, target, engine=engine, sets=set_, jobs=jobs, direct=direct, time=time_,
-            repeat=repeat, output=output, keep=keep, verify=verify,
+            repeat=repeat, output=output, keep=keep, verify=verify, announce=announce,
             progress_factory=with_live_csv(progress_factory(quiet or not _lead()), live),
             history=None if no_history else (history or ""),
         )  # fmt: skip

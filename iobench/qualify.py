@@ -21,9 +21,11 @@ from typing import Any
 from .ckpt_qualify import attach as ckpt_attach
 from .ckpt_qualify import check_model_options, step_fields
 from .coordinator import Coordinator, SingleProcess
+from .engines.registry import get_engine
 from .errors import UsageError
 from .outdir import output_dir_for
 from .phases import get_generator
+from .plan import WritePlan
 from .results import RunResult
 from .runner import PhaseRunner, RunOutcome
 from .session import RunContext, new_result, open_run
@@ -314,6 +316,7 @@ def run_qualify(
     model: str | None = None,
     ckpt_opts: Any = None,
     write_report: Callable[[RunResult, Path], Any] | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> tuple[RunOutcome | None, str | None]:
     """Plan (and unless ``dry_run``) run the suite. Returns (outcome, dry-run text).
 
@@ -321,8 +324,6 @@ def run_qualify(
     step, and the phases are the ranks' aggregates; the loader runs one accelerator per rank;
     rank 0 writes the result, the report (``write_report``) and the verdict (alike on all ranks).
     """
-    from .engines.registry import get_engine
-
     suite = _suite(target_spec, profile_name, gpus, require, quick, budget, checkpoint, sets)
     ckpt_full = check_model_options(model, checkpoint, ckpt_opts, list(suite.requirements))
     suite = replace(suite, ckpt_full=ckpt_full or suite.ckpt_full, model=model,
@@ -349,11 +350,27 @@ def run_qualify(
         run.engine = {"name": engine.name, "version": engine.version()}
         return target, plan
 
-    with open_run(check_run, output=output, command=command, coord=coord, keep=keep) as ctx:
+    with open_run(check_run, output=output, command=command, coord=coord, keep=keep,
+                  plan=_write_plan, announce=announce) as ctx:  # fmt: skip
         _io_steps(ctx, suite, engine, progress_factory)
     assert ctx.outcome is not None
     _after_io(ctx, ctx.outcome, suite, target_spec, keep, progress_factory)
     return ctx.outcome, None
+
+
+def _write_plan(target: Target, plan: QualifyPlan) -> WritePlan:
+    """The suite's plan line: every step's files (and the loader's dataset), its estimate."""
+    written = sum(s.space_bytes for s in plan.steps) * plan.ranks
+    return WritePlan(
+        f"qualify ({'quick' if plan.quick else 'full'})",
+        written + plan.loader.get("space_bytes", 0),
+        plan.expected_s,
+        f"an estimate for the {format_seconds(plan.budget_s)} budget, not a bound: time-based "
+        f"phases plus size-based ones at an assumed {format_rate(ASSUMED_WRITE_BPS)} write / {format_rate(ASSUMED_READ_BPS)} read",
+        plan.space_bytes,
+        rewrites=True,
+        bound=False,
+    )
 
 
 @dataclass(frozen=True)

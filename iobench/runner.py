@@ -25,20 +25,21 @@ from .outdir import (
     release_output_dir,
 )
 from .phases import get_generator
-from .plan import Plan
+from .plan import Plan, WritePlan, write_plan
 from .results import PhaseResult, RunResult
 from .session import (
     RunContext,
     RunOutcome,
     RunSession,
     describe_command,
+    dry_run,
     new_result,
     open_run,
     physical_memory,
     run_session,
 )
 from .spec import Workload, check_duration, check_memory
-from .stats import mark_steady
+from .stats import DEFAULT_STEADY, mark_steady
 from .target import (
     DIRECT_ALIGN,
     StopFlag,
@@ -67,6 +68,7 @@ __all__ = [  # with the session's and the output directory's names, as before th
     "check_output_dir",
     "claim_output_dir",
     "describe_command",
+    "dry_run_workload",
     "merge_repeats",
     "new_result",
     "open_run",
@@ -374,15 +376,59 @@ def run_workload(
     command: str | None = None,
     coord: Coordinator | None = None,
     save: bool = True,
+    announce: Callable[[str], None] | None = None,
+    label: str | None = None,
 ) -> RunOutcome:
     """Run ``workload`` on ``target_spec``; always returns the (possibly partial) result.
 
     Bad input raises UsageError before anything is written. Failures during the run come back
-    in ``RunOutcome.error`` with the partial result saved and marked.
+    in ``RunOutcome.error`` with the partial result saved and marked. ``announce`` gets the
+    plan line (``label``: the command it names, default ``run NAME``) before the first byte.
     """
     if repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    check = _checker(workload, target_spec, engine_name)
+    with open_run(check, output=output, command=command, coord=coord, save=save, keep=keep,
+                  plan=_planner(workload, label, repeat), announce=announce) as ctx:  # fmt: skip
+        _run_phases(ctx, workload, repeat, progress_factory)
+    assert ctx.outcome is not None
+    return ctx.outcome
 
+
+def dry_run_workload(
+    workload: Workload,
+    target_spec: str,
+    *,
+    engine_name: str = "posix",
+    repeat: int = 1,
+    output: str | None = None,
+    command: str | None = None,
+    label: str | None = None,
+) -> str:
+    """``--dry-run``: the run's checks and its plan (``session.dry_run``); nothing written."""
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    check = _checker(workload, target_spec, engine_name)
+    return dry_run(check, _planner(workload, label, repeat), output=output, command=command)
+
+
+def _planner(
+    workload: Workload, label: str | None, repeat: int
+) -> Callable[[Target, Any], WritePlan]:
+    """The run's WritePlan: the generator's plan, ``repeat`` times over."""
+
+    def plan(target: Target, engine: Any) -> WritePlan:
+        p = plan_workload(workload)
+        if repeat > 1:
+            p = Plan([pp for _ in range(repeat) for pp in p.phases], p.space_bytes, p.inodes)
+        return write_plan(label or f"run {workload.name}", p)
+
+    return plan
+
+
+def _checker(
+    workload: Workload, target_spec: str, engine_name: str
+) -> Callable[[RunResult], tuple[Target, Engine]]:
     def check(run: RunResult) -> tuple[Target, Engine]:
         # checks that may differ between hosts: under torchrun any rank refusing ends them all
         engine = get_engine(engine_name)
@@ -401,10 +447,7 @@ def run_workload(
         run.engine = {"name": engine.name, "version": engine.version()}
         return target, engine
 
-    with open_run(check, output=output, command=command, coord=coord, save=save, keep=keep) as ctx:
-        _run_phases(ctx, workload, repeat, progress_factory)
-    assert ctx.outcome is not None
-    return ctx.outcome
+    return check
 
 
 def _run_phases(
@@ -425,6 +468,7 @@ def _run_phases(
     runner = ctx.session.runner = PhaseRunner(
         target, ctx.checked, ctx.stop, progress_factory,
         raw_dir=str(ctx.out_dir) if ctx.writer else None, coord=coord,
+        steady=DEFAULT_STEADY if workload.params.get("steady") else None,
     )  # fmt: skip
     gen = get_generator(workload.generator)
     repeats: list[list[PhaseResult]] = []

@@ -35,6 +35,7 @@ from .outdir import (
     release_output_dir,
     remove_if_empty,
 )
+from .plan import WritePlan, dry_run_text, plan_line
 from .results import PhaseResult, RunResult
 from .target import SignalGuard, StopFlag, Target, create_run_dir, remove_run_dir, scrub
 from .units import format_bytes
@@ -245,6 +246,8 @@ def open_run(
     coord: Coordinator | None = None,
     save: bool = True,
     keep: bool = False,
+    plan: Callable[[Target, C], WritePlan] | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> Iterator[RunContext[C]]:
     """The one run set-up of every command that runs I/O, and its one way out.
 
@@ -254,7 +257,9 @@ def open_run(
     directory claimed by the writer; then ``run_session`` around the body. On exit
     ``ctx.outcome`` holds the result, saved and marked (success, error, Ctrl-C, signals),
     the run directory removed; after a failure this rank's later collectives fail at once.
-    Bad input raises UsageError with nothing written and the claim released.
+    Bad input raises UsageError with nothing written and the claim released. Once every check
+    passed, before the first byte, rank 0 gives ``announce`` the plan line of ``plan(target,
+    checked)`` (plan.plan_line: bytes, time bound, free space).
     """
     coord = coord or SingleProcess()
     run = new_result(command)
@@ -271,6 +276,8 @@ def open_run(
 
     try:
         target, extra = coord.agreed(checked)
+        if plan is not None and announce is not None and coord.rank == 0:
+            announce(target_plan_line(plan(target, extra), target))
         run_dir_id = coord.run_dir_id(run.run_id)
         with run_session(
             run, target, out_dir, keep=keep, save=writer, run_dir_id=run_dir_id, coord=coord
@@ -388,3 +395,24 @@ def _honesty_warnings(run: RunResult, target: Target) -> list[str]:
             f"({format_bytes(mem)} RAM): read figures may be cache"
         )
     return [w for w in out if w not in run.warnings]
+
+
+def target_plan_line(wp: WritePlan, target: Target) -> str:
+    """``plan.plan_line`` on ``target``: its root, type and free space."""
+    return plan_line(wp, target.root, target.fs_type, target.free_bytes)
+
+
+def dry_run(
+    check: Callable[[RunResult], tuple[Target, C]],
+    plan: Callable[[Target, C], WritePlan],
+    *,
+    output: str | None,
+    command: str | None = None,
+) -> str:
+    """``--dry-run``: the checks a run makes (bad input refused alike, the output path too),
+    then the plan (plan.dry_run_text); nothing is created or written."""
+    run = new_result(command)
+    output_dir_for(output, run.run_id)  # refused as a real run would be; creates nothing
+    target, extra = check(run)
+    wp = plan(target, extra)
+    return dry_run_text(wp, target_plan_line(wp, target))

@@ -165,6 +165,9 @@ COMMON_PARAMS: dict[str, Param] = {
     "time": Param(
         "duration", None, "run each phase for this long (time-based)", optional=True
     ),  # at most KIND_MAXIMUM["duration"] (a week) per phase
+    # fio's steadystate: with time, a time-based phase ends once its bandwidth (or IOPS) is
+    # steady by stats.DEFAULT_STEADY, and time is its limit; false: every phase runs its time
+    "steady": Param("bool", False, "end a time-based phase once steady (time: its limit)"),
     "rate": Param("rate", None, "per-worker bandwidth limit in bytes/s", optional=True, minimum=1),
     "seed": Param("int", 1, "seed for data, shuffles and offsets", minimum=0),
     "verify": Param("bool", False, "checksum every block written and check it on read"),

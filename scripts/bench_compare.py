@@ -51,7 +51,8 @@ def run_once(args, env, where: str, out: Path, cgroup: Path | None = None) -> di
     """One ``iobench run`` (in ``cgroup`` when given); its result.json."""
     argv = [sys.executable, "-m", "iobench", "run", "sequential-write", where,
             "--set", f"size={args.size}", "--set", f"jobs={args.jobs}", "--set", "block_sizes=[]",
-            "--set", "jobs_sweep=[]", "--repeat", str(args.repeat), "--output", str(out),
+            "--set", "jobs_sweep=[]", "--set", "time=none", "--repeat", str(args.repeat),
+            "--output", str(out),
             "--quiet"]  # fmt: skip
 
     def join_group() -> None:  # in the child, before exec: it and its workers are throttled

@@ -51,7 +51,8 @@ def seq_write(where: str, size: int, jobs: int) -> tuple[float, float]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "iobench", "run", "sequential-write", where,
            "--set", f"size={size // jobs}", "--set", f"jobs={jobs}", "--set", "read_back=false",
-           "--set", "block_sizes=[]", "--set", "jobs_sweep=[]", "--no-history", "-q",
+           "--set", "block_sizes=[]", "--set", "jobs_sweep=[]", "--set", "time=none",
+           "--no-history", "-q",
            "--json"]  # fmt: skip
     out = tempfile.mkdtemp(prefix="iobench-bench-datagen-out-")
     try:

@@ -235,7 +235,7 @@ TIERS = [
     "starvation",
     "starvation_interval diagnose",
     "blocks steady target",  # Data
-    "stats ckpt_report ckpt_estimate",
+    "stats steady_advice ckpt_report ckpt_estimate",
     "results spec",
     "ckpt_spec outdir storage history verify measured",
     "export",

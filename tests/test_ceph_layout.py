@@ -201,7 +201,8 @@ def test_run_on_ceph_fuse_records_layout_per_phase_and_client_cache(cli, ceph, t
     phase records its first file's layout, buffered reads say client-cache (not dropped)."""
     out = tmp_path / "out"
     r = cli(
-        "run", "sequential-write", ceph.root, "--output", out, "--json", "--quiet",
+        "run", "sequential-write", ceph.root, "--set", "time=none",
+        "--output", out, "--json", "--quiet",
         "--set", "size=1MiB", "--set", "jobs=1", "--set", "block_sizes=[]",
         "--set", "jobs_sweep=[]", "--set", "stripe_count=2", "--set", "stripe_size=1MiB",
         "--set", "direct=false",
@@ -229,7 +230,8 @@ def test_run_on_ceph_fuse_records_layout_per_phase_and_client_cache(cli, ceph, t
 def test_direct_reads_on_ceph_fuse_stay_direct(cli, ceph, tmp_path):
     out = tmp_path / "out"
     r = cli(
-        "run", "sequential-write", ceph.root, "--output", out, "--json", "--quiet",
+        "run", "sequential-write", ceph.root, "--set", "time=none",
+        "--output", out, "--json", "--quiet",
         "--set", "size=1MiB", "--set", "jobs=1", "--set", "block_sizes=[]",
         "--set", "jobs_sweep=[]",
     )  # fmt: skip
@@ -244,7 +246,7 @@ def test_run_with_a_refused_layout_is_exit_2_and_leaves_nothing(cli, ceph, tmp_p
     ceph.refuse = errno.EPERM
     out = tmp_path / "out"
     r = cli(
-        "run", "sequential-write", ceph.root, "--output", out, "--quiet",
+        "run", "sequential-write", ceph.root, "--set", "time=none", "--output", out, "--quiet",
         "--set", "size=1MiB", "--set", "jobs=1", "--set", "stripe_count=2",
     )  # fmt: skip
     assert r.code == 2, r.err

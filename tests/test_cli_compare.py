@@ -15,7 +15,7 @@ from iobench.units import format_rate
 
 SEQ = [
     "--set", "size=16MiB", "--set", "jobs=1", "--set", "block_sizes=[]",
-    "--set", "jobs_sweep=[]", "--repeat", "3", "--quiet",
+    "--set", "jobs_sweep=[]", "--set", "time=none", "--repeat", "3", "--quiet",
 ]  # fmt: skip
 
 

@@ -166,8 +166,20 @@ def _check_stall_default(text: str, monkeypatch) -> None:
     assert "stall_timeout" in text and "0: never" in text
 
 
+def _check_time_default(text: str, monkeypatch) -> None:
+    """The shipped workloads end each phase once steady, within the limit the help names."""
+    from iobench.spec import load_workload
+    from iobench.units import parse_duration
+
+    limit = parse_duration(text.rsplit("within ", 1)[1])
+    for name in ("sequential-write", "random-read", "dataset-read"):
+        params = load_workload(name).params
+        assert params["steady"] is True and params["time"] == limit, name
+
+
 NAMED_DEFAULTS = {
     ("run", "--engine"): "posix, fsspec for URLs",
+    ("run", "--time"): _check_time_default,
     ("run", "--output"): _check_output_default,
     ("loader", "--gpus"): "1",
     ("loader", "--workers"): "the profile's",

@@ -214,6 +214,7 @@ def test_signal_mid_phase_cleans_up(planted, tmp_path, sig):
     # rate-limited so the phase is certainly running when the signal lands
     proc = subprocess.Popen(
         [sys.executable, "-m", "iobench", "run", "sequential-write", str(planted.path),
+         "--set", "time=none",
          "--set", "size=64MiB", "--set", "jobs=2", "--set", "rate=8MiB", "--set", "block_sizes=[]",
          "--set", "jobs_sweep=[]", "--output", str(out), "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,

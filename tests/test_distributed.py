@@ -357,7 +357,7 @@ def test_coordinator_from_env():
 
 # -- real launches (slow) ----------------------------------------------------------------------
 
-SEQ = ["--set", "jobs=1", "--set", "block_sizes=[]", "--set", "jobs_sweep=[]", "--quiet",
+SEQ = ["--set", "jobs=1", "--set", "block_sizes=[]", "--set", "jobs_sweep=[]", "--set", "time=none", "--quiet",
        "--no-history"]  # fmt: skip
 
 

@@ -441,7 +441,7 @@ def _result(path: Path) -> dict:
 @needs_fio
 def test_cli_run_with_fio_matches_posix_schema(cli, tmp_path):
     args = ["--set", "size=8MiB", "--set", "jobs=2", "--set", "block_sizes=[]",
-            "--set", "jobs_sweep=[]", "-q"]  # fmt: skip
+            "--set", "jobs_sweep=[]", "--set", "time=none", "-q"]  # fmt: skip
     target = tmp_path / "t"
     target.mkdir()
     got = {}
@@ -471,7 +471,8 @@ def test_cli_phases_fio_cannot_express_fall_back_to_posix(cli, tmp_path):
     target = tmp_path / "t"
     target.mkdir()
     out = tmp_path / "o"
-    r = cli("run", "dataset-read", target, "--engine", "fio", "--output", out, "-q",
+    r = cli("run", "dataset-read", target, "--set", "time=none",
+            "--engine", "fio", "--output", out, "-q",
             "--set", "files=16", "--set", "file_size=16KiB", "--set", "readers=[1]",
             "--set", "jobs=2")  # fmt: skip
     assert r.code == 0, r.err
@@ -487,7 +488,8 @@ def test_cli_random_read_with_iodepth_uses_libaio(cli, tmp_path):
     target = tmp_path / "t"
     target.mkdir()
     out = tmp_path / "o"
-    r = cli("run", "random-read", target, "--engine", "fio", "--output", out, "-q",
+    r = cli("run", "random-read", target, "--set", "time=none",
+            "--engine", "fio", "--output", out, "-q",
             "--set", "size=4MiB", "--set", "jobs=1", "--set", "rand_jobs=2",
             "--set", "iodepth=4")  # fmt: skip
     assert r.code == 0, r.err
@@ -513,7 +515,8 @@ def test_block_size_1MB_moves_the_same_bytes_on_both_engines(cli, tmp_path):
     target = tmp_path / "t"
     target.mkdir()
     args = ["--set", "block_size=1MB", "--set", "size=8MB", "--set", "block_sizes=[]",
-            "--set", "jobs_sweep=[]", "--jobs", "2", "--buffered", "-q"]  # fmt: skip
+            "--set", "jobs_sweep=[]", "--set", "time=none", "--jobs", "2", "--buffered",
+            "-q"]  # fmt: skip
     got = {}
     for engine in ("posix", "fio"):
         out = tmp_path / engine

@@ -173,7 +173,8 @@ def test_memory_url_target_run_dir_lifecycle(mem_dir):
 def test_run_on_memory_url(cli, mem_dir, tmp_path):
     out = tmp_path / "out"
     r = cli(
-        "run", "sequential-write", mem_dir, "--output", out, "--json", "--quiet",
+        "run", "sequential-write", mem_dir, "--set", "time=none",
+        "--output", out, "--json", "--quiet",
         "--set", "size=2MiB", "--set", "jobs=2", "--set", "block_sizes=[]", "--set", "jobs_sweep=[]",
     )  # fmt: skip
     assert r.code == 0, r.err
@@ -302,7 +303,8 @@ def _no_secrets(*texts: str) -> None:
 def test_s3_dataset_read(cli, s3, tmp_path):
     out = tmp_path / "out"
     r = cli(
-        "run", "dataset-read", f"s3://{s3.name}/x", "--output", out, "--json", "--quiet",
+        "run", "dataset-read", f"s3://{s3.name}/x", "--set", "time=none",
+        "--output", out, "--json", "--quiet",
         "--set", "files=16", "--set", "file_size=64KiB", "--set", "readers=[1,2]",
         "--set", "jobs=2", "--set", "size_dist=fixed",
     )  # fmt: skip

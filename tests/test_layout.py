@@ -209,7 +209,7 @@ def test_run_stripes_the_run_dir_and_records_layout(cli, lustre, monkeypatch, tm
     monkeypatch.setattr(target_mod, "read_mountinfo", lambda *a, **k: mounts)
     out = tmp_path / "out"
     r = cli(
-        "run", "sequential-write", root, "--output", out, "--json", "--quiet",
+        "run", "sequential-write", root, "--set", "time=none", "--output", out, "--json", "--quiet",
         "--set", "size=1MiB", "--set", "jobs=1", "--set", "block_sizes=[]",
         "--set", "jobs_sweep=[]", "--set", "stripe_count=4", "--set", "stripe_size=4MiB",
     )  # fmt: skip

@@ -194,8 +194,9 @@ def test_a_read_error_fails_the_run_keeps_the_result_and_cleans_up(
     if res["target"]["direct_io"] is not True:
         pytest.skip("the calibration reads buffered; the injected error needs O_DIRECT reads")
     assert r.code == 4, r.err
-    line = r.err.strip()
-    assert len(line.splitlines()) == 1 and "Input/output error" in line and "s0000005" in line
+    plan, line = r.err.strip().splitlines()  # the plan line before the first byte, the error
+    assert plan.startswith("iobench: plan: loader ")
+    assert "Input/output error" in line and "s0000005" in line
     assert res["status"] in ("failed", "partial") and "Input/output error" in res["error"]
     assert [p["name"] for p in res["phases"]][:1] == ["dataset-write"]
     assert no_run_dirs(planted.path)

@@ -204,7 +204,8 @@ def test_older_results_without_cpu_show_no_column():
 
 def test_a_run_records_its_client_cpu(cli, tmp_path):
     (tmp_path / "t").mkdir()
-    res = cli("run", "sequential-write", tmp_path / "t", "--set", "size=2MiB", "--set",
+    res = cli("run", "sequential-write", tmp_path / "t", "--set", "time=none",
+              "--set", "size=2MiB", "--set",
               "block_sizes=1MiB", "--set", "jobs_sweep=1", "--set", "read_back=false",
               "--no-history", "--output", tmp_path / "o", "-q")  # fmt: skip
     assert res.code == 0, res.err

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import typer
 
-from .common import STALL_OPTION, app, arm_watchdog, out, out_report, progress_factory
+from .common import (
+    DRY_RUN_OPTION,
+    STALL_OPTION,
+    announce,
+    app,
+    arm_watchdog,
+    out,
+    out_report,
+    print_plan,
+    progress_factory,
+)
 
 _MODEL_OPTION = typer.Option(
     ..., "--model", help="Checkpoint model (see `iobench workloads`) or TOML path."
@@ -74,6 +84,7 @@ def checkpoint(
     history: str | None = _HISTORY_OPTION,
     no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
     stall_timeout: str | None = STALL_OPTION,
+    dry_run: bool = DRY_RUN_OPTION,
 ) -> int:
     """Save and load an LLM checkpoint on TARGET; estimate stall, recovery and goodput."""
     arm_watchdog(stall_timeout)
@@ -90,9 +101,12 @@ def checkpoint(
     if not no_history:
         check_history_url(history or "")
     lead = is_lead_rank()
+    args = dict(ranks=ranks, scale=scale, api=api, baseline=baseline, crc32=crc32, opts=opts,
+                output=output, repeat=repeat)  # fmt: skip
+    if dry_run:
+        return print_plan(run_checkpoint(target, model, dry_run=True, **args))
     outcome = run_checkpoint(
-        target, model, ranks=ranks, scale=scale, api=api, baseline=baseline, crc32=crc32, opts=opts,
-        output=output, keep=keep, repeat=repeat,
+        target, model, keep=keep, announce=announce, **args,
         progress_factory=progress_factory(quiet or not lead), coord=coordinator_from_env(),
     )  # fmt: skip
     if lead and not no_history:

@@ -287,7 +287,18 @@ def finish_run(
     write_exports(outcome.run, *exports)
     if outcome.error is not None:
         raise outcome.error
+    _steady_advice(outcome.run)
     return ExitStatus.OK
+
+
+def _steady_advice(run) -> None:
+    """A run with indicative phases ends with one line on stderr: which, and the option
+    that would make them steady (iobench.steady_advice)."""
+    from ..steady_advice import steady_advice
+
+    line = steady_advice(list(run.phases or []), dict(run.workload or {})) if run else None
+    if line:
+        err(line)
 
 
 CSV_OPTION = typer.Option(
@@ -305,3 +316,20 @@ SERIES_CSV_OPTION = typer.Option(
     metavar="FILE",
     help="Also write the per-interval bandwidth and IOPS of every phase to FILE as CSV.",
 )
+
+
+DRY_RUN_OPTION = typer.Option(
+    False, "--dry-run", help="Print the plan (bytes, time bound, free space); write nothing."
+)
+
+
+def announce(line: str) -> None:
+    """The plan line before the first byte (session.open_run): on stderr, rank 0's."""
+    err(line)
+
+
+def print_plan(text) -> int:
+    """--dry-run: the plan's text on stdout (rank 0); nothing was written."""
+    if _lead():
+        out(text)
+    return ExitStatus.OK

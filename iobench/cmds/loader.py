@@ -7,12 +7,15 @@ import typer
 
 from .common import (
     CSV_OPTION,
+    DRY_RUN_OPTION,
     SERIES_CSV_OPTION,
     STALL_OPTION,
+    announce,
     app,
     arm_watchdog,
     check_exports,
     finish_run,
+    print_plan,
     progress_factory,
 )
 
@@ -86,6 +89,7 @@ def loader(
     csv_path: str | None = CSV_OPTION,
     series_csv: str | None = SERIES_CSV_OPTION,
     stall_timeout: str | None = STALL_OPTION,
+    dry_run: bool = DRY_RUN_OPTION,
 ) -> int:
     """Measure the accelerator utilisation a DataLoader reaches on TARGET, and predict it."""
     from ..api import append_history, check_history_url
@@ -99,6 +103,11 @@ def loader(
     check_exports(csv_path, series_csv)
     if not no_history:
         check_history_url(history or "")
+    if dry_run and (existing or fmt or transform):
+        from ..errors import UsageError
+
+        raise UsageError("--dry-run plans what a run writes; --existing only reads",
+                         hint="drop --dry-run")  # fmt: skip
     if existing or fmt or transform:
         from .loader_existing import existing_run
 
@@ -107,6 +116,9 @@ def loader(
             workers=workers, steps=steps, epochs=epochs, compute=compute, direct=direct,
             output=output, keep=keep, quiet=quiet,
         )  # fmt: skip
+    elif dry_run:
+        return print_plan(_synthetic(target, profile, set_, gpus, workers, steps, epochs,
+                                     compute, direct, output, keep, quiet, dry_run=True))  # fmt: skip
     else:
         outcome = _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute,
                              direct, output, keep, quiet)  # fmt: skip
@@ -116,7 +128,8 @@ def loader(
 
 
 def _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute, direct, output,
-               keep, quiet):  # fmt: skip
+               keep, quiet, dry_run=False):  # fmt: skip
+    from ..coordinator import SingleProcess
     from ..distributed import coordinator_from_env, is_lead_rank
     from ..errors import UsageError
     from ..loader import run_loader
@@ -125,6 +138,7 @@ def _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute, dir
         raise UsageError("iobench loader needs --profile", hint="or --existing for your dataset")
     return run_loader(
         target, profile, sets=set_, gpus=gpus, workers=workers, steps=steps, epochs=epochs,
-        compute=compute, direct=direct, output=output, keep=keep,
-        progress_factory=progress_factory(quiet or not is_lead_rank()), coord=coordinator_from_env(),
+        compute=compute, direct=direct, output=output, keep=keep, announce=announce,
+        progress_factory=progress_factory(quiet or not is_lead_rank()), dry_run=dry_run,
+        coord=SingleProcess() if dry_run else coordinator_from_env(),  # a dry run joins no group
     )  # fmt: skip

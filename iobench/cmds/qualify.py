@@ -12,6 +12,7 @@ from .common import (
     LIVE_CSV_OPTION,
     SERIES_CSV_OPTION,
     STALL_OPTION,
+    announce,
     app,
     arm_watchdog,
     check_exports,
@@ -156,7 +157,8 @@ def _run(live_csv: str | None, quiet: bool, target: str, **kwargs: Any) -> Any:
     live = None if kwargs["dry_run"] else open_live_csv(live_csv)
     try:
         factory = with_live_csv(progress_factory(quiet), live)
-        return run_qualify(target, progress_factory=factory, write_report=_write_report, **kwargs)
+        return run_qualify(target, progress_factory=factory, write_report=_write_report,
+                           announce=announce, **kwargs)  # fmt: skip
     finally:
         close_live_csv(live)
 

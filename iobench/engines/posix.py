@@ -299,7 +299,9 @@ class _SeqWorker:
         )
         bs, per_file, verify = phase.block_size or 0, phase.latency_per == "file", phase.verify
         budget, deadline_ns, rate = self.budget, self.deadline_ns, phase.rate_bps
-        done_bytes, should_stop, cap = state.done_bytes, state.should_stop, pool.block_size
+        # a time-based write's first pass fills its files whole: steady state ends it after
+        done_bytes, cap = state.done_bytes, pool.block_size
+        should_stop = state.stop_or_failed if first_pass else state.should_stop
         t_file = _perf_ns()
         fd = self._open(seg)
         pos = start = seg.offset

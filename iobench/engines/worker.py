@@ -72,6 +72,11 @@ class PhaseState:
         f = self.flags
         return f[STOP] != 0 or f[FAILED] != 0 or f[STEADY] != 0 or self.ctx.stop.is_set()
 
+    def stop_or_failed(self) -> bool:
+        """A stop or a failure; not steady state (a write's first pass goes on through it)."""
+        f = self.flags
+        return f[STOP] != 0 or f[FAILED] != 0 or self.ctx.stop.is_set()
+
     def stop_requested(self) -> bool:
         return self.flags[STOP] != 0 or self.ctx.stop.is_set()
 

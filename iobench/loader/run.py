@@ -20,8 +20,10 @@ from .. import starvation as sv
 from ..coordinator import Coordinator, SingleProcess
 from ..engines.base import FileSpec, Progress
 from ..errors import UsageError
+from ..plan import Plan, WritePlan, write_plan
 from ..results import RunResult
 from ..runner import PhaseRunner, RunOutcome, physical_memory
+from ..session import dry_run as session_dry_run
 from ..session import open_run
 from ..spec import PROFILE_OPTIONAL, Profile, load_profile, parse_overrides
 from ..stats import Histogram
@@ -38,6 +40,8 @@ from .calibration import (
     storage_supply_s,
 )
 from .dataset import (
+    PROBE_ALL_BYTES,
+    PROBE_TIME_S,
     DatasetIndex,
     data_seed,
     generate_dataset,
@@ -86,7 +90,9 @@ def run_loader(
     seed: int = 1,
     probe_time_s: float | None = None,
     coord: Coordinator | None = None,
-) -> RunOutcome:
+    announce: Callable[[str], None] | None = None,
+    dry_run: bool = False,
+) -> RunOutcome | str:
     """``iobench loader``: generate the profile's dataset on ``target``, probe it, run the
     DataLoader with emulated compute on ``gpus`` accelerators, predict the same with the model.
 
@@ -98,6 +104,8 @@ def run_loader(
 
     Bad input raises UsageError before anything is written; failures during the run come back
     in ``RunOutcome.error`` with the partial result saved and marked, the run dir removed.
+    ``announce`` gets the plan line before the first byte; ``dry_run``: the checks and the
+    plan's text only, nothing written.
     """
     prof = profile if isinstance(profile, Profile) else load_profile(profile, parse_overrides(sets))
     coord = coord or SingleProcess()
@@ -115,7 +123,11 @@ def run_loader(
         run.workload, run.engine = _workload(job), _engine_block()
         return _check_target(target, job), None
 
-    with open_run(check, output=output, command=command, coord=coord, save=save, keep=keep) as ctx:
+    plan = lambda target, _: _write_plan(job)  # noqa: E731 - open_run's plan(target, checked)
+    if dry_run:
+        return session_dry_run(check, plan, output=output, command=command)
+    with open_run(check, output=output, command=command, coord=coord, save=save, keep=keep,
+                  plan=plan, announce=announce) as ctx:  # fmt: skip
         _measure(job, ctx.session, ctx.run, ctx.target, progress_factory)
     assert ctx.outcome is not None
     return ctx.outcome
@@ -137,6 +149,28 @@ class _Job:
     coord: Coordinator
     files: tuple[FileSpec, ...]
     sizes: list[list[int]]
+
+
+def _write_plan(job: _Job) -> WritePlan:
+    """The dataset written once, the probe's reads (its levels, each every file up to
+    PROBE_ALL_BYTES or PROBE_TIME_S), the epochs' reads, and the emulated compute (in full,
+    as though no read overlapped it: an upper bound)."""
+    prof = job.prof
+    total = planned_bytes(prof, job.files)
+    p = Plan(space_bytes=total)
+    p.add("dataset-write", "write", total, f"{len(job.files)} files", ops=len(job.files))
+    levels = sorted({1, max(job.workers, 1), max(job.workers, 1) * (job.gpus // job.coord.world)})
+    timed = total > PROBE_ALL_BYTES and job.probe_time_s is None
+    for n in levels:
+        p.add(f"probe-r{n}", "read", min(total, PROBE_ALL_BYTES), f"{n} readers",
+              (job.probe_time_s or PROBE_TIME_S) if timed else job.probe_time_s)  # fmt: skip
+    per_step = prof.batch_size * prof.sample_size
+    steps = job.steps or max(1, prof.files * prof.samples_per_file // prof.batch_size // job.gpus)
+    epoch = min(total, steps * job.gpus * per_step)
+    p.add("loader", "read", epoch * job.epochs,
+          f"{job.epochs} epochs x {steps} steps x {job.gpus} accelerator(s)")  # fmt: skip
+    label = f"loader --profile {prof.name}"
+    return write_plan(label, p, overhead_s=job.epochs * steps * prof.compute_s)
 
 
 def _check_target(target: str, job: _Job) -> Target:
@@ -343,6 +377,8 @@ def _summarise(
         "steps": res.steps,
         "epochs": res.epochs,
         "au": res.au,
+        "au_min": prof.au_min,  # the profile's pass line, and where the measured AU falls
+        "au_below_min": None if res.au is None else bool(res.au < prof.au_min),
         "au_per_epoch": res.au_per_epoch,
         "samples_per_s": res.samples_per_s,
         "bytes_per_s": res.bytes_per_s,

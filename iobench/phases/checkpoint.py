@@ -50,10 +50,10 @@ def plan(params: dict[str, Any]) -> Plan:
         sizes = params["file_sizes"] or [4096]
         total = int(np.mean(sizes) * params["files"] * params["jobs"])
         n = params["files"] * params["jobs"]
-        p.add("ckpt-create", "create", total, f"{n} files")
-        p.add("ckpt-stat", "stat", 0, f"{n} files")
-        p.add("ckpt-open_read", "open_read", total, f"{n} files")
-        p.add("ckpt-delete", "delete", 0, f"{n} files")
+        p.add("ckpt-create", "create", total, f"{n} files", ops=n)
+        p.add("ckpt-stat", "stat", 0, f"{n} files", ops=n)
+        p.add("ckpt-open_read", "open_read", total, f"{n} files", ops=n)
+        p.add("ckpt-delete", "delete", 0, f"{n} files", ops=n)
     else:
         total = 0
     ck = params["checkpoint_size"]

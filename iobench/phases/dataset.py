@@ -40,7 +40,8 @@ def plan(params: dict[str, Any]) -> Plan:
     p.add("dataset-write", "write", total, f"{len(files)} files")
     for r in params["readers"]:
         for label, _ in _orders(params):
-            p.add(f"dataset-{label}-r{r}", "read", total, f"{r} readers, whole files")
+            p.add(f"dataset-{label}-r{r}", "read", total, f"{r} readers, whole files",
+                  params["time"])  # fmt: skip
     p.space_bytes = int(total * 1.1)  # format overhead (npz headers, tar blocks)
     p.inodes = 1 + len(files) + len({os.path.dirname(f.path) for f in files})
     return p

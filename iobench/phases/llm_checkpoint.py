@@ -148,10 +148,11 @@ def plan(params: dict[str, Any]) -> Plan:
     apis = ("torch", "dcp") if params["api"] == "both" else (params["api"],)
     if params["metadata"]:
         small = 4096 * params["files"] * n
-        p.add("ckpt-create", "create", small, f"{params['files'] * n} files, {n} writers")
-        p.add("ckpt-stat", "stat", 0, f"{params['files'] * n} files")
-        p.add("ckpt-open_read", "open_read", small, f"{params['files'] * n} files")
-        p.add("ckpt-delete", "delete", 0, f"{params['files'] * n} files")
+        k = params["files"] * n
+        p.add("ckpt-create", "create", small, f"{k} files, {n} writers", ops=k)
+        p.add("ckpt-stat", "stat", 0, f"{k} files", ops=k)
+        p.add("ckpt-open_read", "open_read", small, f"{k} files", ops=k)
+        p.add("ckpt-delete", "delete", 0, f"{k} files", ops=k)
     if params["baseline"]:
         p.add("ckpt-baseline-write", "write", total, f"{n} writers, buffered + fsync")
     for api in apis:

@@ -61,11 +61,13 @@ def plan(params: dict[str, Any]) -> Plan:
     for suffix, bs, jobs in _variants(params):
         total = params["size"] * jobs
         biggest = max(biggest, total)
-        p.add(f"seq-write{suffix}", "write", total, f"{jobs} x {_label(bs)} blocks")
+        t = params["time"]
+        p.add(f"seq-write{suffix}", "write", total, f"{jobs} x {_label(bs)} blocks", t)
         if params["read_back"]:
-            p.add(f"seq-read{suffix}", "read", total, f"{jobs} x {_label(bs)} blocks")
+            p.add(f"seq-read{suffix}", "read", total, f"{jobs} x {_label(bs)} blocks", t)
     if params["randread"]:
-        p.add("rand-read", "randread", params["size"] * (params["rand_jobs"] or params["jobs"]))
+        rand = params["size"] * (params["rand_jobs"] or params["jobs"])
+        p.add("rand-read", "randread", rand, "", params["time"])
     p.space_bytes = biggest
     p.inodes = 2 + max(1 if params["mode"] == "shared" else j for _, _, j in _variants(params))
     p.direct_sizes = direct_sizes(params)

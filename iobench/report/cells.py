@@ -57,6 +57,18 @@ def _pct(x: Any) -> str:
     return "-" if not _is_num(x) else f"{float(x) * 100:.1f}%"
 
 
+def au_cell(ld: Any) -> str:
+    """The loader's measured AU, the model's prediction, and the AU against the profile's
+    pass line (``au_min``, in results that have it)."""
+    au = _pct(ld.au)
+    if _is_num(ld.predicted_au):
+        au += f"   (model predicted {_pct(ld.predicted_au)})"
+    if _is_num(ld.au) and _is_num(getattr(ld, "au_min", None)):
+        what = "BELOW" if float(ld.au) < float(ld.au_min) else "meets"
+        au += f"   {what} the profile's {_pct(ld.au_min)} pass line (au_min)"
+    return au
+
+
 def _is_num(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 

@@ -48,6 +48,7 @@ from .cells import (
     _status_cell,
     _Table,
     _value,
+    au_cell,
     metadata_rates,
 )
 
@@ -230,10 +231,7 @@ def _loader_table(run: RunResult) -> _Table | None:
     ld = run.loader_block
     if ld is None or ld.empty:
         return None
-    au = _pct(ld.au)
-    if _is_num(ld.predicted_au):
-        au += f"   (model predicted {_pct(ld.predicted_au)})"
-    rows = [["Configuration", _loader_config(ld)], ["AU measured", au]]
+    rows = [["Configuration", _loader_config(ld)], ["AU measured", au_cell(ld)]]
     rows += _loader_rates(ld) + _loader_au_rows(run, ld)
     if ld.cache:
         rows.append(["Cache", str(ld.cache)])

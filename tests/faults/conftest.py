@@ -40,17 +40,22 @@ CliResult = _base.CliResult
 ROOT = Path(__file__).resolve().parents[2]
 PLANTED_LOOKALIKE = _base.PLANTED_LOOKALIKE
 plant = _base.plant
+without_run_notes = _base.without_run_notes
 
 # a sequential-write run small enough for a second, with no sweeps
-SEQ = ["--set", "jobs=2", "--set", "block_sizes=[]", "--set", "jobs_sweep=[]"]
+SEQ = ["--set", "jobs=2", "--set", "block_sizes=[]", "--set", "jobs_sweep=[]", "--set", "time=none"]
 
 
 # -- the checks every case makes ------------------------------------------------------------
 
 
+PLAN_LINE = "iobench: plan: "
+
+
 def one_line(err: str) -> str:
-    """The single non-empty line on stderr (asserts there is exactly one, and no traceback)."""
-    lines = [ln for ln in err.splitlines() if ln.strip()]
+    """The single non-empty line on stderr (asserts there is exactly one, and no traceback),
+    besides the plan line a run prints before its first byte (``iobench: plan: ``)."""
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith(PLAN_LINE)]
     assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}:\n{err}"
     assert "Traceback" not in err
     assert lines[0].startswith("iobench: error: "), lines[0]

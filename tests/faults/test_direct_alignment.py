@@ -139,7 +139,8 @@ def test_whole_files_of_any_size_are_read_direct(cli, planted, tmp_path):
     whole-file O_DIRECT read asks for whole blocks and gets the file's bytes, so no size is
     rounded and none refused."""
     _needs_direct_disk(planted.path)
-    r = cli("run", "dataset-read", planted.path, "--set", "files=12", "--set", "file_size=10000",
+    r = cli("run", "dataset-read", planted.path, "--set", "time=none",
+            "--set", "files=12", "--set", "file_size=10000",
             "--set", "size_sd=3000", "--set", "readers=[2]", "--set", "orders=sequential", "-q",
             "--output", tmp_path / "d")  # fmt: skip
     assert r.code == 0, r.err

@@ -33,7 +33,8 @@ def _sha(p: Path) -> str:
 
 def _run_fio(cli, target: Path, out: Path):
     return cli(
-        "run", "sequential-write", target, "--engine", "fio", "--set", "size=2MiB",
+        "run", "sequential-write", target, "--set", "time=none",
+        "--engine", "fio", "--set", "size=2MiB",
         "--set", "block_sizes=[]", "--set", "jobs_sweep=[]", "--jobs", "2", "-q",
         "--output", out,
     )  # fmt: skip

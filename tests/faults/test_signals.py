@@ -57,7 +57,7 @@ ENGINE_PHASES = {
     "seq-read": (["run", "sequential-write", *SMALL["sequential-write"]], "seq-read", "preadv"),
     "seq-write-processes": (
         ["run", "sequential-write", "--set", "size=4MiB", "--set", "jobs=3",
-         "--set", "block_sizes=[]", "--set", "jobs_sweep=[]"],
+         "--set", "block_sizes=[]", "--set", "jobs_sweep=[]", "--set", "time=none"],
         "seq-write", "pwrite",
     ),  # 3 workers on 2 CPUs: forked worker processes signal the parent
     "rand-read": (["run", "random-read", *SMALL["random-read"]], "rand-read", "preadv"),
@@ -384,7 +384,8 @@ def test_sighup_to_the_whole_process_group_with_forked_workers(planted, tmp_path
     """A dropped ssh session hangs up the whole foreground process group: the forked workers
     leave it to iobench, which stops them, keeps what they did and cleans up."""
     out = tmp_path / "out"
-    proc = _spawn(["run", "sequential-write", planted.path, "--set", "size=64MiB",
+    proc = _spawn(["run", "sequential-write", planted.path, "--set", "time=none",
+                   "--set", "size=64MiB",
                    "--set", "rate=8MiB", "--set", "jobs=3", "--set", "block_sizes=[]",
                    "--set", "jobs_sweep=[]", "--output", out, "-q"],
                   tmp_path, start_new_session=True, preexec_fn=_one_cpu)  # fmt: skip
@@ -565,7 +566,8 @@ def test_sighup_to_torchrun_stops_every_rank_and_cleans_up(planted, tmp_path):
         env.pop(k, None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-         "-m", "iobench", "run", "sequential-write", str(planted.path), "--set", "size=64MiB",
+         "-m", "iobench", "run", "sequential-write", str(planted.path), "--set", "time=none",
+         "--set", "size=64MiB",
          "--set", "rate=4MiB", "--set", "jobs=1", "--set", "block_sizes=[]", "--set",
          "jobs_sweep=[]", "--output", str(out), "-q"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,

@@ -1,0 +1,76 @@
+"""The one line a run ends with when some of its phases are indicative: how many, which and
+why, and the exact option that would make them steady. Pure: a RunResult's phases and its
+workload block in, a line out (None when every phase is steady or none can be made so by an
+option of the workload).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .steady import DEFAULT_STEADY, indicative_reason
+
+#: A size-based phase gets this many seconds in the advice: the criterion's ramp and window
+#: twice over (stats.DEFAULT_STEADY), as a phase that is steady at all is by then.
+TARGET_S = 2 * (DEFAULT_STEADY.ramp_s + DEFAULT_STEADY.dur_s)
+#: Generators whose phases take ``time`` (the dataset's layout write does not: files once).
+TIMED = ("sequential", "dataset")
+LAYOUT = "dataset-write"
+
+
+def _get(p: Any, key: str, default: Any = None) -> Any:
+    return p.get(key, default) if isinstance(p, dict) else getattr(p, key, default)
+
+
+def _duration(seconds: float) -> str:
+    """As a user types it after ``time=``: ``40s``, ``2m``."""
+    s = math.ceil(seconds)
+    return f"{s // 60}m" if s >= 60 and s % 60 == 0 else f"{s}s"
+
+
+def _option(phase: Any, generator: str, params: dict[str, Any]) -> str | None:
+    """The option that gives this indicative phase time to reach steady state."""
+    elapsed = float(_get(phase, "elapsed_s") or 0.0)
+    if generator == "dataset" and _get(phase, "name") == LAYOUT:
+        files = int(params.get("files") or 0)
+        if not files or elapsed <= 0:
+            return None
+        return f"--set files={math.ceil(files * TARGET_S / elapsed)}"
+    if generator not in TIMED:
+        return None
+    limit = params.get("time")
+    if not limit:  # size-based: make it time-based, ending once steady
+        return f"--set time={_duration(max(20.0, 4 * TARGET_S))} --set steady=true"
+    longer = _duration(2 * float(limit))  # the same for every phase: one option
+    return f"--set time={longer}" if params.get("steady") else f"--time {longer}"
+
+
+def steady_advice(phases: list[Any], workload: dict[str, Any]) -> str | None:
+    """``iobench: 2 of 9 phases indicative (NAME: why; ...); for steady figures add OPTIONS``,
+    or None when no phase is indicative. Phases indicative for another reason than their
+    length or steadiness (ranks started apart) are named but get no option."""
+    flagged = [(p, indicative_reason(p)) for p in phases]
+    flagged = [(p, why) for p, why in flagged if why is not None]
+    if not flagged:
+        return None
+    generator = str(workload.get("generator") or "")
+    params = dict(workload.get("params") or {})
+    options: list[str] = []
+    for p, why in flagged:
+        if why.startswith("ranks started"):
+            continue
+        opt = _option(p, generator, params)
+        if opt is not None and opt not in options:
+            options.append(opt)
+    names = "; ".join(f"{_get(p, 'name')}: {_short(why)}" for p, why in flagged[:3])
+    more = f"; {len(flagged) - 3} more" if len(flagged) > 3 else ""
+    head = f"iobench: {len(flagged)} of {len(phases)} phases indicative ({names}{more})"
+    if not options:
+        return f"{head}; no workload option makes them steady"
+    return f"{head}; for steady figures add {' '.join(options)}"
+
+
+def _short(why: str) -> str:
+    """The reason without the criterion's long description (the report has it)."""
+    return why.split(" (", 1)[0]

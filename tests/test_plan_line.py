@@ -1,0 +1,130 @@
+"""The plan line every writing command prints on stderr before its first byte (bytes, a time
+bound, the target's free space), and ``--dry-run`` on run, loader and checkpoint: the plan,
+nothing written (qualify's dry run is the model)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from conftest import SMALL
+
+from iobench.plan import Plan, PlannedPhase, plan_line, write_plan
+from iobench.runner import run_workload
+from iobench.spec import load_workload
+
+DRY = {
+    "run": ["run", "sequential-write", "{T}"],
+    "checkpoint": ["checkpoint", "{T}", "--model", "llama3-8b", "--scale", "0.0001"],
+    "loader": ["loader", "{T}", "--profile", "unet3d-h100"],
+}
+
+
+def _files(root) -> list[str]:
+    return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root)
+                  for f in fs)  # fmt: skip
+
+
+@pytest.mark.parametrize("cmd", sorted(DRY))
+def test_dry_run_prints_the_plan_and_writes_nothing(cmd, cli, planted, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before = _files(planted.path)
+    args = [a.replace("{T}", str(planted.path)) for a in DRY[cmd]]
+    r = cli(*args, "--dry-run", "--output", tmp_path / "out", "--no-history")
+    assert r.code == 0, r.err
+    first = r.out.splitlines()[0]
+    assert first.startswith(f"iobench: plan: {cmd} ")
+    assert " writes " in first and " free; phases at most about " in first
+    assert r.out.rstrip().endswith("nothing was written (dry run)")
+    assert _files(planted.path) == before and planted.unchanged()
+    assert not (tmp_path / "out").exists() and not (tmp_path / "iobench-results").exists()
+
+
+def test_a_dry_run_refuses_bad_input_as_a_run_would(cli, planted, tmp_path):
+    r = cli("run", "sequential-write", planted.path, "--set", "size=900TiB", "--dry-run")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1 and "free" in r.err
+
+
+def test_the_loader_dry_run_says_the_unet3d_dataset_before_writing_it(cli, planted, tmp_path):
+    """The loader laid ~19 GiB out with nothing printed: its plan says so first."""
+    r = cli("loader", planted.path, "--profile", "unet3d-h100", "--dry-run")
+    assert r.code == 0, r.err
+    assert "writes 18.4 GiB" in r.out.splitlines()[0]
+
+
+def test_the_plan_line_comes_before_the_first_byte(planted, tmp_path):
+    """run_workload announces once every check passed, with nothing yet on the target."""
+    seen: list[tuple[str, list[str]]] = []
+    before = _files(planted.path)
+    overrides = dict(a.split("=", 1) for a in SMALL["sequential-write"] if "=" in a)
+    wl = load_workload("sequential-write", overrides)
+    outcome = run_workload(wl, str(planted.path), output=str(tmp_path / "out"), save=False,
+                           announce=lambda line: seen.append((line, _files(planted.path))))  # fmt: skip
+    assert outcome.error is None
+    ((line, files_then),) = seen
+    assert files_then == before
+    assert line.startswith("iobench: plan: run sequential-write writes 8.0 MiB to ")
+    assert "free; phases at most about" in line
+
+
+def test_a_run_prints_the_plan_line_on_stderr(cli, planted, tmp_path):
+    r = cli("run", "sequential-write", planted.path, *SMALL["sequential-write"], "-q",
+            "--output", tmp_path / "out", "--no-history")  # fmt: skip
+    assert r.code == 0, r.err
+    assert r.err.splitlines()[0].startswith("iobench: plan: run sequential-write writes 8.0 MiB")
+
+
+def test_write_plan_bounds_time_based_and_size_based_phases():
+    p = Plan(space_bytes=1 << 30)
+    p.add("w", "write", 1 << 30, "", 20.0)  # 1 GiB at the 100 MiB/s floor: 10.24 s < 20 s
+    p.add("r", "read", 1 << 30, "", 20.0)
+    p.add("ds", "write", 2 << 30)  # 20.48 s at the floor
+    p.add("meta", "create", 0, ops=2000)  # 2 s at 1000 ops/s
+    wp = write_plan("run x", p)
+    assert wp.write_bytes == 3 << 30 and wp.rewrites
+    assert wp.upper_s == pytest.approx(20 + 20 + 20.48 + 2)
+    line = plan_line(wp, "/mnt/x", "ext4", 5 << 30)
+    assert line.startswith("iobench: plan: run x writes at least 3.0 GiB (its files once; ")
+    assert "to /mnt/x [ext4], 5.0 GiB free; phases at most about 62.48 s" in line
+    assert "2 time-based phases at their 20 s limit" in line
+    assert isinstance(wp.phases[0], PlannedPhase)
+
+
+def test_qualify_plan_line_says_its_time_is_an_estimate():
+    from iobench.qualify import _write_plan, plan_qualify
+    from iobench.spec import load_profile
+
+    plan = plan_qualify(load_profile("retinanet-b200"), 1, budget_s=30.0, quick=True)
+    line = plan_line(_write_plan(None, plan), "/t", "ext4", 1 << 40)
+    assert line.startswith("iobench: plan: qualify (quick) writes at least ")
+    assert "phases expected about" in line and "not a bound" in line
+
+
+# -- the loader's AU against its profile's pass line (au_min) ---------------------------------
+
+
+def test_the_loader_says_when_its_au_is_below_the_profiles_pass_line(cli, planted, tmp_path):
+    """compute 1 ms against reads of 64 KiB samples: an AU far below a 99 % pass line."""
+    from test_loader import tiny_profile
+
+    prof = tiny_profile(tmp_path, au_min=0.99, compute_s=0.001)
+    r = cli("loader", planted.path, "--profile", prof, "--output", tmp_path / "o", "-q",
+            "--no-history")  # fmt: skip
+    assert r.code == 0, r.err
+    import json
+
+    ld = json.loads((tmp_path / "o" / "result.json").read_text())["loader"]
+    assert ld["au_min"] == 0.99 and ld["au"] < 0.99 and ld["au_below_min"] is True
+    row = next(ln for ln in r.out.splitlines() if "AU measured" in ln)
+    assert "BELOW the profile's 99.0% pass line (au_min)" in row
+
+
+def test_the_au_cell_meets_or_falls_below_the_pass_line():
+    from iobench.blocks import LoaderBlock
+    from iobench.report.cells import au_cell
+
+    assert au_cell(LoaderBlock(au=0.823, au_min=0.85)).endswith(
+        "BELOW the profile's 85.0% pass line (au_min)"
+    )
+    assert "meets the profile's 85.0%" in au_cell(LoaderBlock(au=0.9, au_min=0.85))
+    assert au_cell(LoaderBlock(au=0.9)) == "90.0%"  # older results: no pass line recorded
