@@ -23,6 +23,7 @@ _STATUS_STYLE = {
     "PARTIAL": "bold red",
     "FAILED": "bold red",
     "PASS": "bold green",
+    "PASS (INDICATIVE)": "bold yellow",  # never the colour of a pass on steady phases
     "FAIL": "bold red",
 }
 
