@@ -218,6 +218,7 @@ class FsspecEngine(Engine):
         object is the op), publish the worker's progress and pace it; True at the deadline."""
         if phase.latency_per != "file":
             st.add(n, t1 / 1e9, t1 - t0)
+            state.done_ops[w] = st.ops  # published as the bytes are
         state.done_bytes[w] = total
         if deadline and t1 / 1e9 >= deadline:
             return True
