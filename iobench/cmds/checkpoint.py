@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from .common import STALL_OPTION, app, arm_watchdog, out, out_report, progress_factory
+from .common import STALL_OPTION, app, arm_watchdog, out, out_report, out_text, progress_factory
 
 _MODEL_OPTION = typer.Option(
     ..., "--model", help="Checkpoint model (see `iobench workloads`) or TOML path."
@@ -103,7 +103,7 @@ def checkpoint(
         else:
             out_report(outcome.run)
             if outcome.result_path:
-                out(f"result: {outcome.result_path}")
+                out_text(f"result: {outcome.result_path}")
     if outcome.error is not None:
         raise outcome.error
     return 0

@@ -20,6 +20,7 @@ from .common import (
     open_live_csv,
     out,
     out_report,
+    out_text,
     progress_factory,
     with_live_csv,
     write_exports,
@@ -82,9 +83,8 @@ _OUTPUT_OPTION = typer.Option(
 _FAIL_ON_OPTION = typer.Option(
     "fail",
     "--fail-on",
-    metavar="fail|indicative",
-    help="Exit 1 on a fail (default), or also on a pass (indicative): a pass that rests on "
-    "indicative phases (docs/concepts/verdict.md).",
+    help="fail | indicative: exit 1 on a fail (default), or also on a pass (indicative), one "
+    "that rests on indicative phases (docs/concepts/verdict.md).",
 )
 _HISTORY_OPTION = typer.Option(
     None, "--history", help="History URL (default ~/.local/share/iobench/history)."
@@ -141,7 +141,7 @@ def qualify(
     )  # fmt: skip
     if plan_text is not None:
         if lead:
-            out(plan_text)
+            out_text(plan_text)
         return ExitStatus.OK
     if lead:
         _report(outcome, None if no_history else history or "", as_json, (csv_path, series_csv))
@@ -206,8 +206,8 @@ def _report(
     run = outcome.run
     out(results.dumps(run)) if as_json else out_report(run)
     if not as_json and outcome.result_path:
-        out(f"result: {outcome.result_path}")
-        out(f"report: {outcome.result_path.parent / 'report.html'}")
+        out_text(f"result: {outcome.result_path}")
+        out_text(f"report: {outcome.result_path.parent / 'report.html'}")
         block = run.verdict_block
-        out(f"verdict: {str(block.judged if block else None).upper()}")
+        out_text(f"verdict: {str(block.judged if block else None).upper()}")
     write_exports(run, *exports)

@@ -10,11 +10,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..results import RunResult
-from .cells import TERMINAL_WIDTH, _delta_style, _errors, _is_delta, _phase_warnings, _Table
+from ..textfit import MIN_TERMINAL_WIDTH, TERMINAL_WIDTH
+from .cells import _delta_style, _errors, _is_delta, _phase_warnings, _Table
 from .tables import _run_info, _sections, _verdict
-
-MIN_TERMINAL_WIDTH = 40  # narrower terminals get 40-column lines (wrapped by the terminal)
-
 
 # Styles of the coloured terminal (rich style names); plain output carries none of them.
 _STATUS_STYLE = {
@@ -26,36 +24,6 @@ _STATUS_STYLE = {
     "PASS (INDICATIVE)": "bold yellow",  # never the colour of a pass on steady phases
     "FAIL": "bold red",
 }
-
-
-def terminal_format(
-    isatty: bool, environ: dict[str, str], tty_columns: int | None
-) -> tuple[int, bool]:
-    """(width, colour) for stdout: ``COLUMNS`` when set, else the terminal's own width when
-    stdout is one, else the fixed :data:`TERMINAL_WIDTH` (pipes and files get stable text);
-    never under :data:`MIN_TERMINAL_WIDTH`. Colour only on a terminal, never with ``NO_COLOR``
-    set (any value, no-color.org) or ``TERM=dumb``."""
-    width = TERMINAL_WIDTH
-    cols = str(environ.get("COLUMNS", "")).strip()
-    if cols.isdigit() and int(cols) > 0:
-        width = int(cols)
-    elif isatty and tty_columns and tty_columns > 0:
-        width = tty_columns
-    colour = isatty and not environ.get("NO_COLOR") and environ.get("TERM") != "dumb"
-    return max(width, MIN_TERMINAL_WIDTH), colour
-
-
-def stdout_format() -> tuple[int, bool]:
-    """:func:`terminal_format` of this process's stdout."""
-    import os
-    import sys
-
-    try:
-        isatty = sys.stdout is not None and sys.stdout.isatty()
-        cols = os.get_terminal_size(sys.stdout.fileno()).columns if isatty else None
-    except (OSError, ValueError, AttributeError):
-        isatty, cols = False, None
-    return terminal_format(isatty, dict(os.environ), cols)
 
 
 # compare's table: a line's first characters -> its style (the marks of iobench.compare)
@@ -127,9 +95,11 @@ def _terminal_grid(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> l
     rows = [[_clean(c) for c in r] for r in t.rows]
     widths = [max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(n)]
     excess = indent + sum(widths) + 2 * (n - 1) - width
-    # Shrink the widest left-aligned columns (names) first, a name to no fewer than 16
-    # characters, other text to 8; numbers and the status keep their width.
-    floors = [16 if i == 0 else 8 for i in range(n)]
+    # Shrink the widest left-aligned text columns first, to no fewer than 8 characters; the
+    # first column (the phase's or row's name) is never shortened: two names cut alike
+    # (``dataset...led-r1``) would stand for two phases. Numbers and the status keep their
+    # width; a grid that still does not fit is laid out as one block per row.
+    floors = [widths[0] if i == 0 else 8 for i in range(n)]
     while excess > 0:
         text_cols = [i for i in range(n - 1) if t.align[i] == "l" and widths[i] > floors[i]]
         if not text_cols:
@@ -167,9 +137,10 @@ def _terminal_records(
     pairs filled under it, a pair never split (a pair wider than the line is cut)."""
     out = []
     for r in rows:
-        head = _styled(" " * indent)
-        head.append(_cut(r[0], width - indent), style="bold")
-        out.append(head)
+        for part in textwrap.wrap(r[0], width - indent, break_on_hyphens=False) or [""]:
+            head = _styled(" " * indent)  # the name whole, folded when wider than the line
+            head.append(part, style="bold")
+            out.append(head)
         pairs = [f"{h} {c}" for h, c in zip(headers[1:], r[1:], strict=True) if c.strip()]
         line = ""
         for pair in pairs:  # a pair is never split across lines
