@@ -116,3 +116,17 @@ def test_the_cache_warning_is_whole_in_result_json_and_wrapped_not_cut_on_screen
     text = render_terminal(run, width=80)
     shown = text.split("Warnings (1)", 1)[1]
     assert _words(shown) == ["-", *_words(w)] and "..." not in shown
+
+
+@pytest.mark.parametrize("width", [40, 57, 80])
+def test_a_report_at_any_width_cuts_nothing(dataset_result, width):
+    from iobench import results
+
+    run = results.load(dataset_result)
+    run.phases[0].warnings.append("w" * 130)  # one word wider than any line: split, kept
+    run.phases[1].name = "dataset-read-with-a-name-longer-than-any-terminal-line-" * 2
+    text = render_terminal(run, width=width)
+    assert max(len(ln) for ln in text.splitlines()) <= width
+    assert "..." not in text  # no label, title, name or pair shortened
+    flat = "".join(ln.strip() for ln in text.splitlines())
+    assert run.phases[1].name in flat and "w" * 130 in flat

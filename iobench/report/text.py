@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..results import RunResult
-from ..textfit import MIN_TERMINAL_WIDTH, TERMINAL_WIDTH
+from ..textfit import MIN_TERMINAL_WIDTH, TERMINAL_WIDTH, fold_line
 from .cells import _delta_style, _errors, _is_delta, _phase_warnings, _Table
 from .tables import _run_info, _sections, _verdict
 
@@ -134,7 +134,8 @@ def _terminal_records(
     headers: list[str], rows: list[list[str]], t: _Table, indent: int, width: int
 ) -> list[Any]:
     """A grid too wide for the terminal: each row's first cell, then its "Header value"
-    pairs filled under it, a pair never split (a pair wider than the line is cut)."""
+    pairs filled under it, a pair never split (a pair wider than the line is folded on its
+    own lines, never cut)."""
     out = []
     for r in rows:
         for part in textwrap.wrap(r[0], width - indent, break_on_hyphens=False) or [""]:
@@ -143,14 +144,24 @@ def _terminal_records(
             out.append(head)
         pairs = [f"{h} {c}" for h, c in zip(headers[1:], r[1:], strict=True) if c.strip()]
         line = ""
+        pad = " " * (indent + 2)
         for pair in pairs:  # a pair is never split across lines
-            joined = f"{line}, {pair}" if line else " " * (indent + 2) + pair
+            if len(pad) + len(pair) + 1 > width:  # wider than a line: on lines of its own
+                if line:
+                    out.append(_styled(line + ","))
+                out.extend(_styled(ln) for ln in fold_line(pad + pair, width - 1))
+                out[-1].append(",")
+                line = ""
+                continue
+            joined = f"{line}, {pair}" if line else pad + pair
             if line and len(joined) + 1 > width:  # room for the comma
                 out.append(_styled(line + ","))
                 joined = " " * (indent + 2) + pair
             line = joined
         if line:
             out.append(_styled(line))
+        elif out and out[-1].plain.endswith(","):
+            out[-1].right_crop(1)  # the row's last pair ends it
     return out
 
 
@@ -158,7 +169,11 @@ def _terminal_kv(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> lis
     label_w = min(max(len(_clean(r[0])) for r in t.rows), max(width // 3, 8))
     out = []
     for label, value in t.rows:
-        first = " " * indent + _cut(_clean(label), label_w).ljust(label_w) + "  "
+        label = _clean(label)
+        if len(label) > label_w:  # never cut: the label on its own line(s), the value under
+            out.extend(_styled(ln) for ln in fold_line(" " * indent + label, width))
+            label = ""
+        first = " " * indent + label.ljust(label_w) + "  "
         lines = textwrap.wrap(
             _clean(value),  # masked before wrapping: a URL cut in two is no longer one
             width=width,
@@ -193,16 +208,12 @@ def render_terminal(
     (ANSI SGR codes only). Every text from the run is masked and escaped
     (:func:`iobench.redact.for_terminal`) before it is laid out, so the widths hold."""
     width = max(int(width), MIN_TERMINAL_WIDTH)
-    lines: list[Any] = [
-        _styled(
-            _cut(_clean(f"iobench {run.iobench_version} - run {run.run_id} - {run.status}"), width),
-            "bold",
-        )
-    ]
+    head = _clean(f"iobench {run.iobench_version} - run {run.run_id} - {run.status}")
+    lines: list[Any] = [_styled(ln, "bold") for ln in fold_line(head, width)]
     info = _Table("", ["", ""], _run_info(run)[1:], "ll", kv=True)
     lines += _terminal_kv(info, width=width)
     for t in _sections(run, baseline):
-        lines += [_styled(""), _styled(_cut(_clean(t.title), width), "bold")]
+        lines += [_styled("")] + [_styled(ln, "bold") for ln in fold_line(_clean(t.title), width)]
         lines += _terminal_kv(t, width=width) if t.kv else _terminal_grid(t, width=width)
         if t.note:
             lines += [
