@@ -11,7 +11,8 @@ word boundaries, its continuation lines hung under the column where its text sta
 - anything else: two columns in from the line's own indent.
 
 A hang that leaves too little room (under :data:`MIN_CELL` columns) falls back to the line's
-indent; a word longer than the room is split. Nothing is dropped, so a fold of a line gives
+indent; a word longer than the room is split, except a path or URL (a word with a ``/``),
+which stays whole on a line of its own: split, it could no longer be copied or parsed. Nothing is dropped, so a fold of a line gives
 back its words in order (``" ".join(...split())`` of both are equal). Base layer: imports
 nothing from iobench (``compare`` can fold its table through the same ``fold_text``).
 """
@@ -79,13 +80,14 @@ def fold_line(line: str, width: int) -> list[str]:
         return [line]
     hang = _hang(line, width)
     head = len(line) - len(line.lstrip(" "))
+    paths = any("/" in w and len(w) > width - hang for w in line.split())
     lines = textwrap.wrap(
         line[head:],
         width=width,
         initial_indent=line[:head],
         subsequent_indent=" " * hang,
         break_on_hyphens=False,
-        break_long_words=True,
+        break_long_words=not paths,
         replace_whitespace=False,
         drop_whitespace=True,
     )

@@ -130,3 +130,9 @@ def test_a_report_at_any_width_cuts_nothing(dataset_result, width):
     assert "..." not in text  # no label, title, name or pair shortened
     flat = "".join(ln.strip() for ln in text.splitlines())
     assert run.phases[1].name in flat and "w" * 130 in flat
+
+
+def test_a_path_wider_than_the_line_stays_whole():
+    path = "/scratch/" + "deep/" * 30 + "result.json"
+    lines = fold_line(f"result: {path}", 80)
+    assert path in [ln.strip() for ln in lines]  # on a line of its own, whole
