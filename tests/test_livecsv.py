@@ -162,3 +162,30 @@ def test_fio_progress_counts_a_block_an_operation():
     eta = EtaProgress(seen, 1 << 20, block_size=4096)
     eta.feed("Jobs: 1 (f=1): [R(1)][25.0%][r=1MiB/s][r=256 IOPS][eta 00m:03s]\r")
     assert seen.seen == [(1 << 18, 64)]
+
+
+def test_the_fsspec_engine_counts_operations_as_it_counts_bytes():
+    import uuid
+
+    import fsspec
+
+    from iobench.engines.base import EngineContext, FileSpec, PhaseSpec
+    from iobench.engines.fsspec import FsspecEngine
+    from iobench.target import StopFlag
+
+    fs, path = fsspec.filesystem("memory"), f"/iobench-live-{uuid.uuid4().hex[:8]}"
+    fs.makedirs(path, exist_ok=True)
+    try:
+        bs, size = 4096, 8 << 20
+        seen = _Totals()
+        phase = PhaseSpec("w", "write", (FileSpec("one.dat", size),), block_size=bs,
+                          rate_bps=20 << 20)  # fmt: skip
+        ctx = EngineContext(run_dir=f"memory://{path}", stop=StopFlag(), fs_type="memory",
+                            progress=seen)  # fmt: skip
+        res = FsspecEngine().run(phase, ctx)
+        assert res.bytes == size and res.ops == size // bs
+        mid = [(b, o) for b, o in seen.seen if 0 < b < size]
+        assert len(mid) >= 3, seen.seen
+        assert all(abs(o - b // bs) <= 64 for b, o in mid), mid
+    finally:
+        fs.rm(path, recursive=True)
