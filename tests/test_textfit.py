@@ -136,3 +136,12 @@ def test_a_path_wider_than_the_line_stays_whole():
     path = "/scratch/" + "deep/" * 30 + "result.json"
     lines = fold_line(f"result: {path}", 80)
     assert path in [ln.strip() for ln in lines]  # on a line of its own, whole
+
+
+def test_a_foreign_message_is_bounded_and_says_so():
+    from iobench.errors import quoted
+
+    assert quoted("a\n  b ") == "a b"
+    long = "x" * 1000
+    got = quoted(long, 200)
+    assert got == "x" * 200 + "... (800 more characters not kept)"

@@ -23,7 +23,7 @@ import posixpath
 from typing import Any
 
 from ..datagen import DataPool
-from ..errors import EngineError
+from ..errors import EngineError, quoted
 from ..measured import phase_result
 from ..results import PhaseResult
 from ..stats import WorkerStats
@@ -71,7 +71,7 @@ def describe_error(e: BaseException, path: str) -> str:
     elif isinstance(e, PermissionError):
         text = f"access denied: {path}"
     else:
-        detail = " ".join(str(e).split())[:200]
+        detail = quoted(e, 200)
         text = f"{type(e).__name__}: {detail} ({path})"
     return scrub(text)
 

@@ -30,7 +30,7 @@ import numpy as np
 from torch.utils.data import IterableDataset
 
 from .. import storage
-from ..errors import UsageError
+from ..errors import UsageError, quoted
 from ..formats.registry import get_reader
 from ..target import is_url
 
@@ -96,7 +96,7 @@ class BatchStats:
         if len(self.failed_names) < NAMES_KEPT:
             text = why if isinstance(why, str) else f"{type(why).__name__}: {why}"
             text = _OBJ_REPR.sub("(in memory)", text.replace("\n", " "))
-            self.failed_names.append(f"{name}: {text}"[:200])
+            self.failed_names.append(quoted(f"{name}: {text}", 200))
 
 
 def _resident(fd: int) -> bool | None:
