@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import Interrupted, StoreError, UsageError
+from .errors import Interrupted, StoreError, UsageError, quoted
 from .runner import RunOutcome, dry_run_workload, run_workload
 from .spec import load_workload, parse_overrides
 from .target import is_url
@@ -107,7 +107,7 @@ def append_history(outcome: RunOutcome, url: str) -> None:
     except Interrupted:
         raise
     except Exception as e:  # noqa: BLE001 - nothing the history does may turn a run into exit 4
-        text = " ".join(str(e).split())[:300]
+        text = quoted(e)
         _history_warning(outcome, f"{type(e).__name__}: {text}" if text else type(e).__name__)
 
 

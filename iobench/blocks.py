@@ -359,15 +359,38 @@ class VerdictItem(Block):
     notes: tuple[Any, ...] = _seq()
 
 
+# ``verdict.status``: a pass that rests on indicative phases (not steady, too short, --quick)
+# is its own status, never the word of a pass on steady phases (docs/concepts/verdict.md)
+PASS = "pass"
+PASS_INDICATIVE = "pass (indicative)"
+FAIL = "fail"
+VERDICT_STATUSES = (PASS, PASS_INDICATIVE, FAIL)
+
+
 @dataclass(frozen=True, kw_only=True)
 class VerdictBlock(Block):
-    """``verdict``: qualify's pass or fail, one line per reason, one item per requirement."""
+    """``verdict``: qualify's status, one line per reason, one item per requirement.
 
-    result: str | None = None  # "pass" | "fail"
+    ``status`` is one of :data:`VERDICT_STATUSES`; ``result`` is its older name, written with
+    the same value (files before ``status`` hold only ``result``: ``pass`` or ``fail``)."""
+
+    status: str | None = None  # "pass" | "pass (indicative)" | "fail"
+    result: str | None = None  # the same value; older files: "pass" | "fail"
     reasons: tuple[Any, ...] = _seq()
     items: tuple[VerdictItem | Any, ...] = _subs(VerdictItem)
     indicative: bool | None = None
     smoke_test: bool | None = None
+
+    @property
+    def judged(self) -> str | None:
+        """The verdict's status: ``status``, else (older files) ``result``, where a ``pass``
+        flagged ``indicative`` reads as :data:`PASS_INDICATIVE`; None when neither is a string."""
+        got = self.status if isinstance(self.status, str) else self.result
+        if not isinstance(got, str):
+            return None
+        if got == PASS and self.indicative is True:
+            return PASS_INDICATIVE
+        return got
 
 
 # --- inside a phase --------------------------------------------------------------------------

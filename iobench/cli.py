@@ -36,6 +36,7 @@ from .cmds.common import (  # noqa: F401 - the shared names, from where they wer
     out,
     out_flush,
     out_report,
+    out_text,
     print_plan,
     progress_factory,
     with_live_csv,
@@ -155,21 +156,19 @@ def run(
 @app.command()
 def workloads() -> int:
     """List workloads and profiles with one-line descriptions."""
+    from .ckpt_spec import list_checkpoint_profiles
     from .spec import list_files
 
-    out("Workloads (iobench run NAME TARGET):")
-    for name, desc in list_files("workload"):
-        out(f"  {name:<24} {desc}")
-    out("")
-    out("Profiles (--profile NAME):")
-    for name, desc in list_files("profile"):
-        out(f"  {name:<24} {desc}")
-    from .ckpt_spec import list_checkpoint_profiles
-
-    out("")
-    out("Checkpoint models (iobench checkpoint TARGET --model NAME):")
-    for name, desc in list_checkpoint_profiles():
-        out(f"  {name:<24} {desc}")
+    groups = (
+        ("Workloads (iobench run NAME TARGET):", list_files("workload")),
+        ("Profiles (--profile NAME):", list_files("profile")),
+        ("Checkpoint models (iobench checkpoint TARGET --model NAME):", list_checkpoint_profiles()),
+    )
+    lines: list[str] = []
+    for title, entries in groups:
+        lines += ["", title] if lines else [title]
+        lines += [f"  {name:<24} {desc}" for name, desc in entries]
+    out_text("\n".join(lines))  # descriptions wrap in their column at COLUMNS
     return ExitStatus.OK
 
 
@@ -209,7 +208,7 @@ METAVARS = {
     "--host-mem": "SIZE",
     "--require": "KEY=VALUE,...",
     "--compute": "sleep|gpu",
-    "--fail-on": "regression|never",
+    "--fail-on": "RULE",  # compare: regression|never|unconfirmed; qualify: fail|indicative
     "--budget": "DURATION",
     "--stall-timeout": "DURATION",
     "--mtbf": "DURATION",

@@ -45,6 +45,11 @@ threshold at the low end of its interval is the advice; within a kind, the small
 Every figure is an estimate with its basis; where the terms carry a range (``*_range``, e.g. an
 interval of the measured mean) the AU carries one too: the model at the range's pessimistic
 and optimistic ends (the AU only falls as read, decode and collate times grow).
+
+Only a change that helps is listed: one whose AU rises beyond the run's own interval (the
+``now`` scenario's range: the model of the run as measured, at its terms' ends) by more than
+:data:`MIN_GAIN` (``helps_beyond``). The others (more workers on a storage-bound run, more bandwidth on a CPU-bound
+one) are kept apart, as ``no_help``: "does not help". A shard never exceeds the dataset.
 """
 
 from __future__ import annotations
@@ -84,6 +89,10 @@ FIT_TOLERANCE = 0.05
 NEAR_BEST = 0.02
 #: The epochs the ``cache`` change's mean AU is taken over.
 DEFAULT_EPOCHS = 5
+#: A change helps when its AU rises by more than this beyond the high end of the run's own
+#: interval (half a point: the AU is shown in whole points, and two configurations that the
+#: simulation gives within it are the same figure).
+MIN_GAIN = 0.005
 
 KINDS = ("workers", "shards", "cache", "cores", "bandwidth")
 
@@ -125,7 +134,9 @@ class Scenario:
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """The AU now, the best of each change, and the advice (None: no single change reaches it)."""
+    """The AU now, the best of each change that helps (``options``), those that do not
+    (``no_help``: AU within the run's own interval), and the advice (None: no single change
+    reaches the threshold)."""
 
     terms: PipelineTerms
     threshold: float
@@ -134,6 +145,7 @@ class Diagnosis:
     advice: Scenario | None
     not_estimated: tuple[str, ...] = field(default=())
     warnings: tuple[str, ...] = field(default=())
+    no_help: tuple[Scenario, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -141,6 +153,7 @@ class Diagnosis:
             "terms": self.terms.to_dict(),
             "now": self.now.to_dict(),
             "options": [s.to_dict() for s in self.options],
+            "no_help": [s.to_dict() for s in self.no_help],
             "advice": self.advice.to_dict() if self.advice else None,
             "not_estimated": list(self.not_estimated),
             "warnings": list(self.warnings),
@@ -260,7 +273,7 @@ def _scenario(
         f"{format_seconds(t.decode_s_per_sample + t.collate_s_per_batch / t.batch_size)}"
         f" × {stretch:.2f} (CPU contention: {max(cfg.workers, 1) * t.gpus} workers on "
         f"{cfg.cores} cores, × {external_contention(t):.2f} the host's other load as "
-        "measured); main loop {format_seconds(t.step_overhead_s)}/step measured "
+        f"measured); main loop {format_seconds(t.step_overhead_s)}/step measured "
         f"beside compute; {pred.basis}"
     )
     if _has_range(t):
@@ -342,12 +355,18 @@ def _bandwidth(t: PipelineTerms, make: Any) -> Scenario | None:
 def _shards(t: PipelineTerms, make: Any, shard_bytes: int) -> Scenario | str:
     if t.open_rate_per_s <= 0 and not t.small_files:
         return "shards: not estimated (no file-open/metadata rate was measured)"
-    # a shard holds at most the whole dataset
-    spf = max(1, min(int(shard_bytes // t.sample_bytes), t.files * t.samples_per_file))
-    if t.mean_file_bytes * SHARD_MIN_GAIN > shard_bytes or spf <= t.samples_per_file:
+    # a shard holds at most the whole dataset: never a shard larger than the data
+    whole = shard_bytes >= t.total_bytes
+    shard = min(shard_bytes, t.total_bytes)
+    spf = t.files * t.samples_per_file if whole else max(1, int(shard // t.sample_bytes))
+    spf = min(spf, t.files * t.samples_per_file)
+    what = f"the whole {format_bytes(shard)} dataset in one shard" if whole else (
+        f"a {format_bytes(shard)} shard"
+    )  # fmt: skip
+    if t.mean_file_bytes * SHARD_MIN_GAIN > shard or spf <= t.samples_per_file:
         return (
             f"shards: not considered (files of {format_bytes(t.mean_file_bytes)} are already "
-            f"over 1/{SHARD_MIN_GAIN} of a {format_bytes(shard_bytes)} shard)"
+            f"over 1/{SHARD_MIN_GAIN} of {what})"
         )
     if t.small_files:
         cost = (
@@ -360,11 +379,14 @@ def _shards(t: PipelineTerms, make: Any, shard_bytes: int) -> Scenario | str:
             f"per-file cost {format_seconds(t.open_s_per_file)} = {t.readers} readers ÷ "
             f"{t.open_rate_per_s:,.0f} files/s, {t.open_share:.0%} of each read now"
         )
+    into = f"one {format_bytes(shard)} shard, the whole dataset" if whole else (
+        f"{format_bytes(shard)} shards"
+    )  # fmt: skip
     change = (
-        f"files packed into {format_bytes(shard_bytes)} shards ({spf:,} samples per shard, "
+        f"files packed into {into} ({spf:,} samples per shard, "
         f"now {t.samples_per_file:,} per file; {cost})"
     )
-    return make(replace(_base(t), samples_per_file=spf), change, float(shard_bytes))
+    return make(replace(_base(t), samples_per_file=spf), change, float(shard))
 
 
 def _cache(t: PipelineTerms, threshold: float, epochs: int, now: Scenario) -> Scenario | str:
@@ -440,12 +462,22 @@ def diagnose(
             skipped.append(got)
         elif got is not None:
             found.append(got)
+    helps = tuple(s for s in found if helps_beyond(now, s))
     advice = None
     if not now.reaches:
-        advice = next((s for s in found if s.reaches and s.au > now.au), None)
+        advice = next((s for s in helps if s.reaches), None)
+    no_help = tuple(s for s in found if s not in helps)
     return Diagnosis(
-        terms, threshold, now, tuple(found), advice, tuple(skipped), _fit_warnings(terms, now)
+        terms, threshold, now, helps, advice, tuple(skipped), _fit_warnings(terms, now), no_help
     )
+
+
+def helps_beyond(now: Scenario, s: Scenario) -> bool:
+    """Whether change ``s`` raises the AU beyond the run's own interval (``now``'s range; its
+    point when the terms carry none) by more than :data:`MIN_GAIN`: its AU above the run's
+    optimistic end, or its pessimistic end above the run's AU (an AU at its ceiling of 1 cannot
+    rise above an optimistic end of 1, but a change can still lift its pessimistic end)."""
+    return s.au > now.au_high + MIN_GAIN or s.au_low > now.au + MIN_GAIN
 
 
 def _fit_warnings(t: PipelineTerms, now: Scenario) -> tuple[str, ...]:
@@ -496,6 +528,11 @@ def format_diagnosis(d: Diagnosis) -> str:
     for s in d.options:
         mark = "reaches" if s.reaches else "short of"
         lines.append(f"  {s.kind:>9}: AU {au_text(s)} {mark} the threshold — {s.change}")
+    if d.no_help:
+        lines.append(
+            f"  does not help (no AU beyond the run's own {au_text(d.now)}): "
+            + "; ".join(f"{s.kind}: {s.change} → AU {au_text(s)}" for s in d.no_help)
+        )
     lines.extend(f"  {why}" for why in d.not_estimated)
     lines.extend(f"  warning: {w}" for w in d.warnings)
     if d.now.reaches:

@@ -80,3 +80,18 @@ class Interrupted(IobenchError):
 
     def __init__(self, message: str = "interrupted", *, hint: str | None = None):
         super().__init__(message, hint=hint)
+
+
+#: The most characters of a foreign message (an exception's text, a backend's reply) that a
+#: result keeps: such text can run to megabytes (a storage service's HTML error page).
+MAX_QUOTED = 300
+
+
+def quoted(text: object, limit: int = MAX_QUOTED) -> str:
+    """A foreign message on one line, bounded: whole when it fits, else its first ``limit``
+    characters and how many more there were, said, never silently cut. iobench's own
+    warnings are never bounded."""
+    one = " ".join(str(text).split())
+    if len(one) <= limit:
+        return one
+    return f"{one[:limit]}... ({len(one) - limit:,} more characters not kept)"

@@ -65,7 +65,7 @@ def phase_rows(run: RunResult) -> list[dict[str, Any]]:
         "run_id": run.run_id,
         "started_at": run.started_at,
         "workload": run.workload_block.name,
-        "verdict": verdict.result if (verdict := run.verdict_block) is not None else None,
+        "verdict": verdict.judged if (verdict := run.verdict_block) is not None else None,
     }
     run_engine = run.engine_block.name
     rows = []

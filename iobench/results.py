@@ -125,7 +125,7 @@ class RunResult:
     loader: dict[str, Any] | None = None
     estimate: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None  # iobench checkpoint: measured + model (ckpt_estimate)
-    verdict: dict[str, Any] | None = None  # {"result": "pass"|"fail", "reasons": [...]}
+    verdict: dict[str, Any] | None = None  # {"status": blocks.VERDICT_STATUSES, ...}
     warnings: list[str] = field(default_factory=list)
     status: str = "complete"  # "complete" | "partial" | "failed" | "interrupted"
     error: str | None = None

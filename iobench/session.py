@@ -392,7 +392,8 @@ def _honesty_warnings(run: RunResult, target: Target) -> list[str]:
     if buffered_reads and mem and written and written < mem:
         out.append(
             f"data read without O_DIRECT ({format_bytes(written)}) fits in page cache "
-            f"({format_bytes(mem)} RAM): read figures may be cache"
+            f"({format_bytes(mem)} RAM): read figures may be the page cache's speed, not the "
+            "storage's (read with --direct, or more data than RAM, to measure the storage)"
         )
     return [w for w in out if w not in run.warnings]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .blocks import EstimateBlock, LoaderBlock
+from .blocks import FAIL, PASS, PASS_INDICATIVE, EstimateBlock, LoaderBlock
 from .ckpt_qualify import CKPT_KEYS, normal_key, parse_item
 from .ckpt_qualify import verdict_lines as ckpt_verdict_lines
 from .errors import UsageError
@@ -216,9 +216,17 @@ def verdict(
     if run.status != "complete":
         ok = False
         reasons.append(f"FAIL: the run did not complete ({run.status}: {run.error})")
-    reasons.extend(_verdict_notes(run, bool(reqs), rests_on_indicative, quick))
-    out = {"result": "pass" if ok else "fail", "reasons": reasons, "items": items}
-    if rests_on_indicative or quick:
+    from .stats import indicative_reason
+
+    if not reqs:  # a pass then means every phase completed: it rests on all of them
+        rests_on_indicative |= any(indicative_reason(p) for p in run.phases if p.ops)
+    indicative = rests_on_indicative or quick
+    status = FAIL if not ok else PASS_INDICATIVE if indicative else PASS
+    # what an indicative verdict rests on comes first, before the lines it qualifies
+    first, last = _verdict_notes(run, bool(reqs), rests_on_indicative, quick)
+    out = {"status": status, "result": status, "reasons": [*first, *reasons, *last],
+           "items": items}  # fmt: skip
+    if indicative:
         out["indicative"] = True
     if quick:
         out["smoke_test"] = True
@@ -245,26 +253,63 @@ def _figure_item(
     return passed, line, item
 
 
-def _verdict_notes(run: Any, any_reqs: bool, rests_on_indicative: bool, quick: bool) -> list[str]:
-    """The verdict's closing lines: no requirement, indicative figures, instability, --quick."""
-    notes = []
-    if not any_reqs:
-        notes.append(
-            "no requirement given: pass means every phase completed (use --profile/--gpus or --require)"
-        )
-    if rests_on_indicative:
-        notes.append(
-            "NOTE: this verdict rests on indicative figures (phases that did not reach steady "
-            "state or ran too short): rerun without --quick, or with a longer --time"
-        )
-    if any("unstable" in w for w in _estimate(run).warnings):
-        notes.append(
-            "NOTE: the storage (or the host) was unstable during the measurement: the "
-            "estimate's interval covers this run's variability and may not cover another run"
-        )
+def _verdict_notes(
+    run: Any, any_reqs: bool, rests_on_indicative: bool, quick: bool
+) -> tuple[list[str], list[str]]:
+    """The verdict's notes: (those on what it rests on, shown first: --quick, indicative
+    figures; the closing ones: no requirement, instability)."""
+    from .stats import indicative_reason
+
+    first: list[str] = []
+    last: list[str] = []
     if quick:
-        notes.append(
+        first.append(
             "NOTE: --quick is a smoke test: its phases are too short to reach steady state, "
             "so its figures are indicative; qualify without --quick for a verdict to rely on"
         )
-    return notes
+    if rests_on_indicative:
+        done = [p for p in run.phases if p.ops]
+        n = sum(1 for p in done if indicative_reason(p))
+        first.append(
+            f"NOTE: this verdict rests on indicative figures ({n} of {len(done)} phases did "
+            "not reach steady state or ran too short): rerun without --quick, or with a "
+            "longer --budget"
+        )
+    if not any_reqs:
+        last.append(
+            "no requirement given: pass means every phase completed (use --profile/--gpus or --require)"
+        )
+    if any("unstable" in w for w in _estimate(run).warnings):
+        last.append(
+            "NOTE: the storage (or the host) was unstable during the measurement: the "
+            "estimate's interval covers this run's variability and may not cover another run"
+        )
+    return first, last
+
+
+# -- the exit status ---------------------------------------------------------------------------
+
+# ``qualify --fail-on``: the verdicts that exit 1 (FAILED); the others exit 0
+FAIL_ON: dict[str, tuple[str, ...]] = {
+    "fail": (FAIL,),
+    "indicative": (FAIL, PASS_INDICATIVE),
+}
+
+
+def check_fail_on(fail_on: str) -> str:
+    """``fail_on`` when it names a rule of :data:`FAIL_ON` (UsageError otherwise)."""
+    if fail_on not in FAIL_ON:
+        raise UsageError(
+            f"--fail-on: expected one of {', '.join(FAIL_ON)}, got {fail_on!r}",
+            hint="--fail-on indicative also fails a pass that rests on indicative phases",
+        )
+    return fail_on
+
+
+def verdict_fails(status: str | None, fail_on: str = "fail") -> bool:
+    """Whether a verdict of ``status`` exits 1 under ``--fail-on fail_on``: a fail always
+    does, a ``pass (indicative)`` with ``--fail-on indicative``, and anything that is not a
+    known status (no verdict, a hand-edited file) always does."""
+    if status not in (PASS, PASS_INDICATIVE):
+        return True
+    return status in FAIL_ON[check_fail_on(fail_on)]

@@ -228,7 +228,8 @@ def test_every_command_that_runs_io_opens_its_run_through_open_run():
 # ``results``, ``session`` → ``phases`` → ``runner``, …).
 
 TIERS = [
-    "__init__ __version__ errors units redact datagen plan cpu tools formats.registry coordinator",
+    "__init__ __version__ errors units redact datagen plan cpu tools formats.registry coordinator"
+    " textfit",
     "safeio",
     "params",
     "starvation_data ckpt_model diagnose_terms",  # Models

@@ -179,7 +179,7 @@ def test_blocks_are_frozen_and_built_in_code_write_every_field():
     with pytest.raises(dataclasses.FrozenInstanceError):
         v.result = "pass"  # type: ignore[misc]
     d = v.to_dict()
-    assert list(d) == ["result", "reasons", "items", "indicative", "smoke_test", "note"]
+    assert list(d) == ["status", "result", "reasons", "items", "indicative", "smoke_test", "note"]
     assert d["reasons"] == ["FAIL: x"] and d["items"] == []
     assert b.VerdictBlock.from_dict(d) == v
 

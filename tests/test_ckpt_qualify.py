@@ -92,11 +92,10 @@ def test_indicative_phases_and_missing_estimate():
     save = next(p for p in run.phases if p.name == "ckpt-save")
     save.steady = False
     v = verdict(run, parse_requirements("ckpt-stall=1h,ckpt-fit=1"), None, None)
-    assert "[indicative: ckpt-save did not reach steady state" in v["reasons"][0]
-    assert "indicative" not in v["reasons"][1]  # capacity rests on no measurement
-    assert v.get("indicative") and any(
-        r.startswith("NOTE: this verdict rests") for r in v["reasons"]
-    )
+    assert v["reasons"][0].startswith("NOTE: this verdict rests")  # what it rests on first
+    assert "[indicative: ckpt-save did not reach steady state" in v["reasons"][1]
+    assert "indicative" not in v["reasons"][2]  # capacity rests on no measurement
+    assert v.get("indicative") and v["status"] in ("pass (indicative)", "fail")
     run.checkpoint = None  # e.g. the run failed before the checkpoint step
     passed, line, item = verdict_item(run, parse_requirements("ckpt-goodput=90%")[0])
     assert not passed and line.startswith("FAIL: checkpoint goodput") and "not estimated" in line
@@ -177,7 +176,8 @@ def test_dry_run_shows_the_model_step(cli, planted, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = cli("qualify", planted.path, "--quick", "--dry-run", "--model", "llama3-70b")
     assert r.code == 0, r.err
-    assert "llm-checkpoint" in r.out and "of the full 911.0 GiB) over 64 ranks" in r.out
+    flat = " ".join(r.out.split())  # the plan folds to the width (120 into a pipe)
+    assert "llm-checkpoint" in flat and "of the full 911.0 GiB) over 64 ranks" in flat
     assert planted.unchanged()
 
 

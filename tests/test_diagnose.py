@@ -37,7 +37,8 @@ def terms(**kw) -> PipelineTerms:
 
 
 def option(d, kind):
-    return next(s for s in d.options if s.kind == kind)
+    """The change of ``kind``, listed as helping or apart as not helping."""
+    return next(s for s in (*d.options, *d.no_help) if s.kind == kind)
 
 
 def test_decode_bound_one_worker_advises_five_workers():
@@ -97,7 +98,8 @@ def test_storage_bound_advises_bandwidth_and_workers_do_not_help():
 def test_small_files_advise_shards():
     # 4 KiB files (one request each), 2 ms read each with 4 readers: all of it per-file cost.
     # Batch 100, 40 ms compute: 100 × 2 ms ÷ 4 = 50 ms → AU 0.8.
-    # 256 MiB shards: 65,536 samples per shard read in 128 KiB requests at 2 ms each:
+    # 256 MiB shards would exceed the 39.1 MiB dataset: one shard of it all, 10,000 samples,
+    # read in 128 KiB requests at 2 ms each:
     # 2 ms × 4 KiB ÷ 128 KiB = 62.5 us per sample → 1.6 ms per batch → AU 1.0.
     d = diagnose(
         terms(
@@ -114,7 +116,8 @@ def test_small_files_advise_shards():
     assert d.terms.small_files and d.terms.open_share == pytest.approx(1.0)
     assert d.now.au == pytest.approx(0.8, abs=APPROX)
     assert d.advice is not None and d.advice.kind == "shards"
-    assert d.advice.amount == 256 << 20
+    assert d.advice.amount == 10_000 * 4096  # never a shard larger than the dataset
+    assert "one 39.1 MiB shard, the whole dataset (10,000 samples per shard" in d.advice.change
     assert d.advice.au == pytest.approx(1.0, abs=APPROX)
     assert "one request each" in d.advice.change
     # more bandwidth moves nothing of a per-request cost
@@ -372,3 +375,60 @@ def test_the_hosts_other_load_is_kept_in_every_configuration():
     assert diagnose(t).now.au == pytest.approx(0.1 / 0.51, abs=APPROX)
     t2 = PipelineTerms.from_loader({**m, "decode_wall_s_per_sample": 0.08})
     assert diagnose(t2).now.au == pytest.approx(0.1 / (10 * (0.01 + 2 * 0.041)), abs=APPROX)
+
+
+def test_a_change_is_listed_only_when_it_raises_the_au_beyond_the_runs_interval():
+    # storage-bound at 4 readers (taken as saturated): 10 × 50 ms ÷ 4 = 0.125 s per batch
+    # against 0.1 s compute → AU 0.8 (0.73–0.89 over read 45–55 ms). More workers read no
+    # faster: their AU stays 0.8, inside the run's own interval, so they are listed apart as
+    # not helping, never as "If workers: AU 80 %" beside a run at 80 %.
+    d = diagnose(terms(read_s_per_sample=0.05, decode_s_per_sample=0.0, workers=4,
+                       read_range=(0.045, 0.055)))  # fmt: skip
+    # more cores (with a worker per core) read no faster either; more bandwidth helps
+    assert [s.kind for s in d.no_help] == ["workers", "cores"]
+    assert [s.kind for s in d.options] == ["bandwidth"]
+    assert all(s.au > d.now.au_high or s.au_low > d.now.au for s in d.options)
+    text = format_diagnosis(d)
+    assert "  does not help (no AU beyond the run's own 80% (73%–89%)): workers: 5 loader" in text
+    assert not any(ln.lstrip().startswith("workers:") for ln in text.splitlines())
+    out = json.loads(json.dumps(d.to_dict()))
+    assert [s["kind"] for s in out["no_help"]] == ["workers", "cores"]
+    assert "workers" not in [s["kind"] for s in out["options"]]
+
+
+def test_a_change_within_half_a_point_does_not_help_when_the_terms_carry_no_range():
+    from dataclasses import replace
+
+    from iobench.diagnose import MIN_GAIN, helps_beyond
+
+    # storage-bound without a range: the run's interval is its point, 0.8; workers stay there
+    d = diagnose(terms(read_s_per_sample=0.05, decode_s_per_sample=0.0, workers=4))
+    assert d.now.au_low == d.now.au_high == d.now.au
+    assert "workers" in {s.kind for s in d.no_help} and d.advice in d.options
+    now = d.now
+    assert not helps_beyond(now, replace(now, au=now.au + MIN_GAIN, au_low=now.au, au_high=1))
+    assert helps_beyond(now, replace(now, au=now.au + 2 * MIN_GAIN))
+    # an AU at its ceiling: the change lifts the pessimistic end beyond the run's point
+    wide = replace(now, au=0.8, au_low=0.6, au_high=1.0)
+    assert helps_beyond(wide, replace(now, au=1.0, au_low=1.0, au_high=1.0))
+    assert not helps_beyond(wide, replace(now, au=0.85, au_low=0.7, au_high=1.0))
+
+
+def test_the_basis_text_is_formatted():
+    d = diagnose(terms(step_overhead_s=0.004))
+    for s in (d.now, *d.options, *d.no_help):
+        assert "{" not in s.basis and "main loop 4.00 ms/step measured" in s.basis, s.basis
+
+
+def test_the_loader_rows_list_what_does_not_help_apart():
+    from iobench.loader.existing_diagnosis import diagnosis_rows
+
+    d = diagnose(terms(read_s_per_sample=0.05, decode_s_per_sample=0.0, workers=4,
+                       read_range=(0.045, 0.055)))  # fmt: skip
+    rows = dict(diagnosis_rows(json.loads(json.dumps(d.to_dict()))))
+    assert "If workers (estimate)" not in rows and "If bandwidth (estimate)" in rows
+    apart = rows["Does not help (estimate)"]
+    assert apart.startswith("no AU beyond the run's own 80% (73%–89%): workers: 5 loader")
+    # an older result's diagnosis (no no_help key) still renders
+    old = {k: v for k, v in d.to_dict().items() if k != "no_help"}
+    assert "Does not help (estimate)" not in dict(diagnosis_rows(old))

@@ -303,8 +303,9 @@ def test_torchrun_qualify_two_ranks(tmp_path):
     assert proc.returncode in (0, 1), log[-3000:]
     assert sorted(os.listdir(out)) == ["report.html", "result.json"]
     res = json.loads((out / "result.json").read_text())
-    verdict = res["verdict"]["result"]
-    assert res["status"] == "complete" and verdict == ("pass" if proc.returncode == 0 else "fail")
+    verdict = res["verdict"]["status"]  # --quick: a pass is "pass (indicative)", exit 0
+    assert res["status"] == "complete"
+    assert verdict == ("pass (indicative)" if proc.returncode == 0 else "fail")
     for p in res["phases"]:
         assert p["params"]["ranks"] == 2, p["name"]
         assert [r["rank"] for r in p["ranks"]] == [0, 1]

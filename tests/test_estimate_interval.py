@@ -201,15 +201,22 @@ def test_verdict_says_when_it_rests_on_indicative_figures_and_quick_is_a_smoke_t
     steady = PhaseResult("seq-read-j1", "read", ops=10, bandwidth_bps=1e9, elapsed_s=3,
                          steady=True, steady_at_s=2.5)  # fmt: skip
     v = verdict(_run(None, [short, steady]), [Requirement("read", 1e9, "B/s")], None, None)
-    assert v["result"] == "pass" and v["indicative"] is True
-    assert "[indicative: seq-read ran 0.50 s, under the 1 s minimum]" in v["reasons"][0]
+    # its own status, never the word of a pass on steady phases; what it rests on comes first
+    assert v["status"] == v["result"] == "pass (indicative)" and v["indicative"] is True
+    assert v["reasons"][0].startswith("NOTE: this verdict rests on indicative figures (1 of 2 ")
+    assert "[indicative: seq-read ran 0.50 s, under the 1 s minimum]" in v["reasons"][1]
     assert v["items"][0]["indicative"] == "seq-read ran 0.50 s, under the 1 s minimum"
-    assert any(r.startswith("NOTE: this verdict rests on indicative figures") for r in v["reasons"])
     fine = verdict(_run(None, [steady]), [Requirement("read", 1e9, "B/s")], None, None)
+    assert fine["status"] == "pass"
     assert "indicative" not in fine and not any("NOTE" in r for r in fine["reasons"])
     quick = verdict(_run(None, [steady]), [], None, None, quick=True)
-    assert quick["smoke_test"] is True
-    assert any(r.startswith("NOTE: --quick is a smoke test") for r in quick["reasons"])
+    assert quick["smoke_test"] is True and quick["status"] == "pass (indicative)"
+    assert quick["reasons"][0].startswith("NOTE: --quick is a smoke test")
+    # no requirement: the pass rests on every phase, so one indicative phase makes it so
+    bare = verdict(_run(None, [short, steady]), [], None, None)
+    assert bare["status"] == "pass (indicative)"
+    low = verdict(_run(None, [short]), [Requirement("read", 9e9, "B/s")], None, None)
+    assert low["status"] == low["result"] == "fail"
 
 
 def test_sweep_notes_tell_unsteady_from_short_and_the_verdict_says_unstable():

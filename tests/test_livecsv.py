@@ -119,3 +119,73 @@ def test_bad_input_creates_no_live_csv(cli, planted, tmp_path):
             "--live-csv", path)  # fmt: skip
     assert r.code == 2
     assert not path.exists()
+
+
+class _Totals(Progress):
+    """Every (bytes, ops) an engine reported."""
+
+    def __init__(self):
+        self.seen: list[tuple[int, int]] = []
+
+    def update(self, done_bytes, done_ops):
+        self.seen.append((done_bytes, done_ops))
+
+
+@pytest.mark.parametrize("op", ["write", "read"])
+def test_engines_count_operations_as_they_count_bytes(tmp_path, op):
+    """One large file moved block by block: every report's ops follow its bytes (the live
+    CSV wrote ops=0 while bytes grew, then the whole file's ops in one row)."""
+    from iobench.engines.base import EngineContext, FileSpec, PhaseSpec
+    from iobench.engines.posix import PosixEngine
+    from iobench.target import StopFlag
+
+    bs, size = 4096, 16 << 20
+    files = (FileSpec("one.dat", size),)
+    if op == "read":
+        PosixEngine().run(PhaseSpec("fill", "write", files, block_size=1 << 20),
+                          EngineContext(str(tmp_path), StopFlag()))  # fmt: skip
+    seen = _Totals()
+    # paced, so the engine's progress thread reports many times within the one file
+    phase = PhaseSpec("p", op, files, block_size=bs, rate_bps=40 << 20)
+    res = PosixEngine().run(phase, EngineContext(str(tmp_path), StopFlag(), progress=seen))
+    assert res.bytes == size and res.ops == size // bs
+    mid = [(b, o) for b, o in seen.seen if 0 < b < size]
+    assert len(mid) >= 3, seen.seen
+    for b, o in mid:  # the two totals are read a moment apart: a few blocks either way
+        assert abs(o - b // bs) <= 64, (b, o)
+
+
+def test_fio_progress_counts_a_block_an_operation():
+    from iobench.engines.fio import EtaProgress
+
+    seen = _Totals()
+    eta = EtaProgress(seen, 1 << 20, block_size=4096)
+    eta.feed("Jobs: 1 (f=1): [R(1)][25.0%][r=1MiB/s][r=256 IOPS][eta 00m:03s]\r")
+    assert seen.seen == [(1 << 18, 64)]
+
+
+def test_the_fsspec_engine_counts_operations_as_it_counts_bytes():
+    import uuid
+
+    import fsspec
+
+    from iobench.engines.base import EngineContext, FileSpec, PhaseSpec
+    from iobench.engines.fsspec import FsspecEngine
+    from iobench.target import StopFlag
+
+    fs, path = fsspec.filesystem("memory"), f"/iobench-live-{uuid.uuid4().hex[:8]}"
+    fs.makedirs(path, exist_ok=True)
+    try:
+        bs, size = 4096, 8 << 20
+        seen = _Totals()
+        phase = PhaseSpec("w", "write", (FileSpec("one.dat", size),), block_size=bs,
+                          rate_bps=20 << 20)  # fmt: skip
+        ctx = EngineContext(run_dir=f"memory://{path}", stop=StopFlag(), fs_type="memory",
+                            progress=seen)  # fmt: skip
+        res = FsspecEngine().run(phase, ctx)
+        assert res.bytes == size and res.ops == size // bs
+        mid = [(b, o) for b, o in seen.seen if 0 < b < size]
+        assert len(mid) >= 3, seen.seen
+        assert all(abs(o - b // bs) <= 64 for b, o in mid), mid
+    finally:
+        fs.rm(path, recursive=True)

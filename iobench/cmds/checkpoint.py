@@ -13,6 +13,7 @@ from .common import (
     arm_watchdog,
     out,
     out_report,
+    out_text,
     print_plan,
     progress_factory,
 )
@@ -117,7 +118,7 @@ def checkpoint(
         else:
             out_report(outcome.run)
             if outcome.result_path:
-                out(f"result: {outcome.result_path}")
+                out_text(f"result: {outcome.result_path}")
     if outcome.error is not None:
         raise outcome.error
     return 0

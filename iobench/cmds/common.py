@@ -104,6 +104,16 @@ def out(text: str, styled: bool = False) -> None:
         _lose_stdout(e)
 
 
+def out_text(text: str) -> None:
+    """:func:`out` for text a person reads (tables, prose, plans): every line folded to
+    stdout's width (``COLUMNS``, the terminal's, or 120 into a pipe; :mod:`iobench.textfit`),
+    never cut. JSON, CSV and markdown go through :func:`out` as they are."""
+    from ..redact import for_terminal
+    from ..textfit import fold_text, stdout_format
+
+    out(fold_text(for_terminal(text), stdout_format()[0]))
+
+
 def err(text: str) -> None:
     """Write a line to stderr (masked and escaped as :func:`out`); never raises."""
     try:
@@ -283,7 +293,7 @@ def finish_run(
     else:
         out_report(outcome.run)
     if outcome.result_path and not as_json:
-        out(f"result: {outcome.result_path}")
+        out_text(f"result: {outcome.result_path}")
     write_exports(outcome.run, *exports)
     if outcome.error is not None:
         raise outcome.error

@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from .common import app, out
+from .common import app, out, out_text
 
 
 @app.command()
@@ -41,8 +41,8 @@ def datasize(
     if as_json:
         out(json.dumps({"profile": prof.name, **ds.to_dict()}, indent=2))
         return 0
-    out(f"Profile {prof.name}: batch {prof.batch_size}, {prof.sample_size:,} B per sample")
-    out(format_dataset_size(ds))
+    out_text(f"Profile {prof.name}: batch {prof.batch_size}, {prof.sample_size:,} B per sample")
+    out_text(format_dataset_size(ds))
     if host_mem is None:
-        out("  (host memory: this host's RAM; pass --host-mem for the clients')")
+        out_text("  (host memory: this host's RAM; pass --host-mem for the clients')")
     return 0

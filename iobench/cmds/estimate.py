@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from .common import app, deprecated, out
+from .common import app, deprecated, out, out_text
 
 
 @app.command()
@@ -44,7 +44,7 @@ def estimate(
         doc = {**est.to_dict(), "source_run": run.run_id, "sweep": describe(sweep)}
         out(json.dumps(doc, indent=2))
         return 0
-    out(_render(est, sweep, run))
+    out_text(_render(est, sweep, run))
     return 0
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from ..errors import UsageError
-from .common import app, err, out, out_report
+from .common import app, err, out, out_report, out_text
 
 
 @app.command()
@@ -75,9 +75,9 @@ def _list(url: str | None, workload: str | None, as_json: bool) -> int:
         out(json.dumps([list_entry(r) for r in runs], indent=1))
         return 0
     if not runs:
-        out(f"no runs in {url or hist.default_history_url()}")
+        out_text(f"no runs in {url or hist.default_history_url()}")
         return 0
-    out(list_table(runs))
+    out_text(list_table(runs))
     return 0
 
 
@@ -148,22 +148,23 @@ def _trend(arg: str | None, url: str | None, workload: str | None, svg: str | No
         results.claim_output_file(svg, option="--svg")
     points = hist.trend(arg, url, workload=workload, on_warning=_warn)
     if not points:
-        out(f"no values of {arg} in history")
+        out_text(f"no values of {arg} in history")
         return 0
     unit = hist.ALL_METRICS.get(metric, (None, ""))[1]
     show = {"B/s": format_rate, "s": format_seconds}.get(unit, lambda v: format_count(v))
     values = [show(p.value) for p in points]
     width = max(len(arg), *(len(v) for v in values))
-    out(f"{'started (UTC)':<20}  {'run id':<28} {arg:>{width}}  over repeats")
+    lines = [f"{'started (UTC)':<20}  {'run id':<28} {arg:>{width}}  over repeats"]
     for p, value in zip(points, values, strict=True):
         s = p.spread
         spread = format_spread(s.n, s.min, s.max, s.cv, show)
-        out(f"{_when(p.started_at):<20}  {p.run_id:<28} {value:>{width}}  {spread}")
+        lines.append(f"{_when(p.started_at):<20}  {p.run_id:<28} {value:>{width}}  {spread}")
+    out_text("\n".join(lines))
     if svg is not None:
         path = results.write_output_file(
             svg, hist.trend_svg(points, arg, unit).encode(), option="--svg"
         )
-        out(f"plot: {path}")
+        out_text(f"plot: {path}")
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .common import app, out
+from .common import app, out_text
 
 
 @app.command()
@@ -47,16 +47,16 @@ def profile(
         if prof.bytes_exact
         else f"{prof.files_stat:,} of {prof.files:,} stat'ed (a random sample; bytes estimated)"
     )
-    out(
+    out_text(
         f"{prof.fmt} dataset: {prof.files:,} files ({looked}), "
         f"{format_bytes(prof.total_bytes)}, {prof.samples_per_file:,} sample(s) per file "
         f"({prof.inspected} opened to count), sample {format_bytes(prof.sample_size)} "
         f"± {format_bytes(prof.sample_size_sd)}"
     )
-    out(
+    out_text(
         f"unreadable: {prof.unreadable} of the {prof.inspected} files opened "
         f"({prof.mismatched} more whose contents say another format)"
     )
-    out(f"decode: {prof.decode_note}")
-    out(f"profile written to {output} (emulated as {prof.synthetic_format})")
+    out_text(f"decode: {prof.decode_note}")
+    out_text(f"profile written to {output} (emulated as {prof.synthetic_format})")
     return 0

@@ -21,6 +21,7 @@ from .common import (
     open_live_csv,
     out,
     out_report,
+    out_text,
     progress_factory,
     with_live_csv,
     write_exports,
@@ -82,6 +83,12 @@ _RESTART_OPTION = typer.Option(
 _OUTPUT_OPTION = typer.Option(
     None, "--output", help="Result directory (default ./iobench-results/RUN_ID)."
 )
+_FAIL_ON_OPTION = typer.Option(
+    "fail",
+    "--fail-on",
+    help="fail | indicative: exit 1 on a fail (default), or also on a pass (indicative), one "
+    "that rests on indicative phases (docs/concepts/verdict.md).",
+)
 _HISTORY_OPTION = typer.Option(
     None, "--history", help="History URL (default ~/.local/share/iobench/history)."
 )
@@ -107,6 +114,7 @@ def qualify(
     engine: str = typer.Option("posix", "--engine", help="posix | fio."),
     output: str = _OUTPUT_OPTION,
     history: str = _HISTORY_OPTION,
+    fail_on: str = _FAIL_ON_OPTION,
     no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
     as_json: bool = typer.Option(False, "--json", help="Print result.json instead of the table."),
     keep: bool = typer.Option(False, "--keep", help="Keep the run directory on the target."),
@@ -116,22 +124,18 @@ def qualify(
     live_csv: str | None = LIVE_CSV_OPTION,
     stall_timeout: str | None = STALL_OPTION,
 ) -> int:
-    """Qualify TARGET: every phase, the loader, the estimate, and a pass/fail verdict (exit 0/1)."""
-    from ..api import check_history_url
+    """Qualify TARGET: every phase, the loader, the estimate, and a verdict (docs/concepts/verdict.md)."""
     from ..ckpt_estimate import parse_options
     from ..coordinator import SingleProcess
     from ..distributed import coordinator_from_env, is_lead_rank
     from ..errors import ExitStatus
 
+    _check(fail_on, dry_run, (csv_path, series_csv), None if no_history else history or "")
     arm_watchdog(stall_timeout)
     budget = deprecated("--time", "--budget", old_budget, budget)
     ckpt_opts = parse_options(mtbf=mtbf, failure_rate=failure_rate, interval=interval,
                               restart=restart)  # fmt: skip
     lead = is_lead_rank()  # under torchrun rank 0 prints, appends and writes the report
-    if not dry_run:
-        check_exports(csv_path, series_csv)
-    if not no_history:
-        check_history_url(history or "")
     coord = SingleProcess() if dry_run else coordinator_from_env()  # a dry run joins no group
     outcome, plan_text = _run(
         live_csv, quiet or not lead, target, profile_name=profile, gpus=gpus, require=require,
@@ -140,14 +144,37 @@ def qualify(
     )  # fmt: skip
     if plan_text is not None:
         if lead:
-            out(plan_text)
+            out_text(plan_text)
         return ExitStatus.OK
     if lead:
         _report(outcome, None if no_history else history or "", as_json, (csv_path, series_csv))
     if outcome.error is not None:
         raise outcome.error
     coord.barrier()  # ranks leave together: torchrun kills the rest when one exits 1 (a fail)
-    return ExitStatus.OK if outcome.run.verdict["result"] == "pass" else ExitStatus.FAILED
+    return _exit_status(outcome.run, fail_on)
+
+
+def _check(
+    fail_on: str, dry_run: bool, exports: tuple[str | None, ...], history: str | None
+) -> None:
+    """The options checked before anything runs (UsageError: exit 2, nothing written)."""
+    from ..api import check_history_url
+    from ..verdict import check_fail_on
+
+    check_fail_on(fail_on)
+    if not dry_run:
+        check_exports(*exports)
+    if history is not None:
+        check_history_url(history)
+
+
+def _exit_status(run: Any, fail_on: str) -> int:
+    """1 for a fail (and, with ``--fail-on indicative``, a pass (indicative)), else 0."""
+    from ..errors import ExitStatus
+    from ..verdict import verdict_fails
+
+    judged = run.verdict_block.judged if run.verdict_block is not None else None
+    return ExitStatus.FAILED if verdict_fails(judged, fail_on) else ExitStatus.OK
 
 
 def _run(live_csv: str | None, quiet: bool, target: str, **kwargs: Any) -> Any:
@@ -183,7 +210,8 @@ def _report(
     run = outcome.run
     out(results.dumps(run)) if as_json else out_report(run)
     if not as_json and outcome.result_path:
-        out(f"result: {outcome.result_path}")
-        out(f"report: {outcome.result_path.parent / 'report.html'}")
-        out(f"verdict: {run.verdict['result'].upper()}")
+        out_text(f"result: {outcome.result_path}")
+        out_text(f"report: {outcome.result_path.parent / 'report.html'}")
+        block = run.verdict_block
+        out_text(f"verdict: {str(block.judged if block else None).upper()}")
     write_exports(run, *exports)

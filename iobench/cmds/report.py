@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from .common import app, out, out_report
+from .common import app, out, out_report, out_text
 
 
 @app.command()
@@ -41,7 +41,7 @@ def report(
         path = results.write_output_file(
             html, rep.render_html(run, baseline=base).encode(), inputs=(source,), option="--html"
         )
-        out(f"report: {path}")
+        out_text(f"report: {path}")
     return 0
 
 

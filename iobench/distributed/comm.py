@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import DistributedError, UsageError
+from ..errors import DistributedError, UsageError, quoted
 from ..units import parse_duration
 
 ENV_TIMEOUT = "IOBENCH_DIST_TIMEOUT"
@@ -73,7 +73,7 @@ def _why_collective_failed(e: BaseException, timeout_s: float) -> str:
         return "another rank exited (connection closed)"
     if "timed out" in low or "timeout" in low:
         return f"another rank did not answer within {timeout_s:g} s ({ENV_TIMEOUT})"
-    return f"{type(e).__name__}: {text[:160]}"
+    return f"{type(e).__name__}: {quoted(text, 160)}"
 
 
 # -- liveness: heartbeats in the job's store --------------------------------------------------
@@ -283,7 +283,7 @@ class TorchComm(Comm):
             try:
                 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout_s))
             except Exception as e:  # noqa: BLE001 - rendezvous errors come in many types
-                detail = " ".join(str(e).split())[:200]
+                detail = quoted(e, 200)
                 raise DistributedError(
                     f"could not join the other ranks within {timeout_s:g} s ({detail})",
                     hint=f"check MASTER_ADDR/MASTER_PORT and that every rank started; "

@@ -239,11 +239,16 @@ def strip_eta(text: str) -> str:
 class EtaProgress:
     """Feeds an engine Progress from fio's status lines: done bytes from the percentage when
     the phase has a size and fio an estimate, else the reported rates summed over time since
-    fio started (a display, never a figure of the result)."""
+    fio started (a display, never a figure of the result). Operations go with the bytes: one
+    per ``block_size`` (fio's blocks are that size), so a live row's IOPS is never 0 while
+    its bytes grow."""
 
-    def __init__(self, progress, total_bytes: int | None, clock=time.monotonic):
+    def __init__(
+        self, progress, total_bytes: int | None, clock=time.monotonic, block_size: int = 0
+    ):
         self.progress = progress
         self.total = total_bytes
+        self.block_size = block_size
         self.clock = clock
         self.offset = 0
         self.tail = ""
@@ -269,7 +274,8 @@ class EtaProgress:
         self.last_t = now
         if done > self.done:
             self.done = done
-            self.progress.update(int(done), 0)
+            ops = int(done) // self.block_size if self.block_size else 0
+            self.progress.update(int(done), ops)
 
     def poll(self, fd: int) -> None:
         """Read what fio wrote to ``fd`` since the last poll (pread: fio's offset stays put)."""
@@ -370,7 +376,13 @@ class FioEngine(Engine):
                 ctx.progress.set_duration(phase.time_s)
             try:
                 rc, stderr, stdout, stopped, timed_out = self._execute(
-                    exe, jobfile, output, phase, ctx, plan.cwd, EtaProgress(ctx.progress, total)
+                    exe,
+                    jobfile,
+                    output,
+                    phase,
+                    ctx,
+                    plan.cwd,
+                    EtaProgress(ctx.progress, total, block_size=phase.block_size or 0),
                 )
             finally:
                 ctx.progress.close()

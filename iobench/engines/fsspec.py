@@ -23,7 +23,7 @@ import posixpath
 from typing import Any
 
 from ..datagen import DataPool
-from ..errors import EngineError
+from ..errors import EngineError, quoted
 from ..measured import phase_result
 from ..results import PhaseResult
 from ..stats import WorkerStats
@@ -71,7 +71,7 @@ def describe_error(e: BaseException, path: str) -> str:
     elif isinstance(e, PermissionError):
         text = f"access denied: {path}"
     else:
-        detail = " ".join(str(e).split())[:200]
+        detail = quoted(e, 200)
         text = f"{type(e).__name__}: {detail} ({path})"
     return scrub(text)
 
@@ -218,6 +218,7 @@ class FsspecEngine(Engine):
         object is the op), publish the worker's progress and pace it; True at the deadline."""
         if phase.latency_per != "file":
             st.add(n, t1 / 1e9, t1 - t0)
+            state.done_ops[w] = st.ops  # published as the bytes are
         state.done_bytes[w] = total
         if deadline and t1 / 1e9 >= deadline:
             return True

@@ -302,6 +302,8 @@ class _SeqWorker:
         # a time-based write's first pass fills its files whole: steady state ends it after
         done_bytes, cap = state.done_bytes, pool.block_size
         should_stop = state.stop_or_failed if first_pass else state.should_stop
+        # operations published as bytes are, block by block (recorded ops + the recorder's)
+        done_ops, ops = state.done_ops, st.ops + rec.n
         t_file = _perf_ns()
         fd = self._open(seg)
         pos = start = seg.offset
@@ -327,6 +329,8 @@ class _SeqWorker:
                 moved += done
                 if not per_file:
                     rec.add(done, t0, t1)
+                    ops += 1
+                    done_ops[w] = ops
                 done_bytes[w] = moved
                 if deadline_ns and t1 >= deadline_ns and not first_pass:
                     break
@@ -356,6 +360,7 @@ class _SeqWorker:
         bs, per_file, verify = phase.block_size or 0, phase.latency_per == "file", phase.verify
         budget, deadline_ns, rate = self.budget, self.deadline_ns, phase.rate_bps
         done_bytes, should_stop = state.done_bytes, state.should_stop
+        done_ops, ops = state.done_ops, st.ops + rec.n  # published as bytes are
         align = state.ctx.direct_align if phase.direct else 0
         t_file = _perf_ns()
         fd = self._open(seg)
@@ -384,6 +389,8 @@ class _SeqWorker:
                 moved += done
                 if not per_file:
                     rec.add(done, t0, t1)
+                    ops += 1
+                    done_ops[w] = ops
                 done_bytes[w] = moved
                 if deadline_ns and t1 >= deadline_ns:
                     break

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreError, UsageError
+from ..errors import StoreError, UsageError, quoted
 from ..results import SCHEMA_VERSION, RunResult, dumps, schema_version_problem
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def _to_parquet_bytes(run: RunResult) -> bytes:
 
 def _why(e: BaseException) -> str:
     """One line: the exception's type and message (a backend's may span lines)."""
-    text = " ".join(str(e).split())[:300]
+    text = quoted(e)
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 

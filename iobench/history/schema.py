@@ -288,7 +288,7 @@ def metric_rows(run: RunResult) -> list[dict[str, Any]]:
         "status": run.status,
         "schema_version": run.schema_version,
         "iobench_version": run.iobench_version,
-        "verdict": verdict.result if verdict is not None else None,
+        "verdict": verdict.judged if verdict is not None else None,
         **dict.fromkeys(("block_size", "jobs", "cache", "phase_engine")),
     }
     rows: list[dict[str, Any]] = []

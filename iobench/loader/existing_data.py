@@ -46,7 +46,7 @@ from torch.utils.data import IterableDataset
 
 from .. import storage
 from ..cpu import physical_memory
-from ..errors import IobenchError, UsageError
+from ..errors import IobenchError, UsageError, quoted
 from ..formats.registry import get_reader
 from ..target import is_url
 
@@ -259,7 +259,7 @@ def _name(names: list[str], name: str, why: BaseException | str) -> None:
     if len(names) < NAMES_KEPT:
         text = why if isinstance(why, str) else f"{type(why).__name__}: {why}"
         text = _OBJ_REPR.sub("(in memory)", text.replace("\n", " "))
-        names.append(f"{name}: {text}"[:200])
+        names.append(quoted(f"{name}: {text}", 200))
 
 
 def _resident(fd: int) -> bool | None:

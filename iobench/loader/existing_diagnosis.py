@@ -64,6 +64,15 @@ def diagnosis_rows(d: dict[str, Any] | None) -> list[list[str]]:
         rows.append(
             [f"If {s['kind']} (estimate)", f"AU {_au(s)}, {mark} the threshold: {s['change']}"]
         )
+    no_help = [s for s in d.get("no_help") or [] if isinstance(s, dict)]
+    if no_help:  # apart: a change whose AU stays within the run's own interval
+        rows.append(
+            [
+                "Does not help (estimate)",
+                f"no AU beyond the run's own {_au(now)}: "
+                + "; ".join(f"{s['kind']}: {s['change']} (AU {_au(s)})" for s in no_help),
+            ]
+        )
     rows.extend(["Not estimated", why] for why in d.get("not_estimated") or [])
     rows.extend(["Diagnosis warning", w] for w in d.get("warnings") or [])
     a = d.get("advice")

@@ -541,6 +541,7 @@ def _cache_warning(runner: PhaseRunner, index: DatasetIndex) -> None:
     if fs_class(runner.target.fs_type) == "memory" or (mem and index.total_bytes < mem):
         runner.warn(
             f"data loader read the dataset ({format_bytes(index.total_bytes)}) without O_DIRECT "
-            f"and it fits in page cache ({format_bytes(mem)} RAM): loader figures may be cache "
-            "(pages were dropped after each read where the kernel allows)"
+            f"and it fits in page cache ({format_bytes(mem)} RAM): loader figures may be the "
+            "page cache's speed, not the storage's (pages were dropped after each read where "
+            "the kernel allows)"
         )

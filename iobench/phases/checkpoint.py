@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..engines.base import FileSpec, PhaseSpec
-from ..errors import EngineError, UsageError
+from ..errors import EngineError, UsageError, quoted
 from ..measured import phase_result
 from ..plan import Plan
 from ..stats import WorkerStats
@@ -175,8 +175,7 @@ def _describe_failure(e: BaseException) -> str:
     # torch.distributed.checkpoint wraps each rank's traceback: keep its last line
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip() != "^"]
     last = lines[-1] if lines else type(e).__name__
-    if len(last) > 300:
-        last = last[:297] + "..."
+    last = quoted(last)
     return f"checkpoint failed: {type(e).__name__}: {last}"
 
 

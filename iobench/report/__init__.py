@@ -14,11 +14,11 @@ modules and the tests use are re-exported here.
 
 from __future__ import annotations
 
+from ..textfit import MIN_TERMINAL_WIDTH, TERMINAL_WIDTH, stdout_format, terminal_format
 from .cells import (
     _CACHE_MEANING,
     METADATA_OPS,
     PLOT_HINT,
-    TERMINAL_WIDTH,
     _block_short,
     _Table,
     _value,
@@ -38,14 +38,7 @@ from .tables import (
     _sections,
     _verdict,
 )
-from .text import (
-    MIN_TERMINAL_WIDTH,
-    colour_compare,
-    render_markdown,
-    render_terminal,
-    stdout_format,
-    terminal_format,
-)
+from .text import colour_compare, render_markdown, render_terminal
 
 __all__ = [
     "METADATA_OPS",

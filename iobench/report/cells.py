@@ -17,9 +17,6 @@ from ..units import format_bytes, format_count, format_rate, format_seconds, for
 METADATA_OPS = ("create", "stat", "open_read", "delete")
 
 
-TERMINAL_WIDTH = 120
-
-
 PLOT_HINT = "plots need matplotlib (pip install iobench[plot])"
 
 

@@ -33,7 +33,7 @@ from .tables import (
 
 _CSS = """
 :root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --alt:#f6f8fa; --pass:#1a7f37;
-        --fail:#cf222e; --warn:#9a6700; --model:#8250df; }
+        --fail:#cf222e; --warn:#9a6700; --indicative:#f0b429; --model:#8250df; }
 * { box-sizing: border-box; }
 body { margin: 0; background: #fff; color: var(--fg);
        font: 14px/1.5 -apple-system, BlinkMacSystemFont, "Segoe UI", "Helvetica Neue", Arial,
@@ -54,6 +54,7 @@ dl.meta dd { margin: 0; }
 .banner.pass { background: var(--pass); }
 .banner.fail { background: var(--fail); }
 .banner.warn { background: var(--warn); }
+.banner.indicative { background: var(--indicative); color: #1f2328; }
 .banner .word { font-size: 28px; font-weight: 750; letter-spacing: 0.06em; }
 .banner .label { font-size: 12px; text-transform: uppercase; letter-spacing: 0.08em;
                  opacity: 0.85; }
@@ -132,7 +133,9 @@ def _html_banner(run: RunResult) -> str:
     verdict = _verdict(run)
     if verdict:
         result, reasons = verdict
-        kind = {"PASS": "pass", "FAIL": "fail"}.get(result, "warn")
+        kind = {"PASS": "pass", "PASS (INDICATIVE)": "indicative", "FAIL": "fail"}.get(
+            result, "warn"
+        )
         items = "".join(f"<li>{_e(r)}</li>" for r in reasons)
         return (
             f'<section class="banner {kind}" id="verdict"><div class="label">Verdict</div>'

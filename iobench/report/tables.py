@@ -503,7 +503,7 @@ def _verdict(run: RunResult) -> tuple[str, list[str]] | None:
     v = run.verdict_block
     if v is None or v.empty:
         return None
-    result = str(v.result if v.has("result") else "").upper() or "UNKNOWN"
+    result = str(v.judged or "").upper() or "UNKNOWN"
     return result, [str(r) for r in v.reasons or ()]
 
 

@@ -10,11 +10,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..results import RunResult
-from .cells import TERMINAL_WIDTH, _delta_style, _errors, _is_delta, _phase_warnings, _Table
+from ..textfit import MIN_TERMINAL_WIDTH, TERMINAL_WIDTH, fold_line
+from .cells import _delta_style, _errors, _is_delta, _phase_warnings, _Table
 from .tables import _run_info, _sections, _verdict
-
-MIN_TERMINAL_WIDTH = 40  # narrower terminals get 40-column lines (wrapped by the terminal)
-
 
 # Styles of the coloured terminal (rich style names); plain output carries none of them.
 _STATUS_STYLE = {
@@ -23,38 +21,9 @@ _STATUS_STYLE = {
     "PARTIAL": "bold red",
     "FAILED": "bold red",
     "PASS": "bold green",
+    "PASS (INDICATIVE)": "bold yellow",  # never the colour of a pass on steady phases
     "FAIL": "bold red",
 }
-
-
-def terminal_format(
-    isatty: bool, environ: dict[str, str], tty_columns: int | None
-) -> tuple[int, bool]:
-    """(width, colour) for stdout: ``COLUMNS`` when set, else the terminal's own width when
-    stdout is one, else the fixed :data:`TERMINAL_WIDTH` (pipes and files get stable text);
-    never under :data:`MIN_TERMINAL_WIDTH`. Colour only on a terminal, never with ``NO_COLOR``
-    set (any value, no-color.org) or ``TERM=dumb``."""
-    width = TERMINAL_WIDTH
-    cols = str(environ.get("COLUMNS", "")).strip()
-    if cols.isdigit() and int(cols) > 0:
-        width = int(cols)
-    elif isatty and tty_columns and tty_columns > 0:
-        width = tty_columns
-    colour = isatty and not environ.get("NO_COLOR") and environ.get("TERM") != "dumb"
-    return max(width, MIN_TERMINAL_WIDTH), colour
-
-
-def stdout_format() -> tuple[int, bool]:
-    """:func:`terminal_format` of this process's stdout."""
-    import os
-    import sys
-
-    try:
-        isatty = sys.stdout is not None and sys.stdout.isatty()
-        cols = os.get_terminal_size(sys.stdout.fileno()).columns if isatty else None
-    except (OSError, ValueError, AttributeError):
-        isatty, cols = False, None
-    return terminal_format(isatty, dict(os.environ), cols)
 
 
 # compare's table: a line's first characters -> its style (the marks of iobench.compare)
@@ -126,9 +95,11 @@ def _terminal_grid(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> l
     rows = [[_clean(c) for c in r] for r in t.rows]
     widths = [max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(n)]
     excess = indent + sum(widths) + 2 * (n - 1) - width
-    # Shrink the widest left-aligned columns (names) first, a name to no fewer than 16
-    # characters, other text to 8; numbers and the status keep their width.
-    floors = [16 if i == 0 else 8 for i in range(n)]
+    # Shrink the widest left-aligned text columns first, to no fewer than 8 characters; the
+    # first column (the phase's or row's name) is never shortened: two names cut alike
+    # (``dataset...led-r1``) would stand for two phases. Numbers and the status keep their
+    # width; a grid that still does not fit is laid out as one block per row.
+    floors = [widths[0] if i == 0 else 8 for i in range(n)]
     while excess > 0:
         text_cols = [i for i in range(n - 1) if t.align[i] == "l" and widths[i] > floors[i]]
         if not text_cols:
@@ -163,22 +134,34 @@ def _terminal_records(
     headers: list[str], rows: list[list[str]], t: _Table, indent: int, width: int
 ) -> list[Any]:
     """A grid too wide for the terminal: each row's first cell, then its "Header value"
-    pairs filled under it, a pair never split (a pair wider than the line is cut)."""
+    pairs filled under it, a pair never split (a pair wider than the line is folded on its
+    own lines, never cut)."""
     out = []
     for r in rows:
-        head = _styled(" " * indent)
-        head.append(_cut(r[0], width - indent), style="bold")
-        out.append(head)
+        for part in textwrap.wrap(r[0], width - indent, break_on_hyphens=False) or [""]:
+            head = _styled(" " * indent)  # the name whole, folded when wider than the line
+            head.append(part, style="bold")
+            out.append(head)
         pairs = [f"{h} {c}" for h, c in zip(headers[1:], r[1:], strict=True) if c.strip()]
         line = ""
+        pad = " " * (indent + 2)
         for pair in pairs:  # a pair is never split across lines
-            joined = f"{line}, {pair}" if line else " " * (indent + 2) + pair
+            if len(pad) + len(pair) + 1 > width:  # wider than a line: on lines of its own
+                if line:
+                    out.append(_styled(line + ","))
+                out.extend(_styled(ln) for ln in fold_line(pad + pair, width - 1))
+                out[-1].append(",")
+                line = ""
+                continue
+            joined = f"{line}, {pair}" if line else pad + pair
             if line and len(joined) + 1 > width:  # room for the comma
                 out.append(_styled(line + ","))
                 joined = " " * (indent + 2) + pair
             line = joined
         if line:
             out.append(_styled(line))
+        elif out and out[-1].plain.endswith(","):
+            out[-1].right_crop(1)  # the row's last pair ends it
     return out
 
 
@@ -186,7 +169,11 @@ def _terminal_kv(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> lis
     label_w = min(max(len(_clean(r[0])) for r in t.rows), max(width // 3, 8))
     out = []
     for label, value in t.rows:
-        first = " " * indent + _cut(_clean(label), label_w).ljust(label_w) + "  "
+        label = _clean(label)
+        if len(label) > label_w:  # never cut: the label on its own line(s), the value under
+            out.extend(_styled(ln) for ln in fold_line(" " * indent + label, width))
+            label = ""
+        first = " " * indent + label.ljust(label_w) + "  "
         lines = textwrap.wrap(
             _clean(value),  # masked before wrapping: a URL cut in two is no longer one
             width=width,
@@ -221,16 +208,12 @@ def render_terminal(
     (ANSI SGR codes only). Every text from the run is masked and escaped
     (:func:`iobench.redact.for_terminal`) before it is laid out, so the widths hold."""
     width = max(int(width), MIN_TERMINAL_WIDTH)
-    lines: list[Any] = [
-        _styled(
-            _cut(_clean(f"iobench {run.iobench_version} - run {run.run_id} - {run.status}"), width),
-            "bold",
-        )
-    ]
+    head = _clean(f"iobench {run.iobench_version} - run {run.run_id} - {run.status}")
+    lines: list[Any] = [_styled(ln, "bold") for ln in fold_line(head, width)]
     info = _Table("", ["", ""], _run_info(run)[1:], "ll", kv=True)
     lines += _terminal_kv(info, width=width)
     for t in _sections(run, baseline):
-        lines += [_styled(""), _styled(_cut(_clean(t.title), width), "bold")]
+        lines += [_styled("")] + [_styled(ln, "bold") for ln in fold_line(_clean(t.title), width)]
         lines += _terminal_kv(t, width=width) if t.kv else _terminal_grid(t, width=width)
         if t.note:
             lines += [

@@ -8,7 +8,7 @@ import os
 import posixpath
 from typing import Any
 
-from ..errors import EngineUnavailable, TargetError
+from ..errors import EngineUnavailable, TargetError, quoted
 from ..redact import ENDPOINT_ENV, redact_text, redact_url, userinfo
 from .model import RUN_DIR_PREFIX, Target
 from .rundir import remove_at
@@ -94,7 +94,7 @@ def _describe_store_error(e: BaseException, where: str, endpoint: str) -> str:
         return f"{where} does not exist{at}"
     if isinstance(e, PermissionError):
         return f"access to {where} denied{at} (check the credentials and the bucket policy)"
-    detail = " ".join(str(e).split())[:200]
+    detail = quoted(e, 200)
     return f"cannot reach {where}{at}: {type(e).__name__}: {detail}"
 
 
