@@ -35,6 +35,9 @@ def test_slower_storage_is_a_regression(tmp_path, planted):
     slow = tmp_path / "slow"
     p = _run(["run", "sequential-write", planted.path, "--output", base, *SEQ], env, tmp_path)
     assert p.returncode == 0, p.stderr
+    base_res = json.loads((base / "result.json").read_text())
+    if min(ph["bandwidth_bps"] for ph in base_res["phases"]) < 80 << 20:
+        pytest.skip("the shared disk runs under 2x the 40 MiB/s throttle now: nothing to slow")
     # The same workload on the same device throttled to 40 MiB/s: a slower storage.
     with throttle.throttled(str(planted.path), 40 << 20, 40 << 20) as group:
         argv = [sys.executable, "-m", "iobench", "run", "sequential-write", str(planted.path),

@@ -52,7 +52,6 @@ def compare(
     false-alarm rate held to --alpha over every metric (docs/concepts/compare.md); 3 when the
     runs are not comparable."""
     from .. import compare as cmp
-    from .. import report as rep
 
     _check_args(refs, baseline, fmt)
     options = cmp.CompareOptions(strict=strict, fail_on=fail_on, alpha=alpha, correction=correction)
@@ -62,6 +61,18 @@ def compare(
     base, current, chosen = _resolve(refs, baseline, history, warn)
     noise = cmp.history_noise(base, current, history, options, on_warning=warn)
     report = cmp.compare_runs(base, current, options, noise, baseline_choice=chosen)
+    _emit(report, fmt, verbose)
+    if not report.comparable and fmt != "json":
+        err(f"iobench: not comparable: {report.reason}")
+    return int(report.exit_status())
+
+
+def _emit(report, fmt: str, verbose: bool) -> None:
+    """The report on stdout: the table at the terminal's width (in colour on a terminal),
+    markdown or JSON."""
+    from .. import compare as cmp
+    from .. import report as rep
+
     width, colour = rep.stdout_format()
     if fmt == "table":
         text = cmp.render_table(report, verbose=verbose, width=width)
@@ -69,9 +80,6 @@ def compare(
         render = {"markdown": cmp.render_markdown, "json": cmp.render_json}[fmt]
         text, colour = render(report, verbose=verbose), False
     out(rep.colour_compare(text) if colour else text, styled=colour)
-    if not report.comparable and fmt != "json":
-        err(f"iobench: not comparable: {report.reason}")
-    return int(report.exit_status())
 
 
 def _check_args(refs: list[str], baseline: str | None, fmt: str) -> None:
