@@ -1,22 +1,25 @@
 #!/usr/bin/env python
-"""Does ``iobench compare`` know its noise? Identical runs must not regress; slow storage must.
+"""Does ``iobench compare`` control its false alarms? Identical runs must not regress; reads
+throttled to half the rate must, naming only the read metrics.
 
-Runs ``iobench run sequential-write`` (default size=64MiB, jobs=2, no sweeps, O_DIRECT, one
-repeat) as ``--pairs`` (10) pairs of identical runs back to back, all into one fresh history,
-and compares each pair (``iobench compare A B --format json``): the first pairs have no history
-and one repeat a side, so their moves are "unconfirmed"; later ones have the earlier runs'
-noise floor. Then an unthrottled run against one whose reads are throttled to ``--rate``
-(40 MiB/s) with the blkio controller (the runs use O_DIRECT, so the throttle bites), compared
-twice: with the pairs' history and with none. Prints one table row per comparison (markdown);
-exits 0 when the pairs report 0 regressions and the throttled run is a regression naming only
-read metrics (seq-read.bandwidth among them), else 1.
+For each ``--repeats`` count (1, 3, 6) it runs ``iobench run sequential-write`` (size=16MiB,
+jobs=2, no sweeps, O_DIRECT) as ``--pairs`` (20) pairs of identical runs back to back, each run
+appended to a fresh history of that repeat count, and compares every pair twice
+(``iobench compare A B --format json``): with that history (the earlier pairs' run-to-run
+spread decides once there are 3 earlier runs) and with an empty one (the repeats' t test
+decides; at --repeat 1 nothing can: unconfirmed). Every comparison of identical runs must
+report 0 regressions (exit 0).
 
-``--device loop`` (default) puts the target on a private ext4 over a loop device in /dev/shm:
-the throttle then limits a device nobody else uses (the shared virtual disk swung ×4 over six
-identical runs here, and its slow moments bring an unthrottled read near a throttled one).
-``--device disk`` uses ``--dir`` on the local disk. Needs root (loop device, blkio cgroup).
+Then the read throttle (cgroup v1 blkio, read_bps on the device) at half the median unthrottled
+read rate of the repeat-3 pairs: an unthrottled run against a throttled one at --repeat 3 (no
+history: the t test), and at --repeat 1 against a history of 5 earlier unthrottled runs. Each
+must exit 1 with seq-read.bandwidth among its regressions and only seq-read metrics there.
 
-    .venv/bin/python scripts/bench_compare.py [--pairs 10] [--device loop|disk] [--rate 40MiB]
+``--device loop`` (default) puts the target on a private ext4 over a loop device in /dev/shm
+(a device nobody else uses, so the throttle sets a known rate); ``--device disk`` uses ``--dir``.
+Needs root (loop device, blkio cgroup). Prints markdown tables and PASS/FAIL (exit 0/1).
+
+    .venv/bin/python scripts/bench_compare.py [--pairs 20] [--repeats 1,3,6] [--size 16MiB]
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,27 +43,23 @@ from iobench.units import format_rate, parse_size
 
 REPO = Path(__file__).resolve().parents[1]
 READ_PHASE = "seq-read"
+CGROUP = "iobench-cmp-helper"
 
 
-def iobench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "iobench", *args], env=env, cwd=REPO, capture_output=True,
-        text=True,
-    )  # fmt: skip
-
-
-def run_once(args, env, where: str, out: Path, cgroup: Path | None = None) -> dict[str, Any]:
-    """One ``iobench run`` (in ``cgroup`` when given); its result.json."""
+def run_once(
+    args, where: str, out: Path, repeat: int, history: Path, cgroup=None, size=None
+) -> dict:
+    """One ``iobench run`` appended to ``history`` (in ``cgroup`` when given); its result."""
     argv = [sys.executable, "-m", "iobench", "run", "sequential-write", where,
-            "--set", f"size={args.size}", "--set", f"jobs={args.jobs}", "--set", "block_sizes=[]",
-            "--set", "jobs_sweep=[]", "--set", "time=none", "--repeat", str(args.repeat),
-            "--output", str(out),
-            "--quiet"]  # fmt: skip
+            "--set", f"size={size or args.size}", "--set", f"jobs={args.jobs}", "--set", "block_sizes=[]",
+            "--set", "jobs_sweep=[]", "--set", "time=none", "--repeat", str(repeat),
+            "--output", str(out), "--history", str(history), "--quiet"]  # fmt: skip
 
     def join_group() -> None:  # in the child, before exec: it and its workers are throttled
         if cgroup is not None:
             (cgroup / "cgroup.procs").write_text(str(os.getpid()))
 
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
         argv, env=env, cwd=REPO, capture_output=True, text=True, preexec_fn=join_group
     )
@@ -67,21 +68,25 @@ def run_once(args, env, where: str, out: Path, cgroup: Path | None = None) -> di
     return json.loads((out / "result.json").read_text())
 
 
-def compare(env, a: Path, b: Path, history: str) -> tuple[int, dict[str, Any]]:
-    proc = iobench(env, "compare", str(a), str(b), "--format", "json", "--history", history)
+def compare(a: Path, b: Path, history: Path) -> tuple[int, dict[str, Any]]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argv = [sys.executable, "-m", "iobench", "compare", str(a), str(b), "--format", "json",
+            "--history", str(history)]  # fmt: skip
+    proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"iobench compare failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return proc.returncode, json.loads(proc.stdout)
 
 
-def bandwidth(res: dict[str, Any], phase: str) -> float:
-    return next(p["bandwidth_bps"] for p in res["phases"] if p["name"] == phase)
+def read_bw(res: dict[str, Any]) -> float:
+    return next(p["bandwidth_bps"] for p in res["phases"] if p["name"] == READ_PHASE)
 
 
 @contextlib.contextmanager
 def read_throttle(where: str, rate: int):
-    """A blkio cgroup limiting reads from the device under ``where``; removed afterwards."""
-    group = Path(BLKIO) / f"iobench-bench-compare-{os.getpid()}"
+    """The blkio cgroup ``iobench-cmp-helper`` limiting reads from the device under ``where``;
+    removed afterwards, whatever happens."""
+    group = Path(BLKIO) / CGROUP
     group.mkdir()
     try:
         dev = whole_disk(os.stat(where).st_dev)
@@ -98,99 +103,156 @@ def read_throttle(where: str, rate: int):
             print(f"WARNING: could not remove cgroup {group}", file=sys.stderr)
 
 
-def evidence(r: dict[str, Any]) -> str:
-    """What decided a compare row (its JSON form): the test, the noise floor, the margin."""
-    if r["test"] == "history":
-        text = f"noise ×{r['noise']['factor']:.3g} ({r['noise']['runs']} runs)"
-    elif r["test"]:
-        text = r["test"]
-    else:
-        text = "no test"
-    return text + ("; beyond the margin" if r["margin"] else "")
+def tests_used(report: dict[str, Any]) -> str:
+    seen = {r["test"] or "none" for r in report["rows"] if r["mark"] != "x"}
+    return "+".join(sorted(seen))
 
 
-def row(label: str, code: int, report: dict[str, Any], a: dict, b: dict) -> str:
-    marks = {r["phase"] + "." + r["metric"]: r["mark"] for r in report["rows"]}
+class Tally:
+    """One line of the identical-pairs table: a repeat count and a history mode."""
+
+    def __init__(self, repeat: int, mode: str):
+        self.repeat, self.mode = repeat, mode
+        self.pairs = self.regressions = self.flagged = self.unconfirmed = self.improved = 0
+        self.tests: set[str] = set()
+        self.min_p: float | None = None
+
+    def add(self, code: int, report: dict[str, Any]) -> bool:
+        self.pairs += 1
+        regs = report["regressions"]
+        self.regressions += len(regs)
+        self.flagged += bool(regs) or code != 0
+        self.unconfirmed += len(report["unconfirmed"])
+        self.improved += len(report["improvements"])
+        self.tests.add(tests_used(report))
+        ps = [r["p_adjusted"] for r in report["rows"] if r.get("p_adjusted") is not None]
+        if ps:
+            self.min_p = min(ps + ([self.min_p] if self.min_p is not None else []))
+        return code == 0 and not regs
+
+    def line(self) -> str:
+        p = "-" if self.min_p is None else f"{self.min_p:.2g}"
+        return (
+            f"| {self.repeat} | {self.mode} | {self.pairs} | {self.flagged} | {self.regressions} "
+            f"| {self.improved} | {self.unconfirmed} | {p} | {', '.join(sorted(self.tests))} |"
+        )
+
+
+def throttled_line(label: str, code: int, report: dict, fast: dict, slow: dict) -> tuple:
+    regs = report["regressions"]
+    ok = (
+        code == 1
+        and f"{READ_PHASE}.bandwidth" in regs
+        and all(r.startswith(READ_PHASE + ".") for r in regs)
+    )
     read = next(
         r for r in report["rows"] if r["phase"] == READ_PHASE and r["metric"] == "bandwidth"
     )
-    regs = report["regressions"]
+    p = read.get("p_adjusted")
     runs = (report.get("noise_basis") or {}).get("runs", 0)
-    w = [format_rate(bandwidth(x, "seq-write")) for x in (a, b)]
-    r = [format_rate(bandwidth(x, READ_PHASE)) for x in (a, b)]
-    return (
-        f"| {label} | {runs} | {w[0]} → {w[1]} `{marks.get('seq-write.bandwidth', '')}` "
-        f"| {r[0]} → {r[1]} `{marks.get(READ_PHASE + '.bandwidth', '')}` | {evidence(read)} "
-        f"| {len(regs)}{': ' + ', '.join(regs) if regs else ''} "
-        f"| {len(report['unconfirmed'])} | {code} |"
+    text = (
+        f"| {label} | {runs} | {format_rate(read_bw(fast))} → {format_rate(read_bw(slow))} "
+        f"| {read['test']}, sd ×{math.exp(read['sd_log'] or 0):.3g} | {'-' if p is None else f'{p:.2g}'} | {len(regs)}: {', '.join(regs)} "
+        f"| {code} | {'yes' if ok else 'NO'} |"
     )
+    return ok, text
+
+
+def identical_pairs(args, where: str, work: Path, repeat: int, tallies: list) -> bool:
+    history, empty = work / f"history-r{repeat}", work / "empty-history"
+    history.mkdir()
+    with_h, without = Tally(repeat, "history"), Tally(repeat, "none")
+    ok = True
+    for i in range(1, args.pairs + 1):
+        a, b = work / f"r{repeat}-pair{i}-a", work / f"r{repeat}-pair{i}-b"
+        run_once(args, where, a, repeat, history)
+        run_once(args, where, b, repeat, history)
+        ok &= with_h.add(*compare(a, b, history))
+        ok &= without.add(*compare(a, b, empty))
+        print(
+            f"repeat {repeat} pair {i}: {with_h.regressions} / {without.regressions} regressions",
+            flush=True,
+        )
+    tallies += [with_h, without]
+    return ok
+
+
+def throttled(args, where: str, work: Path) -> tuple[bool, list[str], int]:
+    """The throttled comparisons at ``--throttle-size`` (the throttle works in 100 ms slices:
+    a read must last well over that for a rate to hold)."""
+    lines, ok = [], True
+    empty, h5 = work / "empty-history", work / "history-5"
+    h5.mkdir()
+    size = args.throttle_size
+    rates = [read_bw(run_once(args, where, work / f"h5-{i}", 1, h5, size=size)) for i in range(5)]
+    rate = int(statistics.median(rates) / 2)
+    print(f"throttle: reads to {format_rate(rate)} (half the median of 5 unthrottled runs)")
+    for repeat, hist, label in ((3, empty, "--repeat 3, no history"),
+                                (1, h5, "--repeat 1, 5 earlier runs")):  # fmt: skip
+        fast, slow = work / f"fast-r{repeat}", work / f"slow-r{repeat}"
+        scratch = work / f"scratch-r{repeat}"
+        scratch.mkdir()
+        r_fast = run_once(args, where, fast, repeat, scratch, size=size)
+        with read_throttle(where, rate) as group:
+            r_slow = run_once(args, where, slow, repeat, scratch, group, size=size)
+        code, report = compare(fast, slow, hist)
+        good, text = throttled_line(label, code, report, r_fast, r_slow)
+        ok &= good
+        lines.append(text)
+        print(text, flush=True)
+    return ok, lines, rate
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pairs", type=int, default=10)
+    ap.add_argument("--pairs", type=int, default=20)
+    ap.add_argument("--repeats", default="1,3,6", help="repeat counts, comma-separated")
     ap.add_argument("--device", choices=("loop", "disk"), default="loop")
     ap.add_argument("--dir", default="/var/tmp", help="the target's parent with --device disk")
-    ap.add_argument("--size", default="64MiB", help="bytes each worker writes and reads")
+    ap.add_argument("--size", default="16MiB", help="bytes each worker writes and reads")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--rate", default="40MiB", help="the read throttle, bytes/s")
+    ap.add_argument("--throttle-size", default="256MiB", help="size= of the throttled runs")
+    ap.add_argument("--skip-pairs", action="store_true", help="only the throttled comparisons")
     args = ap.parse_args()
     if os.geteuid() != 0 or not os.path.isdir(BLKIO):
         print("needs root and the cgroup v1 blkio controller (the throttle)")
         return 2
-    rate = parse_size(args.rate)
-    work = Path(tempfile.mkdtemp(prefix="iobench-bench-compare-", dir="/var/tmp"))
-    history = str(work / "history")
-    empty_history = str(work / "no-history")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "IOBENCH_HISTORY": history}
-    lines = [
-        "| comparison | earlier runs | seq-write bandwidth | seq-read bandwidth "
-        "| its evidence | regressions | unconfirmed | exit |",
-        "|---|---:|---|---|---|---|---:|---:|",
-    ]
+    repeats = [int(x) for x in args.repeats.split(",")]
+    work = Path(tempfile.mkdtemp(prefix="iobench-cmp-helper-", dir="/var/tmp"))
+    tallies: list[Tally] = []
     ok = True
     started = time.monotonic()
-    with contextlib.ExitStack() as stack:
-        if args.device == "loop":
-            size = 2 * args.jobs * parse_size(args.size) + (256 << 20)
-            where = stack.enter_context(loop_filesystem(size))
-            print(f"device: ext4 on a loop device over /dev/shm, mounted at {where}")
-        else:
-            where = tempfile.mkdtemp(prefix="target-", dir=args.dir)
-            print(f"device: the local disk under {where}")
-        print(
-            f"workload: sequential-write size={args.size} jobs={args.jobs}, no sweeps, "
-            f"O_DIRECT, --repeat {args.repeat}; history {history}"
-        )
-        for i in range(1, args.pairs + 1):
-            a, b = work / f"pair{i}-a", work / f"pair{i}-b"
-            ra, rb = run_once(args, env, where, a), run_once(args, env, where, b)
-            code, report = compare(env, a, b, history)
-            ok &= code == 0 and not report["regressions"]
-            lines.append(row(f"identical pair {i}", code, report, ra, rb))
-            print(lines[-1], flush=True)
-        fast, slow = work / "unthrottled", work / "throttled"
-        r_fast = run_once(args, env, where, fast)
-        with read_throttle(where, rate) as group:
-            r_slow = run_once(args, env, where, slow, group)
-        for label, hist in (("with the pairs' history", history), ("no history", empty_history)):
-            code, report = compare(env, fast, slow, hist)
-            regs = set(report["regressions"])
-            named = f"{READ_PHASE}.bandwidth" in regs
-            ok &= code == 1 and named and all(r.startswith(READ_PHASE + ".") for r in regs)
-            lines.append(
-                row(
-                    f"reads throttled to {format_rate(rate)}, {label}", code, report, r_fast, r_slow
-                )
+    try:
+        with contextlib.ExitStack() as stack:
+            if args.device == "loop":
+                biggest = max(parse_size(args.size), parse_size(args.throttle_size))
+                size = 2 * args.jobs * biggest + (256 << 20)
+                where = stack.enter_context(loop_filesystem(size))
+                print(f"device: ext4 on a loop device over /dev/shm, mounted at {where}")
+            else:
+                where = tempfile.mkdtemp(prefix="target-", dir=args.dir)
+                stack.callback(subprocess.run, ["rm", "-rf", where], check=False)
+            print(
+                f"workload: sequential-write size={args.size} jobs={args.jobs}, no sweeps, O_DIRECT"
             )
-            print(lines[-1], flush=True)
+            (work / "empty-history").mkdir()
+            for repeat in [] if args.skip_pairs else repeats:
+                ok &= identical_pairs(args, where, work, repeat, tallies)
+            good, lines, rate = throttled(args, where, work)
+            ok &= good
+    finally:
+        subprocess.run(["rm", "-rf", str(work)], check=False)
     print(f"\n{time.monotonic() - started:.0f} s\n")
+    print("| repeat | history | pairs | pairs flagged | regressions | improvements "
+          "| unconfirmed | least corrected p | tests |")  # fmt: skip
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---|")
+    print("\n".join(t.line() for t in tallies))
+    print(f"\nreads throttled to {format_rate(rate)}:\n")
+    print("| comparison | earlier runs | seq-read bandwidth | test | corrected p | regressions "
+          "| exit | pass |")  # fmt: skip
+    print("|---|---:|---|---|---:|---|---:|---|")
     print("\n".join(lines))
     print("\nPASS" if ok else "\nFAIL")
-    subprocess.run(["rm", "-rf", str(work)], check=False)
-    if args.device == "disk":
-        subprocess.run(["rm", "-rf", where], check=False)
     return 0 if ok else 1
 
 

@@ -1,44 +1,55 @@
-"""Direction- and noise-aware comparison of two runs.
+"""Direction- and noise-aware comparison of two runs, its false alarms controlled across every
+metric it judges (``docs/concepts/compare.md`` states the rule with its statistics).
 
 A metric's value in a run is the median over its repeats (:func:`stats.summarize`). A metric
 is a regression only when it moved the wrong way by more than its threshold **and** the move is
-confirmed, by the first of these that applies:
+confirmed. The evidence for each metric is a two-sided p-value, from the first that applies:
 
 1. **history** — at least ``min_history`` (3) earlier runs in the history with the same workload
    spec hash, host class and storage: ``s`` is the sample standard deviation of ln(value) over
-   those runs (each run's value its median over repeats), and the move is beyond the noise when
-   ``|ln(current / baseline)| > t(1 − noise_alpha/2, k − 1) · √2 · s`` — a two-sided Student-t
-   test at ``noise_alpha`` (0.1 %) that two runs drawn from that run-to-run spread differ so much;
-2. **repeats** — both sides have ``min_repeats`` (6) repeats: a two-sided Mann-Whitney U test,
-   p < ``alpha`` (1 %); both sides have at least 3: the repeats' ranges (min..max) do not overlap;
-3. otherwise the move is **unconfirmed** (``?``, exit 0): one run a side cannot tell noise from
-   change; ``--repeat 3`` on both sides or 3 earlier runs in the history would confirm or dismiss
-   it.
+   those runs; t = ln(current / baseline) / (sqrt(2) s) with k - 1 degrees of freedom
+   (:func:`history_p_value`);
+2. **repeats** — both sides at least two repeats: Student's two-sample t test on ln(value),
+   pooled variance, n1 + n2 - 2 degrees of freedom (:func:`log_t_test`);
+3. otherwise there is no spread to judge by: a move beyond the threshold is **unconfirmed**.
 
-Whatever the evidence, a move beyond the large margin is confirmed: ×10 for throughput
-(``large_factor``: −90 % or +900 %), ×100 for latency (``large_factor_latency``). Identical runs
-on a shared 2-core VM differed by up to ×4.4 in bandwidth back to back (×13 over twenty runs),
-and p99 latency by ×16 over six.
+The p-values of every metric with a test are corrected together — Holm (family-wise error rate
+<= ``alpha``, 1 %, under any dependence between the metrics) or Benjamini-Hochberg
+(``correction="bh"``: the false-discovery rate) — and a move is confirmed when its corrected p
+is <= alpha. An unconfirmed move says how many repeats a side (or earlier runs) would confirm a
+change of the threshold's size at the spread observed, at level alpha / m with 80 % power.
 
-Marks: ``+`` worse, ``-`` better, ``~`` beyond the threshold but within the noise, ``?`` beyond
-the threshold, unconfirmed, blank within the threshold, ``x`` measured on one side only.
+Marks: ``+`` worse, ``-`` better, ``?`` beyond the threshold, unconfirmed, blank within the
+threshold, ``x`` measured on one side only. Exit: 0 no regression, 1 a confirmed regression
+(or, with ``fail_on="unconfirmed"``, an unconfirmed move the wrong way), 3 not comparable.
 
 The package is layered, each module importing only those before it: ``options`` (marks,
-options, thresholds) → ``noise`` (the statistics of the noise rule) → ``metric`` (one metric
-compared, its values formatted) → ``runs`` (two runs compared, the history's noise, run
-references) → ``render`` (table, markdown, JSON).
+options, thresholds) → ``noise`` (the statistics: t, the tests, the corrections, the sample
+sizes) → ``metric`` (one metric measured, all of them judged, values formatted) → ``runs``
+(two runs compared, the history's noise, the automatic baseline, run references) → ``render``
+(table, markdown, JSON).
 """
 
 from __future__ import annotations
 
-from .metric import CompareRow, compare_metric, format_percent, format_value
-from .noise import MannWhitney, Noise, mann_whitney_u, t_quantile, t_sf, u_distribution
+from .metric import CompareRow, compare_metric, format_percent, format_value, judge, measure_metric
+from .noise import (
+    Noise,
+    TTest,
+    benjamini_hochberg,
+    history_p_value,
+    holm,
+    log_t_test,
+    repeats_to_confirm,
+    runs_to_confirm,
+    t_quantile,
+    t_sf,
+)
 from .options import (
     FAIL_ON,
     HEADLINE_METRICS,
     MARK_BETTER,
     MARK_MISSING,
-    MARK_NOISE,
     MARK_SAME,
     MARK_UNCONFIRMED,
     MARK_WORSE,
@@ -46,13 +57,14 @@ from .options import (
     is_latency,
     parse_thresholds,
 )
-from .render import render_json, render_markdown, render_table
+from .render import confirm_text, render_json, render_markdown, render_table
 from .runs import (
     CompareReport,
     NoiseBasis,
     RunRef,
     compare_runs,
     history_noise,
+    latest_like,
     resolve,
     spec_differences,
 )
@@ -61,7 +73,6 @@ __all__ = [
     "FAIL_ON",
     "MARK_WORSE",
     "MARK_BETTER",
-    "MARK_NOISE",
     "MARK_SAME",
     "MARK_MISSING",
     "MARK_UNCONFIRMED",
@@ -69,14 +80,21 @@ __all__ = [
     "is_latency",
     "CompareOptions",
     "parse_thresholds",
-    "MannWhitney",
-    "u_distribution",
-    "mann_whitney_u",
+    "TTest",
+    "log_t_test",
+    "history_p_value",
+    "holm",
+    "benjamini_hochberg",
+    "repeats_to_confirm",
+    "runs_to_confirm",
     "t_sf",
     "t_quantile",
     "Noise",
     "CompareRow",
     "compare_metric",
+    "measure_metric",
+    "judge",
+    "confirm_text",
     "format_value",
     "format_percent",
     "RunRef",
@@ -85,6 +103,7 @@ __all__ = [
     "spec_differences",
     "compare_runs",
     "history_noise",
+    "latest_like",
     "resolve",
     "render_table",
     "render_markdown",

@@ -1,9 +1,12 @@
-"""One metric of one phase held against the baseline: :func:`compare_metric` decides its mark
-(worse, better, within the noise, unconfirmed, same, missing) from the threshold and the evidence.
+"""One metric of one phase held against the baseline: :func:`measure_metric` gathers its
+evidence (a p-value from the repeats or the history), :func:`judge` decides every metric's mark
+at once, the p-values corrected across all of them; :func:`compare_metric` is one metric judged
+as a family of one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Sequence
@@ -15,11 +18,17 @@ from ..units import (
     format_rate,
     format_seconds,
 )
-from .noise import Noise, mann_whitney_u
+from .noise import (
+    CORRECTIONS,
+    Noise,
+    history_p_value,
+    log_t_test,
+    repeats_to_confirm,
+    runs_to_confirm,
+)
 from .options import (
     MARK_BETTER,
     MARK_MISSING,
-    MARK_NOISE,
     MARK_SAME,
     MARK_UNCONFIRMED,
     MARK_WORSE,
@@ -42,13 +51,16 @@ class CompareRow:
     delta: float | None  # (current - baseline) / baseline: what the value did
     change: float | None  # direction-aware relative change: positive = better
     threshold: float
-    test: str | None  # "history" | "mann-whitney" | "ranges" | None (unconfirmed / one side)
-    p_value: float | None  # Mann-Whitney only
-    significant: bool  # confirmed: by the test, or beyond the large margin
+    test: str | None  # "t" (the repeats) | "history" | None (no spread measured, one side)
+    p_value: float | None  # the test's own two-sided p
+    significant: bool  # confirmed: the corrected p is within alpha
     mark: str
-    noise: Noise | None = None  # the history's noise floor, when it decided
-    margin: bool = False  # beyond the large margin (confirmed whatever the test said)
-    confirm_repeats: int | None = None  # unconfirmed: repeats a side that could confirm it
+    noise: Noise | None = None  # the history's spread, when it decided
+    sd_log: float | None = None  # the spread of ln values the test used
+    p_adjusted: float | None = None  # corrected across the family (Holm or BH)
+    family: int = 1  # metrics tested together (the correction's m)
+    confirm_repeats: int | None = None  # unconfirmed: repeats a side that would confirm
+    confirm_runs: int | None = None  # unconfirmed: earlier runs in the history that would
 
     @property
     def name(self) -> str:
@@ -62,6 +74,11 @@ class CompareRow:
     def current_spread(self) -> Summary | None:
         return summarize(self.current_repeats)
 
+    @property
+    def worse(self) -> bool:
+        """Moved the wrong way by more than its threshold (confirmed or not)."""
+        return self.change is not None and self.change < -self.threshold
+
 
 def _relative(base: float, cur: float) -> float:
     if base == 0:
@@ -70,71 +87,112 @@ def _relative(base: float, cur: float) -> float:
 
 
 def _log_ratio(base: float, cur: float) -> float:
-    """|ln(cur / base)|; infinite when one side is zero or the signs differ."""
+    """ln(cur / base); infinite when one side is zero or the signs differ."""
     if base == cur:
         return 0.0
     if base <= 0 or cur <= 0:
-        return math.inf
-    return abs(math.log(cur / base))
+        return math.copysign(math.inf, cur - base)
+    return math.log(cur / base)
 
 
-def _missing(
+def _measured(values: Sequence[float | None]) -> tuple[float, ...]:
+    """The values measured: a missing or non-finite one is "not measured", never 0."""
+    return tuple(float(v) for v in values if v is not None and math.isfinite(v))
+
+
+def measure_metric(
     phase: str,
     metric: str,
     unit: str,
     direction: str,
-    b: tuple[float, ...],
-    c: tuple[float, ...],
-    threshold: float,
-) -> CompareRow:
-    """The row of a metric measured on one side only (``x``)."""
-    return CompareRow(
-        phase=phase,
-        metric=metric,
-        unit=unit,
-        direction=direction,
-        baseline=statistics.median(b) if b else None,
-        current=statistics.median(c) if c else None,
-        baseline_repeats=b,
-        current_repeats=c,
-        delta=None,
-        change=None,
-        threshold=threshold,
-        test=None,
-        p_value=None,
-        significant=False,
-        mark=MARK_MISSING,
-    )
-
-
-def _mark(change: float, threshold: float, significant: bool, test: str | None) -> str:
-    """Within the threshold, confirmed (worse or better), unconfirmed, or within the noise."""
-    if not abs(change) > threshold:
-        return MARK_SAME
-    if significant:
-        return MARK_BETTER if change > 0 else MARK_WORSE
-    if test is None:
-        return MARK_UNCONFIRMED
-    return MARK_NOISE
-
-
-def _evidence(
-    b: tuple[float, ...],
-    c: tuple[float, ...],
-    moved: float,
+    baseline: Sequence[float | None],
+    current: Sequence[float | None],
     options: CompareOptions,
-    noise: Noise | None,
-) -> tuple[str | None, bool, float | None, int | None]:
-    """Whether a move of ``moved`` (|ln ratio|) is beyond the noise, by the first rule that
-    applies: (test, significant, p value, repeats that would confirm it when no rule does)."""
+    noise: Noise | None = None,
+) -> CompareRow:
+    """One metric's values and evidence, not yet judged (``mark`` blank until :func:`judge`).
+
+    The evidence is the first that applies: the history (``noise`` from at least
+    ``options.min_history`` earlier runs: :func:`history_p_value` on ln(current / baseline)),
+    else the repeats (both sides at least two: :func:`log_t_test`), else none. A side with no
+    value is marked ``x`` (measured on one side only).
+    """
+    threshold = options.threshold_for(phase, metric)
+    b, c = _measured(baseline), _measured(current)
+    common = dict(phase=phase, metric=metric, unit=unit, direction=direction, threshold=threshold)
+    if not b or not c:
+        return CompareRow(
+            **common, baseline=statistics.median(b) if b else None,
+            current=statistics.median(c) if c else None, baseline_repeats=b,
+            current_repeats=c, delta=None, change=None, test=None, p_value=None,
+            significant=False, mark=MARK_MISSING,
+        )  # fmt: skip
+    b_mid, c_mid = statistics.median(b), statistics.median(c)
+    delta = _relative(b_mid, c_mid)
+    test, p, sd, used = None, None, None, None
     if noise is not None and noise.runs >= options.min_history:
-        return "history", moved > noise.floor, None, None
-    if len(b) >= options.min_repeats and len(c) >= options.min_repeats:
-        p = mann_whitney_u(b, c).p_value
-        return "mann-whitney", p < options.alpha, p, None
-    if len(b) >= options.min_range_repeats and len(c) >= options.min_range_repeats:
-        return "ranges", max(b) < min(c) or max(c) < min(b), None, None
-    return None, False, None, options.min_range_repeats
+        test, p, sd, used = (
+            "history",
+            history_p_value(_log_ratio(b_mid, c_mid), noise),
+            noise.sd_log,
+            noise,
+        )
+    else:
+        tt = log_t_test(b, c)
+        if tt is not None:
+            test, p, sd = "t", tt.p_value, tt.sd_log
+            if tt.diff * delta < 0:  # the means of the logs and the medians disagree on the way
+                p = 1.0
+    return CompareRow(
+        **common, baseline=b_mid, current=c_mid, baseline_repeats=b, current_repeats=c,
+        delta=delta, change=delta if direction == "higher" else -delta,
+        test=test if p is not None else None, p_value=p, significant=False, mark=MARK_SAME,
+        noise=used, sd_log=sd,
+    )  # fmt: skip
+
+
+def _confirmation(row: CompareRow, options: CompareOptions, level: float) -> dict:
+    """For an unconfirmed row: the repeats a side (or earlier runs) at which a change of the
+    threshold's size, at the spread observed, would be confirmed at ``level``."""
+    up = row.delta is not None and row.delta > 0
+    size = math.log1p(row.threshold) if up or row.threshold >= 1 else -math.log1p(-row.threshold)
+    if row.test == "history" and row.sd_log is not None:
+        return {"confirm_runs": runs_to_confirm(row.sd_log, size, level, options.power)}
+    if row.sd_log is not None:
+        return {"confirm_repeats": repeats_to_confirm(row.sd_log, size, level, options.power)}
+    return {"confirm_repeats": options.spread_repeats}
+
+
+def judge(rows: Sequence[CompareRow], options: CompareOptions) -> list[CompareRow]:
+    """Every row's mark, the p-values of all the rows with a test corrected together
+    (``options.correction``: Holm, or Benjamini-Hochberg) at family level ``options.alpha``.
+
+    Beyond the threshold and confirmed: ``+`` worse or ``-`` better; beyond and not
+    confirmed: ``?`` unconfirmed, with the repeats (or earlier runs) that would confirm a change
+    of the threshold's size at the spread observed, at level alpha / m (the strictest step);
+    within the threshold: blank; on one side only: ``x``.
+    """
+    tested = [i for i, r in enumerate(rows) if r.p_value is not None]
+    adjusted = CORRECTIONS[options.correction]([rows[i].p_value for i in tested])
+    adj = dict(zip(tested, adjusted, strict=True))
+    m = len(tested)
+    out = []
+    for i, r in enumerate(rows):
+        if r.mark == MARK_MISSING:
+            out.append(r)
+            continue
+        p_adj = adj.get(i)
+        significant = p_adj is not None and p_adj <= options.alpha
+        fields: dict = {"p_adjusted": p_adj, "family": max(m, 1), "significant": significant}
+        if r.change is None or not abs(r.change) > r.threshold:
+            fields["mark"] = MARK_SAME
+        elif significant:
+            fields["mark"] = MARK_BETTER if r.change > 0 else MARK_WORSE
+        else:
+            fields["mark"] = MARK_UNCONFIRMED
+            fields |= _confirmation(r, options, options.alpha / max(m, 1))
+        out.append(dataclasses.replace(r, **fields))
+    return out
 
 
 def compare_metric(
@@ -142,49 +200,14 @@ def compare_metric(
     metric: str,
     unit: str,
     direction: str,
-    baseline: Sequence[float],
-    current: Sequence[float],
+    baseline: Sequence[float | None],
+    current: Sequence[float | None],
     options: CompareOptions,
     noise: Noise | None = None,
 ) -> CompareRow:
-    """Compare one metric's repeats; either side may be empty (then it is marked ``x``).
-
-    ``noise`` is the metric's run-to-run spread from the history; it decides when it comes from
-    at least ``options.min_history`` runs (see the module docstring for the whole rule).
-    """
-    threshold = options.threshold_for(phase, metric)
-    b, c = tuple(baseline), tuple(current)
-    if not b or not c:
-        return _missing(phase, metric, unit, direction, b, c, threshold)
-    b_mid, c_mid = statistics.median(b), statistics.median(c)
-    delta = _relative(b_mid, c_mid)
-    change = delta if direction == "higher" else -delta
-    moved = _log_ratio(b_mid, c_mid)
-    test, significant, p, confirm = _evidence(b, c, moved, options, noise)
-    noise_used = noise if test == "history" else None
-    margin = moved > math.log(options.margin_for(metric))
-    significant = significant or margin
-    mark = _mark(change, threshold, significant, test)
-    return CompareRow(
-        phase=phase,
-        metric=metric,
-        unit=unit,
-        direction=direction,
-        baseline=b_mid,
-        current=c_mid,
-        baseline_repeats=b,
-        current_repeats=c,
-        delta=delta,
-        change=change,
-        threshold=threshold,
-        test=test,
-        p_value=p,
-        significant=significant,
-        mark=mark,
-        noise=noise_used,
-        margin=margin,
-        confirm_repeats=confirm if mark == MARK_UNCONFIRMED else None,
-    )
+    """One metric measured and judged on its own (a family of one); see :func:`judge`."""
+    row = measure_metric(phase, metric, unit, direction, baseline, current, options, noise)
+    return judge([row], options)[0]
 
 
 def format_value(value: float | None, unit: str) -> str:

@@ -1,91 +1,18 @@
-"""The statistics behind the noise rule: ranks, the Mann-Whitney U test, Student's t, and
-:class:`Noise` (one metric's run-to-run spread in the history).
+"""The statistics behind the rule: Student's t, the two-sample t test on log values
+(:func:`log_t_test`), the history's test (:func:`history_p_value`, :class:`Noise`: one metric's
+run-to-run spread), the corrections across metrics (:func:`holm`, :func:`benjamini_hochberg`)
+and the sample sizes that would confirm a change (:func:`repeats_to_confirm`,
+:func:`runs_to_confirm`). Pure functions; ``docs/concepts/compare.md`` states the rule.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
-
-
-class MannWhitney(NamedTuple):
-    u: float  # U of the first sample
-    p_value: float  # two-sided
-    method: str  # "exact" | "normal"
-
-
-_EXACT_MAX_N = 40  # n1 + n2 up to which the tie-free exact distribution is used
-
-
-def _ranks(values: Sequence[float]) -> tuple[list[float], list[int]]:
-    """Average ranks (1-based) and the sizes of the tie groups."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    ties = []
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        rank = (i + j) / 2 + 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = rank
-        ties.append(j - i + 1)
-        i = j + 1
-    return ranks, ties
-
-
-def u_distribution(n1: int, n2: int) -> list[int]:
-    """How many of the C(n1+n2, n1) orderings give U = 0, 1, ..., n1*n2 (no ties).
-
-    These are the coefficients of the Gaussian binomial [n1+n2 choose n1]_q, built with the
-    q-Pascal rule [N, k] = [N-1, k-1] + q^k [N-1, k].
-    """
-    rows: list[list[int]] = [[1]] + [[] for _ in range(n1)]  # rows[k] = [N choose k]_q
-    for big_n in range(1, n1 + n2 + 1):
-        new = [[1]]
-        for k in range(1, min(big_n, n1) + 1):
-            coeffs = [0] * (k * (big_n - k) + 1)
-            for i, v in enumerate(rows[k - 1]):
-                coeffs[i] += v
-            for i, v in enumerate(rows[k]):
-                coeffs[i + k] += v
-            new.append(coeffs)
-        rows = new + [[] for _ in range(n1 + 1 - len(new))]
-    return rows[n1]
-
-
-def mann_whitney_u(x: Sequence[float], y: Sequence[float], method: str = "auto") -> MannWhitney:
-    """Two-sided Mann-Whitney U test of ``x`` against ``y``.
-
-    ``auto``: exact when there are no ties and n1 + n2 <= 40, else ``normal``: the normal
-    approximation with tie and continuity corrections (scipy's ``method="asymptotic"``).
-    """
-    if method not in ("auto", "exact", "normal"):
-        raise ValueError(f"method must be auto, exact or normal, not {method!r}")
-    n1, n2 = len(x), len(y)
-    if n1 == 0 or n2 == 0:
-        raise ValueError("mann_whitney_u needs at least one value on each side")
-    ranks, ties = _ranks([*map(float, x), *map(float, y)])
-    u1 = sum(ranks[:n1]) - n1 * (n1 + 1) / 2
-    n = n1 + n2
-    no_ties = all(t == 1 for t in ties)
-    if method == "exact" and not no_ties:
-        raise ValueError("the exact distribution assumes no ties")
-    if method == "exact" or (method == "auto" and no_ties and n <= _EXACT_MAX_N):
-        counts = u_distribution(n1, n2)
-        u_low = int(round(min(u1, n1 * n2 - u1)))
-        p = 2 * sum(counts[: u_low + 1]) / math.comb(n, n1)
-        return MannWhitney(u1, min(1.0, p), "exact")
-    tie_term = sum(t**3 - t for t in ties)
-    var = n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1)))
-    if var <= 0:  # every value equal
-        return MannWhitney(u1, 1.0, "normal")
-    z = max(0.0, abs(u1 - n1 * n2 / 2) - 0.5) / math.sqrt(var)
-    return MannWhitney(u1, min(1.0, math.erfc(z / math.sqrt(2))), "normal")
 
 
 def _beta_cf(a: float, b: float, x: float) -> float:
@@ -129,10 +56,20 @@ def t_sf(t: float, df: float) -> float:
     return p if t >= 0 else 1 - p
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(q: float, df: float) -> float:
-    """The ``q`` quantile (0.5 < q < 1) of Student's t with ``df`` degrees of freedom."""
+    """The ``q`` quantile (0.5 < q < 1) of Student's t with ``df`` degrees of freedom: by
+    bisection on :func:`t_sf`; from 100 degrees of freedom by the Cornish-Fisher expansion
+    around the normal quantile (Abramowitz & Stegun 26.7.5; relative error below 1e-6 there)."""
     if not 0.5 < q < 1 or df <= 0:
         raise ValueError(f"t_quantile needs 0.5 < q < 1 and df > 0, got q={q}, df={df}")
+    if df >= 100:
+        z = statistics.NormalDist().inv_cdf(q)
+        g1 = (z**3 + z) / 4
+        g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+        g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+        g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+        return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
     lo, hi = 0.0, 1.0
     while t_sf(hi, df) > 1 - q:
         hi *= 2
@@ -148,18 +85,138 @@ class Noise:
 
     runs: int  # k: earlier runs that measured it
     sd_log: float  # sample standard deviation of ln(value) over those runs
-    floor: float  # |ln(current / baseline)| beyond which a move is outside the noise
 
     @property
-    def factor(self) -> float:
-        """The floor as a ratio: a move within ×factor is within the noise."""
-        return math.exp(min(self.floor, 700.0))  # beyond e^700 a float overflows
+    def spread(self) -> float:
+        """One standard deviation as a ratio: runs of this spec scatter by about ×spread."""
+        return math.exp(min(self.sd_log, 700.0))  # beyond e^700 a float overflows
 
     @classmethod
-    def of(cls, values: Sequence[float], alpha: float) -> Noise | None:
-        """From per-run values; None when fewer than two are positive."""
-        logs = [math.log(v) for v in values if v > 0]
+    def of(cls, values: Sequence[float]) -> Noise | None:
+        """From per-run values; None when fewer than two are positive and finite."""
+        logs = [math.log(v) for v in values if v > 0 and math.isfinite(v)]
         if len(logs) < 2:
             return None
-        sd = statistics.stdev(logs)
-        return cls(len(logs), sd, t_quantile(1 - alpha / 2, len(logs) - 1) * math.sqrt(2) * sd)
+        return cls(len(logs), statistics.stdev(logs))
+
+
+def history_p_value(moved: float, noise: Noise) -> float | None:
+    """Two-sided p of a move of ``moved`` (ln(current / baseline)) between two runs that each
+    scatter like the history: t = moved / (sqrt(2) s), k - 1 degrees of freedom (the difference
+    of two runs has twice one run's variance). None when the history has no spread."""
+    if noise.runs < 2 or not noise.sd_log > 0:
+        return None
+    if math.isinf(moved):
+        return 0.0
+    t = moved / (math.sqrt(2) * noise.sd_log)
+    return min(1.0, 2 * t_sf(abs(t), noise.runs - 1))
+
+
+class TTest(NamedTuple):
+    """The two-sample t test on ln values (pooled variance)."""
+
+    diff: float  # mean ln(current) - mean ln(baseline)
+    sd_log: float  # pooled standard deviation of ln values
+    t: float
+    df: int
+    p_value: float  # two-sided
+
+
+def log_t_test(baseline: Sequence[float], current: Sequence[float]) -> TTest | None:
+    """Student's two-sample t test of mean ln(value), pooled variance, n1 + n2 - 2 degrees of
+    freedom. Under "no change" both sides come from one distribution, so the equal-variance
+    assumption holds exactly where the false-alarm rate is decided. None when a side has fewer
+    than two values, a value is not positive and finite, or there is no spread at all."""
+    if len(baseline) < 2 or len(current) < 2:
+        return None
+    if not all(v > 0 and math.isfinite(v) for v in (*baseline, *current)):
+        return None
+    lb, lc = [math.log(v) for v in baseline], [math.log(v) for v in current]
+    mb, mc = statistics.fmean(lb), statistics.fmean(lc)
+    df = len(lb) + len(lc) - 2
+    ss = sum((x - mb) ** 2 for x in lb) + sum((x - mc) ** 2 for x in lc)
+    if not ss > 0:
+        return None
+    sd = math.sqrt(ss / df)
+    t = (mc - mb) / (sd * math.sqrt(1 / len(lb) + 1 / len(lc)))
+    return TTest(mc - mb, sd, t, df, min(1.0, 2 * t_sf(abs(t), df)))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input order: sorted ascending, the i-th
+    (1-based) of m gets max over j <= i of min(1, (m - j + 1) p_(j)). Rejecting every adjusted
+    p <= alpha keeps the family-wise error rate <= alpha under any dependence."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    out = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        out[i] = running
+    return out
+
+
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg step-up adjusted p-values (q-values), in the input order: sorted
+    ascending, the i-th of m gets min over j >= i of min(1, m p_(j) / j)."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    out = [1.0] * m
+    running = 1.0
+    for rank in range(m - 1, -1, -1):
+        i = order[rank]
+        running = min(running, m * p_values[i] / (rank + 1))
+        out[i] = running
+    return out
+
+
+CORRECTIONS = {"holm": holm, "bh": benjamini_hochberg}
+
+
+def _detectable(delta: float, sd: float, df: int, level: float, power: float) -> bool:
+    return delta / sd >= t_quantile(1 - level / 2, df) + t_quantile(power, df)
+
+
+def _fewest(ok, lo: int, hi: int) -> int | None:
+    """The least n in lo..hi with ``ok(n)`` (``ok`` monotone: false, then true), or None."""
+    if not ok(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid + 1, hi)
+    return lo
+
+
+def repeats_to_confirm(
+    sd_log: float, delta: float, level: float, power: float = 0.8, limit: int = 1000
+) -> int | None:
+    """The fewest repeats a side (n >= 2) at which a change of ``delta`` (|ln ratio|) is
+    confirmed by :func:`log_t_test` at ``level`` with probability ``power``, when ln values
+    scatter with ``sd_log``: delta / (sd sqrt(2/n)) >= t(1 - level/2, 2n-2) + t(power, 2n-2).
+    None beyond ``limit``."""
+    if not sd_log > 0:
+        return 2
+    # t quantiles exceed the normal ones: the normal-theory n is a lower bound to start from
+    z = statistics.NormalDist().inv_cdf
+    start = max(
+        2, min(limit, math.floor(2 * ((z(1 - level / 2) + z(power)) * sd_log / delta) ** 2))
+    )
+    return _fewest(
+        lambda n: _detectable(delta, sd_log * math.sqrt(2 / n), 2 * n - 2, level, power),
+        start,
+        limit,
+    )
+
+
+def runs_to_confirm(
+    sd_log: float, delta: float, level: float, power: float = 0.8, limit: int = 1000
+) -> int | None:
+    """The fewest earlier runs k (>= 2) whose spread would let :func:`history_p_value` confirm
+    a change of ``delta`` at ``level`` with probability ``power``: delta / (sqrt(2) sd) >=
+    t(1 - level/2, k-1) + t(power, k-1). None when no history of this spread could (beyond
+    ``limit`` runs): the run-to-run scatter itself is too wide for one run a side."""
+    if not sd_log > 0:
+        return 2
+    return _fewest(
+        lambda k: _detectable(delta, math.sqrt(2) * sd_log, k - 1, level, power), 2, limit
+    )

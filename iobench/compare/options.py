@@ -15,10 +15,11 @@ from ..units import (
     parse_percent,
 )
 
-FAIL_ON = ("regression", "never")
+FAIL_ON = ("regression", "unconfirmed", "never")
+CORRECTION = ("holm", "bh")
 
 
-MARK_WORSE, MARK_BETTER, MARK_NOISE, MARK_SAME, MARK_MISSING = "+", "-", "~", " ", "x"
+MARK_WORSE, MARK_BETTER, MARK_SAME, MARK_MISSING = "+", "-", " ", "x"
 
 
 MARK_UNCONFIRMED = "?"
@@ -38,8 +39,14 @@ class CompareOptions:
     """How far a metric may move, what confirms a move, and what counts as failure.
 
     ``per_metric`` holds ``(fnmatch pattern, threshold)`` pairs matched against ``phase.metric``
-    and against the bare metric name; the first matching pattern wins. ``fail_on="never"`` makes
-    :meth:`CompareReport.exit_status` always OK. See the module docstring for the rule.
+    and against the bare metric name; the first matching pattern wins. ``alpha`` is the
+    family-wise level (Holm; the false-discovery rate with ``correction="bh"``) over every
+    metric a comparison tests; ``power`` is the chance at which "would confirm" counts are
+    computed; ``spread_repeats`` the repeats a side that measure a spread when none was.
+    ``fail_on``: ``regression`` (confirmed regressions fail), ``unconfirmed`` (also an
+    unconfirmed move the wrong way beyond the threshold), ``never`` (always OK). ``strict``:
+    different hosts, storage, engines, cache modes or incomplete runs are not comparable too.
+    See ``docs/concepts/compare.md`` for the rule.
     """
 
     threshold_throughput: float = 0.10
@@ -48,12 +55,10 @@ class CompareOptions:
     strict: bool = False
     fail_on: str = "regression"
     alpha: float = 0.01
-    min_repeats: int = 6
-    min_range_repeats: int = 3
+    correction: str = "holm"
+    power: float = 0.8
+    spread_repeats: int = 3
     min_history: int = 3
-    noise_alpha: float = 0.001
-    large_factor: float = 10.0
-    large_factor_latency: float = 100.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "per_metric", tuple((p, float(t)) for p, t in self.per_metric))
@@ -61,6 +66,12 @@ class CompareOptions:
             raise UsageError(
                 f"--fail-on: expected one of {', '.join(FAIL_ON)}, got {self.fail_on!r}"
             )
+        if self.correction not in CORRECTION:
+            raise UsageError(
+                f"--correction: expected one of {', '.join(CORRECTION)}, got {self.correction!r}"
+            )
+        if not (math.isfinite(self.alpha) and 0 < self.alpha < 1):
+            raise UsageError(f"--alpha: expected a level between 0 and 1, got {self.alpha!r}")
         for value in (self.threshold_throughput, self.threshold_latency):
             if not (math.isfinite(value) and value >= 0):
                 raise UsageError(f"--threshold: expected a non-negative percentage, got {value!r}")
@@ -69,10 +80,6 @@ class CompareOptions:
         return fnmatch.fnmatchcase(f"{phase}.{metric}", pattern) or fnmatch.fnmatchcase(
             metric, pattern
         )
-
-    def margin_for(self, metric: str) -> float:
-        """The factor beyond which a move is confirmed without evidence of the noise."""
-        return self.large_factor_latency if is_latency(metric) else self.large_factor
 
     def threshold_for(self, phase: str, metric: str) -> float:
         for pattern, threshold in self.per_metric:

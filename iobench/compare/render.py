@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,8 +14,8 @@ from ..units import (
 )
 from .metric import CompareRow, format_percent, format_value
 from .noise import Noise
-from .options import MARK_MISSING, MARK_SAME, CompareOptions
-from .runs import CompareReport, RunRef, _plural
+from .options import MARK_MISSING, MARK_SAME, MARK_UNCONFIRMED, CompareOptions
+from .runs import CompareReport, RunRef
 
 
 def _value_formatter(unit: str):
@@ -30,35 +31,44 @@ def _with_spread(value: float | None, repeats: Sequence[float], unit: str) -> st
     return f"{format_value(value, unit)} ({spread})"
 
 
-def _factor(x: float) -> str:
-    if x == int(x):
-        return f"×{x:.0f}"
-    return f"×{x:.2f}" if x < 100 else f"×{x:.3g}"
+def _evidence_text(row: CompareRow, options: CompareOptions) -> str:
+    """The test, its p, the corrected p over the family, and the sizes it rested on."""
+    n = f"({len(row.baseline_repeats)}/{len(row.current_repeats)})"
+    if row.test is None or row.p_value is None:
+        return f"no spread measured {n}"
+    corr = "Holm" if options.correction == "holm" else "BH"
+    adj = "" if row.p_adjusted is None else f", {corr} {row.p_adjusted:.2g} of {row.family}"
+    if row.test == "history" and row.noise is not None:
+        runs = f"{row.noise.runs} runs, sd ×{row.noise.spread:.3g}"
+        return f"history p={row.p_value:.2g}{adj} ({runs})"
+    return f"t p={row.p_value:.2g}{adj} {n}"
+
+
+def confirm_text(row: CompareRow) -> str:
+    """What would confirm (or dismiss) an unconfirmed row: a change of the threshold's size at
+    the spread observed."""
+    size = format_percent(row.threshold, signed=False)
+    if row.test is None:
+        return f"no spread measured: --repeat {row.confirm_repeats} on both sides would measure it"
+    if row.test == "history":
+        if row.confirm_runs is None:
+            return f"the runs scatter too widely to confirm a {size} change one run a side"
+        return f"{row.confirm_runs} earlier runs at this spread would confirm a {size} change"
+    if row.confirm_repeats is None:
+        return f"over 1000 repeats a side would be needed for a {size} change at this spread"
+    return f"--repeat {row.confirm_repeats} on both sides would confirm a {size} change"
 
 
 def _test_text(row: CompareRow, options: CompareOptions | None = None) -> str:
     """What decided the row: the evidence and its verdict."""
-    n = f"({len(row.baseline_repeats)}/{len(row.current_repeats)})"
     if row.mark == MARK_MISSING:
         return "one side only"
     if row.mark == MARK_SAME:
         return "within threshold"
-    margin = (options or CompareOptions()).margin_for(row.metric)
-    if row.test == "history" and row.noise is not None:
-        if row.noise.factor > margin:  # the large margin confirms what the noise cannot
-            inside = "beyond" if row.significant else "within"
-            floor = f"the {_factor(margin)} margin (noise {_factor(row.noise.factor)}"
-            return f"{inside} {floor}, {row.noise.runs} runs)"
-        inside = "beyond" if row.significant else "within"
-        return f"{inside} noise {_factor(row.noise.factor)} ({row.noise.runs} runs)"
-    beyond = f"; beyond the {_factor(margin)} margin" if row.margin else ""
-    if row.test == "mann-whitney":
-        return f"U p={row.p_value:.2g} {n}{beyond}"
-    if row.test == "ranges":
-        return f"ranges {'apart' if row.significant else 'overlap'} {n}{beyond}"
-    if row.margin:
-        return f"beyond the {_factor(margin)} margin {n}"
-    return f"unconfirmed {n}"
+    text = _evidence_text(row, options or CompareOptions())
+    if row.mark == MARK_UNCONFIRMED:
+        return f"unconfirmed: {text}"
+    return text
 
 
 def _phase_text(report: CompareReport, row: CompareRow) -> str:
@@ -116,58 +126,78 @@ def _regression_lines(report: CompareReport) -> list[str]:
 
 
 def _unconfirmed_lines(report: CompareReport, *, verbose: bool = False) -> list[str]:
-    """One line: the unconfirmed moves (headline metrics; all of them with ``verbose``) and
-    what would confirm or dismiss them."""
+    """One line: the unconfirmed moves (headline metrics, and every one the wrong way; all of
+    them with ``verbose``), each with what would confirm or dismiss it."""
     rows = report.unconfirmed
     if not rows:
         return []
     heads = {id(r) for r in report.headlines()}
-    shown = rows if verbose else [r for r in rows if id(r) in heads]
-    items = [f"{r.name} {format_percent(r.delta)}" for r in shown]
+    shown = [r for r in rows if verbose or r.worse or id(r) in heads]
+    items = [f"{r.name} {format_percent(r.delta)} ({confirm_text(r)})" for r in shown]
     if len(shown) < len(rows):
         items.append(f"{len(rows) - len(shown)} more with --verbose")
-    o = report.options
-    repeats = max(r.confirm_repeats or 0 for r in rows)
-    runs = report.noise.runs if report.noise is not None else 0
+    level = f"{report.options.alpha:g}"
     return [
-        f"unconfirmed ({len(rows)}): {', '.join(items)}: too few repeats and "
-        f"{_plural(runs, 'earlier run')} in the history to tell them from noise; "
-        f"--repeat {repeats} on both sides, or {o.min_history} earlier runs of this spec on "
-        "this host and storage, would confirm or dismiss them"
+        f"unconfirmed ({len(rows)}): beyond the threshold, not confirmed at family level "
+        f"{level}: " + "; ".join(items)
     ]
 
 
-def _grid(rows: list[list[str]]) -> list[str]:
+def _grid(rows: list[list[str]], width: int | None = None) -> list[str]:
+    """The rows as aligned columns; when they would not fit ``width``, folded: one block a
+    row, its name and change on the first line and the rest indented beneath, wrapped."""
     table = [_HEADER] + rows
     widths = [max(len(cells[i]) for cells in table) for i in range(len(_HEADER))]
-    return [
+    lines = [
         "  ".join(
             c.rjust(widths[i]) if i in _RIGHT else c.ljust(widths[i]) for i, c in enumerate(cells)
         ).rstrip()
         for cells in table
     ]
+    if width is None or max(len(x) for x in lines) <= width:
+        return lines
+    out = []
+    for mark, phase, metric, base, cur, change, threshold, evidence in rows:
+        out += _wrap(f"{mark or ' '}  {phase} {metric}  {change} (threshold {threshold})", width)
+        for label, text in (("baseline", base), ("current", cur), ("evidence", evidence)):
+            out += _wrap(f"{label}: {text}", width, indent="     ")
+    return out
 
 
-def render_table(report: CompareReport, *, verbose: bool = False) -> str:
+def _wrap(text: str, width: int | None, indent: str = "") -> list[str]:
+    """A line of prose wrapped to ``width`` (continuations indented two more); as is without."""
+    if width is None or len(indent + text) <= width:
+        return [indent + text]
+    return textwrap.wrap(
+        text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+        break_long_words=True, break_on_hyphens=False,
+    )  # fmt: skip
+
+
+def render_table(report: CompareReport, *, verbose: bool = False, width: int | None = None) -> str:
     """Aligned text: the runs, the noise basis, warnings, one line per phase (its headline
     metric, with the spread over repeats), every regression and unconfirmed move, a summary.
-    ``verbose`` adds the table of every metric."""
-    lines = [_ref_line("baseline", report.baseline), _ref_line("current", report.current)]
+    ``verbose`` adds the table of every metric. With ``width`` (the terminal's ``COLUMNS``)
+    every line fits it: prose wraps, a table too wide folds into one block per row."""
+    head = [_ref_line("baseline", report.baseline), _ref_line("current", report.current)]
+    if report.baseline_choice:
+        head.append(report.baseline_choice)
     noise = _noise_line(report)
     if noise:
-        lines.append(noise)
+        head.append(noise)
     if not report.comparable:
-        lines.append(f"not comparable: {report.reason}")
-    lines += [f"warning: {w}" for w in report.warnings]
+        head.append(f"not comparable: {report.reason}")
+    head += [f"warning: {w}" for w in report.warnings]
+    lines = [x for line in head for x in _wrap(line, width)]
     lines.append("")
-    lines += _grid([_cells(r, report, headline=True) for r in report.headlines()])
+    lines += _grid([_cells(r, report, headline=True) for r in report.headlines()], width)
     if verbose:
         lines += ["", "every metric:"]
-        lines += _grid([_cells(r, report, headline=False) for r in report.rows])
+        lines += _grid([_cells(r, report, headline=False) for r in report.rows], width)
     lines.append("")
-    lines += _regression_lines(report)
-    lines += _unconfirmed_lines(report, verbose=verbose)
-    lines.append(report.summary())
+    tail = _regression_lines(report) + _unconfirmed_lines(report, verbose=verbose)
+    tail.append(report.summary())
+    lines += [x for line in tail for x in _wrap(line, width)]
     return "\n".join(lines) + "\n"
 
 
@@ -198,6 +228,8 @@ def render_markdown(report: CompareReport, *, verbose: bool = False) -> str:
     noise = _noise_line(report)
     if noise:
         lines += [_md_escape(noise), ""]
+    if report.baseline_choice:
+        lines += [_md_escape(report.baseline_choice), ""]
     if not report.comparable:
         lines += [f"> **not comparable:** {_md_escape(report.reason or '')}", ""]
     if report.warnings:
@@ -235,7 +267,7 @@ def _ref_json(r: RunRef) -> dict[str, Any]:
 def _noise_json(n: Noise | None) -> dict[str, Any] | None:
     if n is None:
         return None
-    return {"runs": n.runs, "sd_log": n.sd_log, "floor": n.floor, "factor": n.factor}
+    return {"runs": n.runs, "sd_log": n.sd_log, "spread": n.spread}
 
 
 def _row_json(r: CompareRow) -> dict[str, Any]:
@@ -255,10 +287,13 @@ def _row_json(r: CompareRow) -> dict[str, Any]:
         "threshold": r.threshold,
         "test": r.test,
         "p_value": r.p_value,
+        "p_adjusted": r.p_adjusted,
+        "family": r.family,
+        "sd_log": r.sd_log,
         "noise": _noise_json(r.noise),
-        "margin": r.margin,
         "significant": r.significant,
         "confirm_repeats": r.confirm_repeats,
+        "confirm_runs": r.confirm_runs,
         "mark": r.mark,
     }
 
@@ -271,12 +306,10 @@ def _options_json(o: CompareOptions) -> dict[str, Any]:
         "strict": o.strict,
         "fail_on": o.fail_on,
         "alpha": o.alpha,
-        "min_repeats": o.min_repeats,
-        "min_range_repeats": o.min_range_repeats,
+        "correction": o.correction,
+        "power": o.power,
+        "spread_repeats": o.spread_repeats,
         "min_history": o.min_history,
-        "noise_alpha": o.noise_alpha,
-        "large_factor": o.large_factor,
-        "large_factor_latency": o.large_factor_latency,
     }
 
 
@@ -290,6 +323,8 @@ def render_json(report: CompareReport, *, verbose: bool = False) -> str:
         "current": _ref_json(report.current),
         "comparable": report.comparable,
         "reason": report.reason,
+        "baseline_choice": report.baseline_choice,
+        "mismatches": list(report.mismatches),
         "warnings": list(report.warnings),
         "noise_basis": None
         if basis is None
@@ -308,6 +343,7 @@ def render_json(report: CompareReport, *, verbose: bool = False) -> str:
         "regressions": [r.name for r in report.regressions],
         "improvements": [r.name for r in report.improvements],
         "unconfirmed": [r.name for r in report.unconfirmed],
+        "unconfirmed_worse": [r.name for r in report.unconfirmed_worse],
         "summary": report.summary(),
         "exit_status": int(report.exit_status()),
     }

@@ -6,6 +6,7 @@ resolution of a run reference (:func:`resolve`).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,13 +21,12 @@ from ..stats import summarize
 from ..units import (
     format_bytes,
 )
-from .metric import CompareRow, compare_metric, format_percent
+from .metric import CompareRow, format_percent, judge, measure_metric
 from .noise import Noise
 from .options import (
     HEADLINE_METRICS,
     MARK_BETTER,
     MARK_MISSING,
-    MARK_NOISE,
     MARK_UNCONFIRMED,
     MARK_WORSE,
     CompareOptions,
@@ -57,7 +57,7 @@ class RunRef:
 
 @dataclass(frozen=True)
 class NoiseBasis:
-    """Where the noise floors came from: earlier runs of the same spec on the same setup."""
+    """Where the run-to-run spreads came from: earlier runs of the same spec on the same setup."""
 
     url: str | None
     runs: int  # earlier runs that matched (spec hash, host class, storage)
@@ -71,21 +71,20 @@ class NoiseBasis:
         setup = f"of spec {self.spec_hash or '?'} on {self.host_class}, {self.fs_identity}"
         if self.runs >= min_history:
             return f"noise: {where} {setup}"
-        return f"noise: {where} {setup} ({min_history} needed for a noise floor)"
+        return f"noise: {where} {setup} ({min_history} needed to use their spread)"
 
 
 @dataclass(frozen=True)
 class CompareReport:
     """The outcome of :func:`compare_runs`.
 
-    Exit status (:meth:`exit_status`): with ``fail_on="never"`` always OK. When no metric was
-    measured on both sides nothing was compared, and a gate must not pass: NOT_COMPARABLE (3),
-    with or without ``strict``. Otherwise a not-comparable pair (different workload spec) is
-    NOT_COMPARABLE under ``strict``; without ``strict`` it is only reported
-    (``comparable=False``, ``reason``) and the exit status is decided by the metrics as for a
-    comparable pair: FAILED (1) if any is a regression, else OK. Unconfirmed moves (``?``) never
-    fail. That keeps a CI job that changed its workload on purpose from failing by surprise,
-    while ``--strict`` guards jobs that must compare like with like.
+    Exit status (:meth:`exit_status`): with ``fail_on="never"`` always OK. NOT_COMPARABLE (3)
+    when no metric was measured on both sides, when the runs are of different workloads, specs
+    or client counts (``comparable`` false: a gate must not pass on the wrong pair), and with
+    ``strict`` also when they ran on a different host class, storage or engine, handled the
+    page cache differently, or one of them is incomplete (``mismatches``). Otherwise FAILED (1)
+    when a metric is a confirmed regression, or with ``fail_on="unconfirmed"`` an unconfirmed
+    move the wrong way beyond its threshold; else OK.
     """
 
     baseline: RunRef
@@ -96,6 +95,8 @@ class CompareReport:
     warnings: list[str] = field(default_factory=list)
     options: CompareOptions = field(default_factory=CompareOptions)
     noise: NoiseBasis | None = None
+    mismatches: list[str] = field(default_factory=list)
+    baseline_choice: str | None = None  # how the baseline was chosen, when compare chose it
 
     @property
     def regressions(self) -> list[CompareRow]:
@@ -106,12 +107,13 @@ class CompareReport:
         return [r for r in self.rows if r.mark == MARK_BETTER]
 
     @property
-    def noisy(self) -> list[CompareRow]:
-        return [r for r in self.rows if r.mark == MARK_NOISE]
-
-    @property
     def unconfirmed(self) -> list[CompareRow]:
         return [r for r in self.rows if r.mark == MARK_UNCONFIRMED]
+
+    @property
+    def unconfirmed_worse(self) -> list[CompareRow]:
+        """Unconfirmed moves the wrong way beyond the threshold (``--fail-on unconfirmed``)."""
+        return [r for r in self.unconfirmed if r.worse]
 
     @property
     def missing(self) -> list[CompareRow]:
@@ -145,11 +147,15 @@ class CompareReport:
     def exit_status(self) -> ExitStatus:
         if self.options.fail_on == "never":
             return ExitStatus.OK
-        if not self.compared:
+        if not self.compared or not self.comparable:
             return ExitStatus.NOT_COMPARABLE
-        if not self.comparable and self.options.strict:
+        if self.options.strict and self.mismatches:
             return ExitStatus.NOT_COMPARABLE
-        return ExitStatus.FAILED if self.regressions else ExitStatus.OK
+        if self.regressions:
+            return ExitStatus.FAILED
+        if self.options.fail_on == "unconfirmed" and self.unconfirmed_worse:
+            return ExitStatus.FAILED
+        return ExitStatus.OK
 
     def summary(self) -> str:
         """One line: every regression with its change, or what was found instead."""
@@ -163,10 +169,9 @@ class CompareReport:
         parts = [f"{_plural(len(self.compared), 'metric')} compared"]
         if self.improvements:
             parts.append(_plural(len(self.improvements), "improvement"))
-        if self.noisy:
-            parts.append(f"{len(self.noisy)} beyond threshold within noise")
         if self.unconfirmed:
-            parts.append(f"{len(self.unconfirmed)} unconfirmed")
+            worse = len(self.unconfirmed_worse)
+            parts.append(f"{len(self.unconfirmed)} unconfirmed ({worse} the wrong way)")
         if self.missing:
             parts.append(f"{len(self.missing)} on one side only")
         return f"{prefix}no regressions: " + ", ".join(parts)
@@ -238,32 +243,35 @@ def _comparability(baseline: RunResult, current: RunResult) -> tuple[bool, str |
     return True, None, warnings
 
 
-def _environment_warnings(baseline: RunResult, current: RunResult) -> list[str]:
-    warnings = []
+def _environment(baseline: RunResult, current: RunResult) -> tuple[list[str], list[str]]:
+    """(warnings, mismatches): what differs in how the runs were made; the mismatches (host,
+    storage, engine, cache mode, an incomplete run or phase) make the pair not comparable
+    under ``--strict``, and are warnings either way."""
+    warnings, mismatches = [], []
     if baseline.run_id == current.run_id:
         warnings.append(f"baseline and current are the same run ({baseline.run_id})")
     b_host, c_host = history.host_class(baseline), history.host_class(current)
     if b_host != c_host:
-        warnings.append(f"host differs: {b_host} vs {c_host}")
+        mismatches.append(f"host differs: {b_host} vs {c_host}")
     b_fs, c_fs = history.fs_identity(baseline), history.fs_identity(current)
     if b_fs != c_fs:
-        warnings.append(f"storage differs: {b_fs} vs {c_fs}")
+        mismatches.append(f"storage differs: {b_fs} vs {c_fs}")
     b_eng, c_eng = baseline.engine_block.name, current.engine_block.name
     if b_eng != c_eng:
-        warnings.append(f"engine differs: {b_eng} vs {c_eng}")
+        mismatches.append(f"engine differs: {b_eng} vs {c_eng}")
     for side, run in (("baseline", baseline), ("current", current)):
         if run.status != "complete":
-            warnings.append(f"{side} run is {run.status}: its figures may be incomplete")
+            mismatches.append(f"{side} run is {run.status}: its figures may be incomplete")
         for p in run.phases:
             if p.status != "ok":
-                warnings.append(f"{side} phase {p.name} is {p.status}")
+                mismatches.append(f"{side} phase {p.name} is {p.status}")
     for p in baseline.phases:
         q = current.phase(p.name)
         if q is not None and p.cache != q.cache:
-            warnings.append(
+            mismatches.append(
                 f"phase {p.name}: page cache handled differently ({p.cache} vs {q.cache})"
             )
-    return warnings
+    return warnings + mismatches, mismatches
 
 
 def _check_measured(run: RunResult, side: str) -> None:
@@ -293,47 +301,47 @@ def compare_runs(
     current: RunResult,
     options: CompareOptions | None = None,
     noise: NoiseBasis | None = None,
+    baseline_choice: str | None = None,
 ) -> CompareReport:
     """Compare every (phase, metric) the two runs share; see :class:`CompareReport`.
 
-    ``noise`` (from :func:`history_noise`) gives the run-to-run spread of each metric. A run
-    that measured nothing, or a ``--threshold`` pattern that matches no metric, is a
-    :class:`UsageError`.
+    ``noise`` (from :func:`history_noise`) gives the run-to-run spread of each metric; every
+    metric with a test is judged in one family (:func:`judge`). ``baseline_choice`` says how
+    the baseline was picked when compare picked it (:func:`latest_like`). A run that measured
+    nothing, or a ``--threshold`` pattern that matches no metric, is a :class:`UsageError`.
     """
     options = options or CompareOptions()
     _check_measured(baseline, "baseline")
     _check_measured(current, "current")
     b, c = _samples(baseline), _samples(current)
     floors = noise.metrics if noise is not None else {}
-    rows = []
+    measured = []
     for key in [*b, *(k for k in c if k not in b)]:
         meta = b.get(key) or c[key]
         b_values = b[key]["values"] if key in b else ()
         c_values = c[key]["values"] if key in c else ()
         phase, metric = key
-        rows.append(
-            compare_metric(
-                phase,
-                metric,
-                meta["unit"],
-                meta["direction"],
-                b_values,
-                c_values,
-                options,
+        measured.append(
+            measure_metric(
+                phase, metric, meta["unit"], meta["direction"], b_values, c_values, options,
                 floors.get(key),
             )
-        )
-    _check_patterns(options, rows)
+        )  # fmt: skip
+    _check_patterns(options, measured)
+    rows = judge(measured, options)
     comparable, reason, warnings = _comparability(baseline, current)
+    env_warnings, mismatches = _environment(baseline, current)
     return CompareReport(
         baseline=RunRef.of(baseline),
         current=RunRef.of(current),
         rows=rows,
         comparable=comparable,
         reason=reason,
-        warnings=warnings + _environment_warnings(baseline, current),
+        warnings=warnings + env_warnings,
         options=options,
         noise=noise,
+        mismatches=mismatches,
+        baseline_choice=baseline_choice,
     )
 
 
@@ -387,15 +395,15 @@ def history_noise(
             continue
         runs += 1
         for key, entry in _samples(run).items():
-            value = summarize(entry["values"])
+            value = summarize([v for v in entry["values"] if v is not None and math.isfinite(v)])
             if value is not None:
                 per_metric.setdefault(key, []).append(value.median)
     metrics = {}
     for key, values in per_metric.items():
         if len(values) >= options.min_history:
-            floor = Noise.of(values, options.noise_alpha)
-            if floor is not None and floor.runs >= options.min_history:
-                metrics[key] = floor
+            spread = Noise.of(values)
+            if spread is not None and spread.runs >= options.min_history:
+                metrics[key] = spread
     return NoiseBasis(runs=runs, metrics=metrics, **basis)
 
 
@@ -442,3 +450,45 @@ def resolve(
             f"{what} {s!r} is neither a result file nor a run in history {url}",
             hint="pass a result.json, its directory, a run id or latest",
         ) from None
+
+
+def latest_like(
+    current: RunResult, url: str | None = None, *, on_warning: history.Warn = None
+) -> tuple[RunResult, str]:
+    """The baseline a nightly job means by "the last time": the latest run in the history
+    started before ``current``, of the same workload spec hash, host class and storage
+    (:func:`history.env_fingerprint`), complete, not ``current`` itself; with the sentence
+    naming it. A :class:`UsageError` when there is none."""
+    spec = current.workload_block.spec_hash
+    where = url or history.default_history_url()
+    setup = f"{history.host_class(current)}, {history.fs_identity(current)}"
+    if not spec:
+        raise UsageError(
+            f"current run {current.run_id} has no workload spec hash: compare cannot pick a "
+            "baseline of the same spec",
+            hint="give BASELINE CURRENT or --baseline",
+        )
+    fingerprint = history.env_fingerprint(current)
+    try:
+        stored = history.runs_before(url, spec, current.started_at, on_warning=on_warning)
+    except UsageError:  # no usable start time: every stored run of the spec is "earlier"
+        stored = history.runs_before(url, spec, on_warning=on_warning)
+    for entry in reversed(stored):
+        if entry.run_id == current.run_id:
+            continue
+        try:
+            run = entry.run()
+        except Exception as e:  # unreadable: skipped and named, as the history does
+            if on_warning is not None:
+                on_warning(f"history: skipped {entry.path}: stored result is unreadable ({e})")
+            continue
+        if run.status == "complete" and history.env_fingerprint(run) == fingerprint:
+            text = (
+                f"baseline chosen: {run.run_id} ({run.started_at}), the latest earlier run of "
+                f"spec {spec} on {setup} in {where}"
+            )
+            return run, text
+    raise UsageError(
+        f"history {where} holds no earlier complete run of spec {spec} on {setup}",
+        hint="run this spec with --history first, or give BASELINE CURRENT",
+    )

@@ -320,7 +320,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "qualify: URL": ("qualify memory://x", "mounted directory"),
     # compare
     "compare: three refs": ("compare a b c", "two references at most"),
-    "compare: no baseline": ("compare {N}", "needs a baseline"),
+    "compare: current alone, missing": ("compare {N}", "no such result file or directory"),
     "compare: missing": ("compare {N}/a.json {N}/b.json", "no such result"),
     "compare: not JSON": ("compare {F} {F}", "cannot read result"),
     "compare: not a result": ("compare {NR} {NR}", "not an iobench result"),

@@ -1,7 +1,9 @@
 """compare as a CI gate: it must not pass when nothing was measured, and bad input is named.
 
-Exit codes: 0 no regression, 1 regression, 2 bad input (one line on stderr), 3 not comparable
-(always when no metric was measured in both runs; otherwise with --strict).
+Exit codes: 0 no regression, 1 confirmed regression (with --fail-on unconfirmed also an
+unconfirmed move the wrong way), 2 bad input (one line on stderr), 3 not comparable: different
+workloads or specs, or no metric measured in both runs, with or without --strict; --strict adds
+a different host, storage, engine, cache mode or an incomplete run.
 """
 
 from __future__ import annotations
@@ -104,3 +106,35 @@ def test_history_files_with_a_bad_schema_version_are_skipped_and_named(tmp_path)
     assert [r.run_id for r in history.list_runs(url, on_warning=seen.append)] == [good.run_id]
     assert len(seen) == 1 and "schema_version 0 is not valid" in seen[0]
     assert "newer" not in seen[0]
+
+
+@pytest.mark.parametrize("extra", [[], ["--strict"], ["--threshold", "50%"]])
+def test_a_different_spec_never_passes_the_gate(cli, tmp_path, extra):
+    base = _result(tmp_path, "base")
+    other = _result(tmp_path, "other", spec_hash="spec-2")
+    r = cli("compare", base, other, *extra)
+    assert r.code == 3, (r.code, r.out, r.err)
+    assert "not comparable: workload spec differs: spec_hash spec-1 vs spec-2" in r.err
+    assert cli("compare", base, other, "--fail-on", "never").code == 0
+
+
+def test_fail_on_unconfirmed_fails_a_wrong_way_move_no_test_can_confirm(cli, tmp_path):
+    base = _result(tmp_path, "base")
+    slow = _result(
+        tmp_path,
+        "slowed",
+        phases=[make_phase("seq-write", "write", bandwidth=[250 * MiB], latency_p99=[0.01])],
+    )
+    r = cli("compare", base, slow)
+    assert r.code == 0 and "seq-write.bandwidth −50.0 %" in r.out
+    assert "unconfirmed: no spread measured (1/1)" in r.out
+    r = cli("compare", base, slow, "--fail-on", "unconfirmed")
+    assert r.code == 1, (r.code, r.out, r.err)
+    assert cli("compare", slow, base, "--fail-on", "unconfirmed").code == 0  # the right way
+
+
+def test_strict_fails_a_different_engine(cli, tmp_path):
+    base, other = _result(tmp_path, "base"), _result(tmp_path, "other", engine="fio")
+    assert cli("compare", base, other).code == 0
+    r = cli("compare", base, other, "--strict")
+    assert r.code == 3 and "engine differs: posix vs fio" in r.out
