@@ -15,7 +15,6 @@ import math
 import os
 import platform
 import socket
-import stat
 import sys
 import tempfile
 import uuid
@@ -39,6 +38,8 @@ from .blocks import (
     WorkloadBlock,
 )
 from .errors import StoreError, UsageError
+from .inputs import file_kind, loads_json, open_regular
+from .result_check import PHASE_RATES, check_run
 from .stats import Summary, summarize
 
 SCHEMA_VERSION = 1
@@ -57,9 +58,10 @@ class PhaseResult:
     block_size: int = 0
     elapsed_s: float = 0.0  # last done: first start to last end
     stonewall_s: float = 0.0  # first done: first start to first worker end
-    bandwidth_bps: float = 0.0
-    iops: float = 0.0
-    bandwidth_stonewall_bps: float = 0.0
+    # None only in a result read from a file that lacks the figure (result_check: not measured)
+    bandwidth_bps: float | None = 0.0
+    iops: float | None = 0.0
+    bandwidth_stonewall_bps: float | None = 0.0
     latency_s: dict[str, float] = field(default_factory=dict)  # mean p50 p90 p99 p999 max min
     histogram: dict[str, Any] = field(default_factory=dict)  # stats.Histogram.to_dict()
     series: list[float] = field(default_factory=list)  # bandwidth per interval, bytes/s
@@ -89,8 +91,11 @@ class PhaseResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PhaseResult:
+        """The phase of a result file; a rate it does not hold is None (not measured), never
+        the 0.0 a phase that moved nothing records."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        absent = dict.fromkeys(k for k in PHASE_RATES if k not in d)
+        return cls(**{k: v for k, v in d.items() if k in names}, **absent)
 
     # typed views of the dict fields (iobench.blocks), for renderings
     @property
@@ -157,6 +162,7 @@ class RunResult:
                 f"result {problem}",
                 hint="upgrade iobench" if "newer" in problem else "pass an iobench result.json",
             )
+        check_run(d)  # every figure a number, finite, not negative (StoreError naming it)
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in d.items() if k in names and k != "phases"}
         kwargs.setdefault("command", "")
@@ -330,23 +336,6 @@ def host_info() -> dict[str, Any]:
 # device, a FIFO or socket, or one of the command's inputs, and never writes through a link: the
 # data go to a new temporary file (O_EXCL) in the same directory, which is then renamed over a
 # regular file or linked into place where nothing may be replaced.
-
-
-def file_kind(mode: int) -> str | None:
-    """What a non-regular file is, in words (None for a regular file)."""
-    if stat.S_ISREG(mode):
-        return None
-    for test, word in (
-        (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return word
-    return "not a regular file"
 
 
 def claim_output_file(
@@ -532,18 +521,15 @@ def load(path: str | Path) -> RunResult:
     if p.is_dir():
         p = p / "result.json"
     try:
-        st = os.stat(p)
-        kind = file_kind(st.st_mode)
-        if kind is not None:  # a FIFO would block, a device never end
-            raise UsageError(f"cannot read result {p}: it is {kind}", hint=hint)
-        if st.st_size > MAX_RESULT_BYTES:
-            raise UsageError(
-                f"cannot read result {p}: {st.st_size:,} bytes is more than any result "
-                f"({MAX_RESULT_BYTES >> 20} MiB at most)",
-                hint=hint,
-            )
-        with open(p, "rb") as f:
-            data = json.loads(f.read(MAX_RESULT_BYTES + 1).decode("utf-8"))
+        with open_regular(p) as f:  # a FIFO would block, a device never end: never read
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_RESULT_BYTES:
+                raise UsageError(
+                    f"cannot read result {p}: {size:,} bytes is more than any result "
+                    f"({MAX_RESULT_BYTES >> 20} MiB at most)",
+                    hint=hint,
+                )
+            data = loads_json(f.read(MAX_RESULT_BYTES + 1).decode("utf-8"))
     except FileNotFoundError:
         raise UsageError(
             f"no result at {p}", hint="pass a result.json, its directory or a run id"

@@ -78,6 +78,9 @@ def _cells(row: CompareRow, report: CompareReport, *, headline: bool) -> list[st
     else:
         base, cur = format_value(row.baseline, row.unit), format_value(row.current, row.unit)
         evidence = _test_text(row, report.options)
+    # a figure a run does not hold (absent, null) is not measured: never shown as a value
+    base = "not measured" if row.baseline is None else base
+    cur = "not measured" if row.current is None else cur
     return [
         row.mark,
         row.phase,
