@@ -16,6 +16,7 @@ from .coordinator import Coordinator, SingleProcess
 from .errors import UsageError
 from .runner import RunOutcome, run_workload
 from .spec import load_workload
+from .units import check_repeat
 
 WORKLOAD = "llm-checkpoint"
 
@@ -55,10 +56,7 @@ def run_checkpoint(
     kwargs: dict[str, Any] = {}
     if progress_factory is not None:
         kwargs["progress_factory"] = progress_factory
-    if repeat < 1:
-        raise UsageError(
-            f"--repeat must be at least 1, got {repeat}", hint="give --repeat 1 or more"
-        )
+    check_repeat(repeat)  # 1 to units.MAX_REPEAT, before anything runs
     outcome = run_workload(wl, target, engine_name="posix", output=output, keep=keep,
                            repeat=repeat, coord=coord, **kwargs)  # fmt: skip
     if coord.rank != 0:

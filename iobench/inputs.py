@@ -62,15 +62,16 @@ class NotRegularFile(OSError):
         self.kind = kind
 
 
-def open_regular(path: str | os.PathLike[str]) -> IO[bytes]:
+def open_regular(path: str | os.PathLike[str], flags: int = 0) -> IO[bytes]:
     """``path`` opened read-only as a binary file, only if it is a regular file.
 
     Links are followed (an input may be a link to a file). The open never blocks: it is made
     with ``O_NONBLOCK`` and the descriptor is checked with ``fstat`` before anything is read;
     a regular file then gets its blocking mode back. Raises :class:`NotRegularFile` (an
     OSError) for anything else, and the open's own OSError (missing, no permission...).
+    ``flags`` are added to the open's (``O_NOATIME``).
     """
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    flags |= os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
     except IsADirectoryError:  # pragma: no cover - O_RDONLY opens directories on Linux

@@ -53,6 +53,7 @@ from .target import (
     phase_layout,
     resolve,
 )
+from .units import check_repeat
 
 ProgressFactory = Callable[[], Progress]
 
@@ -378,8 +379,7 @@ def run_workload(
     Bad input raises UsageError before anything is written. Failures during the run come back
     in ``RunOutcome.error`` with the partial result saved and marked.
     """
-    if repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    check_repeat(repeat)  # 1 to units.MAX_REPEAT
 
     def check(run: RunResult) -> tuple[Target, Engine]:
         # checks that may differ between hosts: under torchrun any rank refusing ends them all

@@ -283,6 +283,9 @@ def _ansi(lines: list[Any], width: int) -> str:
 
 
 def _md_cell(text: str) -> str:
+    """A text from the run (a phase, target or workload name: anything) as inert markdown: the
+    table's own characters escaped, and HTML (``<script>``) as entities, as the page does."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
@@ -299,7 +302,8 @@ def _md_table(t: _Table) -> list[str]:
 
 def render_markdown(run: RunResult, baseline: RunResult | None = None) -> str:
     """The same content as markdown tables, for pasting into a qualification report."""
-    out = [f"# iobench report: run `{run.run_id}`", ""]
+    run_id = _md_cell(run.run_id).replace("`", "'")  # a code span has no escapes
+    out = [f"# iobench report: run `{run_id}`", ""]
     verdict = _verdict(run)
     if verdict:
         out.append(f"**Verdict: {verdict[0]}**")
@@ -307,9 +311,9 @@ def render_markdown(run: RunResult, baseline: RunResult | None = None) -> str:
     out += _md_table(_Table("", ["", ""], _run_info(run), "ll", kv=True))
     sections = _sections(run, baseline)
     for t in sections:
-        out += ["", f"## {t.title}", ""]
+        out += ["", f"## {_md_cell(t.title)}", ""]
         if t.note:
-            out += [f"_{t.note}_", ""]
+            out += [f"_{_md_cell(t.note)}_", ""]
         out += _md_table(t)
     errors = _errors(run)
     if errors:
