@@ -217,7 +217,7 @@ def test_huge_numbers_and_deep_nesting_are_exit_2_not_internal_errors(tmp_path, 
 
 def test_loads_json_names_the_field_of_a_huge_integer():
     with pytest.raises(ValueError, match=r"a\[1\]\.b = 100000000000…\(401 digits\)"):
-        loads_json('{"a": [0, {"b": %d}]}' % 10**400)
+        loads_json('{"a": [0, {"b": ' + str(10**400) + "}]}")
     assert loads_json('{"a": 18446744073709551615}') == {"a": 2**64 - 1}
 
 
