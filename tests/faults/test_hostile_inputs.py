@@ -377,3 +377,55 @@ def test_the_phase_copy_is_not_shared():  # the missing-rate rule leaves built p
     p = PhaseResult("a", "read")
     assert p.bandwidth_bps == 0.0 and copy.copy(p).iops == 0.0
     assert PhaseResult.from_dict({"name": "a", "op": "read"}).bandwidth_bps is None
+
+
+# -- torchrun with its agent killed ------------------------------------------------------------
+
+
+def test_the_store_holder_is_named_never_this_rank():
+    from iobench.distributed.comm import store_holder_gone
+
+    agent = store_holder_gone({"TORCHELASTIC_USE_AGENT_STORE": "True", "RANK": "0"})
+    assert "torchrun's agent, which holds it, has exited" in agent
+    assert "rank 0" in store_holder_gone({"RANK": "1"})
+    assert "(rank 0) has exited" not in store_holder_gone({"RANK": "0"})
+
+
+@pytest.mark.slow
+def test_torchrun_with_its_agent_killed_blames_the_agent_in_one_line_per_rank(tmp_path):
+    """Used to: rank 0 said the rank that holds the store (rank 0, itself) had exited, and
+    66 lines of TCPStore C++ warnings (stack frames) reached stderr."""
+    import signal
+    import sys
+    import time
+
+    target = tmp_path / "t"
+    target.mkdir()
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "iobench", "run", "sequential-write", str(target), "--set", "size=16MiB",
+           "--set", "rate=4MiB", *SEQ, "--output", str(out)]  # fmt: skip
+    env = {**sub_env(tmp_path), "IOBENCH_DIST_TIMEOUT": "10"}
+    env.pop("TORCH_CPP_LOG_LEVEL", None)
+    log = tmp_path / "log"
+    with open(log, "w") as f:
+        agent = subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, cwd=tmp_path)
+        deadline = time.monotonic() + 120
+        while not list(target.glob(".iobench-*-r1/seq/r1-w0.dat")):
+            assert time.monotonic() < deadline and agent.poll() is None, log.read_text()[-2000:]
+            time.sleep(0.05)
+        time.sleep(0.5)
+        agent.send_signal(signal.SIGKILL)
+        agent.wait()
+        deadline = time.monotonic() + 90  # the ranks outlive their agent: wait for them
+        while "rank 0: " not in log.read_text() or "rank 1: " not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+    text = log.read_text()
+    assert "frame #" not in text and "TCPStore.cpp" not in text, text[-3000:]
+    errors = [ln for ln in text.splitlines() if ln.startswith("iobench: error: ")]
+    assert len(errors) == 2, text[-3000:]
+    for ln in errors:
+        assert "torchrun's agent, which holds it, has exited" in ln, ln
+        assert "(rank 0) has exited" not in ln
+    assert json.loads((out / "result.json").read_text())["status"] in ("partial", "failed")
