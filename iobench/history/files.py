@@ -65,11 +65,9 @@ def _fs(url: str | None):
 def check_url(url: str | None) -> None:
     """UsageError now when ``url`` names no usable store (unknown protocol, backend missing,
     credentials in an object-store URL); nothing is read, written or reached over the network
-    (a missing bucket shows when the run is appended: a warning, never a created bucket); a
-    local history that exists and is no directory (a file, a FIFO, /dev/zero) is refused."""
-    fs, root, local, _url = _fs(url)
-    if local and os.path.lexists(root):
-        _check_directory(root)
+    (a missing bucket shows when the run is appended: a warning, never a created bucket; so
+    does a local history that is no directory: storing is a side effect of a run)."""
+    _fs(url)
 
 
 def _file_name(run_id: str) -> str:
