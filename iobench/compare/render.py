@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..redact import for_markdown
 from ..stats import summarize
 from ..units import (
     format_spread,
@@ -175,7 +176,11 @@ def render_table(report: CompareReport, *, verbose: bool = False) -> str:
 
 
 def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
+    return for_markdown(text)  # the one markdown escape (redact.py): HTML inert, | escaped
+
+
+def _md_code(text: str) -> str:
+    return _md_escape(text).replace("`", "'")  # a code span has no escapes
 
 
 def _md_table(report: CompareReport, rows: list[CompareRow], *, headline: bool) -> list[str]:
@@ -194,8 +199,10 @@ def render_markdown(report: CompareReport, *, verbose: bool = False) -> str:
     """Markdown (for a CI comment) with the same content as :func:`render_table`."""
     b, c = report.baseline, report.current
     lines = [
-        f"**baseline** `{b.run_id}` ({_md_escape(b.workload or '-')}, {b.started_at})  ",
-        f"**current** `{c.run_id}` ({_md_escape(c.workload or '-')}, {c.started_at})",
+        f"**baseline** `{_md_code(b.run_id)}` ({_md_escape(b.workload or '-')}, "
+        f"{_md_escape(b.started_at)})  ",
+        f"**current** `{_md_code(c.run_id)}` ({_md_escape(c.workload or '-')}, "
+        f"{_md_escape(c.started_at)})",
         "",
     ]
     noise = _noise_line(report)

@@ -9,6 +9,7 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
+from ..redact import for_markdown
 from ..results import RunResult
 from .cells import TERMINAL_WIDTH, _delta_style, _errors, _is_delta, _phase_warnings, _Table
 from .tables import _run_info, _sections, _verdict
@@ -283,10 +284,7 @@ def _ansi(lines: list[Any], width: int) -> str:
 
 
 def _md_cell(text: str) -> str:
-    """A text from the run (a phase, target or workload name: anything) as inert markdown: the
-    table's own characters escaped, and HTML (``<script>``) as entities, as the page does."""
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return for_markdown(text)  # the one markdown escape (redact.py), as compare's
 
 
 def _md_table(t: _Table) -> list[str]:

@@ -376,6 +376,12 @@ def test_markdown_escapes_html_from_names(tmp_path):
     assert "<" not in r.stdout and ">" not in r.stdout.replace("&gt;", "")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in r.stdout
     assert "&lt;img src=x onerror=alert(1)&gt;" in r.stdout
+    # compare's markdown (a CI comment) through the same escape
+    d["started_at"] = "<b>2026</b>"
+    src.write_text(json.dumps(d))
+    c = _run(tmp_path, "compare", str(tmp_path / "base"), str(src), "--format", "markdown", "-v")
+    assert c.returncode in (0, 1), c.stderr
+    assert "<" not in c.stdout and "&lt;script&gt;" in c.stdout and "&lt;b&gt;2026" in c.stdout
 
 
 def test_the_phase_copy_is_not_shared():  # the missing-rate rule leaves built phases alone
