@@ -41,9 +41,11 @@ def _fs(url: str | None):
     import fsspec
     from fsspec.implementations.local import LocalFileSystem
 
-    from ..target import check_url_credentials, storage_options_from_env, url_protocol
+    from ..target import check_url_credentials, local_path, storage_options_from_env, url_protocol
 
     url = url or default_history_url()
+    if url.lower().startswith("file://"):
+        local_path(url, "history")  # file:// with no path is refused, never the working dir
     if "://" not in url and "::" not in url:
         url = os.path.expanduser(url)
     opts: dict[str, Any] = {}

@@ -317,6 +317,8 @@ CASES = {
     "profile file:// empty": ("profile file:// --output {D}/p.toml", "dataset 'file://' names no directory"),
     # file:// with an empty path used to run in the working directory
     "run file:// empty": ("run sequential-write file://", "target 'file://' names no directory"),
+    "history file:// empty": ("history list --history file://", "history 'file://' names no directory"),
+    "run --history file:// empty": ("run sequential-write {T} --history file://", "history 'file://' names no directory"),
     "loader file:// empty": ("loader file:// --profile resnet50-a100", "target 'file://' names no directory"),
     # bounds
     "stall-timeout 1ms": ("run sequential-write {T} --stall-timeout 1ms", "--stall-timeout 1ms is shorter than the watchdog's period (1 s)"),
@@ -335,7 +337,8 @@ def test_bad_targets_and_options_are_exit_2_nothing_written(tmp_path, label):
     target = tmp_path / "t"
     target.mkdir()
     args = [a.format(T=target, D=tmp_path) for a in shlex.split(line)]
-    r = _run(tmp_path, *args, "-q") if args[0] != "profile" else _run(tmp_path, *args)
+    quiet = () if args[0] in ("profile", "history") else ("-q",)
+    r = _run(tmp_path, *args, *quiet)
     assert r.returncode == 2, (label, r.returncode, r.stderr)
     assert words in one_line(r.stderr), (label, r.stderr)
     assert "S3CRET" not in r.stderr + r.stdout
