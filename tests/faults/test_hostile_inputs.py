@@ -387,7 +387,7 @@ def test_markdown_escapes_html_from_names(tmp_path):
     assert "<" not in c.stdout and "&lt;script&gt;" in c.stdout and "&lt;b&gt;2026" in c.stdout
 
 
-def test_the_phase_copy_is_not_shared():  # the missing-rate rule leaves built phases alone
+def test_only_a_phase_read_from_a_file_lacks_its_rates():  # built phases keep 0.0
     p = PhaseResult("a", "read")
     assert p.bandwidth_bps == 0.0 and copy.copy(p).iops == 0.0
     assert PhaseResult.from_dict({"name": "a", "op": "read"}).bandwidth_bps is None
