@@ -242,7 +242,7 @@ def parse_options(
     keep_last: int | None = None,
 ) -> Options:  # fmt: skip
     """The command line's checkpoint-model options, checked (UsageError: exit 2, one line)."""
-    from .units import parse_duration, parse_size
+    from .units import bounded_duration, parse_duration, parse_size
 
     if mtbf is not None and failure_rate is not None:
         raise UsageError("--mtbf and --failure-rate both given", hint="give one of them")
@@ -259,6 +259,9 @@ def parse_options(
     restart_s = parse_duration(restart, what="--restart") if restart is not None else 0.0
     if not (0 <= restart_s < float("inf")):
         raise UsageError(f"--restart must be a duration >= 0, got {restart!r}", hint="e.g. 10m")
+    if interval_s is not None:  # an interval or a restart beyond a week is no checkpoint plan
+        bounded_duration(interval_s, "--interval", interval)
+    bounded_duration(restart_s, "--restart", restart)
     if keep_last is not None and keep_last < 1:
         raise UsageError(f"--keep-last must be at least 1, got {keep_last}", hint="e.g. 3")
     cap = parse_size(capacity, what="--capacity") if capacity is not None else None

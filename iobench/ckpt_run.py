@@ -16,6 +16,7 @@ from .coordinator import Coordinator, SingleProcess
 from .errors import UsageError
 from .runner import RunOutcome, dry_run_workload, run_workload
 from .spec import load_workload
+from .units import check_repeat
 
 WORKLOAD = "llm-checkpoint"
 
@@ -58,10 +59,7 @@ def run_checkpoint(
     kwargs: dict[str, Any] = {}
     if progress_factory is not None:
         kwargs["progress_factory"] = progress_factory
-    if repeat < 1:
-        raise UsageError(
-            f"--repeat must be at least 1, got {repeat}", hint="give --repeat 1 or more"
-        )
+    check_repeat(repeat)  # 1 to units.MAX_REPEAT, before anything runs
     label = f"checkpoint --model {model}"
     if dry_run:
         return dry_run_workload(wl, target, repeat=repeat, output=output, label=label)

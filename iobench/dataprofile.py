@@ -35,8 +35,9 @@ import numpy as np
 from .decode_cost import DecodeCost, measure
 from .errors import UsageError
 from .formats.detect import MAGIC_BYTES, choose, list_local, magic_format
+from .inputs import open_regular
 from .safeio import check_output_file, protect_input, why_missing, write_atomic
-from .target import is_url, scrub
+from .target import is_url, resolve_source, scrub
 from .units import format_bytes
 
 #: Files opened to count their samples and check their magic (at most).
@@ -74,18 +75,18 @@ class Listing:
             fs, p = storage.open_fs(storage.join(self.root, self.names[i]), self.opts or None)
             return fs.open(p, "rb")
         path = os.path.join(self.root, self.names[i])
-        flags = os.O_RDONLY | getattr(os, "O_NOATIME", 0)
-        try:
-            fd = os.open(path, flags)
+        try:  # a regular file only: a FIFO swapped in since the listing never blocks
+            return open_regular(path, getattr(os, "O_NOATIME", 0))
         except PermissionError:
-            fd = os.open(path, os.O_RDONLY)  # O_NOATIME needs the file's owner
-        return os.fdopen(fd, "rb")
+            return open_regular(path)  # O_NOATIME needs the file's owner
 
 
 def list_dataset(root: str, sample: int, seed: int = 1) -> Listing:
     """The dataset's files, all stat'ed up to ``sample``, else a random ``sample`` of them."""
     if sample < 1:
         raise UsageError(f"--sample must be at least 1, got {sample}")
+    resolve_source(root, "dataset")  # as a TARGET is checked: credentials, /proc, reachable
+    root = root.removeprefix("file://")
     if is_url(root):
         from . import storage
 

@@ -188,6 +188,14 @@ def for_terminal_styled(text: str) -> str:
     return "".join(part if i % 2 else for_terminal(part) for i, part in enumerate(_SGR.split(text)))
 
 
+def for_markdown(text: str) -> str:
+    """A text from a run (a phase, target or workload name: anything) as inert markdown, for
+    ``report --markdown`` and ``compare --format markdown`` alike: HTML (``<script>``) as
+    entities, as the HTML page has it, and a table's ``|``, backslashes and newlines escaped."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
 def storable(text: str) -> str:
     """``text`` encodable as UTF-8 (Parquet strings, HTML): an undecodable byte of a path
     (``\\udcff``) becomes ``\\xff``; everything else is kept."""

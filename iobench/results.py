@@ -36,8 +36,10 @@ from .blocks import (
     WorkloadBlock,
 )
 from .errors import StoreError, UsageError
+from .inputs import file_kind, loads_json, open_regular  # noqa: F401 - file_kind re-exported
+from .result_check import PHASE_RATES, check_run
 from .safeio import check_output_file as claim_output_file
-from .safeio import file_kind, on_read_only_fs  # noqa: F401 - re-exported
+from .safeio import on_read_only_fs  # noqa: F401 - re-exported
 from .stats import Summary, summarize
 
 SCHEMA_VERSION = 1
@@ -56,9 +58,10 @@ class PhaseResult:
     block_size: int = 0
     elapsed_s: float = 0.0  # last done: first start to last end
     stonewall_s: float = 0.0  # first done: first start to first worker end
-    bandwidth_bps: float = 0.0
-    iops: float = 0.0
-    bandwidth_stonewall_bps: float = 0.0
+    # None only in a result read from a file that lacks the figure (result_check: not measured)
+    bandwidth_bps: float | None = 0.0
+    iops: float | None = 0.0
+    bandwidth_stonewall_bps: float | None = 0.0
     latency_s: dict[str, float] = field(default_factory=dict)  # mean p50 p90 p99 p999 max min
     histogram: dict[str, Any] = field(default_factory=dict)  # stats.Histogram.to_dict()
     series: list[float] = field(default_factory=list)  # bandwidth per interval, bytes/s
@@ -88,8 +91,11 @@ class PhaseResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PhaseResult:
+        """The phase of a result file; a rate it does not hold is None (not measured), never
+        the 0.0 a phase that moved nothing records."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        absent = dict.fromkeys(k for k in PHASE_RATES if k not in d)
+        return cls(**{k: v for k, v in d.items() if k in names}, **absent)
 
     # typed views of the dict fields (iobench.blocks), for renderings
     @property
@@ -156,6 +162,7 @@ class RunResult:
                 f"result {problem}",
                 hint="upgrade iobench" if "newer" in problem else "pass an iobench result.json",
             )
+        check_run(d)  # every figure a number, finite, not negative (StoreError naming it)
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in d.items() if k in names and k != "phases"}
         kwargs.setdefault("command", "")
@@ -409,18 +416,15 @@ def load(path: str | Path) -> RunResult:
     if p.is_dir():
         p = p / "result.json"
     try:
-        st = os.stat(p)
-        kind = file_kind(st.st_mode)
-        if kind is not None:  # a FIFO would block, a device never end
-            raise UsageError(f"cannot read result {p}: it is {kind}", hint=hint)
-        if st.st_size > MAX_RESULT_BYTES:
-            raise UsageError(
-                f"cannot read result {p}: {st.st_size:,} bytes is more than any result "
-                f"({MAX_RESULT_BYTES >> 20} MiB at most)",
-                hint=hint,
-            )
-        with open(p, "rb") as f:
-            data = json.loads(f.read(MAX_RESULT_BYTES + 1).decode("utf-8"))
+        with open_regular(p) as f:  # a FIFO would block, a device never end: never read
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_RESULT_BYTES:
+                raise UsageError(
+                    f"cannot read result {p}: {size:,} bytes is more than any result "
+                    f"({MAX_RESULT_BYTES >> 20} MiB at most)",
+                    hint=hint,
+                )
+            data = loads_json(f.read(MAX_RESULT_BYTES + 1).decode("utf-8"))
     except FileNotFoundError:
         raise UsageError(
             f"no result at {p}", hint="pass a result.json, its directory or a run id"

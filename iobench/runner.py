@@ -55,6 +55,7 @@ from .target import (
     phase_layout,
     resolve,
 )
+from .units import check_repeat
 
 ProgressFactory = Callable[[], Progress]
 
@@ -385,8 +386,7 @@ def run_workload(
     in ``RunOutcome.error`` with the partial result saved and marked. ``announce`` gets the
     plan line (``label``: the command it names, default ``run NAME``) before the first byte.
     """
-    if repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    check_repeat(repeat)  # 1 to units.MAX_REPEAT
     check = _checker(workload, target_spec, engine_name)
     with open_run(check, output=output, command=command, coord=coord, save=save, keep=keep,
                   plan=_planner(workload, label, repeat), announce=announce) as ctx:  # fmt: skip
@@ -406,8 +406,7 @@ def dry_run_workload(
     label: str | None = None,
 ) -> str:
     """``--dry-run``: the run's checks and its plan (``session.dry_run``); nothing written."""
-    if repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    check_repeat(repeat)
     check = _checker(workload, target_spec, engine_name)
     return dry_run(check, _planner(workload, label, repeat), output=output, command=command)
 

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 from .errors import UsageError
+from .inputs import file_kind
 
 # O_PATH opens a directory to stat it and walk from it without needing read permission on it
 _PATH_FLAG = getattr(os, "O_PATH", os.O_RDONLY)
@@ -39,23 +39,6 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 # (st_dev, st_ino) of the inputs this process reads → what it is and the name the user gave
 # ("the dataset DS", "the history ~/.local/share/iobench/history")
 _INPUTS: dict[tuple[int, int], tuple[str, str]] = {}
-
-
-def file_kind(mode: int) -> str | None:
-    """What a non-regular file is, in words (None for a regular file)."""
-    if stat.S_ISREG(mode):
-        return None
-    for test, word in (
-        (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return word
-    return "not a regular file"
 
 
 def why_missing(path: str | os.PathLike[str]) -> str:

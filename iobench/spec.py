@@ -11,7 +11,6 @@ import hashlib
 import json
 import math
 import os
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +20,9 @@ import tomllib
 
 from .errors import SpecError, UsageError
 from .formats.registry import FORMATS
+from .inputs import NotRegularFile, check_toml_shape, open_regular
 from .params import GENERATOR_PARAMS, Param, generator_names
-from .units import parse_count, parse_duration, parse_percent, parse_size
+from .units import check_stall_timeout, parse_count, parse_duration, parse_percent, parse_size
 
 # Bounds for values no run can use: a duration beyond a week, a count beyond a billion (a file
 # list or a thread pool that size exhausts memory before the run starts), an integer beyond
@@ -100,8 +100,13 @@ def _parse_other(name: str, p: Param, value: Any, where: str) -> Any:
         return str(value)
     if p.kind in ("sizes", "counts"):
         items = value
-        if isinstance(value, str):
-            items = [s for s in value.strip("[] ").split(",") if s.strip()]
+        if isinstance(value, str):  # one list: "[a, b]" or "a, b"; a nested one is refused
+            text = value.strip()
+            if text.startswith("[") and text.endswith("]"):
+                text = text[1:-1]
+            if "[" in text or "]" in text:
+                raise ValueError(value)
+            items = [s for s in text.split(",") if s.strip()]
         if not isinstance(items, list):
             raise ValueError(value)
         one = Param("size" if p.kind == "sizes" else "count", None, "", minimum=1)
@@ -289,7 +294,17 @@ def workloads_dir() -> Path:
     carries (``iobench/workloads/``, pyproject's package-dir), else a source checkout's
     top-level ``workloads/`` (an editable install, PYTHONPATH)."""
     env = os.environ.get("IOBENCH_WORKLOADS")
-    if env:
+    if env is not None:
+        if not os.path.isdir(env):  # an empty or mistyped variable never means "no workloads"
+            what = (
+                "is empty"
+                if not env
+                else ("does not exist" if not os.path.lexists(env) else "is not a directory")
+            )
+            raise SpecError(
+                f"IOBENCH_WORKLOADS={env!r} {what}",
+                hint="point it at a directory of workload TOML files, or unset it",
+            )
         return Path(env)
     here = Path(__file__).resolve().parent
     shipped = here / "workloads"
@@ -300,13 +315,14 @@ def workloads_dir() -> Path:
 MAX_SPEC_BYTES = 1 << 20
 
 
+_TOML_HINT = "give a path to a TOML file"
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     """Parse a TOML file: a regular UTF-8 text file of at most MAX_SPEC_BYTES."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:  # a FIFO or device is never read (nor blocks the open)
             st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise SpecError(f"{path} is not a regular file", hint="give a path to a TOML file")
             if st.st_size > MAX_SPEC_BYTES:
                 raise SpecError(
                     f"{path} is {st.st_size:,} bytes: not a workload or profile file "
@@ -314,6 +330,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
                     hint="give a path to a TOML file",
                 )
             raw = f.read(MAX_SPEC_BYTES + 1)
+    except NotRegularFile as e:
+        raise SpecError(f"{path} is not a regular file ({e.strerror})", hint=_TOML_HINT) from None
     except OSError as e:
         raise SpecError(f"cannot read {path}: {e.strerror}") from None
     try:
@@ -323,9 +341,12 @@ def _read_toml(path: Path) -> dict[str, Any]:
             f"{path}: not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start})",
             hint="TOML files are UTF-8: save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
         ) from None
+    shape = check_toml_shape(text)  # tomllib recurses without bound, and is quadratic in
+    if shape:  # a dotted key's parts: both bounded before it parses
+        raise SpecError(f"{path}: {shape}", hint="this is no workload or profile file") from None
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, RecursionError) as e:
         raise SpecError(f"{path}: malformed TOML ({e})", hint="fix the file's syntax") from None
 
 
@@ -448,10 +469,14 @@ def _stall_timeout(
     (iobench.watchdog), kept out of the parameters and the spec hash."""
     raw, overrides = dict(raw), dict(overrides or {})
     value = None
-    if "stall_timeout" in raw:
-        value = coerce("stall_timeout", STALL_PARAM, raw.pop("stall_timeout"), where)
-    if "stall_timeout" in overrides:
-        value = coerce("stall_timeout", STALL_PARAM, overrides.pop("stall_timeout"), "--set")
+    for table, source in ((raw, where), (overrides, "--set")):
+        if "stall_timeout" in table:
+            text = table.pop("stall_timeout")
+            value = coerce("stall_timeout", STALL_PARAM, text, source)
+            try:  # at least the watchdog's own period (or 0: off), at most 7 days
+                check_stall_timeout(value, "stall_timeout", text)
+            except UsageError as e:
+                raise SpecError(f"{source}: {e.message}", hint=e.hint) from None
     return raw, overrides, value
 
 

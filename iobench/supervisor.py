@@ -33,6 +33,7 @@ from typing import Any
 ENV = "IOBENCH_SUPERVISE"
 PR_SET_PDEATHSIG = 1
 BLOCKING_CLASSES = frozenset({"network", "parallel"})
+MODES = frozenset({"auto", "always", "1", "yes", "on", "never", "0", "no", "off"})
 
 # the signals a parent passes on (SIGKILL and SIGSTOP cannot be caught; SIGTSTP is handled
 # apart: the child stops, then the parent, as a job of a shell does)
@@ -48,10 +49,25 @@ FORWARDED = tuple(
 _state: dict[str, Any] = {"fd": None, "split": False}
 
 
+def mode_from_env(environ: dict[str, str] | None = None) -> str:
+    """IOBENCH_SUPERVISE, checked: a value that is no mode is a UsageError (a typo never
+    silently means "auto"). The commands that run I/O check it before anything is written."""
+    env = os.environ if environ is None else environ
+    mode = env.get(ENV, "auto").strip().lower()
+    if mode not in MODES:
+        from .errors import UsageError
+
+        raise UsageError(
+            f"{ENV}={env[ENV]!r} is not a supervision mode",
+            hint="set it to always, never or auto (or unset it)",
+        )
+    return mode
+
+
 def wanted(fs_type: str, fs_class: str, environ: dict[str, str] | None = None) -> bool:
     """Whether a run on this file system gets a supervising parent (pure, for tests)."""
     env = os.environ if environ is None else environ
-    mode = env.get(ENV, "auto").strip().lower()
+    mode = mode_from_env(env)
     if mode in ("never", "0", "no", "off"):
         return False
     if "TORCHELASTIC_RUN_ID" in env or int(env.get("WORLD_SIZE", "1") or 1) > 1:

@@ -43,7 +43,7 @@ def sweep_point(phase: PhaseResult, readers: int | None = None) -> SweepPoint:
     return SweepPoint(
         readers=readers,
         bandwidth_bps=float(phase.bandwidth_bps),
-        files_per_s=float(phase.iops),
+        files_per_s=float(phase.iops or 0.0),
         latency_quantiles=quantiles,
         completions=counts,
         interval_s=interval,
@@ -83,7 +83,7 @@ def sweep_phases(phases: Sequence[PhaseResult], prefer: str = "shuffled") -> dic
     by_level: dict[int, PhaseResult] = {}
     for p in phases:
         m = PHASE_RE.match(p.name)
-        if not m or p.status == "failed" or p.bandwidth_bps <= 0 or p.ops <= 0:
+        if not m or p.status == "failed" or not (p.bandwidth_bps or 0) > 0 or p.ops <= 0:
             continue
         level = total_readers(p)
         have = by_level.get(level)

@@ -72,6 +72,52 @@ def parse_duration(text: str | float, *, what: str = "duration") -> float:
     return value
 
 
+# -- bounds on what the command line may ask (the workload keys have theirs in spec.KIND_MAXIMUM)
+
+#: The longest duration iobench takes anywhere (a phase, a budget, an interval, a timeout).
+MAX_DURATION_S = 7 * 86400.0
+#: The most repeats of a workload or a checkpoint save and load (statistics need 10 to 30).
+MAX_REPEAT = 1000
+#: The I/O watchdog's own period (iobench.watchdog looks at the totals once a second, fio
+#: reports once a second): a stall timeout below it would fire on healthy storage.
+WATCHDOG_PERIOD_S = 1.0
+
+
+def bounded_duration(seconds: float, what: str, text: str | float | None = None) -> float:
+    """``seconds`` when at most MAX_DURATION_S, else a UsageError naming ``what``."""
+    if seconds > MAX_DURATION_S:
+        shown = text if text is not None else f"{seconds:g}s"
+        raise UsageError(
+            f"{what} {shown} is longer than 7 days", hint=f"give {what} a duration of 7d or less"
+        )
+    return seconds
+
+
+def check_repeat(n: int, what: str = "--repeat") -> int:
+    """A repeat count: 1 to MAX_REPEAT (UsageError otherwise)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise UsageError(f"{what} must be at least 1, got {n}", hint=f"give {what} 1 or more")
+    if n > MAX_REPEAT:
+        raise UsageError(
+            f"{what} {n:,} is more than {MAX_REPEAT:,} repeats",
+            hint=f"give {what} {MAX_REPEAT} or fewer (10 to 30 give a median and a spread)",
+        )
+    return n
+
+
+def check_stall_timeout(
+    seconds: float, what: str = "--stall-timeout", text: str | float | None = None
+) -> float:
+    """A stall timeout: 0 (off), or from the watchdog's period (1 s) to 7 days."""
+    if 0 < seconds < WATCHDOG_PERIOD_S:
+        raise UsageError(
+            f"{what} {text if text is not None else f'{seconds:g}s'} is shorter than the watchdog's period "
+            f"({WATCHDOG_PERIOD_S:g} s): healthy storage would be taken for a stall",
+            hint=f"give {what} 1s or more (0 turns the watchdog off)",
+        )
+    return bounded_duration(seconds, what, text)
+
+
 def parse_percent(text: str | float, *, what: str = "percentage") -> float:
     """Parse ``10%``, ``10`` (percent) or ``0.1`` (a fraction below 1) into a fraction."""
     if isinstance(text, bool):

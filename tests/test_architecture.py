@@ -229,13 +229,13 @@ def test_every_command_that_runs_io_opens_its_run_through_open_run():
 
 TIERS = [
     "__init__ __version__ errors units redact datagen plan cpu tools formats.registry coordinator"
-    " textfit",
+    " textfit inputs",
     "safeio",
     "params",
     "starvation_data ckpt_model diagnose_terms",  # Models
     "starvation",
     "starvation_interval diagnose",
-    "blocks steady target",  # Data
+    "blocks result_check steady target",  # Data
     "stats steady_advice ckpt_report ckpt_estimate",
     "results spec",
     "ckpt_spec outdir storage history verify measured",

@@ -194,10 +194,15 @@ STALL_OPTION = typer.Option(
 
 def arm_watchdog(value: str | None) -> None:
     """--stall-timeout: arm the I/O watchdog (iobench.watchdog) for this command's runs."""
-    from .. import watchdog
-    from ..units import parse_duration
+    from .. import supervisor, watchdog
+    from ..units import check_stall_timeout, parse_duration
 
-    watchdog.configure(None if value is None else parse_duration(value, what="--stall-timeout"))
+    supervisor.mode_from_env()  # IOBENCH_SUPERVISE, checked before anything is written
+    if value is None:
+        watchdog.configure(None)
+        return
+    seconds = parse_duration(value, what="--stall-timeout")
+    watchdog.configure(check_stall_timeout(seconds, text=value))
 
 
 def progress_factory(quiet: bool):

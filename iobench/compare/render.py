@@ -8,6 +8,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from ..redact import for_markdown
 from ..stats import summarize
 from ..units import (
     format_spread,
@@ -88,6 +89,9 @@ def _cells(row: CompareRow, report: CompareReport, *, headline: bool) -> list[st
     else:
         base, cur = format_value(row.baseline, row.unit), format_value(row.current, row.unit)
         evidence = _test_text(row, report.options)
+    # a figure a run does not hold (absent, null) is not measured: never shown as a value
+    base = "not measured" if row.baseline is None else base
+    cur = "not measured" if row.current is None else cur
     return [
         row.mark,
         row.phase,
@@ -202,7 +206,11 @@ def render_table(report: CompareReport, *, verbose: bool = False, width: int | N
 
 
 def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
+    return for_markdown(text)  # the one markdown escape (redact.py): HTML inert, | escaped
+
+
+def _md_code(text: str) -> str:
+    return _md_escape(text).replace("`", "'")  # a code span has no escapes
 
 
 def _md_table(report: CompareReport, rows: list[CompareRow], *, headline: bool) -> list[str]:
@@ -221,8 +229,10 @@ def render_markdown(report: CompareReport, *, verbose: bool = False) -> str:
     """Markdown (for a CI comment) with the same content as :func:`render_table`."""
     b, c = report.baseline, report.current
     lines = [
-        f"**baseline** `{b.run_id}` ({_md_escape(b.workload or '-')}, {b.started_at})  ",
-        f"**current** `{c.run_id}` ({_md_escape(c.workload or '-')}, {c.started_at})",
+        f"**baseline** `{_md_code(b.run_id)}` ({_md_escape(b.workload or '-')}, "
+        f"{_md_escape(b.started_at)})  ",
+        f"**current** `{_md_code(c.run_id)}` ({_md_escape(c.workload or '-')}, "
+        f"{_md_escape(c.started_at)})",
         "",
     ]
     noise = _noise_line(report)

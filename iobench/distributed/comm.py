@@ -76,6 +76,20 @@ def _why_collective_failed(e: BaseException, timeout_s: float) -> str:
     return f"{type(e).__name__}: {quoted(text, 160)}"
 
 
+def store_holder_gone(env: Any) -> str:
+    """Who held the job's store, now gone (pure, for tests): torchrun's agent when it hosts
+    the store (TORCHELASTIC_USE_AGENT_STORE, torchrun's default), else rank 0 -- never this
+    rank blaming itself."""
+    if str(env.get("TORCHELASTIC_USE_AGENT_STORE", "")).lower() == "true":
+        return (
+            "torchrun's agent, which holds it, has exited (killed, or ending the job after "
+            "a failure it saw first)"
+        )
+    if str(env.get("RANK", "")) == "0":
+        return "this rank holds it and can no longer reach it"
+    return "the rank that holds it (rank 0) has exited, having seen the failure first"
+
+
 # -- liveness: heartbeats in the job's store --------------------------------------------------
 
 
@@ -163,8 +177,7 @@ class PeerWatch:
                 where = os.environ.get("MASTER_ADDR")
                 raise DistributedError(
                     f"the job's store{f' on host {where}' if where else ''} closed the "
-                    "connection: the rank that holds it (rank 0) has exited, having seen the "
-                    "failure first"
+                    f"connection: {store_holder_gone(os.environ)}"
                 ) from None
             raise box["error"]
         return box["value"]

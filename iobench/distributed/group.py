@@ -33,6 +33,7 @@ import atexit
 import os
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -68,6 +69,10 @@ def coordinator_from_env(environ: Mapping[str, str] | None = None) -> Coordinato
     world = launched_world(env)
     if world <= 1:
         return SingleProcess()
+    if environ is None and "torch" not in sys.modules:
+        # torch's C++ log (TCPStore's retries: dozens of lines of frames when the store goes)
+        # is read once, when torch loads: errors only, unless the user asked for more
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     missing = [k for k in ("RANK", "MASTER_ADDR", "MASTER_PORT") if not env.get(k)]
     if missing:
         raise UsageError(
@@ -315,9 +320,13 @@ class TorchCoordinator:
                 f"{why or _why_collective_failed(e, self.timeout_s)}"
             )
             self.remove_peer_run_dirs()
-            raise DistributedError(
-                self.failed, hint="see the other ranks' output; torchrun names the first failure"
-            ) from None
+            hint = (
+                "if no rank failed first, torchrun was stopped from outside (the OOM killer, "
+                "a scheduler, kill): run the job again"
+                if "torchrun's agent" in self.failed
+                else "see the other ranks' output; torchrun names the first failure"
+            )
+            raise DistributedError(self.failed, hint=hint) from None
 
     def close(self, restore_signals: bool = True) -> None:
         """Stop the heartbeats, leave the process group and (unless told not to) restore the

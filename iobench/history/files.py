@@ -6,7 +6,6 @@ warning.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import posixpath
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError, UsageError, quoted
+from ..inputs import NotRegularFile, file_kind, loads_json, open_regular
 from ..results import SCHEMA_VERSION, RunResult, dumps, schema_version_problem
 
 if TYPE_CHECKING:
@@ -41,9 +41,11 @@ def _fs(url: str | None):
     import fsspec
     from fsspec.implementations.local import LocalFileSystem
 
-    from ..target import check_url_credentials, storage_options_from_env, url_protocol
+    from ..target import check_url_credentials, local_path, storage_options_from_env, url_protocol
 
     url = url or default_history_url()
+    if url.lower().startswith("file://"):
+        local_path(url, "history")  # file:// with no path is refused, never the working dir
     if "://" not in url and "::" not in url:
         url = os.path.expanduser(url)
     opts: dict[str, Any] = {}
@@ -65,9 +67,10 @@ def _fs(url: str | None):
 def check_url(url: str | None) -> None:
     """UsageError now when ``url`` names no usable store (unknown protocol, backend missing,
     credentials in an object-store URL); nothing is read, written or reached over the network
-    (a missing bucket shows when the run is appended: a warning, never a created bucket).
-    A local history inside an input of the command (``loader --existing``'s dataset) is
-    refused too: the output rule (:mod:`iobench.safeio`)."""
+    (a missing bucket shows when the run is appended: a warning, never a created bucket; so
+    does a local history that is no directory: storing is a side effect of a run). A local
+    history inside an input of the command (``loader --existing``'s dataset) is refused: the
+    output rule (:mod:`iobench.safeio`)."""
     from ..safeio import refuse_inside_input
 
     _fs_, root, local, _url = _fs(url)
@@ -135,7 +138,23 @@ class StoredRun:
     result_json: str
 
     def run(self) -> RunResult:
-        return RunResult.from_dict(json.loads(self.result_json))
+        """The stored result, read as a result.json is (bounded JSON, every figure checked):
+        a bad one is a UsageError naming the file, the field and the value."""
+        try:
+            return RunResult.from_dict(loads_json(self.result_json))
+        except StoreError as e:
+            raise UsageError(f"history file {self.path}: {e.message}", hint=e.hint) from None
+        except ValueError as e:
+            raise UsageError(f"history file {self.path}: {e}", hint=_REMOVE) from None
+
+
+_REMOVE = "remove the file from the history (it was not written by iobench as it is)"
+
+
+def open_stored(fs, path: str, local: bool):
+    """A history file opened to read: a local one only if it is a regular file (a FIFO named
+    ``*.parquet`` would block the open for ever), through ``inputs.open_regular``."""
+    return open_regular(path) if local else fs.open(path, "rb")
 
 
 @dataclass(frozen=True)
@@ -172,6 +191,8 @@ def _list_files(fs, root: str, local: bool) -> list[str]:
         fs.invalidate_cache(root)  # another process may have appended since we last listed
         if not fs.exists(root):
             return []
+        if local:
+            _check_directory(root)
         paths = fs.glob(posixpath.join(root, "*.parquet"))
     except OSError as e:
         raise StoreError(f"cannot list history {root}: {e}") from None
@@ -179,7 +200,20 @@ def _list_files(fs, root: str, local: bool) -> list[str]:
     return paths if local else [fs.unstrip_protocol(p) for p in paths]
 
 
-def _check_footer(fs, path: str) -> tuple[Any, dict[bytes, bytes]]:
+def _check_directory(root: str) -> None:
+    """A local history is a directory: a file, FIFO or device given as one is bad input."""
+    try:
+        kind = file_kind(os.stat(root).st_mode)
+    except OSError as e:
+        raise UsageError(f"history {root}: {e.strerror}", hint=_HINT_DIR) from None
+    if kind != "a directory":
+        raise UsageError(f"history {root} is {kind or 'a file'}, not a directory", hint=_HINT_DIR)
+
+
+_HINT_DIR = "pass a directory (or a URL) to --history / IOBENCH_HISTORY"
+
+
+def _check_footer(fs, path: str, local: bool = False) -> tuple[Any, dict[bytes, bytes]]:
     """Open ``path`` and check it is an iobench history file this version reads.
 
     Returns the open ParquetFile's schema and metadata; raises ``_Skip`` with the reason.
@@ -187,8 +221,10 @@ def _check_footer(fs, path: str) -> tuple[Any, dict[bytes, bytes]]:
     import pyarrow.parquet as pq
 
     try:
-        with fs.open(path, "rb") as f:
+        with open_stored(fs, path, local) as f:
             schema = pq.ParquetFile(f).schema_arrow
+    except NotRegularFile as e:
+        raise _Skip(f"it is {e.kind}, not a history file (never opened)") from None
     except Exception as e:  # corrupt footer, truncated file, I/O error: all mean "skip"
         raise _Skip(f"cannot read it ({type(e).__name__}: {e})") from None
     meta = schema.metadata or {}
@@ -220,9 +256,9 @@ def _scan(url: str | None, on_warning: Warn) -> Iterator[StoredRun]:
     seen: set[str] = set()
     for path in _list_files(fs, root, local):
         try:
-            _schema, meta = _check_footer(fs, path)
+            _schema, meta = _check_footer(fs, path, local)
             try:
-                d = json.loads(meta[RESULT_KEY])
+                d = loads_json(meta[RESULT_KEY])
                 run_id = d["run_id"]
                 started_at = d.get("started_at") or ""
                 version = d.get("schema_version", 1)
@@ -253,12 +289,12 @@ def read_history(url: str | None = None) -> tuple[pa.Table, list[str]]:
     import pyarrow.parquet as pq
 
     warnings: list[str] = []
-    fs, _root, _local, _url = _fs(url)
+    fs, _root, local, _url = _fs(url)
     schema = _arrow_schema()
     tables = []
     for stored in _scan(url, warnings.append):
         try:
-            with fs.open(stored.path, "rb") as f:
+            with open_stored(fs, stored.path, local) as f:
                 names = pq.ParquetFile(f).schema_arrow.names
                 table = pq.read_table(f, columns=[c for c in COLUMNS if c in names])
             table = _upgrade(table, schema)

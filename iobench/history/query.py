@@ -62,6 +62,8 @@ def get_run(run_id: str, url: str | None = None, *, on_warning: Warn = None) -> 
         raise UsageError(f"run id prefix {run_id!r} is ambiguous: {names}", hint="give more of it")
     try:
         return matches[0].run()
+    except UsageError:  # a bad value in it, named with the file
+        raise
     except Exception as e:
         raise StoreError(
             f"history file {matches[0].path} holds an unreadable result: {e}"

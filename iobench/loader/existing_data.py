@@ -29,11 +29,9 @@ the page cache is left alone. A URL is read with one whole-object GET (no page c
 from __future__ import annotations
 
 import errno
-import fcntl
 import importlib
 import os
 import re
-import stat
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -48,6 +46,7 @@ from .. import storage
 from ..cpu import physical_memory
 from ..errors import IobenchError, UsageError, quoted
 from ..formats.registry import get_reader
+from ..inputs import NotRegularFile, open_regular_fd
 from ..target import is_url
 
 #: Names of failed samples kept per worker (the result shows the first few of all).
@@ -76,32 +75,18 @@ class FileTooLarge(OSError):
     """A file larger than ``read_limit``: a failed file, not read."""
 
 
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISDIR, "a directory")):  # fmt: skip
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def open_regular(path: str, root: str | None = None) -> int:
-    """A read-only descriptor of the regular file at ``path``: opened ``O_NONBLOCK`` (the open
-    of a FIFO or a device returns at once instead of waiting for a writer), ``fstat``'ed and
-    refused (OSError naming what it is) unless a regular file, then made blocking again.
-    ``root`` (a real path): the file opened must lie under it, so a link swapped in after the
-    listing cannot lead the read out of the dataset (the listing skips such links)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    """A read-only descriptor of the regular file at ``path`` (``inputs.open_regular_fd``: a
+    FIFO or a device is refused, and its open never blocks). ``root`` (a real path): the file
+    opened must lie under it, so a link swapped in after the listing cannot lead the read out
+    of the dataset (the listing skips such links)."""
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, f"{_kind(mode)}, not a regular file: not read", path)
-        if root is not None and not _under(fd, root):
-            raise OSError(errno.EXDEV, "a link out of the dataset: not read", path)
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
-    except BaseException:
+        fd = open_regular_fd(path)
+    except NotRegularFile as e:
+        raise OSError(errno.EINVAL, f"{e.kind}, not a regular file: not read", path) from None
+    if root is not None and not _under(fd, root):
         os.close(fd)
-        raise
+        raise OSError(errno.EXDEV, "a link out of the dataset: not read", path)
     return fd
 
 

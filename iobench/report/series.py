@@ -47,7 +47,7 @@ def _sweep_points(
     other = "concurrency" if axis == "block_size" else "block_size"
     groups: dict[tuple[str, str], list[PhaseResult]] = {}
     for p in phases:
-        if p.op in METADATA_OPS or p.status == "failed" or not p.bandwidth_bps > 0:
+        if p.op in METADATA_OPS or p.status == "failed" or not (p.bandwidth_bps or 0) > 0:
             continue
         sweep_tag = str((p.params or {}).get("sweep") or "")
         if not sweep_tag:

@@ -9,6 +9,7 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
+from ..redact import for_markdown
 from ..results import RunResult
 from ..textfit import MIN_TERMINAL_WIDTH, TERMINAL_WIDTH, fold_line
 from .cells import _delta_style, _errors, _is_delta, _phase_warnings, _Table
@@ -266,7 +267,7 @@ def _ansi(lines: list[Any], width: int) -> str:
 
 
 def _md_cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return for_markdown(text)  # the one markdown escape (redact.py), as compare's
 
 
 def _md_table(t: _Table) -> list[str]:
@@ -282,7 +283,8 @@ def _md_table(t: _Table) -> list[str]:
 
 def render_markdown(run: RunResult, baseline: RunResult | None = None) -> str:
     """The same content as markdown tables, for pasting into a qualification report."""
-    out = [f"# iobench report: run `{run.run_id}`", ""]
+    run_id = _md_cell(run.run_id).replace("`", "'")  # a code span has no escapes
+    out = [f"# iobench report: run `{run_id}`", ""]
     verdict = _verdict(run)
     if verdict:
         out.append(f"**Verdict: {verdict[0]}**")
@@ -290,9 +292,9 @@ def render_markdown(run: RunResult, baseline: RunResult | None = None) -> str:
     out += _md_table(_Table("", ["", ""], _run_info(run), "ll", kv=True))
     sections = _sections(run, baseline)
     for t in sections:
-        out += ["", f"## {t.title}", ""]
+        out += ["", f"## {_md_cell(t.title)}", ""]
         if t.note:
-            out += [f"_{t.note}_", ""]
+            out += [f"_{_md_cell(t.note)}_", ""]
         out += _md_table(t)
     errors = _errors(run)
     if errors:

@@ -158,7 +158,7 @@ def resolve(target: str, *, mountinfo: list[MountInfo] | None = None) -> Target:
         raise TargetError("TARGET is empty", hint="give a directory or an fsspec URL")
     if is_url(target):
         return resolve_url(target)
-    target = target.removeprefix("file://")
+    target = local_path(target, "target")
     p = Path(target).expanduser()
     try:
         os.stat(p)
@@ -197,6 +197,46 @@ def resolve(target: str, *, mountinfo: list[MountInfo] | None = None) -> Target:
             hint="give a directory on the storage to test",
         )
     t = Target(path_or_url=target, root=real, free_bytes=free_bytes(real))
+    if m:
+        t.fs_type, t.mount_point, t.mount_source = m.fs_type, m.mount_point, m.source
+    return t
+
+
+def local_path(target: str, what: str) -> str:
+    """The path of a local TARGET or ``file://`` URL; a ``file://`` with no path (an unset
+    variable: ``file://$UNSET``) is refused, never taken for the working directory."""
+    path = target.removeprefix("file://")
+    if not path.strip():
+        raise TargetError(
+            f"{what} {target!r} names no directory",
+            hint=f"give the {what}'s directory (file:///path, or the path itself)",
+        )
+    return path
+
+
+def resolve_source(source: str, what: str = "dataset") -> Target:
+    """Check a location iobench only reads (``iobench profile``'s dataset) as a TARGET is
+    checked, writing nothing: a URL through ``resolve_url`` (credentials refused, protocol
+    known, store reachable: exit 2, one line); a path must be a directory, not on a kernel
+    interface (/proc, /sys). It need not be writable."""
+    if not source:
+        raise TargetError(f"{what} is empty", hint=f"give the {what}'s directory or URL")
+    if is_url(source):
+        return resolve_url(source, what=what)
+    path = local_path(source, what)
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise TargetError(f"{what} {path} does not exist", hint=f"give the {what}'s directory")
+    if not p.is_dir():
+        raise TargetError(f"{what} {path} is not a directory", hint=f"give the {what}'s directory")
+    real = os.path.realpath(p)
+    m = find_mount(real, read_mountinfo())
+    if m is not None and m.fs_type in PSEUDO_FS:
+        raise TargetError(
+            f"{what} {path} is on {m.fs_type}, a kernel interface ({m.mount_point}), not storage",
+            hint=f"give the {what}'s directory",
+        )
+    t = Target(path_or_url=path, root=real)
     if m:
         t.fs_type, t.mount_point, t.mount_source = m.fs_type, m.mount_point, m.source
     return t

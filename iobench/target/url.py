@@ -98,23 +98,25 @@ def _describe_store_error(e: BaseException, where: str, endpoint: str) -> str:
     return f"cannot reach {where}{at}: {type(e).__name__}: {detail}"
 
 
-def resolve_url(url: str, storage_options: dict[str, Any] | None = None) -> Target:
+def resolve_url(
+    url: str, storage_options: dict[str, Any] | None = None, *, what: str = "target"
+) -> Target:
     """Check an fsspec URL target: known protocol, backend installed, bucket reachable.
 
     Writes nothing. Missing bucket, wrong endpoint or unknown protocol: TargetError (exit 2),
-    one line, without credentials.
+    one line, without credentials. ``what`` names it in messages ("target", "dataset").
     """
     import fsspec
     from fsspec.core import url_to_fs
 
     safe = scrub(url)
     protocol = url_protocol(url)
-    check_url_credentials(url, "target")
+    check_url_credentials(url, what)
     try:
         cls = fsspec.get_filesystem_class(protocol)
     except ValueError:
         raise TargetError(
-            f"unknown protocol {protocol!r} in target {safe}",
+            f"unknown protocol {protocol!r} in {what} {safe}",
             hint="give a directory or an fsspec URL such as s3://bucket/prefix or memory://name",
         ) from None
     except ImportError as e:
@@ -124,15 +126,15 @@ def resolve_url(url: str, storage_options: dict[str, Any] | None = None) -> Targ
             else scrub(str(e)) or f"install the fsspec package for {protocol}://"
         )
         raise EngineUnavailable(
-            f"no filesystem package for {protocol}:// targets", hint=hint
+            f"no filesystem package for {protocol}:// URLs", hint=hint
         ) from None
     opts = dict(storage_options_from_env(protocol) if storage_options is None else storage_options)
     endpoint = _endpoint(opts)
     try:
         fs, root = url_to_fs(url, **opts)
     except Exception as e:  # noqa: BLE001 - backends raise what they like on bad options
-        raise TargetError(scrub(f"target {safe} cannot be opened: {e}")) from None
-    _check_url_root(cls, fs, root, opts, safe, endpoint)
+        raise TargetError(scrub(f"{what} {safe} cannot be opened: {e}")) from None
+    _check_url_root(cls, fs, root, opts, f"{what} {safe}", endpoint)
     return Target(
         path_or_url=safe,
         root=fs.unstrip_protocol(root.rstrip("/")),
@@ -146,7 +148,7 @@ def resolve_url(url: str, storage_options: dict[str, Any] | None = None) -> Targ
 
 
 def _check_url_root(
-    cls: Any, fs: Any, root: str, opts: dict[str, Any], safe: str, endpoint: str
+    cls: Any, fs: Any, root: str, opts: dict[str, Any], where: str, endpoint: str
 ) -> None:
     """The bucket exists and answers (fast: short timeouts, few retries); the prefix is not
     an object."""
@@ -162,7 +164,7 @@ def _check_url_root(
         if hasattr(probe, "split_path"):
             bucket = probe.split_path(root)[0]
             if not bucket:
-                raise TargetError(f"target {safe} names no bucket", hint="write s3://BUCKET/prefix")
+                raise TargetError(f"{where} names no bucket", hint="write s3://BUCKET/prefix")
             try:
                 probe.info(bucket)
             except FileNotFoundError:
@@ -172,13 +174,13 @@ def _check_url_root(
                 ) from None
         if probe.isfile(root):
             raise TargetError(
-                f"target {safe} is an object, not a prefix", hint="give a prefix to write under"
+                f"{where} is an object, not a prefix", hint="give a prefix to write under"
             )
     except TargetError as e:
         raise TargetError(scrub(e.message), hint=e.hint) from None
     except Exception as e:  # noqa: BLE001 - botocore/aiohttp errors have no common base
         raise TargetError(
-            scrub(_describe_store_error(e, f"target {safe}", endpoint)),
+            scrub(_describe_store_error(e, where, endpoint)),
             hint="check the URL, the endpoint (IOBENCH_S3_ENDPOINT) and the credentials",
         ) from None
 
