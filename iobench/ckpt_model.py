@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from . import ckpt_layout as cl
 from .errors import UsageError
 
 Sharding = Literal["none", "optimizer", "full"]
@@ -69,6 +70,7 @@ class ModelSpec:
     sharding: Sharding = "full"
     params: float | None = None  # parameter count, when the spec was given that way
     basis: str = ""
+    arch: cl.Architecture | None = None  # the architecture form: DLIO's per-rank layout
 
     def __post_init__(self) -> None:
         for key in ("dp", "tp", "pp"):
@@ -81,6 +83,12 @@ class ModelSpec:
                 raise UsageError(f"model {self.name}: {key} must be a size >= 0, got {v!r}")
         if self.model_bytes + self.optimizer_bytes == 0:
             raise UsageError(f"model {self.name}: the checkpoint is empty (no weights, no state)")
+        if self.arch is not None and (self.dp, self.tp, self.pp) != (
+            self.arch.dp,
+            self.arch.tp,
+            self.arch.pp,
+        ):
+            raise UsageError(f"model {self.name}: dp/tp/pp differ from its architecture's")
         if self.sharding not in SHARDINGS:
             raise UsageError(
                 f"model {self.name}: sharding {self.sharding!r} is not valid",
@@ -96,7 +104,8 @@ class ModelSpec:
         return self.model_bytes + self.optimizer_bytes
 
     def resharded(self, ranks: int) -> ModelSpec:
-        """The same checkpoint spread over ``ranks`` ranks, fully sharded (MLPerf's layout)."""
+        """The same bytes spread evenly over ``ranks`` ranks, fully sharded: not MLPerf's
+        layout (its subset mode runs some ranks of the full layout instead)."""
         if ranks < 1:
             raise UsageError(f"ranks must be at least 1, got {ranks}")
         return ModelSpec(
@@ -116,7 +125,30 @@ class ModelSpec:
             "sharding": self.sharding,
             "params": self.params,
             "basis": self.basis,
+            "architecture": self.arch.to_dict() if self.arch else None,
         }
+
+
+#: ZeRO stage → this module's sharding words (ZeRO-2 saves as ZeRO-1 does).
+ZERO_SHARDING: dict[int, Sharding] = {0: "none", 1: "optimizer", 2: "optimizer", 3: "full"}
+
+
+def from_architecture(name: str, arch: cl.Architecture, basis: str = "") -> ModelSpec:
+    """A model sized and laid out as DLIO sizes it from its architecture (``ckpt_layout``)."""
+    s = cl.summarize(arch)
+    p = cl.num_parameters(arch)
+    why = (
+        f"DLIO's arithmetic from the architecture: {p:,} parameters, {arch.layers} layers, "
+        f"h {arch.hidden}, TP {arch.tp} × PP {arch.pp} × DP {arch.dp}, ZeRO-{arch.zero}, "
+        f"{arch.model_datatype} weights, {arch.optimizer_datatype} optimizer state: "
+        f"{s.total_bytes / 2**30:,.1f} GiB ({s.model_bytes / 2**30:,.1f} + "
+        f"{s.optimizer_bytes / 2**30:,.1f}) in {s.files:,} files"
+    )
+    return ModelSpec(
+        name, s.model_bytes, s.optimizer_bytes, dp=arch.dp, tp=arch.tp, pp=arch.pp,
+        sharding=ZERO_SHARDING[arch.zero], params=float(p),
+        basis=f"{why}; {basis}" if basis else why, arch=arch,
+    )  # fmt: skip
 
 
 def from_params(
@@ -151,11 +183,13 @@ def from_params(
 
 @dataclass(frozen=True)
 class RankShard:
-    """What one rank saves: its weight and optimizer-state bytes (0 when it saves none)."""
+    """What one rank saves: its weight and optimizer-state bytes (0 when it saves none), and
+    the files they go to (``parts``; empty: one weights file and one optimizer file)."""
 
     rank: int
     model_bytes: int
     optimizer_bytes: int
+    parts: tuple[cl.RankFile, ...] = ()
 
     @property
     def total_bytes(self) -> int:
@@ -163,8 +197,27 @@ class RankShard:
 
     @property
     def files(self) -> int:
-        """``torch.save`` files: weights and optimizer state separate, as MLPerf Storage writes."""
-        return (self.model_bytes > 0) + (self.optimizer_bytes > 0)
+        """``torch.save`` files: weights and optimizer state separate, as MLPerf Storage writes
+        them (one weights file per layer where DLIO writes one)."""
+        return len(self.file_parts())
+
+    def file_parts(self) -> tuple[cl.RankFile, ...]:
+        """Every file this rank saves, with its bytes."""
+        if self.parts:
+            return self.parts
+        two = (
+            cl.RankFile(f"model_rank{self.rank}.pt", self.model_bytes, "model"),
+            cl.RankFile(f"optimizer_rank{self.rank}.pt", self.optimizer_bytes, "optimizer"),
+        )
+        return tuple(f for f in two if f.nbytes > 0)
+
+    def scaled(self, scale: float) -> RankShard:
+        """``scale`` of every file (each file kept, at least 1 byte, so the file count holds)."""
+        parts = tuple(
+            cl.RankFile(f.name, max(1, int(f.nbytes * scale)), f.kind) for f in self.file_parts()
+        )
+        m = sum(f.nbytes for f in parts if f.kind == "model")
+        return RankShard(self.rank, m, sum(f.nbytes for f in parts) - m, parts)
 
 
 def _part(total: int, n: int, i: int) -> int:
@@ -176,6 +229,10 @@ def rank_shard(spec: ModelSpec, rank: int) -> RankShard:
     """What ``rank`` saves. Ranks are numbered data-parallel fastest: ``dp_i = rank % dp``."""
     if not 0 <= rank < spec.ranks:
         raise UsageError(f"rank {rank} is outside 0..{spec.ranks - 1}")
+    if spec.arch is not None:  # DLIO's layout: tensor-parallel fastest (ckpt_layout)
+        parts = cl.rank_files(spec.arch, rank)
+        m = sum(f.nbytes for f in parts if f.kind == "model")
+        return RankShard(rank, m, sum(f.nbytes for f in parts) - m, parts)
     dp_i, mp_i = rank % spec.dp, rank // spec.dp
     mp = spec.tp * spec.pp
     w_slice = _part(spec.model_bytes, mp, mp_i)
@@ -211,6 +268,12 @@ def layout(spec: ModelSpec, *, dcp_files_per_rank: int = 1) -> Layout:
     """Per-rank shard sizes and file counts of ``spec``'s checkpoint."""
     if dcp_files_per_rank < 1:
         raise UsageError(f"dcp files per rank must be at least 1, got {dcp_files_per_rank}")
+    if spec.arch is not None:
+        s = cl.summarize(spec.arch)
+        return Layout(
+            spec.ranks, s.total_bytes, s.writers, s.files, s.writers * dcp_files_per_rank + 1,
+            s.max_rank_bytes, s.min_rank_bytes,
+        )  # fmt: skip
     total = writers = files = 0
     hi, lo = 0, None
     for r in range(spec.ranks):

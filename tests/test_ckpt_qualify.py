@@ -177,7 +177,7 @@ def test_dry_run_shows_the_model_step(cli, planted, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = cli("qualify", planted.path, "--quick", "--dry-run", "--model", "llama3-70b")
     assert r.code == 0, r.err
-    assert "llm-checkpoint" in r.out and "of the full 911.0 GiB) over 64 ranks" in r.out
+    assert "llm-checkpoint" in r.out and "of the full 911.2 GiB) over 64 ranks" in r.out
     assert planted.unchanged()
 
 

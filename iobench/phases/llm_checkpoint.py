@@ -1,8 +1,9 @@
 """LLM checkpoints as MLPerf Storage writes them: every rank saves its shard, then reads it back.
 
 The checkpoint is a model from ``workloads/checkpoints/`` (``model``), spread over ``ranks``
-ranks (default: the model's own). Each emulated rank ``torch.save``s its weights and its
-optimizer state to two files and fsyncs them (``ckpt-save``); after the page cache is dropped
+ranks (default: the model's own). Each emulated rank ``torch.save``s the files DLIO's layout
+gives it (``ckpt_layout``: weights only on data-parallel rank 0 under ZeRO-1, one file per layer
+with pipeline parallelism; its optimizer shard) and fsyncs them (``ckpt-save``); after the page cache is dropped
 every rank ``torch.load``s them back (``ckpt-load``). With ``api = "dcp"`` (or ``"both"``) the
 same shards go through ``torch.distributed.checkpoint`` (one file per rank plus ``.metadata``:
 ``ckpt-dcp-save``/``ckpt-dcp-load``). Reported as MLPerf reports it: bytes ÷ the slowest rank's
@@ -75,7 +76,7 @@ def local_ranks(ranks: int, world: int, rank: int) -> range:
 
 
 def scaled(shard: RankShard, scale: float) -> RankShard:
-    return RankShard(shard.rank, int(shard.model_bytes * scale), int(shard.optimizer_bytes * scale))
+    return shard.scaled(scale)
 
 
 def shards(params: dict[str, Any], world: int = 1, rank: int = 0) -> list[RankShard]:
@@ -192,10 +193,9 @@ class _Pool:
         return out
 
 
-def make_rank_state(
-    shard: RankShard, tensor_size: int, pool: _Pool
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(weights, optimizer state) of one rank: dicts of uint8 tensors of the shard's sizes."""
+def make_rank_state(shard: RankShard, tensor_size: int, pool: _Pool) -> list[dict[str, Any]]:
+    """One state dict per file the rank saves (``shard.file_parts()``: weights, per layer
+    where DLIO saves them so, then optimizer state), of uint8 tensors of the files' sizes."""
     import torch
 
     def fill(total: int, names: tuple[str, ...], kind: int) -> dict[str, Any]:
@@ -208,10 +208,15 @@ def make_rank_state(
             k += 1
         return sd
 
-    model = fill(shard.model_bytes, ("weight",), 1)
-    optim = fill(shard.optimizer_bytes, ("exp_avg", "exp_avg_sq", "master"), 2)
-    optim["step"] = torch.tensor([shard.rank])
-    return model, optim
+    out = []
+    for f in shard.file_parts():
+        if f.kind == "model":
+            out.append(fill(f.nbytes, ("weight",), 1))
+        else:
+            sd = fill(f.nbytes, ("exp_avg", "exp_avg_sq", "master"), 2)
+            sd["step"] = torch.tensor([shard.rank])
+            out.append(sd)
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -269,12 +274,10 @@ def _copy_rate(pool: _Pool) -> float:
     return COPY_BYTES / dt if dt > 0 else 0.0
 
 
-def _paths(runner: Any, sub: str, shard: RankShard) -> tuple[str, str]:
+def _paths(runner: Any, sub: str, shard: RankShard) -> list[str]:
+    """The rank's files, DLIO's names where the model has an architecture."""
     base = os.path.join(runner.run_dir, sub)
-    return (
-        os.path.join(base, f"model_rank{shard.rank}.pt"),
-        os.path.join(base, f"optimizer_rank{shard.rank}.pt"),
-    )
+    return [os.path.join(base, f.name) for f in shard.file_parts()]
 
 
 def _ranks(n: int, fn: Any, runner: Any) -> tuple[list[WorkerStats], dict[str, Any]]:
@@ -340,8 +343,6 @@ def _torch(
 
     def save(i: int, st: WorkerStats) -> None:
         for path, sd in zip(paths[i], states[i], strict=True):
-            if not sd or (len(sd) == 1 and "step" in sd and mine[i].optimizer_bytes == 0):
-                continue
             t0 = time.perf_counter_ns()
             with open(path, "wb") as f:
                 torch.save(sd, f)
@@ -399,9 +400,9 @@ def _dcp(
         return
     make_writer, make_reader, listing, _, where = storage
     flat = {
-        f"rank{s.rank}.{part}.{k}": v
-        for s, (m, o) in zip(mine, states, strict=True)
-        for part, sd in (("model", m), ("optim", o))
+        f"rank{s.rank}.{f.name}.{k}": v
+        for s, sds in zip(mine, states, strict=True)
+        for f, sd in zip(s.file_parts(), sds, strict=True)
         for k, v in sd.items()
     }
 
@@ -429,12 +430,13 @@ def _baseline(params: dict[str, Any], runner: Any, mine: list[RankShard]) -> Non
     here are): buffered, fsync per file, 4 MiB blocks (each writer's pool is 4 blocks)."""
     runner.mkdirs(["llm-base"])
     files: list[FileSpec] = []
-    # round-robin dealing gives writer i its weights file, then its optimizer file
-    for part in ("model", "optimizer"):
-        for s in mine:
-            size = s.model_bytes if part == "model" else s.optimizer_bytes
-            files.append(FileSpec(f"llm-base/{part}_rank{s.rank}.dat", max(size, 0)))
-    files = [f for f in files if f.size > 0]
+    # round-robin dealing gives writer i its k-th file in the k-th round (ranks with fewer
+    # files drop out of the later rounds: the dealing is an approximation where counts differ)
+    parts = [s.file_parts() for s in mine]
+    for k in range(max((len(p) for p in parts), default=0)):
+        for s, p in zip(mine, parts, strict=True):
+            if k < len(p):
+                files.append(FileSpec(f"llm-base/r{s.rank}-{p[k].name}.dat", p[k].nbytes))
     spec = PhaseSpec(
         "ckpt-baseline-write", "write", tuple(files), jobs=len(mine),
         block_size=min(params["tensor_size"], BASELINE_BLOCK), direct=False, fsync="file",
