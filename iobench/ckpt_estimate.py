@@ -204,6 +204,11 @@ def _estimate(
     centre = sync.best_interval_s
     grid = [centre * 10 ** (k / 10) for k in range(-13, 14)]  # 0.05× to 20×, 10 per decade
     curve = cm.goodput_curve(grid, st, mtbf, rec.total_s)
+    basis = [*basis, (
+        "goodput: Daly (2006) exponential form, τ / (M·e^{R/M}·(e^{(τ+δ)/M} − 1)·(1 + w/M)), which "
+        "counts failures during a checkpoint and during recovery; the best interval maximises "
+        "it (first-order figures in result.json: best_goodput_first_order)"
+    )]  # fmt: skip
     return {
         "label": "estimate",
         "basis": basis,

@@ -24,7 +24,11 @@ Terms (reference/checkpoint-reliability.md):
 - **Recovery**: load at the aggregate read rate plus the files' opens, plus a restart cost.
 - **Interval**: Young (1974) ``√(2δM)``; Daly (2006) ``√(2δM)·[1 + ⅓√(δ/2M) + (δ/2M)/9] − δ``
   for ``δ < 2M``, else ``M`` (δ the stall, M the mean time between failures).
-- **Lost fraction** (first order): ``δ/τ + (τ/2 + w + R)/M`` — the stalls, half an interval of
+- **Goodput** (what the plans report): Daly's exact exponential form (``ckpt_daly``), which
+  counts failures during a checkpoint and during recovery:
+  ``G = τ / (M·e^{R/M}·(e^{(τ+δ)/M} − 1)·(1 + w/M))``; the best interval maximises it (Daly's and
+  Young's closed forms are reported beside it).
+- **Lost fraction** (first order, kept beside the exact figure): ``δ/τ + (τ/2 + w + R)/M`` — the stalls, half an interval of
   re-computation per failure, the write still in flight (asynchronous saves: the checkpoint being
   written is not yet durable when a failure strikes; 0 when synchronous), and the recovery R.
   Goodput = 1 − lost, clamped to [0, 1].
@@ -38,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from . import ckpt_layout as cl
+from .ckpt_daly import goodput_exact, optimum_interval_exact
 from .errors import UsageError
 
 Sharding = Literal["none", "optimizer", "full"]
@@ -459,11 +464,14 @@ class IntervalPlan:
     min_interval_s: float  # async: the previous checkpoint must be durable first
     young_s: float
     daly_s: float
-    best_interval_s: float  # Daly's, raised to min_interval_s when shorter
-    best_goodput: float
+    best_interval_s: float  # the exact model's optimum, raised to min_interval_s when shorter
+    best_goodput: float  # Daly's exponential form (ckpt_daly)
     user_interval_s: float | None
     user_stall_s: float | None
     user_goodput: float | None
+    best_goodput_first_order: float = 0.0  # δ/τ + (τ/2 + w + R)/M at the same interval
+    user_goodput_first_order: float | None = None
+    goodput_model: str = "Daly (2006) exponential, failures during checkpoint and recovery counted"
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -472,13 +480,16 @@ class IntervalPlan:
 def plan_sync(
     st: Stall, mtbf_s: float, recovery_s: float, interval_s: float | None
 ) -> IntervalPlan:
-    """Synchronous saves: stall = the whole write; the best interval is Daly's."""
+    """Synchronous saves: stall = the whole write; the best interval maximises the exact
+    goodput (Young's and Daly's estimates beside it)."""
     d = st.sync_s
-    best = daly_interval(d, mtbf_s)
-    user = goodput(interval_s, d, mtbf_s, recovery_s) if interval_s else None
+    best = optimum_interval_exact(d, mtbf_s)
+    user = goodput_exact(interval_s, d, mtbf_s, recovery_s) if interval_s else None
     return IntervalPlan(
-        "sync", d, 0.0, 0.0, young_interval(d, mtbf_s), best, best,
-        goodput(best, d, mtbf_s, recovery_s), interval_s, d if interval_s else None, user,
+        "sync", d, 0.0, 0.0, young_interval(d, mtbf_s), daly_interval(d, mtbf_s), best,
+        goodput_exact(best, d, mtbf_s, recovery_s), interval_s, d if interval_s else None, user,
+        goodput(best, d, mtbf_s, recovery_s),
+        goodput(interval_s, d, mtbf_s, recovery_s) if interval_s else None,
     )  # fmt: skip
 
 
@@ -494,27 +505,37 @@ def plan_async(
         young, daly = young_interval(s, mtbf_s), daly_interval(s, mtbf_s)
     else:  # a free snapshot: checkpoint as often as the writes allow
         young = daly = 0.0
-    best = max(daly, w)
-    best_goodput = goodput(best, async_stall(s, w, best), mtbf_s, recovery_s, w)
+    best = max(optimum_interval_exact(s, mtbf_s), w)
+    b_stall = async_stall(s, w, best)
     user_stall = async_stall(s, w, interval_s) if interval_s else None
-    user = goodput(interval_s, user_stall, mtbf_s, recovery_s, w) if interval_s else None
+    user = user1 = None
+    if interval_s and user_stall is not None:
+        # an interval shorter than the write: the wait is stall, only τ of the write overlaps
+        user = goodput_exact(interval_s, user_stall, mtbf_s, recovery_s, min(w, interval_s))
+        user1 = goodput(interval_s, user_stall, mtbf_s, recovery_s, w)
     return IntervalPlan(
-        "async", async_stall(s, w, best), w, w, young, daly, best, best_goodput,
-        interval_s, user_stall, user,
+        "async", b_stall, w, w, young, daly, best,
+        goodput_exact(best, b_stall, mtbf_s, recovery_s, w), interval_s, user_stall, user,
+        goodput(best, b_stall, mtbf_s, recovery_s, w), user1,
     )  # fmt: skip
 
 
 def goodput_curve(
     intervals_s: Sequence[float], st: Stall, mtbf_s: float, recovery_s: float
 ) -> list[tuple[float, float, float | None]]:
-    """(interval, sync goodput, async goodput or None) at each interval: the report's plot."""
+    """(interval, sync goodput, async goodput or None) at each interval, Daly's exact form:
+    the report's plot."""
     out = []
     for t in intervals_s:
-        g_sync = goodput(t, st.sync_s, mtbf_s, recovery_s)
+        g_sync = goodput_exact(t, st.sync_s, mtbf_s, recovery_s)
         g_async = None
         if st.snapshot_s is not None:
-            g_async = goodput(
-                t, async_stall(st.snapshot_s, st.write_s, t), mtbf_s, recovery_s, st.write_s
+            g_async = goodput_exact(
+                t,
+                async_stall(st.snapshot_s, st.write_s, t),
+                mtbf_s,
+                recovery_s,
+                min(st.write_s, t),
             )
         out.append((t, g_sync, g_async))
     return out

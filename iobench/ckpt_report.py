@@ -108,13 +108,13 @@ def _measured_rows(block: CheckpointBlock) -> list[list[str]]:
 
 
 def interval_text(pl: dict[str, Any]) -> str:
-    """``1.2 h (Daly; Young 1.3 h)``; an asynchronous plan's Daly interval raised to the write
-    it must wait for says so."""
-    if pl["best_interval_s"] > pl["daly_s"]:
-        daly = f"Daly {dur(pl['daly_s'])} raised to the write, {dur(pl['min_interval_s'])}"
+    """``1.2 h (exact optimum; Daly 1.2 h; Young 1.3 h)``; an asynchronous plan's interval
+    raised to the write it must wait for says so."""
+    if pl["min_interval_s"] and pl["best_interval_s"] <= pl["min_interval_s"]:
+        how = f"raised to the write, {dur(pl['min_interval_s'])}"
     else:
-        daly = "Daly"
-    return f"{dur(pl['best_interval_s'])} ({daly}; Young {dur(pl['young_s'])})"
+        how = "exact optimum"
+    return f"{dur(pl['best_interval_s'])} ({how}; Daly {dur(pl['daly_s'])}; Young {dur(pl['young_s'])})"
 
 
 def goodput_text(pl: dict[str, Any]) -> str:

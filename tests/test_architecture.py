@@ -230,7 +230,7 @@ def test_every_command_that_runs_io_opens_its_run_through_open_run():
 TIERS = [
     "__init__ __version__ errors units redact datagen plan cpu tools formats.registry coordinator",
     "params",
-    "starvation_data ckpt_layout ckpt_model diagnose_terms",  # Models
+    "starvation_data ckpt_layout ckpt_daly ckpt_model diagnose_terms",  # Models
     "starvation",
     "starvation_interval diagnose",
     "blocks steady target",  # Data
