@@ -295,3 +295,42 @@ def parse_failure_rate(text: str) -> float:
             hint="give failures per accelerator-day, e.g. 4.7e-4 (or 2e-5/h)",
         )
     return value / unit
+
+
+PLAN_LABEL = "planned from the given rates"
+
+
+def parse_bandwidth(text: str | None, what: str) -> float | None:
+    """``156GiB/s`` as bytes/s (UsageError naming ``what`` unless a positive byte rate)."""
+    from .units import parse_rate
+
+    if text is None:
+        return None
+    try:
+        v, unit = parse_rate(text)
+    except UsageError:
+        unit, v = "", -1.0
+    if unit != "B/s" or not (0 < v < float("inf")):
+        raise UsageError(f"{what} {text!r} is not a positive byte rate", hint="e.g. 156GiB/s")
+    return v
+
+
+def plan(
+    spec: cm.ModelSpec, rates: cm.Rates, opts: Options, *, dcp_files_per_rank: int = 1
+) -> dict[str, Any]:
+    """The estimate tables for ``spec`` at rates the user gives (no I/O, nothing measured):
+    the same stall, recovery, interval, goodput and capacity figures, labelled as planned."""
+    lay = cm.layout(spec, dcp_files_per_rank=dcp_files_per_rank)
+    gib = 1 << 30
+    basis = [
+        f"{PLAN_LABEL} (no I/O): write {rates.write_bps / gib:.4g} GiB/s, read "
+        f"{rates.read_bps / gib:.4g} GiB/s, each the checkpoint's bytes over the slowest "
+        "rank's time, as MLPerf Storage reports it"
+        + (f", snapshot copy {rates.copy_bps / gib:.4g} GiB/s per rank" if rates.copy_bps else ""),
+        f"{spec.name}: {lay.total_bytes / gib:,.1f} GiB over {lay.ranks} ranks "
+        f"({spec.basis or 'as given'})",
+        "file creates and opens not counted (no rate given)",
+    ]
+    est = _estimate(lay, rates, basis, spec, opts, False, dcp_files_per_rank, None)
+    est["label"] = "plan"
+    return est

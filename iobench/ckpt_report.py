@@ -220,3 +220,22 @@ def tables(block: dict[str, Any] | None) -> list[dict[str, Any]]:
          "note": note}
     )  # fmt: skip
     return out
+
+
+PLAN_TITLE = "Checkpoint plan (planned from the given rates, not measured)"
+
+
+def plan_text(est: dict[str, Any], width: int = 100) -> str:
+    """The estimate rows of a plan (``ckpt_estimate.plan``) as label/value lines."""
+    import textwrap
+
+    rows = _estimate_rows(CheckpointBlock.from_dict({"estimate": est}))
+    w = max(len(r[0]) for r in rows)
+    lines = [PLAN_TITLE]
+    for label, value in rows:
+        first = "  " + label.ljust(w) + "  "
+        lines += textwrap.wrap(
+            value, width=width, initial_indent=first, subsequent_indent=" " * len(first),
+            break_on_hyphens=False,
+        ) or [first.rstrip()]  # fmt: skip
+    return "\n".join(lines)

@@ -148,3 +148,60 @@ def test_architecture_model_writes_dlio_layout(cli, planted, tmp_path):
     shards = [rank_shard(spec, r) for r in range(8)]
     assert len({s.total_bytes for s in shards}) > 1  # uneven
     assert [s.files for s in shards] == [4, 4, 4, 4, 1, 1, 1, 1]
+
+
+def test_plan_from_given_rates_no_target(cli, tmp_path, monkeypatch):
+    import math
+
+    monkeypatch.chdir(tmp_path)
+    r = cli(
+        "checkpoint", "--model", "llama3-405b", "--write-rate", "156GiB/s", "--read-rate",
+        "200GiB/s", "--gpus", "16384", "--mtbf", "3h", "--restart", "5m",
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    assert r.out.startswith("Checkpoint plan (planned from the given rates, not measured)")
+    total = load_checkpoint_profile("llama3-405b").spec.total_bytes  # 5,292.2 GiB
+    stall = total / (156 * GiB)  # 33.92 s
+    rec = total / (200 * GiB) + 300
+    assert "33.92 s synchronous" in r.out and "1544 files" in r.out
+    r = cli(
+        "checkpoint", "--model", "llama3-405b", "--write-rate", "156GiB/s", "--read-rate",
+        "200GiB/s", "--mtbf", "3h", "--restart", "5m", "--interval", "30m", "--json",
+    )  # fmt: skip
+    est = json.loads(r.out)
+    assert est["label"] == "plan" and est["stall"]["sync_s"] == pytest.approx(stall)
+    assert est["recovery"]["total_s"] == pytest.approx(rec)
+    m = 3 * 3600
+    by_hand = 1800 / (m * math.exp(rec / m) * (math.exp((1800 + stall) / m) - 1))
+    assert est["sync"]["user_goodput"] == pytest.approx(by_hand, rel=1e-12)
+    assert "planned from the given rates (no I/O)" in est["basis"][0]
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--write-rate", "156GiB/s"], "planning needs --read-rate"),
+        (["--read-rate", "1GiB/s"], "planning needs --write-rate"),
+        ([], "planning needs --write-rate"),
+        (["--write-rate", "fast", "--read-rate", "1GiB/s"], "--write-rate 'fast' is not a"),
+        (["--write-rate", "20k/s", "--read-rate", "1GiB/s"], "not a positive byte rate"),
+        (["--write-rate", "0GiB/s", "--read-rate", "1GiB/s"], "not a positive byte rate"),
+        (["--write-rate", "1GiB/s", "--read-rate", "1GiB/s", "--scale", "0.1"], "--scale with"),
+        (["--write-rate", "1GiB/s", "--read-rate", "1GiB/s", "--mtbf", "x"], "--mtbf"),
+        (["--write-rate", "1GiB/s", "--read-rate", "1GiB/s", "--ranks", "0"], "--ranks"),
+    ],
+)
+def test_plan_bad_input_is_one_line_exit_2(cli, tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    r = cli("checkpoint", "--model", "llama3-8b", *args)
+    assert r.code == 2, (r.out, r.err)
+    assert message in r.err and len(r.err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plan_refuses_a_target_with_rates(cli, planted, tmp_path):
+    r = cli("checkpoint", planted.path, "--model", "llama3-8b", "--write-rate", "1GiB/s",
+            "--read-rate", "1GiB/s")  # fmt: skip
+    assert r.code == 2 and "TARGET with --write-rate/--read-rate" in r.err
+    assert planted.unchanged()

@@ -1,5 +1,7 @@
 """``iobench checkpoint``: an LLM checkpoint saved and loaded as MLPerf Storage does, with
-the checkpoint model's estimates (stall, recovery, interval, goodput, capacity) beside it."""
+the checkpoint model's estimates (stall, recovery, interval, goodput, capacity) beside it.
+Without TARGET, ``--write-rate``/``--read-rate`` plan from given rates: the same estimate
+tables, no I/O (``_plan_from_rates``)."""
 
 from __future__ import annotations
 
@@ -48,11 +50,20 @@ _REPEAT_OPTION = typer.Option(
     1, "--repeat", help="Save and load N times (MLPerf: 10); the median run is reported."
 )
 _HISTORY_OPTION = typer.Option(None, "--history", help="History URL to append this run to.")
+_WRITE_RATE_OPTION = typer.Option(
+    None, "--write-rate", help="Plan without TARGET: aggregate save rate, e.g. 156GiB/s."
+)
+_READ_RATE_OPTION = typer.Option(
+    None, "--read-rate", help="Plan without TARGET: aggregate load rate, e.g. 200GiB/s."
+)
+_TARGET_ARGUMENT = typer.Argument(
+    None, help="Directory to write the checkpoint to (a run dir); none: plan from rates."
+)
 
 
 @app.command()
 def checkpoint(
-    target: str = typer.Argument(..., help="Directory to write the checkpoint to (a run dir)."),
+    target: str | None = _TARGET_ARGUMENT,
     model: str = _MODEL_OPTION,
     ranks: int | None = _RANKS_OPTION,
     scale: float | None = _SCALE_OPTION,
@@ -74,8 +85,12 @@ def checkpoint(
     history: str | None = _HISTORY_OPTION,
     no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
     stall_timeout: str | None = STALL_OPTION,
+    write_rate: str | None = _WRITE_RATE_OPTION,
+    read_rate: str | None = _READ_RATE_OPTION,
 ) -> int:
     """Save and load an LLM checkpoint on TARGET; estimate stall, recovery and goodput."""
+    if target is None or (write_rate, read_rate) != (None, None):
+        return _plan_from_rates(dict(locals()))  # the options as given (no TARGET: a plan)
     arm_watchdog(stall_timeout)
     from .. import results
     from ..api import append_history, check_history_url
@@ -106,4 +121,54 @@ def checkpoint(
                 out(f"result: {outcome.result_path}")
     if outcome.error is not None:
         raise outcome.error
+    return 0
+
+
+def _plan_from_rates(g: dict) -> int:
+    """``iobench checkpoint --model M --write-rate R --read-rate R …`` (no TARGET): the
+    estimate tables from given rates, nothing written anywhere; ``g`` holds every option of
+    ``checkpoint`` as the command line set it."""
+    import json
+
+    from .. import ckpt_model as cm
+    from ..ckpt_estimate import parse_bandwidth, parse_options, plan
+    from ..ckpt_report import plan_text
+    from ..ckpt_spec import load_checkpoint_profile
+    from ..errors import UsageError
+
+    run_only = {
+        "TARGET": g["target"], "--scale": g["scale"], "--api": g["api"],
+        "--plain-write": g["baseline"], "--crc32": g["crc32"], "--output": g["output"],
+        "--history": g["history"], "--repeat": None if g["repeat"] == 1 else g["repeat"],
+        "--keep": g["keep"] or None, "--stall-timeout": g["stall_timeout"],
+    }  # fmt: skip
+    refused = [k for k, v in run_only.items() if v is not None]
+    if refused:
+        raise UsageError(
+            f"{refused[0]} with --write-rate/--read-rate: a plan measures nothing",
+            hint="give TARGET to measure, or the rates (and no TARGET) to plan",
+        )
+    write_rate, read_rate, ranks = g["write_rate"], g["read_rate"], g["ranks"]
+    if write_rate is None or read_rate is None:
+        raise UsageError(
+            f"planning needs --{'write' if write_rate is None else 'read'}-rate (no TARGET given)",
+            hint="e.g. --write-rate 156GiB/s --read-rate 200GiB/s, or give TARGET to measure",
+        )
+    if ranks is not None and ranks < 1:
+        raise UsageError(f"--ranks must be at least 1, got {ranks}", hint="e.g. --ranks 8")
+    opts = parse_options(
+        mtbf=g["mtbf"], failure_rate=g["failure_rate"], gpus=g["gpus"], interval=g["interval"],
+        restart=g["restart"], capacity=g["capacity"], keep_last=g["keep_last"],
+    )  # fmt: skip
+    rates = cm.Rates(
+        parse_bandwidth(write_rate, "--write-rate") or 0.0,
+        parse_bandwidth(read_rate, "--read-rate") or 0.0,
+        basis="given on the command line",
+    )  # fmt: skip
+    prof = load_checkpoint_profile(g["model"])
+    spec = prof.spec
+    if ranks is not None and ranks != spec.ranks:
+        spec = spec.resharded(ranks)
+    est = plan(spec, rates, opts, dcp_files_per_rank=prof.dcp_files_per_rank)
+    out(json.dumps(est, indent=2) if g["as_json"] else plan_text(est))
     return 0
