@@ -100,15 +100,17 @@ def _data_rate(io: dict[str, Any], per_s: float | None) -> tuple[float, float]:
 
 def build(
     run: Any, spec: cm.ModelSpec, *, scale: float, dcp_files_per_rank: int = 1,
-    opts: Options | None = None, source: str = "",
+    opts: Options | None = None, source: str = "", subset: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """The ``checkpoint`` block: model, measured figures, and the full-size estimates."""
+    """The ``checkpoint`` block: model, measured figures, and the full-size estimates
+    (``subset``: MLPerf's subset mode ran ranks 0..subset−1 of the full layout)."""
     opts = opts or Options()
     got = measured(run)
     block: dict[str, Any] = {
         "model": {**spec.to_dict(), "ranks": spec.ranks, "total_bytes": spec.total_bytes,
                   "source": source},
         "scale": scale,
+        "subset": subset,
         "measured": got,
     }  # fmt: skip
     dcp = "save" not in got and "dcp_save" in got
@@ -125,6 +127,12 @@ def build(
         write_bps, read_bps, got.get("copy_bps"), got.get("create_per_s"), got.get("open_per_s")
     )
     basis = _basis(got, save, spec, scale, rates, save_meta, load_meta)
+    if subset is not None:
+        basis.append(
+            f"MLPerf subset mode: ranks 0..{subset - 1} of the {spec.ranks}-rank layout ran, "
+            "writing exactly their files; the full layout is assumed to reach the same "
+            "aggregate rate"
+        )
     free = TargetBlock.from_dict(getattr(run, "target", None)).free_bytes
     block["estimate"] = _estimate(lay, rates, basis, spec, opts, dcp, dcp_files_per_rank, free)
     return block

@@ -149,3 +149,22 @@ def test_bad_architectures_are_usage_errors():
         cl.Architecture(4, 64, 128, 8, 2, 1000, zero=5)
     with pytest.raises(UsageError, match="layer 7"):
         cl.layer_elements(cl.Architecture(4, 64, 128, 8, 2, 1000), 7)
+
+
+def test_many_ranks_start_a_bounded_pool_and_small_buffers():
+    # llama3-1t at 1e-6: 1,024 ranks; the small-file phases deal their files to at most
+    # MAX_META_WORKERS workers (not 1,024 processes), the plain write's blocks fit the files
+    from iobench.phases import llm_checkpoint as lc
+
+    assert lc.meta_workers(64, 1024) == (lc.MAX_META_WORKERS, 64 * 1024 // lc.MAX_META_WORKERS)
+    assert lc.meta_workers(64, 8) == (8, 64)
+    assert lc.meta_workers(5, 33)[0] * lc.meta_workers(5, 33)[1] >= 5 * 33
+    spec = load_checkpoint_profile("llama3-1t").spec
+    shards = [cm.rank_shard(spec, r).scaled(1e-6) for r in range(spec.ranks)]
+    # the largest file at 1e-6: the optimizer shard, 13,865,244,924 B × 1e-6 = 13,865 B
+    assert max(f.nbytes for s in shards for f in s.parts) == 13_865
+    assert lc.baseline_block(shards, 64 << 20) == 4 * 4096
+    params = {"baseline": True, "metadata": True, "files": 64, "tensor_size": 64 << 20}
+    # 32 plain writers and 32 small-file workers, each an 8 MiB data pool (datagen.POOL_MIN):
+    # 512 MiB, counted by the memory check, not 1,024 writers' 8 GiB
+    assert lc.run_buffers(params, shards) == (32 + 32) * (8 << 20)

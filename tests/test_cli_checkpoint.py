@@ -205,3 +205,40 @@ def test_plan_refuses_a_target_with_rates(cli, planted, tmp_path):
             "--read-rate", "1GiB/s")  # fmt: skip
     assert r.code == 2 and "TARGET with --write-rate/--read-rate" in r.err
     assert planted.unchanged()
+
+
+def test_subset_runs_eight_ranks_of_the_full_layout(cli, planted, tmp_path):
+    # MLPerf's subset mode: llama3-405b's ranks 0..7 (tensor-parallel ranks of stage 0,
+    # data-parallel rank 0): layers 0..4 and an optimizer shard each, 48 files
+    out = tmp_path / "out"
+    r = cli(
+        "checkpoint", planted.path, "--model", "llama3-405b", "--subset", 8, "--scale", 1e-6,
+        "--api", "torch", "--no-plain-write", "--output", out, "-q", "--no-history",
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    res = json.loads((out / "result.json").read_text())
+    save = next(p for p in res["phases"] if p["name"] == "ckpt-save")
+    assert save["files"] == 48 and save["concurrency"] == 8
+    spec = load_checkpoint_profile("llama3-405b").spec
+    written = sum(rank_shard(spec, r).scaled(1e-6).total_bytes for r in range(8))
+    assert written <= save["bytes"] < written + 48 * 2048  # + torch.save's headers per file
+    block = res["checkpoint"]
+    assert block["subset"] == 8 and block["model"]["total_bytes"] == spec.total_bytes
+    assert any("MLPerf subset mode: ranks 0..7 of the 512-rank" in b
+               for b in block["estimate"]["basis"])  # fmt: skip
+    assert planted.unchanged()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--subset", "0"], "--subset must be at least 1"),
+        (["--subset", "9"], "--subset 9 exceeds the model's 8 ranks"),
+        (["--subset", "4", "--ranks", "4"], "--subset and --ranks both given"),
+    ],
+)
+def test_subset_bad_input(cli, planted, tmp_path, args, message):
+    out = tmp_path / "out"
+    r = cli("checkpoint", planted.path, "--model", "llama3-8b", *args, "--output", out, "-q")
+    assert r.code == 2 and message in r.err and len(r.err.strip().splitlines()) == 1
+    assert not out.exists() and planted.unchanged()

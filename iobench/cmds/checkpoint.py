@@ -5,6 +5,9 @@ tables, no I/O (``_plan_from_rates``)."""
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import typer
 
 from .common import STALL_OPTION, app, arm_watchdog, out, out_report, progress_factory
@@ -56,16 +59,34 @@ _WRITE_RATE_OPTION = typer.Option(
 _READ_RATE_OPTION = typer.Option(
     None, "--read-rate", help="Plan without TARGET: aggregate load rate, e.g. 200GiB/s."
 )
+_SUBSET_OPTION = typer.Option(
+    None, "--subset", help="MLPerf subset mode: run ranks 0..N-1 of the model's layout (MLPerf: 8)."
+)
 _TARGET_ARGUMENT = typer.Argument(
     None, help="Directory to write the checkpoint to (a run dir); none: plan from rates."
 )
 
 
+def _plans_without_target(fn: Any) -> Any:
+    """``checkpoint`` without TARGET, or with --write-rate/--read-rate, plans from the given
+    rates (``_plan_from_rates``) instead of measuring."""
+
+    @functools.wraps(fn)
+    def wrapper(**kw: Any) -> int:
+        if kw["target"] is None or (kw["write_rate"], kw["read_rate"]) != (None, None):
+            return _plan_from_rates(kw)
+        return fn(**kw)
+
+    return wrapper
+
+
 @app.command()
+@_plans_without_target
 def checkpoint(
     target: str | None = _TARGET_ARGUMENT,
     model: str = _MODEL_OPTION,
     ranks: int | None = _RANKS_OPTION,
+    subset: int | None = _SUBSET_OPTION,
     scale: float | None = _SCALE_OPTION,
     api: str | None = _API_OPTION,
     baseline: bool | None = _BASELINE_OPTION,
@@ -89,8 +110,6 @@ def checkpoint(
     read_rate: str | None = _READ_RATE_OPTION,
 ) -> int:
     """Save and load an LLM checkpoint on TARGET; estimate stall, recovery and goodput."""
-    if target is None or (write_rate, read_rate) != (None, None):
-        return _plan_from_rates(dict(locals()))  # the options as given (no TARGET: a plan)
     arm_watchdog(stall_timeout)
     from .. import results
     from ..api import append_history, check_history_url
@@ -107,7 +126,7 @@ def checkpoint(
     lead = is_lead_rank()
     outcome = run_checkpoint(
         target, model, ranks=ranks, scale=scale, api=api, baseline=baseline, crc32=crc32, opts=opts,
-        output=output, keep=keep, repeat=repeat,
+        output=output, keep=keep, repeat=repeat, subset=subset,
         progress_factory=progress_factory(quiet or not lead), coord=coordinator_from_env(),
     )  # fmt: skip
     if lead and not no_history:
@@ -141,6 +160,7 @@ def _plan_from_rates(g: dict) -> int:
         "--plain-write": g["baseline"], "--crc32": g["crc32"], "--output": g["output"],
         "--history": g["history"], "--repeat": None if g["repeat"] == 1 else g["repeat"],
         "--keep": g["keep"] or None, "--stall-timeout": g["stall_timeout"],
+        "--subset": g["subset"],
     }  # fmt: skip
     refused = [k for k, v in run_only.items() if v is not None]
     if refused:

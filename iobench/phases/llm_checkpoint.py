@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import cpu
 from ..ckpt_model import ModelSpec, RankShard, rank_shard
-from ..datagen import PageStamper
+from ..datagen import POOL_MIN, PageStamper
 from ..engines.base import FileSpec, PhaseSpec
 from ..errors import EngineError, UsageError
 from ..measured import phase_result
@@ -47,6 +47,7 @@ from .checkpoint import _dcp_storage, _metadata, _parallel, dcp_step
 POOL_BYTES = 64 << 20
 BASELINE_BLOCK = 4 << 20
 MAX_LOCAL_RANKS = 1024  # rank threads in one process
+MAX_META_WORKERS = 32  # small-file workers of one process, whatever its rank count
 COPY_BYTES = 256 << 20  # the snapshot-rate measurement (twice this in host memory)
 
 
@@ -63,6 +64,25 @@ def model_spec(params: dict[str, Any]) -> tuple[ModelSpec, int]:
     if params["ranks"] is not None and params["ranks"] != spec.ranks:
         spec = spec.resharded(params["ranks"])
     return spec, prof.dcp_files_per_rank
+
+
+def run_ranks(spec: ModelSpec, params: dict[str, Any]) -> int:
+    """The ranks this run emulates: the model's, or with ``subset`` N (MLPerf's subset mode:
+    ``mlpstorage --num-processes`` below the closed count) ranks 0..N−1 of the full layout,
+    writing exactly those ranks' files."""
+    n = params.get("subset")
+    if n is None:
+        return spec.ranks
+    if params["ranks"] is not None:
+        raise UsageError(
+            "--subset and --ranks both given",
+            hint="--subset N runs N ranks of the model's own layout (MLPerf's subset mode); "
+            "--ranks N spreads the checkpoint evenly over N ranks: give one",
+        )
+    if n > spec.ranks:
+        raise UsageError(f"--subset {n} exceeds the model's {spec.ranks} ranks",
+                         hint=f"give --subset 1..{spec.ranks} (MLPerf: 8)")  # fmt: skip
+    return n
 
 
 def local_ranks(ranks: int, world: int, rank: int) -> range:
@@ -82,27 +102,48 @@ def scaled(shard: RankShard, scale: float) -> RankShard:
 def shards(params: dict[str, Any], world: int = 1, rank: int = 0) -> list[RankShard]:
     """This process's ranks' shards at ``scale``."""
     spec, _ = model_spec(params)
-    return _shards_of(spec, params["scale"], world, rank)
+    return _shards_of(spec, params["scale"], world, rank, run_ranks(spec, params))
 
 
-def _shards_of(spec: ModelSpec, scale: float, world: int, rank: int) -> list[RankShard]:
-    return [scaled(rank_shard(spec, r), scale) for r in local_ranks(spec.ranks, world, rank)]
+def _shards_of(spec: ModelSpec, scale: float, world: int, rank: int, n: int) -> list[RankShard]:
+    return [scaled(rank_shard(spec, r), scale) for r in local_ranks(n, world, rank)]
 
 
-def memory_needed(total: int) -> int:
+def memory_needed(total: int, extra: int = 0) -> int:
     """Host memory one process needs: its ranks' state, as much again while every rank holds
-    what it loaded (MLPerf Storage does not say; dlio_benchmark issue 308), and the
-    snapshot-rate buffers."""
-    return 2 * total + 2 * COPY_BYTES
+    what it loaded (MLPerf Storage does not say; dlio_benchmark issue 308), the
+    snapshot-rate buffers, and ``extra``: the other buffers the run starts (``run_buffers``)."""
+    return 2 * total + 2 * COPY_BYTES + extra
 
 
-def check_memory(total: int, ranks: int, scale: float, per_host: int = 1) -> None:
-    """Refuse (exit 2) when ``per_host`` processes of ``total`` bytes each exceed host memory;
-    the hint gives the largest scale that fits."""
+def baseline_block(shards: list[RankShard], tensor_size: int) -> int:
+    """The plain write's block: the tensor size, at most 4 MiB, at most the largest file
+    (rounded up to 4 KiB): a thousand writers of tiny files do not each hold 16 MiB."""
+    largest = max((f.nbytes for s in shards for f in s.file_parts()), default=1)
+    return max(4096, min(tensor_size, BASELINE_BLOCK, -(-largest // 4096) * 4096))
+
+
+def run_buffers(params: dict[str, Any], shards: list[RankShard]) -> int:
+    """Buffers the run allocates besides the state: every engine worker's data pool (at least
+    ``datagen.POOL_MIN``, 4 blocks) for the plain write and the small-file phases, each with at
+    most ``MAX_META_WORKERS`` workers."""
+    out = 0
+    if params["baseline"]:
+        block = baseline_block(shards, params["tensor_size"])
+        out += min(len(shards), MAX_META_WORKERS) * max(POOL_MIN, 4 * block)
+    if params["metadata"]:
+        jobs, _ = meta_workers(params["files"], len(shards))
+        out += jobs * POOL_MIN
+    return out
+
+
+def check_memory(total: int, ranks: int, scale: float, per_host: int = 1, extra: int = 0) -> None:
+    """Refuse (exit 2) when ``per_host`` processes of ``total`` bytes each (plus ``extra`` of
+    buffers) exceed host memory; the hint gives the largest scale that fits."""
     mem = cpu.physical_memory()
-    need = per_host * memory_needed(total)
+    need = per_host * memory_needed(total, extra)
     if mem and need > mem:
-        room = mem / per_host - 2 * COPY_BYTES
+        room = mem / per_host - 2 * COPY_BYTES - extra
         fit = scale * room / (2 * total) if room > 0 else 0.0
         where = f"{per_host} processes × " if per_host > 1 else ""
         raise UsageError(
@@ -110,6 +151,14 @@ def check_memory(total: int, ranks: int, scale: float, per_host: int = 1) -> Non
             f"host memory (state + loaded copy) but this host has {mem >> 20} MiB",
             hint=f"pass --scale {fit:.2g} or less (or spread the ranks over more hosts)",
         )
+
+
+def meta_workers(files_per_rank: int, ranks: int) -> tuple[int, int]:
+    """(workers, files per worker) of the small-file phases: the ``ranks``' files dealt to at
+    most ``MAX_META_WORKERS`` workers, never one worker (a process, past the CPU count) per
+    rank; the total is at least ``files_per_rank × ranks``."""
+    jobs = max(1, min(ranks, MAX_META_WORKERS))
+    return jobs, -(-files_per_rank * ranks // jobs)
 
 
 def plan(params: dict[str, Any]) -> Plan:
@@ -120,7 +169,8 @@ def plan(params: dict[str, Any]) -> Plan:
 
     world = launched_world()
     spec, _ = model_spec(params)
-    everyone = _shards_of(spec, params["scale"], 1, 0)
+    n_run = run_ranks(spec, params)
+    everyone = _shards_of(spec, params["scale"], 1, 0, n_run)
     total_all = sum(s.total_bytes for s in everyone)
     if total_all == 0:
         raise UsageError(
@@ -128,7 +178,7 @@ def plan(params: dict[str, Any]) -> Plan:
             hint="raise --scale (the fraction of each rank's shard written)",
         )
     share = max(
-        (everyone[r.start : r.stop] for r in (local_ranks(spec.ranks, world, p)
+        (everyone[r.start : r.stop] for r in (local_ranks(n_run, world, p)
                                               for p in range(world))),
         key=lambda ss: sum(s.total_bytes for s in ss),
     )  # fmt: skip
@@ -142,17 +192,18 @@ def plan(params: dict[str, Any]) -> Plan:
     if not params["crc32"]:
         _crc32_options()  # refused before anything is written where torch lacks the switch
     per_host = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) if world > 1 else 1
-    check_memory(total, len(share), params["scale"], per_host)
+    check_memory(total, len(share), params["scale"], per_host, run_buffers(params, share))
     mine = share
     p = Plan()
     n = len(mine)
     apis = ("torch", "dcp") if params["api"] == "both" else (params["api"],)
     if params["metadata"]:
-        small = 4096 * params["files"] * n
-        p.add("ckpt-create", "create", small, f"{params['files'] * n} files, {n} writers")
-        p.add("ckpt-stat", "stat", 0, f"{params['files'] * n} files")
-        p.add("ckpt-open_read", "open_read", small, f"{params['files'] * n} files")
-        p.add("ckpt-delete", "delete", 0, f"{params['files'] * n} files")
+        jobs, per = meta_workers(params["files"], n)
+        small, many = 4096 * per * jobs, f"{per * jobs} files"
+        p.add("ckpt-create", "create", small, f"{many} of {n} ranks, {jobs} workers")
+        p.add("ckpt-stat", "stat", 0, many)
+        p.add("ckpt-open_read", "open_read", small, many)
+        p.add("ckpt-delete", "delete", 0, many)
     if params["baseline"]:
         p.add("ckpt-baseline-write", "write", total, f"{n} writers, buffered + fsync")
     for api in apis:
@@ -230,8 +281,9 @@ def run(params: dict[str, Any], runner: Any) -> None:
         )
     mine = shards(params, runner.world, runner.rank)
     if params["metadata"]:
+        jobs, per = meta_workers(params["files"], len(mine))
         meta = {
-            "files": params["files"], "file_sizes": [4096], "jobs": len(mine),
+            "files": per, "file_sizes": [4096], "jobs": jobs,
             "seed": params["seed"], "direct": params["direct"], "verify": False,
             "fsync": "file",
         }  # fmt: skip
@@ -427,7 +479,8 @@ def _dcp(
 
 def _baseline(params: dict[str, Any], runner: Any, mine: list[RankShard]) -> None:
     """A plain sequential write of the same files by the same writers (threads, as the ranks
-    here are): buffered, fsync per file, 4 MiB blocks (each writer's pool is 4 blocks)."""
+    here are; at most ``MAX_META_WORKERS``, the files dealt to them): buffered, fsync per
+    file, blocks of at most 4 MiB (each writer's pool is 4 blocks, at least 8 MiB)."""
     runner.mkdirs(["llm-base"])
     files: list[FileSpec] = []
     # round-robin dealing gives writer i its k-th file in the k-th round (ranks with fewer
@@ -438,8 +491,8 @@ def _baseline(params: dict[str, Any], runner: Any, mine: list[RankShard]) -> Non
             if k < len(p):
                 files.append(FileSpec(f"llm-base/r{s.rank}-{p[k].name}.dat", p[k].nbytes))
     spec = PhaseSpec(
-        "ckpt-baseline-write", "write", tuple(files), jobs=len(mine),
-        block_size=min(params["tensor_size"], BASELINE_BLOCK), direct=False, fsync="file",
+        "ckpt-baseline-write", "write", tuple(files), jobs=min(len(mine), MAX_META_WORKERS),
+        block_size=baseline_block(mine, params["tensor_size"]), direct=False, fsync="file",
         seed=params["seed"],
         params={"sweep": "base", "baseline_for": "ckpt-save", "workers": "threads"},
     )  # fmt: skip
