@@ -202,9 +202,10 @@ class Watchdog:
             phase, (done_bytes, done_ops) = self.phase or "?", self.totals
         s = self.session
         where = _where(s.target)
+        why = starved_client(*_host_pressure()) or "blocked I/O: the storage is not responding"
         line = (
-            f"phase {phase} made no progress for {self.timeout_s:g} s on {where} (blocked I/O: the "
-            f"storage is not responding; --stall-timeout {self.timeout_s:g}s)"
+            f"phase {phase} made no progress for {self.timeout_s:g} s on {where} ({why}; "
+            f"--stall-timeout {self.timeout_s:g}s)"
         )
         saved = _bounded(
             lambda: _save_partial(s, self.spec, phase, line, done_bytes, done_ops), SAVE_LIMIT_S
@@ -226,6 +227,51 @@ class Watchdog:
             _release_stdio()
             supervisor.notify(EXIT_RUN_FAILED)  # a supervising parent ends now (supervisor.py)
         self.exit_fn(EXIT_RUN_FAILED)
+
+
+def starved_client(
+    mem_available: int | None, mem_total: int | None, running: int | None, blocked: int | None,
+    cpus: int,
+) -> str | None:  # fmt: skip
+    """Why the client itself, not the storage, may have made no progress (None: no sign of
+    it): the host's memory nearly gone (under 5 % available), or this process's own runnable
+    threads many more than the CPUs (over 4 per CPU) while none of them waits on I/O (in
+    uninterruptible sleep, ``D``)."""
+    if mem_available is not None and mem_total and mem_available < 0.05 * mem_total:
+        return (
+            f"the client is starved, not the storage: {mem_available / 2**30:.1f} GiB of "
+            f"{mem_total / 2**30:.1f} GiB memory available"
+        )
+    if running is not None and running > 4 * max(cpus, 1) and not blocked:
+        return (
+            f"the client is starved, not the storage: {running} of its threads runnable on "
+            f"{cpus} CPUs and none waiting on I/O"
+        )
+    return None
+
+
+def _host_pressure() -> tuple[int | None, int | None, int | None, int | None, int]:
+    """(MemAvailable, MemTotal, this process's runnable threads, its threads in I/O wait, CPUs)
+    from /proc; None where unknown."""
+    mem: dict[str, int] = {}
+    try:
+        with open("/proc/meminfo") as f:
+            for ln in f:
+                k, _, rest = ln.partition(":")
+                if k in ("MemAvailable", "MemTotal"):
+                    mem[k] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    states: list[str] = []
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                states.append(f.read().rpartition(")")[2].split()[0])
+    except (OSError, IndexError):
+        states = []
+    running = states.count("R") if states else None
+    blocked = states.count("D") if states else None
+    return mem.get("MemAvailable"), mem.get("MemTotal"), running, blocked, os.cpu_count() or 1
 
 
 def _release_stdio() -> None:
