@@ -483,8 +483,9 @@ def _baseline(params: dict[str, Any], runner: Any, mine: list[RankShard]) -> Non
     file, blocks of at most 4 MiB (each writer's pool is 4 blocks, at least 8 MiB)."""
     runner.mkdirs(["llm-base"])
     files: list[FileSpec] = []
-    # round-robin dealing gives writer i its k-th file in the k-th round (ranks with fewer
-    # files drop out of the later rounds: the dealing is an approximation where counts differ)
+    # the files in rounds (every rank's first file, then every rank's second, ...), dealt
+    # round-robin to the writers: with as many writers as ranks and equal file counts each
+    # writer gets its rank's files; otherwise the same files, spread as evenly as it goes
     parts = [s.file_parts() for s in mine]
     for k in range(max((len(p) for p in parts), default=0)):
         for s, p in zip(mine, parts, strict=True):
