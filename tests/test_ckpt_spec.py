@@ -46,8 +46,11 @@ def test_architecture_form_errors_name_file_and_key(tmp_path):
     assert ok.spec.ranks == 12 and ok.spec.sharding == "optimizer"
 
 
-def test_parameter_form_profile():
-    p = load_checkpoint_profile("llama3-405b-16k")
+def test_parameter_form_profile(tmp_path):
+    p = load_checkpoint_profile(_write(tmp_path, (
+        "params = 405e9\nweight_bytes_per_param = 2\noptimizer_bytes_per_param = 12\n"
+        "tp = 8\npp = 16\ndp = 128\nsharding = \"optimizer\"\n"
+    )))  # fmt: skip
     s = p.spec
     assert (s.dp, s.tp, s.pp, s.ranks, s.sharding) == (128, 8, 16, 16384, "optimizer")
     assert s.total_bytes == 405e9 * 14
@@ -56,6 +59,14 @@ def test_parameter_form_profile():
     # = 296.6e6 B of optimizer state on every rank
     assert lay.writers == 16384 and lay.files == 16384 + 128
     assert lay.max_rank_bytes == pytest.approx(405e9 * 2 / 128 + 405e9 * 12 / 16384, abs=2)
+
+
+def test_llama3_405b_16k_fits_metas_per_gpu_state():
+    # Meta reports 1 MB to 4 GB of model state per GPU for the 16K-GPU run; ZeRO-3 over DP 128
+    s = load_checkpoint_profile("llama3-405b-16k").spec
+    lay = cm.layout(s)
+    assert s.ranks == 16384 and s.sharding == "full" and lay.files == 2 * 16384
+    assert 1e6 <= lay.min_rank_bytes <= lay.max_rank_bytes <= 4e9
 
 
 def test_all_listed_profiles_load():
