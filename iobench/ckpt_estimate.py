@@ -100,15 +100,17 @@ def _data_rate(io: dict[str, Any], per_s: float | None) -> tuple[float, float]:
 
 def build(
     run: Any, spec: cm.ModelSpec, *, scale: float, dcp_files_per_rank: int = 1,
-    opts: Options | None = None, source: str = "",
+    opts: Options | None = None, source: str = "", subset: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """The ``checkpoint`` block: model, measured figures, and the full-size estimates."""
+    """The ``checkpoint`` block: model, measured figures, and the full-size estimates
+    (``subset``: MLPerf's subset mode ran ranks 0..subset−1 of the full layout)."""
     opts = opts or Options()
     got = measured(run)
     block: dict[str, Any] = {
         "model": {**spec.to_dict(), "ranks": spec.ranks, "total_bytes": spec.total_bytes,
                   "source": source},
         "scale": scale,
+        "subset": subset,
         "measured": got,
     }  # fmt: skip
     dcp = "save" not in got and "dcp_save" in got
@@ -125,6 +127,12 @@ def build(
         write_bps, read_bps, got.get("copy_bps"), got.get("create_per_s"), got.get("open_per_s")
     )
     basis = _basis(got, save, spec, scale, rates, save_meta, load_meta)
+    if subset is not None:
+        basis.append(
+            f"MLPerf subset mode: ranks 0..{subset - 1} of the {spec.ranks}-rank layout ran, "
+            "writing exactly their files; the full layout is assumed to reach the same "
+            "aggregate rate"
+        )
     free = TargetBlock.from_dict(getattr(run, "target", None)).free_bytes
     block["estimate"] = _estimate(lay, rates, basis, spec, opts, dcp, dcp_files_per_rank, free)
     return block
@@ -204,6 +212,11 @@ def _estimate(
     centre = sync.best_interval_s
     grid = [centre * 10 ** (k / 10) for k in range(-13, 14)]  # 0.05× to 20×, 10 per decade
     curve = cm.goodput_curve(grid, st, mtbf, rec.total_s)
+    basis = [*basis, (
+        "goodput: Daly (2006) exponential form, τ / (M·e^{R/M}·(e^{(τ+δ)/M} − 1)·(1 + w/M)), which "
+        "counts failures during a checkpoint and during recovery; the best interval maximises "
+        "it (first-order figures in result.json: best_goodput_first_order)"
+    )]  # fmt: skip
     return {
         "label": "estimate",
         "basis": basis,
@@ -293,3 +306,42 @@ def parse_failure_rate(text: str) -> float:
             hint="give failures per accelerator-day, e.g. 4.7e-4 (or 2e-5/h)",
         )
     return value / unit
+
+
+PLAN_LABEL = "planned from the given rates"
+
+
+def parse_bandwidth(text: str | None, what: str) -> float | None:
+    """``156GiB/s`` as bytes/s (UsageError naming ``what`` unless a positive byte rate)."""
+    from .units import parse_rate
+
+    if text is None:
+        return None
+    try:
+        v, unit = parse_rate(text)
+    except UsageError:
+        unit, v = "", -1.0
+    if unit != "B/s" or not (0 < v < float("inf")):
+        raise UsageError(f"{what} {text!r} is not a positive byte rate", hint="e.g. 156GiB/s")
+    return v
+
+
+def plan(
+    spec: cm.ModelSpec, rates: cm.Rates, opts: Options, *, dcp_files_per_rank: int = 1
+) -> dict[str, Any]:
+    """The estimate tables for ``spec`` at rates the user gives (no I/O, nothing measured):
+    the same stall, recovery, interval, goodput and capacity figures, labelled as planned."""
+    lay = cm.layout(spec, dcp_files_per_rank=dcp_files_per_rank)
+    gib = 1 << 30
+    basis = [
+        f"{PLAN_LABEL} (no I/O): write {rates.write_bps / gib:.4g} GiB/s, read "
+        f"{rates.read_bps / gib:.4g} GiB/s, each the checkpoint's bytes over the slowest "
+        "rank's time, as MLPerf Storage reports it"
+        + (f", snapshot copy {rates.copy_bps / gib:.4g} GiB/s per rank" if rates.copy_bps else ""),
+        f"{spec.name}: {lay.total_bytes / gib:,.1f} GiB over {lay.ranks} ranks "
+        f"({spec.basis or 'as given'})",
+        "file creates and opens not counted (no rate given)",
+    ]
+    est = _estimate(lay, rates, basis, spec, opts, False, dcp_files_per_rank, None)
+    est["label"] = "plan"
+    return est

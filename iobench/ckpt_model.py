@@ -24,7 +24,11 @@ Terms (reference/checkpoint-reliability.md):
 - **Recovery**: load at the aggregate read rate plus the files' opens, plus a restart cost.
 - **Interval**: Young (1974) ``√(2δM)``; Daly (2006) ``√(2δM)·[1 + ⅓√(δ/2M) + (δ/2M)/9] − δ``
   for ``δ < 2M``, else ``M`` (δ the stall, M the mean time between failures).
-- **Lost fraction** (first order): ``δ/τ + (τ/2 + w + R)/M`` — the stalls, half an interval of
+- **Goodput** (what the plans report): Daly's exact exponential form (``ckpt_daly``), which
+  counts failures during a checkpoint and during recovery:
+  ``G = τ / (M·e^{R/M}·(e^{(τ+δ)/M} − 1)·(1 + w/M))``; the best interval maximises it (Daly's and
+  Young's closed forms are reported beside it).
+- **Lost fraction** (first order, kept beside the exact figure): ``δ/τ + (τ/2 + w + R)/M`` — the stalls, half an interval of
   re-computation per failure, the write still in flight (asynchronous saves: the checkpoint being
   written is not yet durable when a failure strikes; 0 when synchronous), and the recovery R.
   Goodput = 1 − lost, clamped to [0, 1].
@@ -37,6 +41,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from . import ckpt_layout as cl
+from .ckpt_daly import goodput_exact, optimum_interval_exact
 from .errors import UsageError
 
 Sharding = Literal["none", "optimizer", "full"]
@@ -69,6 +75,7 @@ class ModelSpec:
     sharding: Sharding = "full"
     params: float | None = None  # parameter count, when the spec was given that way
     basis: str = ""
+    arch: cl.Architecture | None = None  # the architecture form: DLIO's per-rank layout
 
     def __post_init__(self) -> None:
         for key in ("dp", "tp", "pp"):
@@ -81,6 +88,12 @@ class ModelSpec:
                 raise UsageError(f"model {self.name}: {key} must be a size >= 0, got {v!r}")
         if self.model_bytes + self.optimizer_bytes == 0:
             raise UsageError(f"model {self.name}: the checkpoint is empty (no weights, no state)")
+        if self.arch is not None and (self.dp, self.tp, self.pp) != (
+            self.arch.dp,
+            self.arch.tp,
+            self.arch.pp,
+        ):
+            raise UsageError(f"model {self.name}: dp/tp/pp differ from its architecture's")
         if self.sharding not in SHARDINGS:
             raise UsageError(
                 f"model {self.name}: sharding {self.sharding!r} is not valid",
@@ -96,7 +109,8 @@ class ModelSpec:
         return self.model_bytes + self.optimizer_bytes
 
     def resharded(self, ranks: int) -> ModelSpec:
-        """The same checkpoint spread over ``ranks`` ranks, fully sharded (MLPerf's layout)."""
+        """The same bytes spread evenly over ``ranks`` ranks, fully sharded: not MLPerf's
+        layout (its subset mode runs some ranks of the full layout instead)."""
         if ranks < 1:
             raise UsageError(f"ranks must be at least 1, got {ranks}")
         return ModelSpec(
@@ -116,7 +130,30 @@ class ModelSpec:
             "sharding": self.sharding,
             "params": self.params,
             "basis": self.basis,
+            "architecture": self.arch.to_dict() if self.arch else None,
         }
+
+
+#: ZeRO stage → this module's sharding words (ZeRO-2 saves as ZeRO-1 does).
+ZERO_SHARDING: dict[int, Sharding] = {0: "none", 1: "optimizer", 2: "optimizer", 3: "full"}
+
+
+def from_architecture(name: str, arch: cl.Architecture, basis: str = "") -> ModelSpec:
+    """A model sized and laid out as DLIO sizes it from its architecture (``ckpt_layout``)."""
+    s = cl.summarize(arch)
+    p = cl.num_parameters(arch)
+    why = (
+        f"DLIO's arithmetic from the architecture: {p:,} parameters, {arch.layers} layers, "
+        f"h {arch.hidden}, TP {arch.tp} × PP {arch.pp} × DP {arch.dp}, ZeRO-{arch.zero}, "
+        f"{arch.model_datatype} weights, {arch.optimizer_datatype} optimizer state: "
+        f"{s.total_bytes / 2**30:,.1f} GiB ({s.model_bytes / 2**30:,.1f} + "
+        f"{s.optimizer_bytes / 2**30:,.1f}) in {s.files:,} files"
+    )
+    return ModelSpec(
+        name, s.model_bytes, s.optimizer_bytes, dp=arch.dp, tp=arch.tp, pp=arch.pp,
+        sharding=ZERO_SHARDING[arch.zero], params=float(p),
+        basis=f"{why}; {basis}" if basis else why, arch=arch,
+    )  # fmt: skip
 
 
 def from_params(
@@ -151,11 +188,13 @@ def from_params(
 
 @dataclass(frozen=True)
 class RankShard:
-    """What one rank saves: its weight and optimizer-state bytes (0 when it saves none)."""
+    """What one rank saves: its weight and optimizer-state bytes (0 when it saves none), and
+    the files they go to (``parts``; empty: one weights file and one optimizer file)."""
 
     rank: int
     model_bytes: int
     optimizer_bytes: int
+    parts: tuple[cl.RankFile, ...] = ()
 
     @property
     def total_bytes(self) -> int:
@@ -163,8 +202,27 @@ class RankShard:
 
     @property
     def files(self) -> int:
-        """``torch.save`` files: weights and optimizer state separate, as MLPerf Storage writes."""
-        return (self.model_bytes > 0) + (self.optimizer_bytes > 0)
+        """``torch.save`` files: weights and optimizer state separate, as MLPerf Storage writes
+        them (one weights file per layer where DLIO writes one)."""
+        return len(self.file_parts())
+
+    def file_parts(self) -> tuple[cl.RankFile, ...]:
+        """Every file this rank saves, with its bytes."""
+        if self.parts:
+            return self.parts
+        two = (
+            cl.RankFile(f"model_rank{self.rank}.pt", self.model_bytes, "model"),
+            cl.RankFile(f"optimizer_rank{self.rank}.pt", self.optimizer_bytes, "optimizer"),
+        )
+        return tuple(f for f in two if f.nbytes > 0)
+
+    def scaled(self, scale: float) -> RankShard:
+        """``scale`` of every file (each file kept, at least 1 byte, so the file count holds)."""
+        parts = tuple(
+            cl.RankFile(f.name, max(1, int(f.nbytes * scale)), f.kind) for f in self.file_parts()
+        )
+        m = sum(f.nbytes for f in parts if f.kind == "model")
+        return RankShard(self.rank, m, sum(f.nbytes for f in parts) - m, parts)
 
 
 def _part(total: int, n: int, i: int) -> int:
@@ -176,6 +234,10 @@ def rank_shard(spec: ModelSpec, rank: int) -> RankShard:
     """What ``rank`` saves. Ranks are numbered data-parallel fastest: ``dp_i = rank % dp``."""
     if not 0 <= rank < spec.ranks:
         raise UsageError(f"rank {rank} is outside 0..{spec.ranks - 1}")
+    if spec.arch is not None:  # DLIO's layout: tensor-parallel fastest (ckpt_layout)
+        parts = cl.rank_files(spec.arch, rank)
+        m = sum(f.nbytes for f in parts if f.kind == "model")
+        return RankShard(rank, m, sum(f.nbytes for f in parts) - m, parts)
     dp_i, mp_i = rank % spec.dp, rank // spec.dp
     mp = spec.tp * spec.pp
     w_slice = _part(spec.model_bytes, mp, mp_i)
@@ -211,6 +273,12 @@ def layout(spec: ModelSpec, *, dcp_files_per_rank: int = 1) -> Layout:
     """Per-rank shard sizes and file counts of ``spec``'s checkpoint."""
     if dcp_files_per_rank < 1:
         raise UsageError(f"dcp files per rank must be at least 1, got {dcp_files_per_rank}")
+    if spec.arch is not None:
+        s = cl.summarize(spec.arch)
+        return Layout(
+            spec.ranks, s.total_bytes, s.writers, s.files, s.writers * dcp_files_per_rank + 1,
+            s.max_rank_bytes, s.min_rank_bytes,
+        )  # fmt: skip
     total = writers = files = 0
     hi, lo = 0, None
     for r in range(spec.ranks):
@@ -396,11 +464,14 @@ class IntervalPlan:
     min_interval_s: float  # async: the previous checkpoint must be durable first
     young_s: float
     daly_s: float
-    best_interval_s: float  # Daly's, raised to min_interval_s when shorter
-    best_goodput: float
+    best_interval_s: float  # the exact model's optimum, raised to min_interval_s when shorter
+    best_goodput: float  # Daly's exponential form (ckpt_daly)
     user_interval_s: float | None
     user_stall_s: float | None
     user_goodput: float | None
+    best_goodput_first_order: float = 0.0  # δ/τ + (τ/2 + w + R)/M at the same interval
+    user_goodput_first_order: float | None = None
+    goodput_model: str = "Daly (2006) exponential, failures during checkpoint and recovery counted"
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -409,13 +480,16 @@ class IntervalPlan:
 def plan_sync(
     st: Stall, mtbf_s: float, recovery_s: float, interval_s: float | None
 ) -> IntervalPlan:
-    """Synchronous saves: stall = the whole write; the best interval is Daly's."""
+    """Synchronous saves: stall = the whole write; the best interval maximises the exact
+    goodput (Young's and Daly's estimates beside it)."""
     d = st.sync_s
-    best = daly_interval(d, mtbf_s)
-    user = goodput(interval_s, d, mtbf_s, recovery_s) if interval_s else None
+    best = optimum_interval_exact(d, mtbf_s)
+    user = goodput_exact(interval_s, d, mtbf_s, recovery_s) if interval_s else None
     return IntervalPlan(
-        "sync", d, 0.0, 0.0, young_interval(d, mtbf_s), best, best,
-        goodput(best, d, mtbf_s, recovery_s), interval_s, d if interval_s else None, user,
+        "sync", d, 0.0, 0.0, young_interval(d, mtbf_s), daly_interval(d, mtbf_s), best,
+        goodput_exact(best, d, mtbf_s, recovery_s), interval_s, d if interval_s else None, user,
+        goodput(best, d, mtbf_s, recovery_s),
+        goodput(interval_s, d, mtbf_s, recovery_s) if interval_s else None,
     )  # fmt: skip
 
 
@@ -431,27 +505,37 @@ def plan_async(
         young, daly = young_interval(s, mtbf_s), daly_interval(s, mtbf_s)
     else:  # a free snapshot: checkpoint as often as the writes allow
         young = daly = 0.0
-    best = max(daly, w)
-    best_goodput = goodput(best, async_stall(s, w, best), mtbf_s, recovery_s, w)
+    best = max(optimum_interval_exact(s, mtbf_s), w)
+    b_stall = async_stall(s, w, best)
     user_stall = async_stall(s, w, interval_s) if interval_s else None
-    user = goodput(interval_s, user_stall, mtbf_s, recovery_s, w) if interval_s else None
+    user = user1 = None
+    if interval_s and user_stall is not None:
+        # an interval shorter than the write: the wait is stall, only τ of the write overlaps
+        user = goodput_exact(interval_s, user_stall, mtbf_s, recovery_s, min(w, interval_s))
+        user1 = goodput(interval_s, user_stall, mtbf_s, recovery_s, w)
     return IntervalPlan(
-        "async", async_stall(s, w, best), w, w, young, daly, best, best_goodput,
-        interval_s, user_stall, user,
+        "async", b_stall, w, w, young, daly, best,
+        goodput_exact(best, b_stall, mtbf_s, recovery_s, w), interval_s, user_stall, user,
+        goodput(best, b_stall, mtbf_s, recovery_s, w), user1,
     )  # fmt: skip
 
 
 def goodput_curve(
     intervals_s: Sequence[float], st: Stall, mtbf_s: float, recovery_s: float
 ) -> list[tuple[float, float, float | None]]:
-    """(interval, sync goodput, async goodput or None) at each interval: the report's plot."""
+    """(interval, sync goodput, async goodput or None) at each interval, Daly's exact form:
+    the report's plot."""
     out = []
     for t in intervals_s:
-        g_sync = goodput(t, st.sync_s, mtbf_s, recovery_s)
+        g_sync = goodput_exact(t, st.sync_s, mtbf_s, recovery_s)
         g_async = None
         if st.snapshot_s is not None:
-            g_async = goodput(
-                t, async_stall(st.snapshot_s, st.write_s, t), mtbf_s, recovery_s, st.write_s
+            g_async = goodput_exact(
+                t,
+                async_stall(st.snapshot_s, st.write_s, t),
+                mtbf_s,
+                recovery_s,
+                min(st.write_s, t),
             )
         out.append((t, g_sync, g_async))
     return out

@@ -6,7 +6,7 @@ small-file rates), the result gets the ``checkpoint`` block (``ckpt_estimate.bui
 verdict gets checkpoint lines. Requirements (``--require``):
 
 - ``ckpt-goodput=97%``: goodput of synchronous saves, at ``--interval`` when given, else at the
-  best (Daly) interval, at least this;
+  best interval (the exact model's optimum), at least this;
 - ``ckpt-stall=5m``: the stall of one synchronous save at most this;
 - ``ckpt-recovery=15m``: load of the last checkpoint plus ``--restart`` at most this;
 - ``ckpt-fit=3``: at least this many full checkpoints fit in the target's free space.

@@ -108,13 +108,13 @@ def _measured_rows(block: CheckpointBlock) -> list[list[str]]:
 
 
 def interval_text(pl: dict[str, Any]) -> str:
-    """``1.2 h (Daly; Young 1.3 h)``; an asynchronous plan's Daly interval raised to the write
-    it must wait for says so."""
-    if pl["best_interval_s"] > pl["daly_s"]:
-        daly = f"Daly {dur(pl['daly_s'])} raised to the write, {dur(pl['min_interval_s'])}"
+    """``1.2 h (exact optimum; Daly 1.2 h; Young 1.3 h)``; an asynchronous plan's interval
+    raised to the write it must wait for says so."""
+    if pl["min_interval_s"] and pl["best_interval_s"] <= pl["min_interval_s"]:
+        how = f"raised to the write, {dur(pl['min_interval_s'])}"
     else:
-        daly = "Daly"
-    return f"{dur(pl['best_interval_s'])} ({daly}; Young {dur(pl['young_s'])})"
+        how = "exact optimum"
+    return f"{dur(pl['best_interval_s'])} ({how}; Daly {dur(pl['daly_s'])}; Young {dur(pl['young_s'])})"
 
 
 def goodput_text(pl: dict[str, Any]) -> str:
@@ -220,3 +220,22 @@ def tables(block: dict[str, Any] | None) -> list[dict[str, Any]]:
          "note": note}
     )  # fmt: skip
     return out
+
+
+PLAN_TITLE = "Checkpoint plan (planned from the given rates, not measured)"
+
+
+def plan_text(est: dict[str, Any], width: int = 100) -> str:
+    """The estimate rows of a plan (``ckpt_estimate.plan``) as label/value lines."""
+    import textwrap
+
+    rows = _estimate_rows(CheckpointBlock.from_dict({"estimate": est}))
+    w = max(len(r[0]) for r in rows)
+    lines = [PLAN_TITLE]
+    for label, value in rows:
+        first = "  " + label.ljust(w) + "  "
+        lines += textwrap.wrap(
+            value, width=width, initial_indent=first, subsequent_indent=" " * len(first),
+            break_on_hyphens=False,
+        ) or [first.rstrip()]  # fmt: skip
+    return "\n".join(lines)

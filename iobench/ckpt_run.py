@@ -26,6 +26,7 @@ def run_checkpoint(
     model: str,
     *,
     ranks: int | None = None,
+    subset: int | None = None,
     scale: float | None = None,
     api: str | None = None,
     baseline: bool | None = None,
@@ -50,8 +51,10 @@ def run_checkpoint(
         )
     if ranks is not None and ranks < 1:
         raise UsageError(f"--ranks must be at least 1, got {ranks}", hint="e.g. --ranks 8")
+    if subset is not None and subset < 1:
+        raise UsageError(f"--subset must be at least 1, got {subset}", hint="MLPerf: --subset 8")
     overrides: dict[str, Any] = {"model": prof.path}
-    for key, value in (("ranks", ranks), ("scale", scale), ("api", api), ("baseline", baseline),
+    for key, value in (("ranks", ranks), ("subset", subset), ("scale", scale), ("api", api), ("baseline", baseline),
                        ("crc32", crc32)):  # fmt: skip
         if value is not None:
             overrides[key] = value
@@ -78,7 +81,7 @@ def _attach(outcome: RunOutcome, wl: Any, prof: Any, opts: Options | None) -> No
     spec, dcp_files = model_spec(wl.params)
     outcome.run.checkpoint = build(
         outcome.run, spec, scale=wl.params["scale"], dcp_files_per_rank=dcp_files, opts=opts,
-        source=prof.source,
+        source=prof.source, subset=wl.params.get("subset"),
     )  # fmt: skip
     if outcome.result_path is not None:
         try:

@@ -1,12 +1,16 @@
 """Checkpoint profiles (``workloads/checkpoints/*.toml``) loaded into ``ckpt_model.ModelSpec``.
 
-Two forms, validated at load time the way workload and profile files are (an unknown key, a
+Three forms, validated at load time the way workload and profile files are (an unknown key, a
 wrong type or a bad unit is an error naming the file and the key):
 
 - **sizes** (MLPerf Storage's figures): ``model_size`` and ``optimizer_size`` of one checkpoint
   and the ``ranks`` that share it, every rank saving 1/ranks of each;
 - **parameters**: ``params`` with bytes per parameter for the weights and the optimizer state,
-  and ``dp`` × ``tp`` × ``pp`` ranks with a ``sharding`` (none | optimizer | full).
+  and ``dp`` × ``tp`` × ``pp`` ranks with a ``sharding`` (none | optimizer | full);
+- **architecture** (what MLPerf Storage v2.0 runs): ``layers``, ``hidden_size``,
+  ``ffn_hidden_size``, ``attention_heads``, ``kv_heads``, ``vocab_size``, ``tp``/``pp``/``dp`` and
+  ``zero_stage``, sized and laid out per rank as DLIO does it (``ckpt_layout``); ``published``
+  names the rounded figure the MLPerf sources print, kept beside it in the basis.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .ckpt_model import SHARDINGS, ModelSpec, from_params
-from .errors import SpecError
+from .ckpt_layout import DATATYPE_BYTES, Architecture
+from .ckpt_model import SHARDINGS, ModelSpec, from_architecture, from_params
+from .errors import SpecError, UsageError
 from .spec import Param, _read_toml, coerce_table, find_file, list_files, workloads_dir
 
 CKPT_PARAMS: dict[str, Param] = {
@@ -38,13 +43,27 @@ CKPT_PARAMS: dict[str, Param] = {
     "tp": Param("count", 1, "tensor-parallel size", minimum=1),
     "pp": Param("count", 1, "pipeline-parallel size", minimum=1),
     "sharding": Param("choice", "full", "ZeRO/FSDP sharding over data parallel", SHARDINGS),
-    # both
+    # architecture form (DLIO's workload YAML)
+    "layers": Param("count", None, "transformer layers", optional=True, minimum=1),
+    "hidden_size": Param("count", None, "hidden size", optional=True, minimum=1),
+    "ffn_hidden_size": Param("count", None, "FFN hidden size", optional=True, minimum=1),
+    "attention_heads": Param("count", None, "attention heads", optional=True, minimum=1),
+    "kv_heads": Param("count", None, "key/value heads", optional=True, minimum=1),
+    "vocab_size": Param("count", None, "vocabulary size", optional=True, minimum=1),
+    "zero_stage": Param("count", 1, "ZeRO stage (0..3)", minimum=0, maximum=3),
+    "model_datatype": Param("choice", "fp16", "weights datatype", tuple(DATATYPE_BYTES)),
+    "optimizer_datatype": Param("choice", "fp32", "optimizer datatype", tuple(DATATYPE_BYTES)),
+    "published": Param("str", "", "the rounded size the MLPerf sources print"),
+    # all
     "dcp_files_per_rank": Param(
         "count", 1, "files torch.distributed.checkpoint writes per rank", minimum=1
     ),
 }
 
 _SIZE_KEYS = ("model_size", "optimizer_size", "ranks")
+_ARCH_KEYS = ("layers", "hidden_size", "ffn_hidden_size", "attention_heads", "kv_heads",
+              "vocab_size")  # fmt: skip
+_ARCH_ONLY = ("zero_stage", "model_datatype", "optimizer_datatype", "published")
 _PARAM_KEYS = ("params", "weight_bytes_per_param", "optimizer_bytes_per_param", "dp", "tp", "pp")
 
 
@@ -85,6 +104,9 @@ def load_checkpoint_profile(name: str) -> CheckpointProfile:
     data = _read_toml(path)
     where = str(path)
     values = coerce_table(data, CKPT_PARAMS, where, "checkpoint profile")
+    arch = [k for k in _ARCH_KEYS if values.get(k) is not None]
+    if arch or any(k in values for k in _ARCH_ONLY):
+        return _architecture_profile(path, values, arch)
     sizes = [k for k in _SIZE_KEYS if values.get(k) is not None]
     by_params = [k for k in _PARAM_KEYS if k in values]
     if sizes and by_params:
@@ -118,6 +140,40 @@ def load_checkpoint_profile(name: str) -> CheckpointProfile:
             f"{where}: says neither how big the checkpoint is nor how many parameters",
             hint="give model_size, optimizer_size and ranks, or params",
         )
+    return CheckpointProfile(
+        path.stem, where, str(values.get("description", "")), str(values.get("source", "")),
+        spec, values.get("dcp_files_per_rank", 1),
+    )  # fmt: skip
+
+
+def _architecture_profile(
+    path: Path, values: dict[str, Any], given: list[str]
+) -> CheckpointProfile:
+    where = str(path)
+    missing = [k for k in _ARCH_KEYS if k not in given]
+    if missing:
+        raise SpecError(f"{where}: {missing[0]} is missing",
+                        hint="the architecture form needs all of " + ", ".join(_ARCH_KEYS))  # fmt: skip
+    other = [k for k in (*_SIZE_KEYS, "params", "weight_bytes_per_param",
+                         "optimizer_bytes_per_param", "sharding") if k in values]  # fmt: skip
+    if other:
+        raise SpecError(
+            f"{where}: {other[0]} cannot be used with the architecture form",
+            hint="the architecture gives the sizes; zero_stage gives the sharding",
+        )
+    d = {k: p.default for k, p in CKPT_PARAMS.items()} | values
+    try:
+        a = Architecture(
+            d["layers"], d["hidden_size"], d["ffn_hidden_size"], d["attention_heads"],
+            d["kv_heads"], d["vocab_size"], tp=d["tp"], pp=d["pp"], dp=d["dp"],
+            zero=d["zero_stage"], model_datatype=d["model_datatype"],
+            optimizer_datatype=d["optimizer_datatype"],
+        )  # fmt: skip
+    except UsageError as e:  # the architecture's own checks, with the file named
+        raise SpecError(f"{where}: {e}", hint="fix the architecture in the file") from e
+    basis = "; ".join(x for x in (str(d.get("source") or ""),
+                                  f"published: {d['published']}" if d["published"] else "") if x)  # fmt: skip
+    spec = from_architecture(path.stem, a, basis)
     return CheckpointProfile(
         path.stem, where, str(values.get("description", "")), str(values.get("source", "")),
         spec, values.get("dcp_files_per_rank", 1),

@@ -73,6 +73,13 @@ LLM_CHECKPOINT: dict[str, Param] = {
         optional=True,
         minimum=1,
     ),  # fmt: skip
+    "subset": Param(
+        "count",
+        None,
+        "MLPerf subset mode: run ranks 0..N-1 of the model's full layout",
+        optional=True,
+        minimum=1,
+    ),  # fmt: skip
     "scale": Param("float", 1.0, "fraction of every rank's shard written", minimum=0),
     "api": Param("choice", "torch", "torch.save files, DCP, or both", ("torch", "dcp", "both")),
     "baseline": Param("bool", False, "also a plain sequential write of the same files"),

@@ -212,7 +212,7 @@ class Watchdog:
             phase, (done_bytes, done_ops) = self.phase or "?", self.totals
         s = self.session
         where = _where(s.target)
-        what = "blocked I/O: the storage is not responding"
+        what = starved_client(*_host_pressure()) or "blocked I/O: the storage is not responding"
         if self.detail is not None:
             said = _bounded(self.detail, 1.0)
             what = said if isinstance(said, str) and said else what
@@ -249,6 +249,51 @@ def _count_of(moving: Callable[[], int] | None) -> int | None:
         return int(moving())
     except Exception:  # noqa: BLE001 - a count that cannot be read is no progress
         return None
+
+
+def starved_client(
+    mem_available: int | None, mem_total: int | None, running: int | None, blocked: int | None,
+    cpus: int,
+) -> str | None:  # fmt: skip
+    """Why the client itself, not the storage, may have made no progress (None: no sign of
+    it): the host's memory nearly gone (under 5 % available), or this process's own runnable
+    threads many more than the CPUs (over 4 per CPU) while none of them waits on I/O (in
+    uninterruptible sleep, ``D``)."""
+    if mem_available is not None and mem_total and mem_available < 0.05 * mem_total:
+        return (
+            f"the client is starved, not the storage: {mem_available / 2**30:.1f} GiB of "
+            f"{mem_total / 2**30:.1f} GiB memory available"
+        )
+    if running is not None and running > 4 * max(cpus, 1) and not blocked:
+        return (
+            f"the client is starved, not the storage: {running} of its threads runnable on "
+            f"{cpus} CPUs and none waiting on I/O"
+        )
+    return None
+
+
+def _host_pressure() -> tuple[int | None, int | None, int | None, int | None, int]:
+    """(MemAvailable, MemTotal, this process's runnable threads, its threads in I/O wait, CPUs)
+    from /proc; None where unknown."""
+    mem: dict[str, int] = {}
+    try:
+        with open("/proc/meminfo") as f:
+            for ln in f:
+                k, _, rest = ln.partition(":")
+                if k in ("MemAvailable", "MemTotal"):
+                    mem[k] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    states: list[str] = []
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                states.append(f.read().rpartition(")")[2].split()[0])
+    except (OSError, IndexError):
+        states = []
+    running = states.count("R") if states else None
+    blocked = states.count("D") if states else None
+    return mem.get("MemAvailable"), mem.get("MemTotal"), running, blocked, os.cpu_count() or 1
 
 
 def _release_stdio() -> None:

@@ -232,7 +232,7 @@ TIERS = [
     " textfit inputs",
     "safeio",
     "params",
-    "starvation_data ckpt_model diagnose_terms",  # Models
+    "starvation_data ckpt_layout ckpt_daly ckpt_model diagnose_terms",  # Models
     "starvation",
     "starvation_interval diagnose",
     "blocks result_check steady target",  # Data

@@ -82,7 +82,11 @@ def test_full_size_estimate_by_hand():
     assert rec["load_s"] == pytest.approx(460.85) and rec["total_s"] == pytest.approx(1060.85)
     sync = est["sync"]
     assert sync["daly_s"] == pytest.approx(cm.daly_interval(921.7, 36000.0))
-    assert sync["user_goodput"] == pytest.approx(1 - (921.7 / 3600 + (1800 + 1060.85) / 36000))
+    # Daly's exponential form: 3600 / (36000·e^{1060.85/36000}·(e^{4521.7/36000} − 1))
+    assert sync["user_goodput"] == pytest.approx(0.725510, abs=1e-6)
+    first = 1 - (921.7 / 3600 + (1800 + 1060.85) / 36000)  # 0.664504: 6 points lower
+    assert sync["user_goodput_first_order"] == pytest.approx(first)
+    assert any("Daly (2006) exponential" in b for b in est["basis"])
     asyn = est["async"]
     assert asyn["stall_s"] == pytest.approx(8.0) and asyn["min_interval_s"] == pytest.approx(921.7)
     cap = est["capacity"]
@@ -170,6 +174,7 @@ def test_html_report_has_the_goodput_plot():
 
 
 def test_render_says_when_no_interval_makes_progress():
-    block = build(_run(), SPEC, scale=1 / 1024, opts=Options(mtbf_s=1200.0, restart_s=600.0))
+    # a 921.7 s stall against a 1 s MTBF: no segment ever completes (e^{921.7} overflows)
+    block = build(_run(), SPEC, scale=1 / 1024, opts=Options(mtbf_s=1.0, restart_s=600.0))
     assert block["estimate"]["sync"]["best_goodput"] == 0.0
     assert "no interval makes progress" in render(block)

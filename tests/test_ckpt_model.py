@@ -175,25 +175,43 @@ def test_daly_interval_minimises_the_lost_fraction_near_its_optimum():
     assert at < cm.lost_fraction(best * 0.8, d, m) and at < cm.lost_fraction(best * 1.25, d, m)
 
 
+def _exact(t, d, m, r, w=0.0):
+    """Daly's exponential goodput written out: τ / (M·e^{R/M}·(e^{(τ+δ)/M} − 1)·(1 + w/M))."""
+    return t / (m * math.exp(r / m) * (math.exp((t + d) / m) - 1) * (1 + w / m))
+
+
 def test_plans_sync_and_async():
     st = cm.Stall(60.0, 60.0, 0.0, 128, False, 5.0, 60.0)
     sync = cm.plan_sync(st, 3 * H, 600, 3600)
-    assert sync.best_interval_s == pytest.approx(1098.772, abs=1e-3)
-    # 60/1098.772 + (549.386 + 600)/10800 = 0.054607 + 0.106425 = 0.161032
-    assert sync.best_goodput == pytest.approx(1 - 0.161032, abs=1e-5)
-    # at 1 h: 60/3600 + (1800 + 600)/10800 = 0.016667 + 0.222222
-    assert sync.user_goodput == pytest.approx(1 - 0.238889, abs=1e-5)
+    # the exact optimum: e^{(τ+δ)/M}·(1 − τ/M) = 1, 5 ms from Daly's 1098.771 s estimate
+    assert sync.best_interval_s == pytest.approx(1098.776, abs=1e-3)
+    assert sync.daly_s == pytest.approx(1098.771, abs=1e-3)
+    assert sync.best_goodput == pytest.approx(_exact(1098.776, 60, 3 * H, 600), abs=1e-6)
+    assert sync.best_goodput == pytest.approx(0.849719, abs=1e-6)
+    # first order beside it: 60/1098.776 + (549.388 + 600)/10800 = 0.161031
+    assert sync.best_goodput_first_order == pytest.approx(1 - 0.161031, abs=1e-5)
+    # at 1 h: 3600 / (10800·e^{0.05556}·(e^{3660/10800} − 1)) = 0.781680 (first order 0.761111)
+    assert sync.user_goodput == pytest.approx(0.781680, abs=1e-6)
+    assert sync.user_goodput_first_order == pytest.approx(1 - 0.238889, abs=1e-5)
+    assert "Daly (2006) exponential" in sync.goodput_model
     a = cm.plan_async(st, 3 * H, 600, 30)
     # √(2·5·10800) = 328.634; x = 5/21600: × (1 + 0.0050715 + 0.0000257) − 5 = 325.309
     assert a.daly_s == pytest.approx(325.309, abs=1e-3)
-    assert a.best_interval_s == a.daly_s and a.stall_s == 5.0
+    assert a.stall_s == 5.0 and a.best_interval_s > a.min_interval_s == 60.0
+    best = a.best_interval_s
+    g = _exact(best, 5, 3 * H, 600, 60)
+    assert a.best_goodput == pytest.approx(g, abs=1e-9)
+    assert g > _exact(best * 0.98, 5, 3 * H, 600, 60) and g > _exact(best * 1.02, 5, 3 * H, 600, 60)
     assert a.user_stall_s == 35.0  # 5 s snapshot + 30 s waiting for the previous write
-    assert a.user_goodput == 0.0  # 35/30 of the time stalled: no progress
-    # a write longer than Daly's interval raises the interval to the write time
+    # 30 s of work per 65 s (30 + 5 + 30 waiting): 43 %, where first order's 35/30 said none
+    assert a.user_goodput == pytest.approx(_exact(30, 35, 3 * H, 600, 30), abs=1e-9)
+    assert a.user_goodput == pytest.approx(0.434078, abs=1e-6)
+    assert a.user_goodput_first_order == 0.0
+    # a write longer than the optimum raises the interval to at least the write time
     slow = cm.Stall(900.0, 900.0, 0.0, 128, False, 5.0, 900.0)
     b = cm.plan_async(slow, 3 * H, 600, None)
-    assert b.best_interval_s == 900.0 and b.min_interval_s == 900.0
-    assert b.best_goodput == pytest.approx(1 - (5 / 900 + (450 + 900 + 600) / 10800))
+    assert b.best_interval_s >= 900.0 and b.min_interval_s == 900.0
+    assert b.best_goodput == pytest.approx(_exact(b.best_interval_s, 5, 3 * H, 600, 900))
     assert b.user_goodput is None
 
 
@@ -206,8 +224,9 @@ def test_goodput_curve():
     st = cm.Stall(60.0, 60.0, 0.0, 2, False, 5.0, 60.0)
     (t, g_sync, g_async), *_ = cm.goodput_curve([3600.0, 7200.0], st, 36000.0, 900.0)
     assert t == 3600.0
-    assert g_sync == pytest.approx(0.9083333, abs=1e-7)
-    assert g_async == pytest.approx(1 - (5 / 3600 + (1800 + 60 + 900) / 36000))
+    assert g_sync == pytest.approx(_exact(3600, 60, 36000, 900), abs=1e-12)
+    assert g_sync == pytest.approx(0.911382, abs=1e-6)  # first order: 0.908333
+    assert g_async == pytest.approx(_exact(3600, 5, 36000, 900, 60), abs=1e-12)
 
 
 # -- capacity ----------------------------------------------------------------------------------

@@ -18,12 +18,13 @@ GiB = 1 << 30
 
 # test_ckpt_estimate's run, by hand: a synchronous save stalls 921.7 s (64 GiB at the measured
 # data rate + 16 creates); recovery 460.85 s load + 600 s restart = 1060.85 s; MTBF 10 h.
-# At the user's interval of 1 h: 1 − (921.7/3600 + (1800 + 1060.85)/36000) = 0.664504.
-# Daly: x = 921.7/72000; √(2·921.7·36000)·(1 + √x/3 + x/9) − 921.7 = 7543.43 s, where
-# goodput = 1 − (921.7/7543.43 + (3771.72 + 1060.85)/36000) = 0.743576.
+# Goodput is Daly's exponential form G = τ / (M·e^{R/M}·(e^{(τ+δ)/M} − 1)).
+# At the user's interval of 1 h: 3600 / (36000·e^{0.0294681}·(e^{0.1256028} − 1)) = 0.725510.
+# The exact optimum solves e^{(τ+δ)/M}·(1 − τ/M) = 1: 7543.79 s (Daly's closed form: 7543.43 s),
+# where G = 0.767497.
 # Free space 1 TiB holds 16 checkpoints of 64 GiB.
-USER_GOODPUT = 0.664504
-BEST_GOODPUT = 0.743576
+USER_GOODPUT = 0.725510
+BEST_GOODPUT = 0.767497
 
 
 def _ckpt_run(interval_s: float | None = 3600.0):
@@ -41,17 +42,17 @@ def test_hand_checked_figures():
     est = _ckpt_run().checkpoint["estimate"]
     assert est["sync"]["user_goodput"] == pytest.approx(USER_GOODPUT, abs=1e-6)
     est = _ckpt_run(None).checkpoint["estimate"]
-    assert est["sync"]["best_interval_s"] == pytest.approx(7543.43, abs=0.01)
+    assert est["sync"]["best_interval_s"] == pytest.approx(7543.79, abs=0.01)
     assert est["sync"]["best_goodput"] == pytest.approx(BEST_GOODPUT, abs=1e-6)
 
 
 @pytest.mark.parametrize(
     "require, interval, result",
     [
-        ("ckpt-goodput=66%", 3600.0, "pass"),  # 66.45 % at your 1 h
-        ("ckpt-goodput=66.5%", 3600.0, "fail"),
-        ("ckpt-goodput=74.3%", None, "pass"),  # 74.36 % at the best interval
-        ("ckpt-goodput=74.4%", None, "fail"),
+        ("ckpt-goodput=72.5%", 3600.0, "pass"),  # 72.55 % at your 1 h
+        ("ckpt-goodput=72.6%", 3600.0, "fail"),
+        ("ckpt-goodput=76.7%", None, "pass"),  # 76.75 % at the best interval
+        ("ckpt-goodput=76.8%", None, "fail"),
         ("ckpt-stall=15.4m", 3600.0, "pass"),  # 921.7 s <= 924 s
         ("ckpt-stall=15m", 3600.0, "fail"),  # 921.7 s > 900 s
         ("ckpt_recovery=18m", 3600.0, "pass"),  # 1060.85 s <= 1080 s
@@ -78,7 +79,7 @@ def test_verdict_line_shows_the_report_figure():
     goodput, stall = v["reasons"][:2]
     # the very strings of the report's rows, the judged figure named, the basis given
     assert ckpt_report.goodput_text(est["sync"]) in goodput
-    assert "66.5 % at your interval 60.0 min; judged at your interval" in goodput
+    assert "72.6 % at your interval 60.0 min; judged at your interval" in goodput
     assert "(required >= 60.0 %)" in goodput and "MTBF 10.0 h: given (--mtbf)" in goodput
     assert ckpt_report.stall_text(est["stall"]) in stall and "(required <= 60.0 min)" in stall
     rows = dict(r for t in ckpt_report.tables(run.checkpoint) for r in t["rows"])
@@ -177,7 +178,7 @@ def test_dry_run_shows_the_model_step(cli, planted, tmp_path, monkeypatch):
     r = cli("qualify", planted.path, "--quick", "--dry-run", "--model", "llama3-70b")
     assert r.code == 0, r.err
     flat = " ".join(r.out.split())  # the plan folds to the width (120 into a pipe)
-    assert "llm-checkpoint" in flat and "of the full 911.0 GiB) over 64 ranks" in flat
+    assert "llm-checkpoint" in flat and "of the full 911.2 GiB) over 64 ranks" in flat
     assert planted.unchanged()
 
 

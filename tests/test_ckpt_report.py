@@ -35,18 +35,18 @@ def test_rows_hold_the_figures_worked_by_hand():
     assert rows["Stall per checkpoint"].startswith("15.4 min synchronous")  # 921.7 s
     assert rows["Stall, asynchronous"].startswith("8.00 s snapshot")  # 8 GiB at 1 GiB/s
     assert rows["Recovery"].startswith("17.7 min (load 7.7 min; restart 10.0 min as given)")
-    # 1 − (921.7/3600 + (1800 + 1060.85)/36000) = 66.45 % at the 1 h interval
-    assert rows["Goodput, synchronous"].endswith("; 66.5 % at your interval 60.0 min")
+    # Daly's exponential form (test_ckpt_qualify): 72.55 % at the 1 h interval
+    assert rows["Goodput, synchronous"].endswith("; 72.6 % at your interval 60.0 min")
     assert rows["Capacity"] == (
         "64.0 GiB per checkpoint; 16 fit in the target's free space; 16 in 1.0 TiB; "
         "keep-last 2 needs 192.0 GiB (fits)"
     )
     assert "bandwidth dominates" in rows["Metadata vs bandwidth"]
-    # Daly 7543 s, Young √(2·921.7·36000) = 8146 s; asynchronous: Daly for the 8 s snapshot,
-    # 753.6 s, is shorter than the 921.7 s write it must wait for
-    assert rows["Interval, synchronous"] == "2.1 h (Daly; Young 2.3 h)"
+    # exact optimum 7544 s, Daly 7543 s, Young √(2·921.7·36000) = 8146 s; asynchronous: the
+    # optimum for the 8 s snapshot (Daly 753.6 s) is shorter than the 921.7 s write
+    assert rows["Interval, synchronous"] == "2.1 h (exact optimum; Daly 2.1 h; Young 2.3 h)"
     assert rows["Interval, asynchronous"] == (
-        "15.4 min (Daly 12.6 min raised to the write, 15.4 min; Young 12.6 min)"
+        "15.4 min (raised to the write, 15.4 min; Daly 12.6 min; Young 12.6 min)"
     )
 
 

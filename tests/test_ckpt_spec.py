@@ -12,27 +12,45 @@ GiB = 1 << 30
 
 
 @pytest.mark.parametrize(
-    "name, ranks, model_gib, opt_gib",
+    "name, ranks, published",
     [
-        ("llama3-8b", 8, 15, 90),
-        ("llama3-70b", 64, 130, 781),
-        ("llama3-405b", 512, 755, 4533),
-        ("llama3-1t", 1024, 2571, 15426),
+        ("llama3-8b", 8, "15 + 90 GB"),
+        ("llama3-70b", 64, "130 + 781 GB"),
+        ("llama3-405b", 512, "755 + 4533 GB"),
+        ("llama3-1t", 1024, "2571 + 15426 GB"),
     ],
 )
-def test_mlperf_profiles(name, ranks, model_gib, opt_gib):
+def test_mlperf_profiles_are_architectures(name, ranks, published):
+    # the sizes themselves are held to DLIO's arithmetic in test_ckpt_layout
     p = load_checkpoint_profile(name)
-    assert p.spec.ranks == ranks and (p.spec.dp, p.spec.tp, p.spec.pp) == (ranks, 1, 1)
-    assert p.spec.model_bytes == model_gib * GiB
-    assert p.spec.optimizer_bytes == opt_gib * GiB
-    lay = cm.layout(p.spec)
-    assert lay.files == 2 * ranks and lay.writers == ranks
-    assert lay.max_rank_bytes - lay.min_rank_bytes <= 2
-    assert "MLPerf" in p.source
+    assert p.spec.arch is not None and p.spec.ranks == ranks
+    assert published in p.spec.basis and "DLIO's arithmetic" in p.spec.basis
+    assert p.spec.total_bytes == cm.layout(p.spec).total_bytes
+    assert "mlcommons/storage" in p.source
 
 
-def test_parameter_form_profile():
-    p = load_checkpoint_profile("llama3-405b-16k")
+def test_architecture_form_errors_name_file_and_key(tmp_path):
+    base = (
+        "layers = 4\nhidden_size = 64\nffn_hidden_size = 128\nattention_heads = 8\n"
+        "kv_heads = 2\nvocab_size = 1000\n"
+    )
+    with pytest.raises(SpecError, match="vocab_size is missing"):
+        load_checkpoint_profile(_write(tmp_path, base.replace("vocab_size = 1000\n", "")))
+    with pytest.raises(SpecError, match="params cannot be used with the architecture"):
+        load_checkpoint_profile(_write(tmp_path, base + "params = 1e9\n"))
+    with pytest.raises(SpecError, match="m.toml: .*pp 8 exceeds the 4 layers"):
+        load_checkpoint_profile(_write(tmp_path, base + "pp = 8\n"))
+    with pytest.raises(SpecError, match="zero_stage"):
+        load_checkpoint_profile(_write(tmp_path, base + "zero_stage = 4\n"))
+    ok = load_checkpoint_profile(_write(tmp_path, base + "tp = 2\npp = 2\ndp = 3\n"))
+    assert ok.spec.ranks == 12 and ok.spec.sharding == "optimizer"
+
+
+def test_parameter_form_profile(tmp_path):
+    p = load_checkpoint_profile(_write(tmp_path, (
+        "params = 405e9\nweight_bytes_per_param = 2\noptimizer_bytes_per_param = 12\n"
+        "tp = 8\npp = 16\ndp = 128\nsharding = \"optimizer\"\n"
+    )))  # fmt: skip
     s = p.spec
     assert (s.dp, s.tp, s.pp, s.ranks, s.sharding) == (128, 8, 16, 16384, "optimizer")
     assert s.total_bytes == 405e9 * 14
@@ -41,6 +59,14 @@ def test_parameter_form_profile():
     # = 296.6e6 B of optimizer state on every rank
     assert lay.writers == 16384 and lay.files == 16384 + 128
     assert lay.max_rank_bytes == pytest.approx(405e9 * 2 / 128 + 405e9 * 12 / 16384, abs=2)
+
+
+def test_llama3_405b_16k_fits_metas_per_gpu_state():
+    # Meta reports 1 MB to 4 GB of model state per GPU for the 16K-GPU run; ZeRO-3 over DP 128
+    s = load_checkpoint_profile("llama3-405b-16k").spec
+    lay = cm.layout(s)
+    assert s.ranks == 16384 and s.sharding == "full" and lay.files == 2 * 16384
+    assert 1e6 <= lay.min_rank_bytes <= lay.max_rank_bytes <= 4e9
 
 
 def test_all_listed_profiles_load():

@@ -1,7 +1,12 @@
 """``iobench checkpoint``: an LLM checkpoint saved and loaded as MLPerf Storage does, with
-the checkpoint model's estimates (stall, recovery, interval, goodput, capacity) beside it."""
+the checkpoint model's estimates (stall, recovery, interval, goodput, capacity) beside it.
+Without TARGET, ``--write-rate``/``--read-rate`` plan from given rates: the same estimate
+tables, no I/O (``_plan_from_rates``)."""
 
 from __future__ import annotations
+
+import functools
+from typing import Any
 
 import typer
 
@@ -59,13 +64,40 @@ _REPEAT_OPTION = typer.Option(
     1, "--repeat", help="Save and load N times (MLPerf: 10); the median run is reported."
 )
 _HISTORY_OPTION = typer.Option(None, "--history", help="History URL to append this run to.")
+_WRITE_RATE_OPTION = typer.Option(
+    None, "--write-rate", help="Plan without TARGET: aggregate save rate, e.g. 156GiB/s."
+)
+_READ_RATE_OPTION = typer.Option(
+    None, "--read-rate", help="Plan without TARGET: aggregate load rate, e.g. 200GiB/s."
+)
+_SUBSET_OPTION = typer.Option(
+    None, "--subset", help="MLPerf subset mode: run ranks 0..N-1 of the model's layout (MLPerf: 8)."
+)
+_TARGET_ARGUMENT = typer.Argument(
+    None, help="Directory to write the checkpoint to (a run dir); none: plan from rates."
+)
+
+
+def _plans_without_target(fn: Any) -> Any:
+    """``checkpoint`` without TARGET, or with --write-rate/--read-rate, plans from the given
+    rates (``_plan_from_rates``) instead of measuring."""
+
+    @functools.wraps(fn)
+    def wrapper(**kw: Any) -> int:
+        if kw["target"] is None or (kw["write_rate"], kw["read_rate"]) != (None, None):
+            return _plan_from_rates(kw)
+        return fn(**kw)
+
+    return wrapper
 
 
 @app.command()
+@_plans_without_target
 def checkpoint(
-    target: str = typer.Argument(..., help="Directory to write the checkpoint to (a run dir)."),
+    target: str | None = _TARGET_ARGUMENT,
     model: str = _MODEL_OPTION,
     ranks: int | None = _RANKS_OPTION,
+    subset: int | None = _SUBSET_OPTION,
     scale: float | None = _SCALE_OPTION,
     api: str | None = _API_OPTION,
     baseline: bool | None = _BASELINE_OPTION,
@@ -86,6 +118,8 @@ def checkpoint(
     no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
     stall_timeout: str | None = STALL_OPTION,
     dry_run: bool = DRY_RUN_OPTION,
+    write_rate: str | None = _WRITE_RATE_OPTION,
+    read_rate: str | None = _READ_RATE_OPTION,
 ) -> int:
     """Save and load an LLM checkpoint on TARGET; estimate stall, recovery and goodput."""
     arm_watchdog(stall_timeout)
@@ -103,7 +137,7 @@ def checkpoint(
         check_history_url(history or "")
     lead = is_lead_rank()
     args = dict(ranks=ranks, scale=scale, api=api, baseline=baseline, crc32=crc32, opts=opts,
-                output=output, repeat=repeat)  # fmt: skip
+                output=output, repeat=repeat, subset=subset)  # fmt: skip
     if dry_run:
         return print_plan(run_checkpoint(target, model, dry_run=True, **args))
     outcome = run_checkpoint(
@@ -121,4 +155,55 @@ def checkpoint(
                 out_text(f"result: {outcome.result_path}")
     if outcome.error is not None:
         raise outcome.error
+    return 0
+
+
+def _plan_from_rates(g: dict) -> int:
+    """``iobench checkpoint --model M --write-rate R --read-rate R …`` (no TARGET): the
+    estimate tables from given rates, nothing written anywhere; ``g`` holds every option of
+    ``checkpoint`` as the command line set it."""
+    import json
+
+    from .. import ckpt_model as cm
+    from ..ckpt_estimate import parse_bandwidth, parse_options, plan
+    from ..ckpt_report import plan_text
+    from ..ckpt_spec import load_checkpoint_profile
+    from ..errors import UsageError
+
+    run_only = {
+        "TARGET": g["target"], "--scale": g["scale"], "--api": g["api"],
+        "--plain-write": g["baseline"], "--crc32": g["crc32"], "--output": g["output"],
+        "--history": g["history"], "--repeat": None if g["repeat"] == 1 else g["repeat"],
+        "--keep": g["keep"] or None, "--stall-timeout": g["stall_timeout"],
+        "--subset": g["subset"], "--dry-run": g["dry_run"] or None,
+    }  # fmt: skip
+    refused = [k for k, v in run_only.items() if v is not None]
+    if refused:
+        raise UsageError(
+            f"{refused[0]} with --write-rate/--read-rate: a plan measures nothing",
+            hint="give TARGET to measure, or the rates (and no TARGET) to plan",
+        )
+    write_rate, read_rate, ranks = g["write_rate"], g["read_rate"], g["ranks"]
+    if write_rate is None or read_rate is None:
+        raise UsageError(
+            f"planning needs --{'write' if write_rate is None else 'read'}-rate (no TARGET given)",
+            hint="e.g. --write-rate 156GiB/s --read-rate 200GiB/s, or give TARGET to measure",
+        )
+    if ranks is not None and ranks < 1:
+        raise UsageError(f"--ranks must be at least 1, got {ranks}", hint="e.g. --ranks 8")
+    opts = parse_options(
+        mtbf=g["mtbf"], failure_rate=g["failure_rate"], gpus=g["gpus"], interval=g["interval"],
+        restart=g["restart"], capacity=g["capacity"], keep_last=g["keep_last"],
+    )  # fmt: skip
+    rates = cm.Rates(
+        parse_bandwidth(write_rate, "--write-rate") or 0.0,
+        parse_bandwidth(read_rate, "--read-rate") or 0.0,
+        basis="given on the command line",
+    )  # fmt: skip
+    prof = load_checkpoint_profile(g["model"])
+    spec = prof.spec
+    if ranks is not None and ranks != spec.ranks:
+        spec = spec.resharded(ranks)
+    est = plan(spec, rates, opts, dcp_files_per_rank=prof.dcp_files_per_rank)
+    out(json.dumps(est, indent=2) if g["as_json"] else plan_text(est))
     return 0

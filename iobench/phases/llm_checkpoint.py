@@ -1,8 +1,9 @@
 """LLM checkpoints as MLPerf Storage writes them: every rank saves its shard, then reads it back.
 
 The checkpoint is a model from ``workloads/checkpoints/`` (``model``), spread over ``ranks``
-ranks (default: the model's own). Each emulated rank ``torch.save``s its weights and its
-optimizer state to two files and fsyncs them (``ckpt-save``); after the page cache is dropped
+ranks (default: the model's own). Each emulated rank ``torch.save``s the files DLIO's layout
+gives it (``ckpt_layout``: weights only on data-parallel rank 0 under ZeRO-1, one file per layer
+with pipeline parallelism; its optimizer shard) and fsyncs them (``ckpt-save``); after the page cache is dropped
 every rank ``torch.load``s them back (``ckpt-load``). With ``api = "dcp"`` (or ``"both"``) the
 same shards go through ``torch.distributed.checkpoint`` (one file per rank plus ``.metadata``:
 ``ckpt-dcp-save``/``ckpt-dcp-load``). Reported as MLPerf reports it: bytes ÷ the slowest rank's
@@ -34,7 +35,7 @@ import numpy as np
 
 from .. import cpu
 from ..ckpt_model import ModelSpec, RankShard, rank_shard
-from ..datagen import PageStamper
+from ..datagen import POOL_MIN, PageStamper
 from ..engines.base import FileSpec, PhaseSpec
 from ..errors import EngineError, UsageError
 from ..measured import phase_result
@@ -46,6 +47,7 @@ from .checkpoint import _dcp_storage, _metadata, _parallel, dcp_step
 POOL_BYTES = 64 << 20
 BASELINE_BLOCK = 4 << 20
 MAX_LOCAL_RANKS = 1024  # rank threads in one process
+MAX_META_WORKERS = 32  # small-file workers of one process, whatever its rank count
 COPY_BYTES = 256 << 20  # the snapshot-rate measurement (twice this in host memory)
 
 
@@ -64,6 +66,25 @@ def model_spec(params: dict[str, Any]) -> tuple[ModelSpec, int]:
     return spec, prof.dcp_files_per_rank
 
 
+def run_ranks(spec: ModelSpec, params: dict[str, Any]) -> int:
+    """The ranks this run emulates: the model's, or with ``subset`` N (MLPerf's subset mode:
+    ``mlpstorage --num-processes`` below the closed count) ranks 0..N−1 of the full layout,
+    writing exactly those ranks' files."""
+    n = params.get("subset")
+    if n is None:
+        return spec.ranks
+    if params["ranks"] is not None:
+        raise UsageError(
+            "--subset and --ranks both given",
+            hint="--subset N runs N ranks of the model's own layout (MLPerf's subset mode); "
+            "--ranks N spreads the checkpoint evenly over N ranks: give one",
+        )
+    if n > spec.ranks:
+        raise UsageError(f"--subset {n} exceeds the model's {spec.ranks} ranks",
+                         hint=f"give --subset 1..{spec.ranks} (MLPerf: 8)")  # fmt: skip
+    return n
+
+
 def local_ranks(ranks: int, world: int, rank: int) -> range:
     """The model ranks process ``rank`` of ``world`` emulates."""
     if ranks < world:
@@ -75,33 +96,54 @@ def local_ranks(ranks: int, world: int, rank: int) -> range:
 
 
 def scaled(shard: RankShard, scale: float) -> RankShard:
-    return RankShard(shard.rank, int(shard.model_bytes * scale), int(shard.optimizer_bytes * scale))
+    return shard.scaled(scale)
 
 
 def shards(params: dict[str, Any], world: int = 1, rank: int = 0) -> list[RankShard]:
     """This process's ranks' shards at ``scale``."""
     spec, _ = model_spec(params)
-    return _shards_of(spec, params["scale"], world, rank)
+    return _shards_of(spec, params["scale"], world, rank, run_ranks(spec, params))
 
 
-def _shards_of(spec: ModelSpec, scale: float, world: int, rank: int) -> list[RankShard]:
-    return [scaled(rank_shard(spec, r), scale) for r in local_ranks(spec.ranks, world, rank)]
+def _shards_of(spec: ModelSpec, scale: float, world: int, rank: int, n: int) -> list[RankShard]:
+    return [scaled(rank_shard(spec, r), scale) for r in local_ranks(n, world, rank)]
 
 
-def memory_needed(total: int) -> int:
+def memory_needed(total: int, extra: int = 0) -> int:
     """Host memory one process needs: its ranks' state, as much again while every rank holds
-    what it loaded (MLPerf Storage does not say; dlio_benchmark issue 308), and the
-    snapshot-rate buffers."""
-    return 2 * total + 2 * COPY_BYTES
+    what it loaded (MLPerf Storage does not say; dlio_benchmark issue 308), the
+    snapshot-rate buffers, and ``extra``: the other buffers the run starts (``run_buffers``)."""
+    return 2 * total + 2 * COPY_BYTES + extra
 
 
-def check_memory(total: int, ranks: int, scale: float, per_host: int = 1) -> None:
-    """Refuse (exit 2) when ``per_host`` processes of ``total`` bytes each exceed host memory;
-    the hint gives the largest scale that fits."""
+def baseline_block(shards: list[RankShard], tensor_size: int) -> int:
+    """The plain write's block: the tensor size, at most 4 MiB, at most the largest file
+    (rounded up to 4 KiB): a thousand writers of tiny files do not each hold 16 MiB."""
+    largest = max((f.nbytes for s in shards for f in s.file_parts()), default=1)
+    return max(4096, min(tensor_size, BASELINE_BLOCK, -(-largest // 4096) * 4096))
+
+
+def run_buffers(params: dict[str, Any], shards: list[RankShard]) -> int:
+    """Buffers the run allocates besides the state: every engine worker's data pool (at least
+    ``datagen.POOL_MIN``, 4 blocks) for the plain write and the small-file phases, each with at
+    most ``MAX_META_WORKERS`` workers."""
+    out = 0
+    if params["baseline"]:
+        block = baseline_block(shards, params["tensor_size"])
+        out += min(len(shards), MAX_META_WORKERS) * max(POOL_MIN, 4 * block)
+    if params["metadata"]:
+        jobs, _ = meta_workers(params["files"], len(shards))
+        out += jobs * POOL_MIN
+    return out
+
+
+def check_memory(total: int, ranks: int, scale: float, per_host: int = 1, extra: int = 0) -> None:
+    """Refuse (exit 2) when ``per_host`` processes of ``total`` bytes each (plus ``extra`` of
+    buffers) exceed host memory; the hint gives the largest scale that fits."""
     mem = cpu.physical_memory()
-    need = per_host * memory_needed(total)
+    need = per_host * memory_needed(total, extra)
     if mem and need > mem:
-        room = mem / per_host - 2 * COPY_BYTES
+        room = mem / per_host - 2 * COPY_BYTES - extra
         fit = scale * room / (2 * total) if room > 0 else 0.0
         where = f"{per_host} processes × " if per_host > 1 else ""
         raise UsageError(
@@ -109,6 +151,14 @@ def check_memory(total: int, ranks: int, scale: float, per_host: int = 1) -> Non
             f"host memory (state + loaded copy) but this host has {mem >> 20} MiB",
             hint=f"pass --scale {fit:.2g} or less (or spread the ranks over more hosts)",
         )
+
+
+def meta_workers(files_per_rank: int, ranks: int) -> tuple[int, int]:
+    """(workers, files per worker) of the small-file phases: the ``ranks``' files dealt to at
+    most ``MAX_META_WORKERS`` workers, never one worker (a process, past the CPU count) per
+    rank; the total is at least ``files_per_rank × ranks``."""
+    jobs = max(1, min(ranks, MAX_META_WORKERS))
+    return jobs, -(-files_per_rank * ranks // jobs)
 
 
 def plan(params: dict[str, Any]) -> Plan:
@@ -119,7 +169,8 @@ def plan(params: dict[str, Any]) -> Plan:
 
     world = launched_world()
     spec, _ = model_spec(params)
-    everyone = _shards_of(spec, params["scale"], 1, 0)
+    n_run = run_ranks(spec, params)
+    everyone = _shards_of(spec, params["scale"], 1, 0, n_run)
     total_all = sum(s.total_bytes for s in everyone)
     if total_all == 0:
         raise UsageError(
@@ -127,7 +178,7 @@ def plan(params: dict[str, Any]) -> Plan:
             hint="raise --scale (the fraction of each rank's shard written)",
         )
     share = max(
-        (everyone[r.start : r.stop] for r in (local_ranks(spec.ranks, world, p)
+        (everyone[r.start : r.stop] for r in (local_ranks(n_run, world, p)
                                               for p in range(world))),
         key=lambda ss: sum(s.total_bytes for s in ss),
     )  # fmt: skip
@@ -141,18 +192,19 @@ def plan(params: dict[str, Any]) -> Plan:
     if not params["crc32"]:
         _crc32_options()  # refused before anything is written where torch lacks the switch
     per_host = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1) if world > 1 else 1
-    check_memory(total, len(share), params["scale"], per_host)
+    check_memory(total, len(share), params["scale"], per_host, run_buffers(params, share))
     mine = share
     p = Plan()
     n = len(mine)
     apis = ("torch", "dcp") if params["api"] == "both" else (params["api"],)
     if params["metadata"]:
-        small = 4096 * params["files"] * n
-        k = params["files"] * n
-        p.add("ckpt-create", "create", small, f"{k} files, {n} writers", ops=k)
-        p.add("ckpt-stat", "stat", 0, f"{k} files", ops=k)
-        p.add("ckpt-open_read", "open_read", small, f"{k} files", ops=k)
-        p.add("ckpt-delete", "delete", 0, f"{k} files", ops=k)
+        jobs, per = meta_workers(params["files"], n)
+        k = per * jobs
+        small, many = 4096 * k, f"{k} files"
+        p.add("ckpt-create", "create", small, f"{many} of {n} ranks, {jobs} workers", ops=k)
+        p.add("ckpt-stat", "stat", 0, many, ops=k)
+        p.add("ckpt-open_read", "open_read", small, many, ops=k)
+        p.add("ckpt-delete", "delete", 0, many, ops=k)
     if params["baseline"]:
         p.add("ckpt-baseline-write", "write", total, f"{n} writers, buffered + fsync")
     for api in apis:
@@ -193,10 +245,9 @@ class _Pool:
         return out
 
 
-def make_rank_state(
-    shard: RankShard, tensor_size: int, pool: _Pool
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(weights, optimizer state) of one rank: dicts of uint8 tensors of the shard's sizes."""
+def make_rank_state(shard: RankShard, tensor_size: int, pool: _Pool) -> list[dict[str, Any]]:
+    """One state dict per file the rank saves (``shard.file_parts()``: weights, per layer
+    where DLIO saves them so, then optimizer state), of uint8 tensors of the files' sizes."""
     import torch
 
     def fill(total: int, names: tuple[str, ...], kind: int) -> dict[str, Any]:
@@ -209,10 +260,15 @@ def make_rank_state(
             k += 1
         return sd
 
-    model = fill(shard.model_bytes, ("weight",), 1)
-    optim = fill(shard.optimizer_bytes, ("exp_avg", "exp_avg_sq", "master"), 2)
-    optim["step"] = torch.tensor([shard.rank])
-    return model, optim
+    out = []
+    for f in shard.file_parts():
+        if f.kind == "model":
+            out.append(fill(f.nbytes, ("weight",), 1))
+        else:
+            sd = fill(f.nbytes, ("exp_avg", "exp_avg_sq", "master"), 2)
+            sd["step"] = torch.tensor([shard.rank])
+            out.append(sd)
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -226,8 +282,9 @@ def run(params: dict[str, Any], runner: Any) -> None:
         )
     mine = shards(params, runner.world, runner.rank)
     if params["metadata"]:
+        jobs, per = meta_workers(params["files"], len(mine))
         meta = {
-            "files": params["files"], "file_sizes": [4096], "jobs": len(mine),
+            "files": per, "file_sizes": [4096], "jobs": jobs,
             "seed": params["seed"], "direct": params["direct"], "verify": False,
             "fsync": "file",
         }  # fmt: skip
@@ -270,12 +327,10 @@ def _copy_rate(pool: _Pool) -> float:
     return COPY_BYTES / dt if dt > 0 else 0.0
 
 
-def _paths(runner: Any, sub: str, shard: RankShard) -> tuple[str, str]:
+def _paths(runner: Any, sub: str, shard: RankShard) -> list[str]:
+    """The rank's files, DLIO's names where the model has an architecture."""
     base = os.path.join(runner.run_dir, sub)
-    return (
-        os.path.join(base, f"model_rank{shard.rank}.pt"),
-        os.path.join(base, f"optimizer_rank{shard.rank}.pt"),
-    )
+    return [os.path.join(base, f.name) for f in shard.file_parts()]
 
 
 def _ranks(n: int, fn: Any, runner: Any) -> tuple[list[WorkerStats], dict[str, Any]]:
@@ -341,8 +396,6 @@ def _torch(
 
     def save(i: int, st: WorkerStats) -> None:
         for path, sd in zip(paths[i], states[i], strict=True):
-            if not sd or (len(sd) == 1 and "step" in sd and mine[i].optimizer_bytes == 0):
-                continue
             t0 = time.perf_counter_ns()
             with open(path, "wb") as f:
                 torch.save(sd, f)
@@ -400,9 +453,9 @@ def _dcp(
         return
     make_writer, make_reader, listing, _, where = storage
     flat = {
-        f"rank{s.rank}.{part}.{k}": v
-        for s, (m, o) in zip(mine, states, strict=True)
-        for part, sd in (("model", m), ("optim", o))
+        f"rank{s.rank}.{f.name}.{k}": v
+        for s, sds in zip(mine, states, strict=True)
+        for f, sd in zip(s.file_parts(), sds, strict=True)
         for k, v in sd.items()
     }
 
@@ -427,18 +480,21 @@ def _dcp(
 
 def _baseline(params: dict[str, Any], runner: Any, mine: list[RankShard]) -> None:
     """A plain sequential write of the same files by the same writers (threads, as the ranks
-    here are): buffered, fsync per file, 4 MiB blocks (each writer's pool is 4 blocks)."""
+    here are; at most ``MAX_META_WORKERS``, the files dealt to them): buffered, fsync per
+    file, blocks of at most 4 MiB (each writer's pool is 4 blocks, at least 8 MiB)."""
     runner.mkdirs(["llm-base"])
     files: list[FileSpec] = []
-    # round-robin dealing gives writer i its weights file, then its optimizer file
-    for part in ("model", "optimizer"):
-        for s in mine:
-            size = s.model_bytes if part == "model" else s.optimizer_bytes
-            files.append(FileSpec(f"llm-base/{part}_rank{s.rank}.dat", max(size, 0)))
-    files = [f for f in files if f.size > 0]
+    # the files in rounds (every rank's first file, then every rank's second, ...), dealt
+    # round-robin to the writers: with as many writers as ranks and equal file counts each
+    # writer gets its rank's files; otherwise the same files, spread as evenly as it goes
+    parts = [s.file_parts() for s in mine]
+    for k in range(max((len(p) for p in parts), default=0)):
+        for s, p in zip(mine, parts, strict=True):
+            if k < len(p):
+                files.append(FileSpec(f"llm-base/r{s.rank}-{p[k].name}.dat", p[k].nbytes))
     spec = PhaseSpec(
-        "ckpt-baseline-write", "write", tuple(files), jobs=len(mine),
-        block_size=min(params["tensor_size"], BASELINE_BLOCK), direct=False, fsync="file",
+        "ckpt-baseline-write", "write", tuple(files), jobs=min(len(mine), MAX_META_WORKERS),
+        block_size=baseline_block(mine, params["tensor_size"]), direct=False, fsync="file",
         seed=params["seed"],
         params={"sweep": "base", "baseline_for": "ckpt-save", "workers": "threads"},
     )  # fmt: skip

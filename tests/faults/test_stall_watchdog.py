@@ -229,3 +229,18 @@ def test_blocked_writes_give_up_through_a_supervising_parent(planted, tmp_path):
     )  # fmt: skip
     _check(p, t, out, planted, "seq-write")
     assert "partial result kept in" in p.stderr
+
+
+def test_a_starved_client_is_told_from_storage_that_does_not_answer():
+    # llama3-1t with a process per rank left 0.9 GB of 24 GB: the client, not the storage
+    gib = 1 << 30
+    line = watchdog.starved_client(int(0.9 * gib), 24 * gib, 3, 0, 2)
+    assert line and "client is starved, not the storage: 0.9 GiB of 24.0 GiB" in line
+    line = watchdog.starved_client(20 * gib, 24 * gib, 1024, 0, 2)
+    assert line and "1024 of its threads runnable on 2 CPUs" in line
+    # a thread in uninterruptible I/O wait: the storage's turn; plenty of memory, few threads
+    assert watchdog.starved_client(20 * gib, 24 * gib, 1024, 1, 2) is None
+    assert watchdog.starved_client(20 * gib, 24 * gib, 8, 0, 2) is None
+    assert watchdog.starved_client(None, None, None, None, 2) is None
+    avail, total, running, blocked, cpus = watchdog._host_pressure()
+    assert total and 0 < avail <= total and running >= 1 and blocked >= 0 and cpus >= 1
