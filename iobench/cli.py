@@ -219,6 +219,8 @@ METAVARS = {
     "--model": "NAME",
     "--api": "API",
     "--failure-rate": "RATE",
+    "--write-rate": "BANDWIDTH",
+    "--read-rate": "BANDWIDTH",
     "--transform": "MOD:FUNC",
 }
 

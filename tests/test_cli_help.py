@@ -276,6 +276,8 @@ def test_durations_and_sizes_show_their_type():
             if DURATION_HELP.search(text) and "--failure-rate" not in p.opts:
                 assert p.metavar == "DURATION", (name, p.opts[0], p.metavar)
                 seen["DURATION"].add(p.opts[0])
+            elif p.opts[0] in ("--write-rate", "--read-rate"):  # a size per second
+                assert p.metavar == "BANDWIDTH", (name, p.opts[0], p.metavar)
             elif SIZE_HELP.search(text):
                 assert p.metavar == "SIZE", (name, p.opts[0], p.metavar)
                 seen["SIZE"].add(p.opts[0])

@@ -123,7 +123,6 @@ def checkpoint(
 ) -> int:
     """Save and load an LLM checkpoint on TARGET; estimate stall, recovery and goodput."""
     arm_watchdog(stall_timeout)
-    from .. import results
     from ..api import append_history, check_history_url
     from ..ckpt_estimate import parse_options
     from ..ckpt_run import run_checkpoint
@@ -147,15 +146,22 @@ def checkpoint(
     if lead and not no_history:
         append_history(outcome, history or "")
     if lead:
-        if as_json:
-            out(results.dumps(outcome.run))
-        else:
-            out_report(outcome.run)
-            if outcome.result_path:
-                out_text(f"result: {outcome.result_path}")
+        _show(outcome, as_json)
     if outcome.error is not None:
         raise outcome.error
     return 0
+
+
+def _show(outcome: Any, as_json: bool) -> None:
+    """The lead rank's output: result.json (``--json``) or the tables and the result's path."""
+    from .. import results
+
+    if as_json:
+        out(results.dumps(outcome.run))
+        return
+    out_report(outcome.run)
+    if outcome.result_path:
+        out_text(f"result: {outcome.result_path}")
 
 
 def _plan_from_rates(g: dict) -> int:

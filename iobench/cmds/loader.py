@@ -103,12 +103,8 @@ def loader(
     check_exports(csv_path, series_csv)
     if not no_history:
         check_history_url(history or "")
-    if dry_run and (existing or fmt or transform):
-        from ..errors import UsageError
-
-        raise UsageError("--dry-run plans what a run writes; --existing only reads",
-                         hint="drop --dry-run")  # fmt: skip
     if existing or fmt or transform:
+        _no_dry_run(dry_run)
         from .loader_existing import existing_run
 
         outcome = existing_run(
@@ -125,6 +121,14 @@ def loader(
     if not no_history and is_lead_rank():
         append_history(outcome, history or "")
     return finish_run(outcome, as_json, quiet, (csv_path, series_csv))
+
+
+def _no_dry_run(dry_run: bool) -> None:
+    if dry_run:
+        from ..errors import UsageError
+
+        raise UsageError("--dry-run plans what a run writes; --existing only reads",
+                         hint="drop --dry-run")  # fmt: skip
 
 
 def _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute, direct, output,
