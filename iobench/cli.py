@@ -87,8 +87,8 @@ def _install_stop_handlers() -> dict[int, object]:
 
 
 _TIME_HELP = (
-    "Every phase runs exactly this long (default: the workload's; the shipped ones end each "
-    "phase once steady, within 20 s)."
+    "Every phase runs exactly this long, e.g. 30s (default: the workload's; the shipped ones "
+    "end each phase once steady, within 20 s)."
 )
 
 
