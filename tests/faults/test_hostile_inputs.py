@@ -379,8 +379,12 @@ def test_markdown_escapes_html_from_names(tmp_path):
     assert "<" not in r.stdout and ">" not in r.stdout.replace("&gt;", "")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in r.stdout
     assert "&lt;img src=x onerror=alert(1)&gt;" in r.stdout
-    # compare's markdown (a CI comment) through the same escape
+    # compare's markdown (a CI comment) through the same escape; the same workload name on
+    # both sides (different workloads are not comparable: exit 3, nothing rendered)
     d["started_at"] = "<b>2026</b>"
+    d["workload"]["name"] = json.loads((tmp_path / "base" / "result.json").read_text())["workload"][
+        "name"
+    ]
     src.write_text(json.dumps(d))
     c = _run(tmp_path, "compare", str(tmp_path / "base"), str(src), "--format", "markdown", "-v")
     assert c.returncode in (0, 1), c.stderr
