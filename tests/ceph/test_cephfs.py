@@ -170,7 +170,7 @@ def test_run_records_layout_per_phase_and_client_cache(cli, work, tmp_path):
         "run", "sequential-write", a, "--output", out, "--json", "--quiet", "--no-history",
         "--set", "size=8MiB", "--set", "jobs=2", "--set", "block_sizes=[]",
         "--set", "jobs_sweep=[]", "--set", "stripe_count=2", "--set", "stripe_size=1MiB",
-        "--set", "direct=false",
+        "--set", "direct=false", "--set", "time=none",
     )  # fmt: skip
     assert r.code == 0, r.err
     res = json.loads((out / "result.json").read_text())
@@ -195,7 +195,7 @@ def test_default_run_reads_with_o_direct(cli, work, tmp_path):
     out = tmp_path / "out"
     r = cli(
         "run", "random-read", a, "--output", out, "--json", "--quiet", "--no-history",
-        "--set", "size=4MiB", "--set", "jobs=1", "--set", "rand_jobs=2",
+        "--set", "size=4MiB", "--set", "jobs=1", "--set", "rand_jobs=2", "--set", "time=none",
     )  # fmt: skip
     assert r.code == 0, r.err
     res = json.loads((out / "result.json").read_text())
@@ -282,6 +282,7 @@ def test_fio_engine_from_two_client_mounts(work, tmp_path):
         work, tmp_path, "run", "sequential-write", "@TARGET@", "--engine", "fio",
         "--set", "size=16MiB", "--set", "jobs=2", "--set", "block_sizes=[]",
         "--set", "jobs_sweep=[]", "--set", "randread=true", "--set", "stripe_count=2",
+        "--set", "time=none",
     )  # fmt: skip
     assert proc.returncode == 0
     assert res["engine"]["name"] == "fio"

@@ -151,7 +151,7 @@ def test_an_osd_stopped_mid_write_gives_up_with_exit_4(ceph_cluster, tmp_path):
     rc, stderr, line_s, out = _fault(
         ceph_cluster, tmp_path, work,
         ["sequential-write", str(work), "--set", "size=512MiB", "--set", "jobs=2",
-         "--set", "block_sizes=[]", "--set", "jobs_sweep=[]"],
+         "--set", "block_sizes=[]", "--set", "jobs_sweep=[]", "--set", "time=none"],
         written, "osd.1", ["ceph-osd", "-c", ceph_cluster.conf, "-i", "1"],
         lambda: _pgs_active(ceph_cluster),
     )  # fmt: skip

@@ -71,6 +71,7 @@ def test_rgw_dataset_read_lists_writes_reads_and_cleans_up(cli, rgw, tmp_path):
         "run", "dataset-read", f"s3://{rgw.name}/x", "--output", out, "--json", "--quiet",
         "--no-history", "--set", "files=16", "--set", "file_size=64KiB",
         "--set", "readers=[1,2]", "--set", "jobs=2", "--set", "size_dist=fixed",
+        "--set", "time=none",
     )  # fmt: skip
     assert r.code == 0, r.err
     text = (out / "result.json").read_text()

@@ -146,7 +146,7 @@ def shared(two_hosts):
 
 def _write_read(target: Path, size: str) -> list[str]:
     return ["run", "sequential-write", str(target), "--set", f"size={size}", "--set", "jobs=1",
-            "--set", "block_sizes=[]", "--set", "jobs_sweep=[]"]  # fmt: skip
+            "--set", "block_sizes=[]", "--set", "jobs_sweep=[]", "--set", "time=none"]  # fmt: skip
 
 
 def test_two_hosts_aggregate_spread_and_read_back(two_hosts, shared, tmp_path):
