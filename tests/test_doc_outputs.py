@@ -14,7 +14,8 @@ commands that produce it, on small sizes::
 ``<!-- shape(slow): ... -->`` marks a check that takes more than a few seconds (a qualify run).
 Commands are separated by ``;;`` and run in order in one fresh directory (``t/`` in it an empty
 target, ``HOME`` and the history there too): an iobench command is written without ``iobench``,
-``!CMD`` is a shell command, ``@images DIR N`` writes N small JPEGs in class folders. When the
+``!CMD`` is a shell command, ``@images DIR N`` writes N small JPEGs in class folders, and a leading ``COLUMNS=N`` runs
+that command at N columns (the rest at 120). When the
 block shows ``$ iobench …`` lines, the last commands' outputs (stdout and stderr) are matched to
 them in order, each shown command naming the same subcommand; otherwise every shown line is
 matched against all of their output. Each shown line must keep its shape in the real output:
@@ -206,11 +207,16 @@ def run_all(commands: tuple[str, ...], cwd: Path) -> list[tuple[str, str]]:
         if cmd.startswith("!"):
             subprocess.run(cmd[1:], shell=True, cwd=cwd, env=env, check=True, timeout=60)
             continue
-        r = subprocess.run([sys.executable, "-m", "iobench", *shlex.split(cmd)], cwd=cwd, env=env,
+        words = shlex.split(cmd)
+        width = re.fullmatch(r"COLUMNS=(\d+)", words[0])
+        if width:  # a block recorded wider than WIDTH
+            words = words[1:]
+        run_env = {**env, "COLUMNS": width.group(1)} if width else env
+        r = subprocess.run([sys.executable, "-m", "iobench", *words], cwd=cwd, env=run_env,
                            capture_output=True, text=True, timeout=600)  # fmt: skip
         text = r.stdout + r.stderr
         assert "Traceback" not in text, f"iobench {cmd}:\n{text}"
-        out.append((cmd, text))
+        out.append((" ".join(words), text))
     return out
 
 
@@ -220,7 +226,7 @@ def segments(block: str) -> list[tuple[str, list[str]]]:
     cont = False
     for line in block.splitlines():
         if line.startswith("$ "):
-            segs.append((line[2:].split("#")[0].strip(), []))
+            segs.append((line[2:].split("#")[0].strip().rstrip("\\").strip(), []))
             cont = line.rstrip().endswith("\\")
         elif cont:
             cont = line.rstrip().endswith("\\")
@@ -306,4 +312,4 @@ def test_segments_pair_each_shown_command_with_its_output():
         "$ iobench history list\nrun id  started\n$ iobench compare a \\\n    b\n  phase  metric\n"
     )
     assert segments(block) == [("iobench history list", ["run id  started"]),
-                               ("iobench compare a \\", ["  phase  metric"])]  # fmt: skip
+                               ("iobench compare a", ["  phase  metric"])]  # fmt: skip
