@@ -422,30 +422,77 @@ def command_output(*args: str, shown_target: str = "/mnt/scratch/me") -> str:
     """``iobench ARGS`` run in-process, its output as a code block. ``TARGET`` in ARGS is a
     fresh empty directory (shown as ``shown_target``), ``OUT`` a result directory beside it
     (shown as ``./result``); nothing is written outside the temporary directory."""
+    return session_output([args], shown=1, shown_target=shown_target)
+
+
+def session_output(steps: list[tuple[str, ...]], shown: int, codes: tuple[int, ...] = (0,),
+                   shown_target: str = "/mnt/scratch/me") -> str:  # fmt: skip
+    """Each step's ``iobench ARGS`` run in-process, in order, in one temporary directory with
+    its own history; the last ``shown`` steps' commands and output as one code block. In ARGS
+    ``TARGET`` is an empty directory (shown as ``shown_target``), ``OUT`` a result directory
+    (``./result``), a word starting ``@`` a directory beside them (``./NAME``). Every step must
+    exit 0, the shown ones with a code in ``codes``."""
     import contextlib
     import io
+    import os
     import tempfile
 
     from iobench.cli import main
 
+    blocks = []
     with tempfile.TemporaryDirectory(prefix="iobench-docs-") as tmp:
-        target, out = Path(tmp, "target"), Path(tmp, "result")
+        target = Path(tmp, "target")
         target.mkdir()
-        argv = [{"TARGET": str(target), "OUT": str(out)}.get(a, a) for a in args]
-        buf = io.StringIO()
-        saved, sys.argv = sys.argv, ["iobench", *argv]  # the command a result records
+        names = {
+            "TARGET": (str(target), shown_target),
+            "OUT": (str(Path(tmp, "result")), "./result"),
+        }
+
+        def word(a: str, i: int) -> str:
+            if a.startswith("@"):
+                return (str(Path(tmp, a[1:])), f"./{a[1:]}")[i]
+            return names[a][i] if a in names else a
+
+        saved_env = os.environ.get("IOBENCH_HISTORY")
+        os.environ["IOBENCH_HISTORY"] = str(Path(tmp, "history"))
         try:
-            with contextlib.redirect_stdout(buf):
-                code = main(argv)
+            for n, args in enumerate(steps):
+                argv = [word(a, 0) for a in args]
+                buf = io.StringIO()
+                saved, sys.argv = sys.argv, ["iobench", *argv]  # the command a result records
+                try:
+                    with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
+                        code = main(argv)
+                finally:
+                    sys.argv = saved
+                show = n >= len(steps) - shown
+                if code not in (codes if show else (0,)):
+                    raise DocsError(f"iobench {' '.join(args)} exited {code}")
+                if show:
+                    text = buf.getvalue()
+                    for real, shown_as in sorted(
+                        _shown_paths(tmp, names), key=lambda x: -len(x[0])
+                    ):
+                        text = text.replace(real, shown_as)
+                    cmd = " ".join(word(a, 1) for a in args)
+                    blocks.append(f"$ iobench {cmd}\n{text.rstrip()}")
         finally:
-            sys.argv = saved
-        if code != 0:
-            raise DocsError(f"iobench {' '.join(args)} exited {code}")
-        text = buf.getvalue().replace(str(target), shown_target).replace(str(out), "./result")
-    shown = " ".join({"TARGET": shown_target, "OUT": "./result"}.get(a, a) for a in args)
-    return f"```\n$ iobench {shown}\n{text.rstrip()}\n```\n"
+            if saved_env is None:
+                os.environ.pop("IOBENCH_HISTORY", None)
+            else:
+                os.environ["IOBENCH_HISTORY"] = saved_env
+    return "```\n" + "\n".join(blocks) + "\n```\n"
 
 
+def _shown_paths(tmp: str, names: dict[str, tuple[str, str]]) -> list[tuple[str, str]]:
+    """(real path, as shown) for every path a docs session made."""
+    out = list(names.values())
+    out += [(str(p), f"./{p.name}") for p in Path(tmp).iterdir() if str(p) not in dict(out)]
+    return out
+
+
+_TINY_SEQ = ("--set", "size=4MiB", "--set", "jobs=1", "--set", "block_sizes=[]", "--set", "jobs_sweep=[]",
+             "--set", "time=none")  # fmt: skip
 _SMALL_SEQ = ("--set", "size=64MiB", "--set", "block_sizes=[]", "--set", "jobs_sweep=[]")
 
 
@@ -474,6 +521,36 @@ SECTIONS: dict[str, Callable[[], str]] = {
         "--host-mem",
         "512GiB",
     ),
+    # two like runs of 3 repeats each and compare's verdict on them (the Holm-corrected log t test)
+    "out-compare": lambda: session_output(
+        [
+            (
+                "run",
+                "sequential-write",
+                "TARGET",
+                *_TINY_SEQ,
+                "--repeat",
+                "3",
+                "--output",
+                "@base",
+                "--quiet",
+            ),
+            (
+                "run",
+                "sequential-write",
+                "TARGET",
+                *_TINY_SEQ,
+                "--repeat",
+                "3",
+                "--output",
+                "@current",
+                "--quiet",
+            ),
+            ("compare", "@base", "@current"),
+        ],
+        shown=1,
+        codes=(0, 1),
+    ),  # fmt: skip
     "cli": gen_cli,
     "params": gen_params,
     "workloads": gen_workloads,

@@ -9,6 +9,10 @@ echo "== ruff"
 "$VENV/bin/ruff" check iobench tests scripts
 "$VENV/bin/ruff" format --check iobench tests scripts
 echo "== docs (mkdocs build --strict: a broken link, a missing page or a reference the code no longer matches fails)"
-NO_MKDOCS_2_WARNING=1 "$VENV/bin/python" -m mkdocs build --strict --quiet --site-dir "$(mktemp -d "${TMPDIR:-/tmp}/iobench-site.XXXXXX")"
+SITE="$(mktemp -d "${TMPDIR:-/tmp}/iobench-site.XXXXXX")"
+trap 'rm -rf -- "$SITE"' EXIT
+NO_MKDOCS_2_WARNING=1 "$VENV/bin/python" -m mkdocs build --strict --quiet --site-dir "$SITE"
+rm -rf -- "$SITE"
+trap - EXIT
 echo "== pytest"
 exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"

@@ -206,53 +206,15 @@ def test_the_site_builds_strictly(tmp_path):
     assert (tmp_path / "site" / "iobench.1").read_text().startswith(".TH IOBENCH 1")
 
 
-# ---- shown output against a real run -------------------------------------------------------
+# The shown output against a real run: tests/test_doc_outputs.py (`<!-- shape: CMD -->` markers).
 
 
-def _shape(line: str) -> str:
-    """A line with what varies from run to run masked: numbers, paths, pass/fail, ok/indicative."""
-    line = re.sub(r"/\S+", "/P", line)
-    line = re.sub(r"\b(PASS|FAIL|pass|fail)\b", "V", line)
-    line = re.sub(r"\d[\d.,]*", "9", line)
-    return " ".join(line.split())
-
-
-def _structure(out: str) -> tuple[set[str], set[str]]:
-    """(headings and table headers, labels) of a rendered run."""
-    heads, labels = set(), set()
-    lines = out.splitlines()
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        if i + 1 < len(lines) and re.fullmatch(r"[\s-]+", lines[i + 1]) and "-" in lines[i + 1]:
-            heads.add(_shape(line))  # a table's header: its columns, in order
-        if not line.startswith(" "):
-            heads.add(_shape(line))
-        elif re.match(r"^\s+- V: ", _shape(line)) or line.lstrip().startswith("- "):
-            labels.add(_shape(line).split(":")[0] + ":" + re.split(r"[9(]", _shape(line).split(":", 1)[1])[0])  # fmt: skip
-        else:
-            words = line.strip().split("  ")[0]
-            labels.add(_shape(words))
-    return heads, labels
-
-
-@pytest.mark.slow
-def test_the_readme_output_is_the_shape_qualify_prints(tmp_path):
-    """Every heading, table header, label and verdict line the README shows is one a real
-    ``qualify --quick`` prints now: a renamed column or label fails here."""
-    (shown,) = [b for b in _blocks(README.read_text()) if b.startswith("Phases\n")]
-    target = tmp_path / "dir"
-    target.mkdir()
-    r = subprocess.run(
-        [sys.executable, "-m", "iobench", "qualify", str(target), "--quick", "--no-history",
-         "--output", str(tmp_path / "out"), "--quiet"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path), "COLUMNS": "120"},
-    )  # fmt: skip
-    assert r.returncode in (0, 1), r.stderr
-    heads, labels = _structure(r.stdout)
-    want_heads, want_labels = _structure("\n".join(ln for ln in shown.splitlines() if ln.strip() != "..."))  # fmt: skip
-    assert want_heads <= heads, want_heads - heads
-    phase_names = {_shape(ln.split()[0]) for ln in r.stdout.splitlines() if ln.startswith("  ") and ln.split()}  # fmt: skip
-    missing = {lb for lb in want_labels - labels if lb not in phase_names}
-    assert not missing, missing
+def test_test_sh_removes_the_site_it_builds():
+    """scripts/test.sh builds the site into a temporary directory and removes it, on success and
+    on failure (it used to leave /tmp/iobench-site.* behind)."""
+    text = (ROOT / "scripts" / "test.sh").read_text()
+    made = re.search(r'^(\w+)="\$\(mktemp -d [^\n]*iobench-site', text, re.M)
+    assert made, "the site is built into a mktemp directory named in a variable"
+    var = made.group(1)
+    assert re.search(rf"^trap 'rm -rf -- \"\${var}\"' EXIT$", text, re.M)
+    assert f'--site-dir "${var}"' in text
