@@ -226,7 +226,7 @@ def resolve_source(source: str, what: str = "dataset") -> Target:
     path = local_path(source, what)
     p = Path(path).expanduser()
     if not p.exists():
-        raise TargetError(f"{what} {path} does not exist", hint=f"give the {what}'s directory")
+        raise TargetError(f"{what} {path} {why_missing(path)}", hint=f"give the {what}'s directory")
     if not p.is_dir():
         raise TargetError(f"{what} {path} is not a directory", hint=f"give the {what}'s directory")
     real = os.path.realpath(p)
