@@ -15,7 +15,7 @@ import throttle
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "docs" / "guides" / "nightly.sh"
-SMALL = "--set size=16MiB --set jobs=1 --set block_sizes=[] --set jobs_sweep=[]"
+SMALL = "--set size=16MiB --set jobs=1 --set block_sizes=[] --set jobs_sweep=[] --set time=none"
 
 
 def _iobench(tmp_path: Path, group: Path | None = None) -> str:

@@ -9,7 +9,9 @@
 # or setup changed: the baseline stays; re-baseline by removing STATE_DIR/baseline.json);
 # 2 bad input, 4 the run failed, 130 interrupted (iobench's own codes, passed through).
 # Settings: IOBENCH (the command, default iobench), WORKLOAD (default sequential-write),
-# NIGHTLY_OPTS (more `iobench run` options, e.g. "--set size=1GiB --repeat 3").
+# REPEAT (repeats a night, default 3: with fewer, and fewer than 3 earlier nights in the
+# history, compare cannot tell a change from noise and calls it unconfirmed, exit 0),
+# NIGHTLY_OPTS (more `iobench run` options, e.g. "--set size=1GiB").
 set -uo pipefail
 target="${1:?usage: nightly.sh TARGET STATE_DIR}"
 state="${2:?usage: nightly.sh TARGET STATE_DIR}"
@@ -22,7 +24,7 @@ mkdir "$night"
 # 1. Measure. Every run goes into the history (the noise floor compare uses).
 # shellcheck disable=SC2086  # NIGHTLY_OPTS is a list of options
 $iobench run "$workload" "$target" --output "$night/run" --history "$state/history" \
-    --quiet ${NIGHTLY_OPTS:-} >"$night/run.txt"
+    --repeat "${REPEAT:-3}" --quiet ${NIGHTLY_OPTS:-} >"$night/run.txt"
 status=$?
 if [ "$status" -ne 0 ]; then
   echo "nightly: the run failed (exit $status); see $night/run.txt" >&2
