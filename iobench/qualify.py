@@ -26,6 +26,7 @@ from .errors import UsageError
 from .outdir import output_dir_for
 from .phases import get_generator
 from .plan import WritePlan, assumed_floors
+from .qualify_bound import STEP_START_S, upper_bound_s  # noqa: F401 - re-exported
 from .results import RunResult
 from .runner import PhaseRunner, RunOutcome
 from .session import RunContext, new_result, open_run
@@ -170,16 +171,21 @@ def _checkpoint_step(
     """Small files and metadata, then a sharded checkpoint scaled to fit."""
     files = max(16, int(256 * scale)) if not quick else 32
     ckpt = max(16 << 20, min(512 << 20, cap(int((256 << 20) * scale)))) // (1 << 20) << 20
+    # each save/load phase repeats its rounds until steady or this limit (steady.rounds_steady)
+    rounds = {"rounds": 10, "time": QUICK_CKPT_LIMIT_S if quick else max(3.0, 9 * scale),
+              "steady": True}  # fmt: skip
     gen, params = _resolved(
         "checkpoint-smallfile",
         {"files": files, "jobs": 4, "checkpoint_size": ckpt, "shards": 4,
-         "tensor_size": min(16 << 20, ckpt // 4), "dcp": not quick},
+         "tensor_size": min(16 << 20, ckpt // 4), "dcp": not quick, **rounds},
     )  # fmt: skip
     if model:  # qualify --model: that model's checkpoint, shaped as MLPerf writes it
-        return Step(**step_fields(model, ckpt, files, quick, ASSUMED_WRITE_BPS))
+        fields = step_fields(model, ckpt, files, quick, ASSUMED_WRITE_BPS)
+        fields["params"].update(rounds)
+        return Step(**fields)
     meta_s = files * 4 * 4 / 2000
     return Step("checkpoint", "checkpoint-smallfile", gen, params,
-                meta_s + 4 * ckpt / ASSUMED_WRITE_BPS, int(ckpt * 2.2),
+                meta_s + (2 if quick else 4) * rounds["time"], int(ckpt * 2.2),
                 f"{files * 4} small files; {format_bytes(ckpt)} checkpoint in 4 shards")  # fmt: skip
 
 
@@ -207,6 +213,11 @@ def _dataset_step(
                 total / ASSUMED_WRITE_BPS + reads * t_ds, int(total * 1.1),
                 f"{n_files} files of {format_bytes(sample)}, readers {readers}, "
                 f"each until steady or {t_ds:.1f} s")  # fmt: skip
+
+
+#: A checkpoint save/load phase's limit on its rounds: a --quick run's (a full one's: 5 % of
+#: the budget, at least 3 s)
+QUICK_CKPT_LIMIT_S = 2.0
 
 
 #: The dataset sweep's per-level time limit: a --quick run's, and the bounds of a full one's.
@@ -357,33 +368,6 @@ def run_qualify(
     assert ctx.outcome is not None
     _after_io(ctx, ctx.outcome, suite, target_spec, keep, progress_factory)
     return ctx.outcome, None
-
-
-#: What no phase times, allowed for each step (and the loader) in the bound: process start-up
-#: and imports (torch's), the state dicts and samples built before the timed phases, the
-#: loader's worker processes and calibration, the report. Measured on the project VM (2 shared
-#: cores): 7-27 s beyond the phases for a run (docs/validation/defaults.md).
-STEP_START_S = 20.0
-
-
-def upper_bound_s(plan: QualifyPlan) -> float:
-    """Seconds the suite may take at most: every step's phases at their bound
-    (``plan.phase_time_bound``: a time-based phase at its limit, a size-based one at the floor
-    rates, every rank's bytes through one target), the loader's dataset, probe, epochs and
-    emulated compute in full (``loader.run.loader_write_plan``), and ``STEP_START_S`` for each
-    step and the loader."""
-    from .loader.run import loader_write_plan
-    from .plan import phase_time_bound
-
-    total = 0.0
-    for s in plan.steps:
-        for p in get_generator(s.generator).plan(s.params).phases:
-            total += phase_time_bound(replace(p, bytes_moved=p.bytes_moved * plan.ranks,
-                                              ops=p.ops * plan.ranks))  # fmt: skip
-    ld = plan.loader
-    prof = replace(plan.profile, files=ld["files"], epochs=ld["epochs"])
-    total += loader_write_plan(prof, ld["gpus"], ld["steps"]).upper_s
-    return total + STEP_START_S * (len(plan.steps) + 1)
 
 
 def _write_plan(target: Target, plan: QualifyPlan) -> WritePlan:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .steady import DEFAULT_STEADY, indicative_reason
+from .steady import DEFAULT_STEADY, indicative_reason, rounds_needed
 
 #: A size-based phase gets this many seconds in the advice: the criterion's ramp and window
 #: twice over (stats.DEFAULT_STEADY), as a phase that is steady at all is by then.
@@ -17,6 +17,8 @@ TARGET_S = 2 * (DEFAULT_STEADY.ramp_s + DEFAULT_STEADY.dur_s)
 #: Generators whose phases take ``time`` (the dataset's layout write does not: files once).
 TIMED = ("sequential", "dataset")
 LAYOUT = "dataset-write"
+#: Generators whose checkpoint phases repeat whole rounds (``rounds``, ``time``, ``steady``).
+ROUNDS = ("checkpoint", "llm-checkpoint")
 
 
 def _get(p: Any, key: str, default: Any = None) -> Any:
@@ -29,9 +31,25 @@ def _duration(seconds: float) -> str:
     return f"{s // 60}m" if s >= 60 and s % 60 == 0 else f"{s}s"
 
 
+def _rounds_option(rounds: dict[str, Any], params: dict[str, Any]) -> str | None:
+    """A phase of checkpoint rounds: more rounds when it ran them all, else more time when it
+    reached its limit (``--time`` when the run's time was exact, as for a timed phase)."""
+    ran, most = len(rounds.get("seconds") or []), int(params.get("rounds") or 1)
+    limit = params.get("time")
+    if ran >= most:
+        return f"--set rounds={max(2 * most, rounds_needed())}"
+    if limit and sum(rounds["seconds"]) >= float(limit):
+        longer = _duration(2 * float(limit))
+        return f"--set time={longer}" if params.get("steady") else f"--time {longer}"
+    return None  # stopped early (a signal): no option helps
+
+
 def _option(phase: Any, generator: str, params: dict[str, Any]) -> str | None:
     """The option that gives this indicative phase time to reach steady state."""
     elapsed = float(_get(phase, "elapsed_s") or 0.0)
+    rounds = (_get(phase, "extra") or {}).get("rounds")
+    if generator in ROUNDS and rounds:
+        return _rounds_option(rounds, params)
     if generator == "dataset" and _get(phase, "name") == LAYOUT:
         files = int(params.get("files") or 0)
         if not files or elapsed <= 0:
