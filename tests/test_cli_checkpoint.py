@@ -40,7 +40,7 @@ def test_checkpoint_run_measures_and_estimates(cli, planted, tmp_path):
     load = next(p for p in res["phases"] if p["name"] == "ckpt-load")
     assert load["bytes"] / len(load["extra"]["rounds"]["seconds"]) == save["bytes"] / rounds
     base = next(p for p in res["phases"] if p["name"] == "ckpt-baseline-write")
-    assert base["bytes"] == written and base["files"] == 16
+    assert base["bytes"] >= written and base["files"] >= 16  # time-based: once or more
     block = res["checkpoint"]
     assert block["model"]["total_bytes"] == 105 * GiB and block["scale"] == SCALE
     assert block["measured"]["save"]["bytes"] == save["bytes"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import io
+import math
 import os
 import posixpath
 import threading
@@ -54,7 +55,8 @@ def round_bound(params: dict[str, Any], nbytes: int, op: str) -> float | None:
         return None
     one = nbytes / (FLOOR_WRITE_BPS if op == "ckpt_save" else FLOOR_READ_BPS)
     limit = params.get("time")
-    return most * one if not limit else min(most * one, float(limit) + one)
+    bound = most * one if not limit else min(most * one, float(limit) + one)
+    return math.ceil(bound * 10) / 10
 
 
 def plan(params: dict[str, Any]) -> Plan:

@@ -154,7 +154,8 @@ def plan(params: dict[str, Any]) -> Plan:
         p.add("ckpt-open_read", "open_read", small, f"{k} files", ops=k)
         p.add("ckpt-delete", "delete", 0, f"{k} files", ops=k)
     if params["baseline"]:
-        p.add("ckpt-baseline-write", "write", total, f"{n} writers, buffered + fsync")
+        p.add("ckpt-baseline-write", "write", total, f"{n} writers, buffered + fsync",
+              params.get("time"))  # fmt: skip
     for api in apis:
         pre = "ckpt" if api == "torch" else "ckpt-dcp"
         how = "torch.save" if api == "torch" else "torch.distributed.checkpoint"
@@ -452,7 +453,7 @@ def _baseline(params: dict[str, Any], runner: Any, mine: list[RankShard]) -> Non
     spec = PhaseSpec(
         "ckpt-baseline-write", "write", tuple(files), jobs=len(mine),
         block_size=min(params["tensor_size"], BASELINE_BLOCK), direct=False, fsync="file",
-        seed=params["seed"],
+        seed=params["seed"], time_s=params.get("time"),  # with steady: ends once steady
         params={"sweep": "base", "baseline_for": "ckpt-save", "workers": "threads"},
     )  # fmt: skip
     runner.execute(spec)
