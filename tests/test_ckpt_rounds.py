@@ -139,3 +139,12 @@ def test_a_checkpoint_run_records_and_judges_its_rounds(cli, tmp_path):
             assert p["extra"]["seconds_per_checkpoint"] == pytest.approx(med)
     # 4 MiB rounds take milliseconds: all 5 ran, under a second, so the line asks for more
     assert r.err.strip().splitlines()[-1].endswith("for steady figures add --set rounds=10")
+
+
+def test_the_checkpoint_command_ends_with_the_line_naming_its_indicative_phases(cli, tmp_path):
+    """Its small-file phases (64 files a writer) are too short to judge: the line says so."""
+    r = cli("checkpoint", tmp_path, "--model", "llama3-8b", "--scale", 1e-5, "--no-plain-write",
+            "--output", tmp_path / "out", "-q", "--no-history")  # fmt: skip
+    assert r.code == 0, r.err
+    last = r.err.strip().splitlines()[-1]
+    assert last.startswith("iobench: ") and " phases indicative (ckpt-create: " in last

@@ -11,9 +11,7 @@ from .common import (
     announce,
     app,
     arm_watchdog,
-    out,
-    out_report,
-    out_text,
+    finish_run,
     print_plan,
     progress_factory,
 )
@@ -89,7 +87,6 @@ def checkpoint(
 ) -> int:
     """Save and load an LLM checkpoint on TARGET; estimate stall, recovery and goodput."""
     arm_watchdog(stall_timeout)
-    from .. import results
     from ..api import append_history, check_history_url
     from ..ckpt_estimate import parse_options
     from ..ckpt_run import run_checkpoint
@@ -112,13 +109,5 @@ def checkpoint(
     )  # fmt: skip
     if lead and not no_history:
         append_history(outcome, history or "")
-    if lead:
-        if as_json:
-            out(results.dumps(outcome.run))
-        else:
-            out_report(outcome.run)
-            if outcome.result_path:
-                out_text(f"result: {outcome.result_path}")
-    if outcome.error is not None:
-        raise outcome.error
-    return 0
+    # rank 0 prints the result and, when phases are indicative, the option that helps
+    return finish_run(outcome, as_json, quiet)
