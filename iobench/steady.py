@@ -204,6 +204,16 @@ def _rounds_figure(mids: Any, y: Any, kind: str) -> float | None:
     return abs(float((dx * (y - mean)).sum()) / denom) / mean
 
 
+def epochs_steady(au_per_epoch: Sequence[float], limit: float = DEFAULT_STEADY.limit) -> bool:
+    """Whether a loader's AU per epoch is steady: after RAMP_ROUNDS epochs (workers starting,
+    the first reads), the last WINDOW_ROUNDS epochs' AU lie within ``limit`` of their mean
+    (fio's ``bw:10%``, over epochs)."""
+    if len(au_per_epoch) < rounds_needed():
+        return False
+    fig = window_figure(au_per_epoch[-WINDOW_ROUNDS:], 1.0, "deviation")
+    return fig is not None and fig < limit
+
+
 def rounds_done(
     round_s: Sequence[float],
     round_bps: Sequence[float],
