@@ -45,6 +45,13 @@ CHECKPOINT: dict[str, Param] = {
     "shards": Param("count", 4, "checkpoint shards (one per emulated rank)", minimum=1),
     "dcp": Param("bool", True, "also save/load with torch.distributed.checkpoint"),
     "tensor_size": Param("size", 16 << 20, "bytes per tensor in the state dict", minimum=4096),
+    "rounds": Param(
+        "count",
+        1,
+        "most save/load rounds per checkpoint phase (each the whole checkpoint; "
+        "time: their limit, steady: end once the per-round rate is steady)",
+        minimum=1,
+    ),  # fmt: skip
 }
 
 
@@ -89,6 +96,13 @@ LLM_CHECKPOINT: dict[str, Param] = {
     "crc32": Param(
         "bool", True, "torch.save's CRC-32 of every record (torch's default, what training pays)"
     ),
+    "rounds": Param(
+        "count",
+        1,
+        "most save/load rounds per checkpoint phase (each the whole checkpoint; "
+        "time: their limit, steady: end once the per-round rate is steady)",
+        minimum=1,
+    ),  # fmt: skip
 }
 
 

@@ -87,12 +87,12 @@ def write_plan(command: str, plan: Plan, overhead_s: float = 0.0) -> WritePlan:
     """A generator's plan as a WritePlan: every phase at its bound (``phase_time_bound``)."""
     timed = [p for p in plan.phases if p.time_s]
     limits = sorted({p.time_s for p in timed if p.time_s})
-    basis = f"every phase {_assumed()}"
+    basis = f"every phase {assumed_floors()}"
     if timed:
         each = "/".join(f"{t:g} s" for t in limits)
         basis = f"{len(timed)} time-based phases at their {each} limit"
         if len(timed) < len(plan.phases):
-            basis += f", the rest {_assumed()}"
+            basis += f", the rest {assumed_floors()}"
     return WritePlan(
         command,
         sum(p.bytes_moved for p in plan.phases if p.op in WRITE_OPS),
@@ -104,7 +104,7 @@ def write_plan(command: str, plan: Plan, overhead_s: float = 0.0) -> WritePlan:
     )
 
 
-def _assumed() -> str:
+def assumed_floors() -> str:
     return (
         f"at no less than {format_rate(FLOOR_WRITE_BPS)} write, {format_rate(FLOOR_READ_BPS)} "
         f"read, {FLOOR_META_OPS:g} metadata ops/s"

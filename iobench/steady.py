@@ -143,6 +143,91 @@ def judge_phase(
     return steady_state(values, interval_s, crit)
 
 
+#: A phase of whole rounds (a checkpoint saved or loaded again and again): its first round is
+#: the ramp (files created, space allocated); then it is judged as every phase is
+#: (``DEFAULT_STEADY``: the rate's least-squares slope per second within 10 % of the mean over
+#: a window of at least 2 s), over the rounds' rates at their mid-points instead of fixed
+#: intervals, a window holding at least WINDOW_ROUNDS rounds.
+RAMP_ROUNDS = 1
+WINDOW_ROUNDS = 3
+
+
+def rounds_needed() -> int:
+    """The fewest rounds in which a phase of rounds can be steady."""
+    return RAMP_ROUNDS + WINDOW_ROUNDS
+
+
+def rounds_steady(
+    round_s: Sequence[float],
+    round_bps: Sequence[float],
+    criterion: SteadyCriterion = DEFAULT_STEADY,
+) -> SteadyState:
+    """Judge a phase of whole rounds by its per-round rates: steady from the end of the first
+    window after RAMP_ROUNDS (and the criterion's ramp) of at least WINDOW_ROUNDS rounds and
+    ``dur_s`` seconds whose figure (``kind``: slope per second ÷ mean, or the largest
+    deviation ÷ mean) is under the limit (``steady_at_s``: the seconds of the rounds to it)."""
+    name = (
+        f"{criterion.fio_name} over {criterion.dur_s:g} s and {WINDOW_ROUNDS} rounds or more "
+        f"after {RAMP_ROUNDS} round (the per-round rates)"
+    )
+    ends = np.cumsum(np.asarray(round_s, dtype=float))
+    rates = np.asarray(round_bps, dtype=float)
+    last = None
+    for end in range(RAMP_ROUNDS + WINDOW_ROUNDS, len(rates) + 1):
+        start = end - WINDOW_ROUNDS
+        while start > RAMP_ROUNDS and ends[end - 1] - ends[start - 1] < criterion.dur_s:
+            start -= 1
+        t0 = ends[start - 1] if start else 0.0
+        if ends[end - 1] - t0 < criterion.dur_s or t0 < criterion.ramp_s:
+            continue
+        fig = _rounds_figure(ends[start:end] - np.asarray(round_s[start:end]) / 2,
+                             rates[start:end], criterion.kind)  # fmt: skip
+        if fig is None:
+            continue
+        last = fig
+        if fig < criterion.limit:
+            return SteadyState(True, round(float(ends[end - 1]), 6), name, fig)
+    return SteadyState(False, None, name, last)
+
+
+def _rounds_figure(mids: Any, y: Any, kind: str) -> float | None:
+    """``window_figure`` for rates at uneven times (the rounds' mid-points)."""
+    mean = float(y.mean())
+    if not mean > 0:
+        return None
+    if kind == "deviation":
+        return float(np.abs(y - mean).max()) / mean
+    dx = mids - mids.mean()
+    denom = float((dx * dx).sum())
+    if denom <= 0:
+        return None
+    return abs(float((dx * (y - mean)).sum()) / denom) / mean
+
+
+def epochs_steady(au_per_epoch: Sequence[float], limit: float = DEFAULT_STEADY.limit) -> bool:
+    """Whether a loader's AU per epoch is steady: after RAMP_ROUNDS epochs (workers starting,
+    the first reads), the last WINDOW_ROUNDS epochs' AU lie within ``limit`` of their mean
+    (fio's ``bw:10%``, over epochs)."""
+    if len(au_per_epoch) < rounds_needed():
+        return False
+    fig = window_figure(au_per_epoch[-WINDOW_ROUNDS:], 1.0, "deviation")
+    return fig is not None and fig < limit
+
+
+def rounds_done(
+    round_s: Sequence[float],
+    round_bps: Sequence[float],
+    most: int,
+    limit_s: float | None,
+    until_steady: bool,
+) -> bool:
+    """Whether a phase of rounds ends after the rounds so far: ``most`` ran, its time
+    ``limit_s`` passed, or (``until_steady``) their rates are steady (``rounds_steady``)."""
+    if len(round_s) >= most or (limit_s and sum(round_s) >= limit_s):
+        return True
+    return until_steady and rounds_steady(round_s, round_bps).steady
+
+
 def indicative(steady: bool | None, elapsed_s: float) -> bool:
     """A figure is indicative when its phase did not reach steady state, or ran under
     MIN_PHASE_S; a phase never judged (older results) only by its length."""
@@ -155,6 +240,11 @@ def mark_steady(res: Any, criterion: SteadyCriterion | None = None) -> None:
     An engine that ended the phase because its live progress series met the criterion
     (``extra["steady_live_at_s"]``, engines.base.SteadyWatch) has it steady from then, when
     the recorded series, binned by completion time, misses the limit by its own noise."""
+    rounds = (res.extra or {}).get("rounds")
+    if rounds:  # a phase of whole rounds (checkpoint saves, loads): judged over its rounds
+        ss = rounds_steady(rounds["seconds"], rounds["bps"])
+        res.steady, res.steady_at_s, res.steady_criterion = ss.steady, ss.steady_at_s, ss.criterion
+        return
     ss = judge_phase(
         res.series or [], res.ops_series or [], res.series_interval_s or 0.0,
         criterion or DEFAULT_STEADY,

@@ -9,7 +9,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .steady import DEFAULT_STEADY, indicative_reason
+from .steady import (
+    DEFAULT_STEADY,
+    RAMP_ROUNDS,
+    WINDOW_ROUNDS,
+    epochs_steady,
+    indicative_reason,
+    rounds_needed,
+)
 
 #: A size-based phase gets this many seconds in the advice: the criterion's ramp and window
 #: twice over (stats.DEFAULT_STEADY), as a phase that is steady at all is by then.
@@ -17,6 +24,8 @@ TARGET_S = 2 * (DEFAULT_STEADY.ramp_s + DEFAULT_STEADY.dur_s)
 #: Generators whose phases take ``time`` (the dataset's layout write does not: files once).
 TIMED = ("sequential", "dataset")
 LAYOUT = "dataset-write"
+#: Generators whose checkpoint phases repeat whole rounds (``rounds``, ``time``, ``steady``).
+ROUNDS = ("checkpoint", "llm-checkpoint")
 
 
 def _get(p: Any, key: str, default: Any = None) -> Any:
@@ -29,9 +38,25 @@ def _duration(seconds: float) -> str:
     return f"{s // 60}m" if s >= 60 and s % 60 == 0 else f"{s}s"
 
 
+def _rounds_option(rounds: dict[str, Any], params: dict[str, Any]) -> str | None:
+    """A phase of checkpoint rounds: more rounds when it ran them all, else more time when it
+    reached its limit (``--time`` when the run's time was exact, as for a timed phase)."""
+    ran, most = len(rounds.get("seconds") or []), int(params.get("rounds") or 1)
+    limit = params.get("time")
+    if ran >= most:
+        return f"--set rounds={max(2 * most, rounds_needed())}"
+    if limit and sum(rounds["seconds"]) >= float(limit):
+        longer = _duration(2 * float(limit))
+        return f"--set time={longer}" if params.get("steady") else f"--time {longer}"
+    return None  # stopped early (a signal): no option helps
+
+
 def _option(phase: Any, generator: str, params: dict[str, Any]) -> str | None:
     """The option that gives this indicative phase time to reach steady state."""
     elapsed = float(_get(phase, "elapsed_s") or 0.0)
+    rounds = (_get(phase, "extra") or {}).get("rounds")
+    if generator in ROUNDS and rounds:
+        return _rounds_option(rounds, params)
     if generator == "dataset" and _get(phase, "name") == LAYOUT:
         files = int(params.get("files") or 0)
         if not files or elapsed <= 0:
@@ -46,21 +71,41 @@ def _option(phase: Any, generator: str, params: dict[str, Any]) -> str | None:
     return f"--set time={longer}" if params.get("steady") else f"--time {longer}"
 
 
-def steady_advice(phases: list[Any], workload: dict[str, Any]) -> str | None:
+def _loader_au(loader: Any, params: dict[str, Any]) -> tuple[dict[str, Any], str, str] | None:
+    """The loader's AU per epoch when it is not steady (``steady.epochs_steady``): a
+    pseudo-phase naming it, why, and ``--epochs`` enough for the ramp and window (twice the
+    epochs run, at least ``rounds_needed``)."""
+    aus = [float(a) for a in (_get(loader, "au_per_epoch") or ()) if a is not None]
+    if not aus or epochs_steady(aus):
+        return None
+    n = int(params.get("epochs") or len(aus))
+    why = (
+        f"AU per epoch not steady over {len(aus)} epochs (after {RAMP_ROUNDS}, the last "
+        f"{WINDOW_ROUNDS} within {DEFAULT_STEADY.limit:.0%} of their mean)"
+    )
+    return {"name": "loader"}, why, f"--epochs {max(2 * n, rounds_needed())}"
+
+
+def steady_advice(phases: list[Any], workload: dict[str, Any], loader: Any = None) -> str | None:
     """``iobench: 2 of 9 phases indicative (NAME: why; ...); for steady figures add OPTIONS``,
     or None when no phase is indicative. Phases indicative for another reason than their
-    length or steadiness (ranks started apart) are named but get no option."""
+    length or steadiness (ranks started apart) are named but get no option. A loader run's
+    AU per epoch (``loader``, its block) counts as one more phase."""
     flagged = [(p, indicative_reason(p)) for p in phases]
     flagged = [(p, why) for p, why in flagged if why is not None]
-    if not flagged:
-        return None
     generator = str(workload.get("generator") or "")
     params = dict(workload.get("params") or {})
-    options: list[str] = []
+    au = _loader_au(loader, params) if generator == "loader" and loader else None
+    if au is not None:
+        flagged.append((au[0], au[1]))
+        phases = [*phases, au[0]]
+    if not flagged:
+        return None
+    options: list[str] = [au[2]] if au is not None else []
     for p, why in flagged:
         if why.startswith("ranks started"):
             continue
-        opt = _option(p, generator, params)
+        opt = _option(p, generator, params) if p is not (au and au[0]) else None
         if opt is not None and opt not in options:
             options.append(opt)
     names = "; ".join(f"{_get(p, 'name')}: {_short(why)}" for p, why in flagged[:3])

@@ -246,7 +246,7 @@ TIERS = [
     "session",  # Runs
     "phases",
     "runner sweep",
-    "loader ckpt_run ckpt_qualify",
+    "loader ckpt_run ckpt_qualify qualify_bound",
     "verdict",
     "qualify",
     "ckpt_plot",  # Outputs

@@ -31,15 +31,16 @@ def test_checkpoint_run_measures_and_estimates(cli, planted, tmp_path):
     shards = [rank_shard(spec, r) for r in range(8)]
     written = sum(int(s.model_bytes * SCALE) + int(s.optimizer_bytes * SCALE) for s in shards)
     save = next(p for p in res["phases"] if p["name"] == "ckpt-save")
-    assert save["files"] == 16 and save["concurrency"] == 8
-    assert written <= save["bytes"] < written * 1.05  # torch.save adds its headers
+    rounds = len(save["extra"]["rounds"]["seconds"])  # every round saves the whole checkpoint
+    assert save["files"] == 16 * rounds and save["concurrency"] == 8
+    assert written <= save["bytes"] / rounds < written * 1.05  # torch.save adds its headers
     assert save["cache"] == "buffered"
     cpu = save["extra"]["client_cpu"]  # the client's own CPU, as engine phases record it
     assert cpu["cpu_s"] >= 0 and cpu["wall_s"] > 0 and 0 <= cpu["share"] <= 1
     load = next(p for p in res["phases"] if p["name"] == "ckpt-load")
-    assert load["bytes"] == save["bytes"]
+    assert load["bytes"] / len(load["extra"]["rounds"]["seconds"]) == save["bytes"] / rounds
     base = next(p for p in res["phases"] if p["name"] == "ckpt-baseline-write")
-    assert base["bytes"] == written and base["files"] == 16
+    assert base["bytes"] >= written and base["files"] >= 16  # time-based: once or more
     block = res["checkpoint"]
     assert block["model"]["total_bytes"] == spec.total_bytes and block["scale"] == SCALE
     assert spec.total_bytes == 112_425_623_552  # DLIO's arithmetic (test_ckpt_layout), not 105 GiB
@@ -105,7 +106,8 @@ def test_no_crc32_saves_without_torch_crc_and_restores_it(cli, planted, tmp_path
     res = json.loads((out / "result.json").read_text())
     save = next(p for p in res["phases"] if p["name"] == "ckpt-save")
     load = next(p for p in res["phases"] if p["name"] == "ckpt-load")
-    assert save["params"]["crc32"] is False and load["bytes"] == save["bytes"]  # read back whole
+    per_round = [p["bytes"] / len(p["extra"]["rounds"]["seconds"]) for p in (save, load)]
+    assert save["params"]["crc32"] is False and per_round[0] == per_round[1]  # read back whole
     assert torch.serialization.get_crc32_options() is True  # torch's default again
     assert planted.unchanged()
 

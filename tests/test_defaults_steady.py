@@ -93,3 +93,23 @@ def test_a_run_with_indicative_phases_ends_with_the_option(cli, tmp_path):
     last = r.err.strip().splitlines()[-1]
     assert last.startswith("iobench: 2 of 2 phases indicative (seq-write: ")
     assert last.endswith("for steady figures add --set time=20s --set steady=true")
+
+
+def test_a_loader_run_whose_au_per_epoch_is_not_steady_is_told_to_run_more_epochs():
+    """The loader's AU over epochs is judged as rounds are (after the first epoch, the last 3
+    within 10 % of their mean): not steady, the line names --epochs."""
+    from iobench.steady import epochs_steady
+    from iobench.steady_advice import steady_advice
+
+    wl = {"generator": "loader", "params": {"epochs": 5}}
+    ok = _phase("dataset-write", 3.0, True)
+    steady = {"au_per_epoch": [0.40, 0.90, 0.91, 0.89, 0.90]}  # the first epoch is the ramp
+    assert epochs_steady(steady["au_per_epoch"]) and steady_advice([ok], wl, steady) is None
+    swinging = {"au_per_epoch": [0.5, 0.9, 0.6, 0.8, 0.6]}
+    line = steady_advice([ok], wl, swinging)
+    assert line.startswith("iobench: 1 of 2 phases indicative (loader: AU per epoch not steady")
+    assert line.endswith("for steady figures add --epochs 10")
+    few = steady_advice([ok], {"generator": "loader", "params": {"epochs": 2}},
+                        {"au_per_epoch": [0.9, 0.9]})  # fmt: skip
+    assert few.endswith("add --epochs 4")
+    assert steady_advice([ok], {"generator": "sequential", "params": {}}, swinging) is None

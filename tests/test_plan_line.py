@@ -90,14 +90,29 @@ def test_write_plan_bounds_time_based_and_size_based_phases():
     assert isinstance(wp.phases[0], PlannedPhase)
 
 
-def test_qualify_plan_line_says_its_time_is_an_estimate():
-    from iobench.qualify import _write_plan, plan_qualify
+def test_qualify_plan_line_gives_a_bound_of_every_step():
+    """Its bound counts every step's phases at their bound, the loader and the start-up: more
+    than the old estimate (29 s for --quick, which took 86 s), and each part raises it."""
+    from dataclasses import replace
+
+    from iobench.plan import phase_time_bound
+    from iobench.qualify import STEP_START_S, _write_plan, plan_qualify, upper_bound_s
     from iobench.spec import load_profile
 
     plan = plan_qualify(load_profile("retinanet-b200"), 1, budget_s=30.0, quick=True)
-    line = plan_line(_write_plan(None, plan), "/t", "ext4", 1 << 40)
+    wp = _write_plan(None, plan)
+    line = plan_line(wp, "/t", "ext4", 1 << 40)
     assert line.startswith("iobench: plan: qualify (quick) writes at least ")
-    assert "phases expected about" in line and "not a bound" in line
+    assert "phases at most about" in line and "not a bound" not in line
+    assert f"{STEP_START_S:g} s start-up per step" in line
+    assert wp.bound and wp.upper_s == upper_bound_s(plan) > plan.expected_s
+    from iobench.phases import get_generator
+
+    phases = sum(phase_time_bound(p) for s in plan.steps
+                 for p in get_generator(s.generator).plan(s.params).phases)  # fmt: skip
+    assert wp.upper_s > phases + STEP_START_S * (len(plan.steps) + 1)  # + the loader's
+    two = replace(plan, ranks=2)  # every rank's bytes through one target
+    assert upper_bound_s(two) > wp.upper_s
 
 
 # -- the loader's AU against its profile's pass line (au_min) ---------------------------------

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import time
 
 import pytest
 
@@ -55,13 +57,26 @@ def test_requirements_parse():
             parse_requirements(bad)
 
 
+def _bound_s(line: str) -> float:
+    """The seconds of a plan line's ``at most about 86.53 s`` / ``4.0 min``."""
+    m = re.search(r"at most about ([0-9.]+) (s|min) ", line)
+    assert m, line
+    return float(m.group(1)) * (60 if m.group(2) == "min" else 1)
+
+
 def test_small_qualify_fails_an_impossible_requirement(cli, planted, tmp_path):
+    """... and took no longer than its plan line's bound (the wall time measured here)."""
     out = tmp_path / "q"
+    t0 = time.perf_counter()
     r = cli(
         "qualify", planted.path, "--quick", "--budget", "6s", "--output", out, "-q",
         "--require", "read=1PiB/s,stats=1/s",
     )  # fmt: skip
+    wall = time.perf_counter() - t0
     assert r.code == 1, r.err
+    line = r.err.splitlines()[0]
+    assert line.startswith("iobench: plan: qualify (quick) ") and "not a bound" not in line
+    assert _bound_s(line) >= wall, (line, wall)
     assert "verdict: FAIL" in r.out and "report:" in r.out
     res = json.loads((out / "result.json").read_text())
     v = res["verdict"]

@@ -16,9 +16,8 @@ from .common import (
     announce,
     app,
     arm_watchdog,
+    finish_run,
     out,
-    out_report,
-    out_text,
     print_plan,
     progress_factory,
 )
@@ -145,23 +144,8 @@ def checkpoint(
     )  # fmt: skip
     if lead and not no_history:
         append_history(outcome, history or "")
-    if lead:
-        _show(outcome, as_json)
-    if outcome.error is not None:
-        raise outcome.error
-    return 0
-
-
-def _show(outcome: Any, as_json: bool) -> None:
-    """The lead rank's output: result.json (``--json``) or the tables and the result's path."""
-    from .. import results
-
-    if as_json:
-        out(results.dumps(outcome.run))
-        return
-    out_report(outcome.run)
-    if outcome.result_path:
-        out_text(f"result: {outcome.result_path}")
+    # rank 0 prints the result and, when phases are indicative, the option that helps
+    return finish_run(outcome, as_json, quiet)
 
 
 def _plan_from_rates(g: dict) -> int:

@@ -311,7 +311,9 @@ def _steady_advice(run) -> None:
     that would make them steady (iobench.steady_advice)."""
     from ..steady_advice import steady_advice
 
-    line = steady_advice(list(run.phases or []), dict(run.workload or {})) if run else None
+    line = (
+        steady_advice(list(run.phases or []), dict(run.workload or {}), run.loader) if run else None
+    )
     if line:
         err(line)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import io
+import math
 import os
 import posixpath
 import threading
@@ -27,8 +28,9 @@ import numpy as np
 from ..engines.base import FileSpec, PhaseSpec
 from ..errors import EngineError, UsageError, quoted
 from ..measured import phase_result
-from ..plan import Plan
+from ..plan import FLOOR_READ_BPS, FLOOR_WRITE_BPS, Plan
 from ..stats import WorkerStats
+from ..steady import rounds_done
 from ..target import drop_file_cache
 
 
@@ -42,6 +44,19 @@ def _small_files(params: dict[str, Any], rank: int = 0) -> tuple[FileSpec, ...]:
             size = sizes[int(rng.integers(len(sizes)))]
             out.append(FileSpec(f"ckpt/n{rank}-r{r}/f{i:06d}", size))
     return tuple(out)
+
+
+def round_bound(params: dict[str, Any], nbytes: int, op: str) -> float | None:
+    """A phase of rounds' time bound, as its planned limit (``plan.phase_time_bound``): every
+    round at the floor rate, or its ``time`` limit and one round more; None for one round
+    (its bytes' bound)."""
+    most = int(params.get("rounds") or 1)
+    if most <= 1:
+        return None
+    one = nbytes / (FLOOR_WRITE_BPS if op == "ckpt_save" else FLOOR_READ_BPS)
+    limit = params.get("time")
+    bound = most * one if not limit else min(most * one, float(limit) + one)
+    return math.ceil(bound * 10) / 10
 
 
 def plan(params: dict[str, Any]) -> Plan:
@@ -59,11 +74,12 @@ def plan(params: dict[str, Any]) -> Plan:
     ck = params["checkpoint_size"]
     if ck:
         _check_memory(ck)  # at planning: bad input, before anything is written
-        p.add("ckpt-save", "ckpt_save", ck, f"{params['shards']} shards via torch.save")
-        p.add("ckpt-load", "ckpt_load", ck, "torch.load")
+        save, load = round_bound(params, ck, "ckpt_save"), round_bound(params, ck, "ckpt_load")
+        p.add("ckpt-save", "ckpt_save", ck, f"{params['shards']} shards via torch.save", save)
+        p.add("ckpt-load", "ckpt_load", ck, "torch.load", load)
         if params["dcp"]:
-            p.add("ckpt-dcp-save", "ckpt_save", ck, "torch.distributed.checkpoint")
-            p.add("ckpt-dcp-load", "ckpt_load", ck, "torch.distributed.checkpoint")
+            p.add("ckpt-dcp-save", "ckpt_save", ck, "torch.distributed.checkpoint", save)
+            p.add("ckpt-dcp-load", "ckpt_load", ck, "torch.distributed.checkpoint", load)
     p.space_bytes = max(total, ck * (2 if params["dcp"] else 1))
     # small files and their folders, or the shards (and a DCP checkpoint's files), at most
     small = params["files"] * params["jobs"] * 2 if params["metadata"] else 0
@@ -163,6 +179,53 @@ def _parallel(n: int, fn: Any, runner: Any) -> list[WorkerStats]:
     return stats  # the caller records the figures, then honours a stop request
 
 
+def _rounds(
+    n: int, fn: Any, runner: Any, params: dict[str, Any], between: Any = None
+) -> tuple[list[WorkerStats], dict[str, list[float]]]:
+    """``_parallel``, round after round: every thread runs ``fn(i, stats)`` once a round, and
+    the next round starts when all have finished, until ``steady.rounds_done`` (``rounds``
+    ran, ``time`` passed, or with ``steady`` the per-round rates are steady). ``between()``
+    runs before each later round (a load's cache drop), outside the rounds' clock. Returns
+    the stats over every round and ``{"seconds": [...], "bps": [...]}`` per round."""
+    most, limit, until = int(params.get("rounds") or 1), params.get("time"), params.get("steady")
+    seen: list[Any] = [None] * n
+    log: dict[str, list[float]] = {"seconds": [], "bps": []}
+    mark: dict[str, Any] = {"t0": None, "bytes": 0, "done": False}
+
+    def close() -> None:  # the barrier's action: one thread, once every thread ended the round
+        now = time.perf_counter()
+        t0 = mark["t0"] if mark["t0"] is not None else min(st.start for st in seen)
+        moved = sum(st.bytes for st in seen)
+        dt = max(now - t0, 1e-9)
+        log["seconds"].append(round(dt, 6))
+        log["bps"].append((moved - mark["bytes"]) / dt)
+        mark["bytes"] = moved
+        stop = runner.stop.is_set() if hasattr(runner.stop, "is_set") else False
+        mark["done"] = stop or rounds_done(log["seconds"], log["bps"], most, limit, bool(until))
+        if not mark["done"] and between is not None:
+            between()
+        mark["t0"] = time.perf_counter()
+
+    barrier = threading.Barrier(n, action=close)
+
+    def body(i: int, st: WorkerStats) -> None:
+        seen[i] = st
+        while True:
+            try:
+                fn(i, st)
+            except BaseException:
+                barrier.abort()  # the other threads stop waiting; this error is the one told
+                raise
+            try:
+                barrier.wait()
+            except threading.BrokenBarrierError:
+                return
+            if mark["done"]:
+                return
+
+    return _parallel(n, body, runner), log
+
+
 def _describe_failure(e: BaseException) -> str:
     """One short line for a failed save/load, however deep torch wrapped the cause."""
     text = str(e)
@@ -179,9 +242,18 @@ def _describe_failure(e: BaseException) -> str:
     return f"checkpoint failed: {type(e).__name__}: {last}"
 
 
-def _record(
-    runner: Any, name: str, op: str, stats: list[WorkerStats], params: dict, cache: str, note: str
-) -> None:
+def round_extra(res: Any, rounds: dict[str, list[float]] | None) -> None:
+    """A phase of rounds' figures: every round's seconds and rate (``extra.rounds``, judged by
+    ``steady.rounds_steady``) and the median round's seconds as the seconds per checkpoint."""
+    if not rounds or not rounds["seconds"]:
+        res.extra["seconds_per_checkpoint"] = res.elapsed_s
+        return
+    res.extra["rounds"] = rounds
+    res.extra["seconds_per_checkpoint"] = float(np.median(rounds["seconds"]))
+
+
+def _record(runner: Any, name: str, op: str, ran: Any, params: dict, cache: str, note: str) -> None:
+    stats, rounds = ran
     res = phase_result(
         name, op, stats, concurrency=len(stats), block_size=0, cache=cache,
         params={"shards": len(stats), "checkpoint_size": params["checkpoint_size"], "api": note},
@@ -192,7 +264,7 @@ def _record(
             f"fsync is unsupported on {runner.target.fs_type}:// (nothing to fsync): a shard is "
             "durable when its upload completes, inside the timed region"
         )
-    res.extra["seconds_per_checkpoint"] = res.elapsed_s
+    round_extra(res, rounds)
     res.extra["host_memory_bytes"] = params["checkpoint_size"]
     runner.record(res)
     runner.stop.check()  # after recording: a completed save is kept when a signal came
@@ -231,11 +303,15 @@ def _torch_save_load(params: dict[str, Any], runner: Any, state: list[dict[str, 
         st.add(os.path.getsize(paths[i]), t1 / 1e9, t1 - t0)
         st.files += 1
 
-    stats = _parallel(len(state), save, runner)
-    _record(runner, "ckpt-save", "ckpt_save", stats, params, "buffered", "torch.save")
+    ran = _rounds(len(state), save, runner, params)
+    _record(runner, "ckpt-save", "ckpt_save", ran, params, "buffered", "torch.save")
     cache = "dropped"
-    for p in paths:
-        drop_file_cache(p)
+
+    def drop() -> None:
+        for p in paths:
+            drop_file_cache(p)
+
+    drop()
     if runner.cache_state(False) != "dropped":
         cache = "client-cache" if runner.cache_state(False) == "client-cache" else "buffered"
 
@@ -248,8 +324,8 @@ def _torch_save_load(params: dict[str, Any], runner: Any, state: list[dict[str, 
         st.add(os.path.getsize(paths[i]), t1 / 1e9, t1 - t0)
         st.files += 1
 
-    stats = _parallel(len(state), load, runner)
-    _record(runner, "ckpt-load", "ckpt_load", stats, params, cache, "torch.load")
+    ran = _rounds(len(state), load, runner, params, between=drop)
+    _record(runner, "ckpt-load", "ckpt_load", ran, params, cache, "torch.load")
     for p in paths:
         os.unlink(p)
 
@@ -275,8 +351,8 @@ def _torch_save_load_url(
         st.add(sizes[i], t1 / 1e9, t1 - t0)
         st.files += 1
 
-    stats = _parallel(len(state), save, runner)
-    _record(runner, "ckpt-save", "ckpt_save", stats, params, "none", "torch.save")
+    ran = _rounds(len(state), save, runner, params)
+    _record(runner, "ckpt-save", "ckpt_save", ran, params, "none", "torch.save")
 
     def load(i: int, st: WorkerStats) -> None:
         t0 = time.perf_counter_ns()
@@ -288,8 +364,8 @@ def _torch_save_load_url(
         st.add(len(data), t1 / 1e9, t1 - t0)
         st.files += 1
 
-    stats = _parallel(len(state), load, runner)
-    _record(runner, "ckpt-load", "ckpt_load", stats, params, "none", "torch.load")
+    ran = _rounds(len(state), load, runner, params)
+    _record(runner, "ckpt-load", "ckpt_load", ran, params, "none", "torch.load")
     for p in paths:
         fs.rm_file(p)
 
@@ -368,18 +444,22 @@ def _dcp_save_load(params: dict[str, Any], runner: Any, state: list[dict[str, An
 
     # no_dist: each rank (and each single process) writes its own checkpoint
     save = dcp_step(lambda: dcp.save(flat, storage_writer=make_writer(), no_dist=True), listing)
-    stats = _parallel(1, save, runner)
+    ran = _rounds(1, save, runner, params)
     api = "torch.distributed.checkpoint"
-    _record(runner, "ckpt-dcp-save", "ckpt_save", stats, params, cache or "buffered", api)
-    if not cache:
-        for name, _ in listing():
-            drop_file_cache(name)
+    _record(runner, "ckpt-dcp-save", "ckpt_save", ran, params, cache or "buffered", api)
+
+    def drop() -> None:
+        if not cache:
+            for name, _ in listing():
+                drop_file_cache(name)
+
+    drop()
     target = {k: torch.empty_like(v) for k, v in flat.items()}
 
     load = dcp_step(lambda: dcp.load(target, storage_reader=make_reader(), no_dist=True), listing)
-    stats = _parallel(1, load, runner)
+    ran = _rounds(1, load, runner, params, between=drop)
     cache = cache or runner.cache_state(False)
-    _record(runner, "ckpt-dcp-load", "ckpt_load", stats, params, cache, api)
+    _record(runner, "ckpt-dcp-load", "ckpt_load", ran, params, cache, api)
     key = next(iter(flat))
     if not torch.equal(target[key], flat[key]):
         raise EngineError(f"torch.distributed.checkpoint in {where} read back different data")

@@ -42,7 +42,7 @@ from ..measured import phase_result
 from ..plan import Plan
 from ..stats import WorkerStats
 from ..target import drop_file_cache
-from .checkpoint import _dcp_storage, _metadata, _parallel, dcp_step
+from .checkpoint import _dcp_storage, _metadata, _rounds, dcp_step, round_bound, round_extra
 
 POOL_BYTES = 64 << 20
 BASELINE_BLOCK = 4 << 20
@@ -206,12 +206,15 @@ def plan(params: dict[str, Any]) -> Plan:
         p.add("ckpt-open_read", "open_read", small, many, ops=k)
         p.add("ckpt-delete", "delete", 0, many, ops=k)
     if params["baseline"]:
-        p.add("ckpt-baseline-write", "write", total, f"{n} writers, buffered + fsync")
+        p.add("ckpt-baseline-write", "write", total, f"{n} writers, buffered + fsync",
+              params.get("time"))  # fmt: skip
     for api in apis:
         pre = "ckpt" if api == "torch" else "ckpt-dcp"
         how = "torch.save" if api == "torch" else "torch.distributed.checkpoint"
-        p.add(f"{pre}-save", "ckpt_save", total, f"{n} ranks via {how}")
-        p.add(f"{pre}-load", "ckpt_load", total, f"{n} ranks")
+        p.add(f"{pre}-save", "ckpt_save", total, f"{n} ranks via {how}",
+              round_bound(params, total, "ckpt_save"))  # fmt: skip
+        p.add(f"{pre}-load", "ckpt_load", total, f"{n} ranks",
+              round_bound(params, total, "ckpt_load"))  # fmt: skip
     p.space_bytes = total_all
     return p
 
@@ -333,19 +336,22 @@ def _paths(runner: Any, sub: str, shard: RankShard) -> list[str]:
     return [os.path.join(base, f.name) for f in shard.file_parts()]
 
 
-def _ranks(n: int, fn: Any, runner: Any) -> tuple[list[WorkerStats], dict[str, Any]]:
-    """``_parallel``, and the client's own CPU over it (``extra.client_cpu``, as the engines
-    record it): the share that says whether the client, not the storage, was the limit."""
+def _ranks(
+    n: int, fn: Any, runner: Any, params: dict[str, Any], between: Any = None
+) -> tuple[list[WorkerStats], dict[str, Any], dict[str, list[float]]]:
+    """``checkpoint._rounds`` (the phase's rounds, each every rank's call), and the client's
+    own CPU over it (``extra.client_cpu``, as the engines record it): the share that says
+    whether the client, not the storage, was the limit."""
     cpu0 = cpu.sample()
-    stats = _parallel(n, fn, runner)
-    return stats, cpu.usage(cpu0, cpu.sample())
+    stats, rounds = _rounds(n, fn, runner, params, between)
+    return stats, cpu.usage(cpu0, cpu.sample()), rounds
 
 
 def _record(
     runner: Any, name: str, op: str, ran: tuple[list[WorkerStats], dict[str, Any]], cache: str,
     api: str, params: dict[str, Any], copy_bps: float | None, mine: list[RankShard],
 ) -> None:  # fmt: skip
-    stats, client_cpu = ran
+    stats, client_cpu, rounds = ran
     res = phase_result(
         name, op, stats, concurrency=len(stats), block_size=0, cache=cache,
         params={
@@ -354,7 +360,7 @@ def _record(
             "crc32": params["crc32"],
         },
     )  # fmt: skip
-    res.extra["seconds_per_checkpoint"] = res.elapsed_s
+    round_extra(res, rounds)
     res.extra["client_cpu"] = client_cpu
     res.extra["rank_seconds"] = [round(w.end - w.start, 6) for w in stats]
     res.extra["host_memory_bytes"] = sum(s.total_bytes for s in mine)
@@ -406,20 +412,24 @@ def _torch(
             st.files += 1
 
     if params["crc32"]:
-        ran = _ranks(len(mine), save, runner)
+        ran = _ranks(len(mine), save, runner, params)
     else:  # a process-wide switch: set for the timed saves only, then torch's default again
         crc = _crc32_options()
         before = torch.serialization.get_crc32_options()
         crc(False)
         try:
-            ran = _ranks(len(mine), save, runner)
+            ran = _ranks(len(mine), save, runner, params)
         finally:
             crc(before)
     _record(runner, "ckpt-save", "ckpt_save", ran, "buffered", "torch.save", params,
             copy_bps, mine)  # fmt: skip
     written = [p for pair in paths for p in pair if os.path.exists(p)]
-    for p in written:
-        drop_file_cache(p)
+
+    def drop() -> None:
+        for p in written:
+            drop_file_cache(p)
+
+    drop()
     cache = runner.cache_state(False)
 
     def load(i: int, st: WorkerStats) -> None:
@@ -435,7 +445,7 @@ def _torch(
             st.add(os.path.getsize(path), t1 / 1e9, t1 - t0)
             st.files += 1
 
-    ran = _ranks(len(mine), load, runner)
+    ran = _ranks(len(mine), load, runner, params, between=drop)
     _record(runner, "ckpt-load", "ckpt_load", ran, cache, "torch.load", params, None, mine)
     for p in written:
         os.unlink(p)
@@ -460,15 +470,19 @@ def _dcp(
     }
 
     save = dcp_step(lambda: dcp.save(flat, storage_writer=make_writer(), no_dist=True), listing)
-    ran = _ranks(1, save, runner)
+    ran = _ranks(1, save, runner, params)
     api = "torch.distributed.checkpoint"
     _record(runner, "ckpt-dcp-save", "ckpt_save", ran, "buffered", api, params, copy_bps, mine)
-    for name, _ in listing():
-        drop_file_cache(name)
+
+    def drop() -> None:
+        for name, _ in listing():
+            drop_file_cache(name)
+
+    drop()
     into = {k: torch.empty_like(v) for k, v in flat.items()}
 
     load = dcp_step(lambda: dcp.load(into, storage_reader=make_reader(), no_dist=True), listing)
-    ran = _ranks(1, load, runner)
+    ran = _ranks(1, load, runner, params, between=drop)
     _record(runner, "ckpt-dcp-load", "ckpt_load", ran, runner.cache_state(False), api, params,
             None, mine)  # fmt: skip
     key = next(iter(flat))
@@ -495,7 +509,7 @@ def _baseline(params: dict[str, Any], runner: Any, mine: list[RankShard]) -> Non
     spec = PhaseSpec(
         "ckpt-baseline-write", "write", tuple(files), jobs=min(len(mine), MAX_META_WORKERS),
         block_size=baseline_block(mine, params["tensor_size"]), direct=False, fsync="file",
-        seed=params["seed"],
+        seed=params["seed"], time_s=params.get("time"),  # with steady: ends once steady
         params={"sweep": "base", "baseline_for": "ckpt-save", "workers": "threads"},
     )  # fmt: skip
     runner.execute(spec)
