@@ -42,7 +42,9 @@ def test_torchrun_two_processes_write_every_rank(tmp_path):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     res = json.loads((out / "result.json").read_text())
     save = next(ph for ph in res["phases"] if ph["name"] == "ckpt-save")
-    assert save["files"] == 16  # 8 ranks × (weights + optimizer state), 4 per process
+    # 8 ranks × (weights + optimizer state), 4 per process; each process saves its 8 files a
+    # round, and ends its rounds once its own rate is steady (so the processes' counts differ)
+    assert save["files"] >= 16 and save["files"] % 8 == 0
     assert save["extra"]["world"] == 2
     got = res["checkpoint"]["measured"]["save"]
     assert got["ranks"] == 8 and got["bytes"] == save["bytes"]
