@@ -38,7 +38,8 @@ PHASE_TEXTS = ("name", "op", "cache", "status")
 #: A phase's fields that are JSON objects / lists when present.
 PHASE_OBJECTS = ("latency_s", "histogram", "per_worker", "params", "extra", "spread")
 PHASE_LISTS = ("series", "ops_series", "ranks", "repeats", "warnings")
-#: The figures kept per repeat (``results.REPEAT_FIGURES``): numbers >= 0 or None.
+#: The figures a phase keeps per repeat (dotted keys into ``PhaseResult.to_dict()``; read by
+#: ``results``): numbers >= 0 or None.
 REPEAT_FIGURES = (
     "bandwidth_bps",
     "iops",

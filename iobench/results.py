@@ -37,7 +37,7 @@ from .blocks import (
 )
 from .errors import StoreError, UsageError
 from .inputs import file_kind, loads_json, open_regular  # noqa: F401 - file_kind re-exported
-from .result_check import PHASE_RATES, check_run
+from .result_check import PHASE_RATES, REPEAT_FIGURES, check_run  # noqa: F401 - REPEAT_FIGURES re-exported
 from .safeio import check_output_file as claim_output_file
 from .safeio import on_read_only_fs  # noqa: F401 - re-exported
 from .stats import Summary, summarize
@@ -225,19 +225,8 @@ def schema_version_problem(version: Any) -> str | None:
 
 # --- a figure's value over repeats -------------------------------------------------------------
 
-# The figures a phase keeps per repeat, as dotted keys into PhaseResult.to_dict().
-REPEAT_FIGURES: tuple[str, ...] = (
-    "bandwidth_bps",
-    "iops",
-    "bandwidth_stonewall_bps",
-    "latency_s.mean",
-    "latency_s.p50",
-    "latency_s.p90",
-    "latency_s.p99",
-    "latency_s.p999",
-    "latency_s.max",
-    "latency_s.min",
-)
+# The figures a phase keeps per repeat, as dotted keys into PhaseResult.to_dict():
+# ``result_check.REPEAT_FIGURES``, which checks them when a file is read.
 
 
 def figure(source: Mapping[str, Any] | None, key: str) -> float | None:
