@@ -35,6 +35,15 @@ SEQUENTIAL: dict[str, Param] = {
 }
 
 
+#: The checkpoint phases' rounds (both checkpoint generators).
+ROUNDS = Param(
+    "count",
+    1,
+    "most save/load rounds per checkpoint phase (each the whole checkpoint; "
+    "time: their limit, steady: end once the per-round rate is steady)",
+    minimum=1,
+)
+
 CHECKPOINT: dict[str, Param] = {
     "files": Param("count", 256, "small files per rank directory", minimum=1),
     "file_sizes": Param("sizes", [4096, 65536, 1 << 20], "small-file sizes, drawn in turn"),
@@ -45,13 +54,7 @@ CHECKPOINT: dict[str, Param] = {
     "shards": Param("count", 4, "checkpoint shards (one per emulated rank)", minimum=1),
     "dcp": Param("bool", True, "also save/load with torch.distributed.checkpoint"),
     "tensor_size": Param("size", 16 << 20, "bytes per tensor in the state dict", minimum=4096),
-    "rounds": Param(
-        "count",
-        1,
-        "most save/load rounds per checkpoint phase (each the whole checkpoint; "
-        "time: their limit, steady: end once the per-round rate is steady)",
-        minimum=1,
-    ),  # fmt: skip
+    "rounds": ROUNDS,
 }
 
 
@@ -96,13 +99,7 @@ LLM_CHECKPOINT: dict[str, Param] = {
     "crc32": Param(
         "bool", True, "torch.save's CRC-32 of every record (torch's default, what training pays)"
     ),
-    "rounds": Param(
-        "count",
-        1,
-        "most save/load rounds per checkpoint phase (each the whole checkpoint; "
-        "time: their limit, steady: end once the per-round rate is steady)",
-        minimum=1,
-    ),  # fmt: skip
+    "rounds": ROUNDS,
 }
 
 

@@ -231,17 +231,9 @@ def write_atomic(
     replaced, a directory inside an input dataset). ``verify(tmp_path)`` may check the written
     temporary file before it is put in place (and raise to keep it out)."""
     path = Path(path)
-    make_dirs(path.parent)
-    dfd = os.open(path.parent, _DIR_FLAGS)
+    dfd = _held_parent(path)
     try:
-        hit = input_holding(dfd)
-        if hit is not None:
-            raise PermissionError(errno.EPERM, f"{path} lies inside {hit}, an input")
-        tmp = f".{path.name}.{uuid.uuid4().hex[:12]}.tmp"
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
-            dir_fd=dfd,
-        )  # fmt: skip
+        tmp, fd = _new_temporary(dfd, path)
         try:
             try:
                 view = memoryview(data)
@@ -265,6 +257,24 @@ def write_atomic(
             pass
     finally:
         os.close(dfd)
+
+
+def _held_parent(path: Path) -> int:
+    """A descriptor of ``path``'s directory (made if missing), opened without following a link:
+    every later step of the write goes through it."""
+    make_dirs(path.parent)
+    return os.open(path.parent, _DIR_FLAGS)
+
+
+def _new_temporary(dfd: int, path: Path) -> tuple[str, int]:
+    """A new temporary file beside ``path`` in the held directory ``dfd`` (``O_EXCL|O_NOFOLLOW``):
+    its name and write-only descriptor; PermissionError when the directory lies inside an input."""
+    hit = input_holding(dfd)
+    if hit is not None:
+        raise PermissionError(errno.EPERM, f"{path} lies inside {hit}, an input")
+    tmp = f".{path.name}.{uuid.uuid4().hex[:12]}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    return tmp, os.open(tmp, flags, 0o666, dir_fd=dfd)
 
 
 def _put_in_place(dfd: int, tmp: str, path: Path, replace: bool) -> None:
@@ -300,15 +310,9 @@ def open_new(path: str | Path, *, replace: bool = True) -> int:
     """A file written as it grows (``--live-csv``), by the same rule: created empty as a new
     temporary file and renamed into place at once; returns its descriptor (write-only)."""
     path = Path(path)
-    make_dirs(path.parent)
-    dfd = os.open(path.parent, _DIR_FLAGS)
+    dfd = _held_parent(path)
     try:
-        hit = input_holding(dfd)
-        if hit is not None:
-            raise PermissionError(errno.EPERM, f"{path} lies inside {hit}, an input")
-        tmp = f".{path.name}.{uuid.uuid4().hex[:12]}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(tmp, flags, 0o666, dir_fd=dfd)
+        tmp, fd = _new_temporary(dfd, path)
         try:
             _put_in_place(dfd, tmp, path, replace)
         except BaseException:
