@@ -11,7 +11,8 @@
 # Settings: IOBENCH (the command, default iobench), WORKLOAD (default sequential-write),
 # REPEAT (repeats a night, default 3: with fewer, and fewer than 3 earlier nights in the
 # history, compare cannot tell a change from noise and calls it unconfirmed, exit 0),
-# NIGHTLY_OPTS (more `iobench run` options, e.g. "--set size=1GiB").
+# NIGHTLY_OPTS (more `iobench run` options, e.g. "--set size=1GiB"), COMPARE_OPTS (more
+# `iobench compare` options, e.g. "--threshold bandwidth=5%").
 set -uo pipefail
 target="${1:?usage: nightly.sh TARGET STATE_DIR}"
 state="${2:?usage: nightly.sh TARGET STATE_DIR}"
@@ -40,10 +41,11 @@ if [ ! -f "$state/baseline.json" ]; then
   exit 0
 fi
 
+# shellcheck disable=SC2086  # COMPARE_OPTS is a list of options
 # 3. Compare with the last good night (an explicit file: never "the run before", which may be
 #    last night's regression).
 $iobench compare "$state/baseline.json" "$night/run/result.json" --history "$state/history" \
-    --format markdown >"$night/compare.md"
+    --format markdown ${COMPARE_OPTS:-} >"$night/compare.md"
 status=$?
 echo "$status" >"$night/exit"
 case "$status" in
