@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import Interrupted, StoreError, UsageError, quoted
-from .runner import RunOutcome, dry_run_workload, run_workload
-from .spec import load_workload, parse_overrides
+from .core.errors import Interrupted, StoreError, UsageError, quoted
+from .run.runner import RunOutcome, dry_run_workload, run_workload
+from .spec.workload import load_workload, parse_overrides
 from .target import is_url
 
 
@@ -114,7 +114,7 @@ def append_history(outcome: RunOutcome, url: str) -> None:
 def _history_warning(outcome: RunOutcome, why: str) -> None:
     outcome.run.warnings.append(f"history not updated: {why}")
     if outcome.result_path is not None:
-        from . import results
+        from .result import file as results
 
         try:
             results.save(outcome.run, outcome.result_path.parent)

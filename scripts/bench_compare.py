@@ -39,7 +39,7 @@ from typing import Any
 
 from bench_starvation import BLKIO, loop_filesystem, whole_disk
 
-from iobench.units import format_rate, parse_size
+from iobench.core.units import format_rate, parse_size
 
 REPO = Path(__file__).resolve().parents[1]
 READ_PHASE = "seq-read"

@@ -34,12 +34,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from iobench import cpu, formats
+from iobench import formats
+from iobench.core import cpu
+from iobench.core.units import format_bytes, parse_size
 from iobench.engines.base import FileSpec
 from iobench.engines.registry import get_engine
-from iobench.runner import PhaseRunner
+from iobench.run.runner import PhaseRunner
 from iobench.target import StopFlag, create_run_dir, remove_run_dir, resolve
-from iobench.units import format_bytes, parse_size
 
 REPO = Path(__file__).resolve().parents[1]
 GIB = 1 << 30

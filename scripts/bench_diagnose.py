@@ -8,7 +8,7 @@ loader PATH --existing`` (1 emulated accelerator, sleep compute) inside a blkio 
 - ``decode``: 64 large JPEGs (2048², noise: slow to decode), 1 worker, no throttle;
 - ``small-files``: 12,000 JPEGs of 1.2 KiB, 2 workers, reads throttled to ``--iops``/s.
 
-Each case's first run gives the measured terms; ``iobench.diagnose`` (steady state, the
+Each case's first run gives the measured terms; ``iobench.model.diagnosis`` (steady state, the
 main loop's core left to the workers: the compute sleeps) names the smallest change that
 reaches the threshold and the AU it predicts. The change is applied — more workers (the
 ``--workers`` flag), N× bandwidth (the throttle raised N×), shards (the small files packed
@@ -39,8 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from iobench.diagnose import PipelineTerms, diagnose, format_diagnosis
-from iobench.units import format_rate, parse_size
+from iobench.core.units import format_rate, parse_size
+from iobench.model.diagnosis import PipelineTerms, diagnose, format_diagnosis
 
 REPO = Path(__file__).resolve().parents[1]
 BLKIO = "/sys/fs/cgroup/blkio"

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from bench_starvation import NICE, TOLERANCE, add_bench_args, bench_device, blkio_throttle
 
-from iobench.units import format_rate, parse_size
+from iobench.core.units import format_rate, parse_size
 
 REPO = Path(__file__).resolve().parents[1]
 FRACTIONS = (0.3, 0.6, 0.9, 1.2, 1.8)  # compute ÷ storage time per step

@@ -34,11 +34,11 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from iobench import loader as ld
+from iobench.core.units import format_rate, parse_size
 from iobench.engines.registry import get_engine
-from iobench.runner import PhaseRunner
-from iobench.spec import Profile
+from iobench.run.runner import PhaseRunner
+from iobench.spec.workload import Profile
 from iobench.target import StopFlag, create_run_dir, remove_run_dir, resolve
-from iobench.units import format_rate, parse_size
 
 BLKIO = "/sys/fs/cgroup/blkio"
 TOLERANCE = 0.05

@@ -39,12 +39,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from iobench.core.units import parse_duration, parse_size
 from iobench.engines.base import EngineContext, FileSpec, PhaseSpec
 from iobench.engines.fio import FioEngine
 from iobench.engines.registry import get_engine
-from iobench.stats import Histogram
+from iobench.result.stats import Histogram
 from iobench.target import StopFlag, drop_file_cache, probe_direct_io
-from iobench.units import parse_duration, parse_size
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ Used two ways:
   ``python scripts/gen_docs.py show NAME`` prints one section.
 
 Every table comes from the objects iobench itself runs on: the typer app (commands, options,
-examples), ``iobench.params`` and ``spec`` (workload and profile keys), ``workloads/`` (named
+examples), ``iobench.spec.params`` and ``spec`` (workload and profile keys), ``workloads/`` (named
 workloads, profiles, checkpoint models), ``results``/``blocks`` (result.json), ``history.schema``,
 ``export``/``livecsv`` (CSV columns), ``errors.ExitStatus`` and the source's environment
 variables. A column, exit status or variable without a description here fails the build.
@@ -62,8 +62,8 @@ def app_command():
     """The root click command with every command registered and the help as shown."""
     import typer
 
-    from iobench import cli
-    from iobench.cmds import register_all
+    from iobench.cli import app as cli
+    from iobench.cli.commands import register_all
 
     register_all()
     root = typer.main.get_command(cli.app)
@@ -98,7 +98,7 @@ def _usage(name: str, cmd) -> str:
 
 
 def gen_cli() -> str:
-    from iobench.cmds.examples import EXAMPLES
+    from iobench.cli.commands.examples import EXAMPLES
 
     root = app_command()
     out = ["Every command and option, from the command line's own definitions (`--help` shows"
@@ -111,7 +111,7 @@ def gen_cli() -> str:
         out.append(inspect.cleandoc(cmd.help or "") + "\n")
         out.append(_table(["Argument / option", "Value", "Default", "Meaning"], _param_rows(cmd)))
         if name not in EXAMPLES:
-            raise DocsError(f"command {name} has no examples in iobench/cmds/examples.py")
+            raise DocsError(f"command {name} has no examples in iobench/cli/commands/examples.py")
         lines = "\n".join(f"# {what}\n{line}" for what, line in EXAMPLES[name])
         out.append(f"Examples:\n\n```\n{lines}\n```\n")
     return "\n".join(out)
@@ -136,7 +136,7 @@ KIND_UNITS = {
 
 
 def _show_default(p) -> str:
-    from iobench.units import format_seconds, format_size
+    from iobench.core.units import format_seconds, format_size
 
     d = p.default
     if d is None:
@@ -172,8 +172,8 @@ PARAM_HEAD = ["Key", "Type", "Default", "Unit", "Meaning", "Bounds"]
 
 
 def gen_params() -> str:
-    from iobench.params import GENERATOR_PARAMS
-    from iobench.spec import COMMON_PARAMS, PROFILE_PARAMS
+    from iobench.spec.params import GENERATOR_PARAMS
+    from iobench.spec.workload import COMMON_PARAMS, PROFILE_PARAMS
 
     out = ["## Keys every workload takes\n", _table(PARAM_HEAD, param_rows(COMMON_PARAMS))]
     for gen, table in sorted(GENERATOR_PARAMS.items()):
@@ -194,8 +194,8 @@ def _toml(path: Path) -> dict:
 
 
 def gen_workloads() -> str:
-    from iobench.ckpt_spec import list_checkpoint_profiles
-    from iobench.spec import find_file, list_files, load_workload
+    from iobench.checkpoint.spec import list_checkpoint_profiles
+    from iobench.spec.workload import find_file, list_files, load_workload
 
     out = ["## Workloads (`iobench run NAME TARGET`)\n"]
     rows = []
@@ -247,13 +247,14 @@ def _dataclass_table(cls) -> str:
 
 
 def gen_result() -> str:
-    from iobench import blocks, results
+    from iobench.result import blocks
+    from iobench.result import file as results
 
     out = [f"result.json holds one run (`schema_version` {results.SCHEMA_VERSION}). Top level:\n"]
     out.append(_dataclass_table(results.RunResult))
     out.append("## A phase (`phases[]`)\n")
     out.append(_dataclass_table(results.PhaseResult))
-    out.append("## The blocks inside (typed views, `iobench/blocks.py`)\n")
+    out.append("## The blocks inside (typed views, `iobench/result/blocks.py`)\n")
     for name, cls in vars(blocks).items():
         if inspect.isclass(cls) and issubclass(cls, blocks.Block) and cls is not blocks.Block:
             if cls.__module__ == blocks.__name__:
@@ -321,8 +322,8 @@ def _csv_table(columns: tuple[str, ...], where: str) -> str:
 
 
 def gen_csv() -> str:
-    from iobench.export import PHASE_COLUMNS, SERIES_COLUMNS
-    from iobench.livecsv import LIVE_COLUMNS
+    from iobench.cli.livecsv import LIVE_COLUMNS
+    from iobench.history.export import PHASE_COLUMNS, SERIES_COLUMNS
 
     return "\n".join([
         "## `--csv FILE`: one row per phase (and one for the loader)\n",
@@ -347,7 +348,7 @@ EXIT_MEANINGS = {
 
 
 def exit_rows() -> list[list[object]]:
-    from iobench.errors import ExitStatus
+    from iobench.core.errors import ExitStatus
 
     missing = [s.name for s in ExitStatus if s.name not in EXIT_MEANINGS]
     if missing:
@@ -437,7 +438,7 @@ def session_output(steps: list[tuple[str, ...]], shown: int, codes: tuple[int, .
     import os
     import tempfile
 
-    from iobench.cli import main
+    from iobench.cli.app import main
 
     blocks = []
     with tempfile.TemporaryDirectory(prefix="iobench-docs-") as tmp:
@@ -587,7 +588,7 @@ def man_page() -> str:
     """iobench.1: the same commands, options and examples as the reference and --help."""
     use_checkout()
     from iobench import __version__
-    from iobench.cmds.examples import EXAMPLES
+    from iobench.cli.commands.examples import EXAMPLES
 
     root = app_command()
     day = datetime.date.today().isoformat()

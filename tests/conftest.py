@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench.cli import main
+from iobench.cli.app import main
 
 # Small sizes for every generator, so CLI runs take a second or two.
 # The shipped workloads' phases are time-based, each ending once steady (up to 20 s): tests run
@@ -157,7 +157,7 @@ def fake_fio(tmp_path, monkeypatch):
 def runner(tmp_path):
     """A PhaseRunner (posix engine) over a run directory in ``tmp_path``, removed after."""
     from iobench.engines.posix import PosixEngine
-    from iobench.runner import PhaseRunner
+    from iobench.run.runner import PhaseRunner
     from iobench.target import StopFlag, create_run_dir, remove_run_dir, resolve
 
     target = resolve(str(tmp_path))

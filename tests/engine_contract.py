@@ -22,9 +22,9 @@ import time
 
 import pytest
 
+from iobench.core.errors import EngineError
 from iobench.engines.base import EngineContext, FileSpec, PhaseSpec, Progress
-from iobench.errors import EngineError
-from iobench.results import PhaseResult
+from iobench.result.file import PhaseResult
 from iobench.target import StopFlag, probe_direct_alignment, probe_direct_io
 
 MiB = 1 << 20

@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from iobench.results import PhaseResult, RunResult
+from iobench.result.file import PhaseResult, RunResult
 
 MiB = 1 << 20
 GiB = 1 << 30

@@ -1,8 +1,10 @@
-"""The shape docs/ARCHITECTURE.md describes, for the packages already split: loader/, formats/,
-target/ and engines/ layered with no import from a later module, no module over 600 lines, no
-function over 60 lines unless it says why (a noqa naming the measured loop); the same limits for
-the models (starvation) and stats; engines built only through the registry, with ``why_not``
-on the Engine interface."""
+"""The shape docs/ARCHITECTURE.md describes: the tree is the layer diagram. Every package is a
+layer or a domain (``core``, ``spec``, ``model``, ``result``, ``checkpoint``, ``target``, …,
+``cli``), no module sits at the top beside them but ``api``; each package's modules are
+layered with no import from a later one; no import reaches a later package; no module over 600
+lines, no function over 60 lines unless it says why (a noqa naming the measured loop); engines
+built only through the registry, with ``why_not`` on the Engine interface. Imports under
+``if TYPE_CHECKING:`` are annotations, not dependencies, and are not counted."""
 
 from __future__ import annotations
 
@@ -12,32 +14,62 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "iobench"
-LOADER = [
-    "dataset", "torchdata", "loop", "ranks", "calibration", "run",
-    "existing_data", "existing_diagnosis", "existing_summary", "existing",
-]  # fmt: skip
-FORMATS = [
-    "registry", "thrift", "crc32", "raw", "npz", "parquet", "tar", "jpeg",
-    "image", "arrays", "columnar", "hdf5", "webdataset", "tfrecord", "detect",
-    "ahead", "samples", "writer", "reader",
-]  # fmt: skip
-TARGET = ["mounts", "model", "direct", "space", "signals", "rundir", "url", "layout", "__init__"]
-ENGINES = ["base", "registry", "worker", "forked", "posix", "fsspec", "fio_job", "fio"]
-SPLIT = (
-    [PKG / "loader" / f"{m}.py" for m in LOADER]
-    + [PKG / "formats" / f"{m}.py" for m in FORMATS]
-    + [PKG / "target" / f"{m}.py" for m in TARGET]
-    + [PKG / "engines" / f"{m}.py" for m in ENGINES]
-    + sorted(PKG.glob("starvation*.py"))
-    + sorted(PKG.glob("diagnose*.py"))
-    + [PKG / "stats.py"]
-)
+
+# Each package's modules, in layer order: a module imports only those before it.
+ORDERS = {
+    "core": [
+        "errors", "units", "redact", "cpu", "tools", "datagen", "plan", "coordinator",
+        "inputs", "safeio", "textfit",
+    ],
+    "spec": ["params", "workload"],
+    "model": ["starvation_inputs", "starvation", "interval", "diagnosis_terms", "diagnosis"],
+    "result": ["blocks", "steady", "stats", "check", "file", "measured", "verify", "steady_advice"],
+    "checkpoint": ["layout", "daly", "model", "spec", "estimate", "rows"],
+    "loader": [
+        "dataset", "torchdata", "loop", "ranks", "calibration", "run",
+        "existing_data", "existing_diagnosis", "existing_summary", "existing", "decode_cost",
+        "profile",
+    ],
+    "formats": [
+        "registry", "thrift", "crc32", "raw", "npz", "parquet", "tar", "jpeg",
+        "image", "arrays", "columnar", "hdf5", "webdataset", "tfrecord", "detect",
+        "ahead", "samples", "writer", "reader",
+    ],
+    "target": [
+        "mounts", "model", "direct", "space", "signals", "rundir", "url", "layout", "__init__",
+        "storage",
+    ],
+    "engines": ["base", "registry", "worker", "forked", "posix", "fsspec", "fio_job", "fio"],
+    "run": ["supervisor", "stall", "outdir", "session", "phases", "runner", "sweep", "checkpoint"],
+    "qualify": ["checkpoint", "verdict", "bound", "suite"],
+    "cli": ["progress", "livecsv", "commands", "app"],
+}  # fmt: skip
+LOADER, FORMATS, TARGET, ENGINES = (ORDERS[k] for k in ("loader", "formats", "target", "engines"))
+SPLIT = [
+    PKG / pkg / f"{m}.py"
+    for pkg in ("loader", "formats", "target", "engines", "model", "result", "core", "spec")
+    for m in ORDERS[pkg]
+    if (PKG / pkg / f"{m}.py").exists()
+]
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """The nodes under ``if TYPE_CHECKING:``: annotations, not dependencies."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            out.update(id(n) for n in ast.walk(node))
+    return out
 
 
 def _sibling_imports(path: Path) -> set[str]:
     """Names of this package's modules that ``path`` imports (``from .x import``, ``from . import x``)."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    skip = _type_checking_nodes(tree)
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.ImportFrom) and node.level == 1:
             if node.module:
                 out.add(node.module.split(".")[0])
@@ -46,20 +78,29 @@ def _sibling_imports(path: Path) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize(
-    "pkg,order",
-    [("loader", LOADER), ("formats", FORMATS), ("target", TARGET), ("engines", ENGINES)],
-)
+@pytest.mark.parametrize("pkg,order", list(ORDERS.items()))
 def test_each_module_imports_only_those_before_it(pkg, order):
     for i, mod in enumerate(order):
-        later = _sibling_imports(PKG / pkg / f"{mod}.py") & set(order[i:])
+        path = PKG / pkg / f"{mod}.py"
+        path = path if path.exists() else PKG / pkg / mod / "__init__.py"
+        later = _sibling_imports(path) & set(order[i:])
         assert not later, f"{pkg}/{mod}.py imports {sorted(later)} (a later layer)"
 
 
 def test_every_module_of_the_split_packages_is_listed():
-    for pkg, order in (("target", TARGET), ("engines", ENGINES)):
+    for pkg, order in ORDERS.items():
         have = {p.stem for p in (PKG / pkg).glob("*.py")} - {"__init__"}
+        have |= {p.parent.name for p in (PKG / pkg).glob("*/__init__.py")}
         assert have <= set(order), f"{pkg}/: add {sorted(have - set(order))} to the layer list"
+
+
+def test_the_tree_is_the_layer_diagram():
+    """Only the package marker, ``__main__`` and ``api`` (the library surface) sit at the top;
+    everything else lives in a package named for its layer or domain."""
+    top = {p.stem for p in PKG.glob("*.py")}
+    assert top <= {"__init__", "__main__", "api"}, f"move into a package: {sorted(top)}"
+    packages = {p.parent.name for p in PKG.glob("*/__init__.py")}
+    assert packages <= {t for names in TIERS for t in names.split()}, "place it in TIERS"
 
 
 @pytest.mark.parametrize("path", SPLIT, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -118,14 +159,14 @@ def test_why_not_is_part_of_the_engine_interface():
 # module and function short; ckpt_estimate and the history and compare commands have their long
 # functions split; none of the outputs imports from the front (cmds/, cli, api).
 
-REPORT = ["cells", "tables", "text", "series", "figures", "plots", "page"]
+REPORT = ["cells", "checkpoint_plot", "tables", "text", "series", "figures", "plots", "page"]
 COMPARE = ["options", "noise", "metric", "runs", "render"]
-HISTORY = ["schema", "files", "query"]
+HISTORY = ["schema", "files", "query", "export"]
 OUTPUT_PACKAGES = {"report": REPORT, "compare": COMPARE, "history": HISTORY}
 OUTPUTS = [
     PKG / pkg / f"{m}.py" for pkg, order in OUTPUT_PACKAGES.items() for m in ["__init__", *order]
-] + [PKG / "ckpt_estimate.py"]
-SHORTENED = [PKG / "cmds" / "history.py", PKG / "cmds" / "compare.py"]
+] + [PKG / "checkpoint" / "estimate.py"]
+SHORTENED = [PKG / "cli" / "commands" / "history.py", PKG / "cli" / "commands" / "compare.py"]
 
 
 @pytest.mark.parametrize("pkg,order", list(OUTPUT_PACKAGES.items()))
@@ -150,7 +191,11 @@ def _iobench_imports(path: Path) -> set[str]:
     here = path.relative_to(PKG).with_suffix("").parts
     package = here[:-1]
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    skip = _type_checking_nodes(tree)
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = list(package[: len(package) - node.level + 1])
@@ -173,18 +218,19 @@ def _iobench_imports(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("path", OUTPUTS, ids=lambda p: str(p.relative_to(PKG)))
 def test_outputs_import_nothing_from_the_front(path):
-    front = {m for m in _iobench_imports(path) if m == "cli" or m.split(".")[0] in ("cmds", "api")}
+    front = {m for m in _iobench_imports(path) if m.split(".")[0] in ("cli", "api")}
     assert not front, f"{path.relative_to(PKG)} imports {sorted(front)} (the front layer)"
 
 
 # -- the run layer: one run set-up (session.open_run), one coordinator --------------------------
 
 RUN_LAYER = [
-    "coordinator.py", "session.py", "outdir.py", "runner.py", "qualify.py", "verdict.py",
-    "ckpt_run.py", "api.py", "cli.py", "spec.py", "ckpt_spec.py",
+    "core/coordinator.py", "run/session.py", "run/outdir.py", "run/runner.py",
+    "qualify/suite.py", "qualify/verdict.py", "run/checkpoint.py", "api.py", "cli/app.py",
+    "spec/workload.py", "checkpoint/spec.py",
     "distributed/__init__.py", "distributed/comm.py", "distributed/aggregate.py",
-    "distributed/group.py", "loader/run.py", "cmds/estimate.py", "cmds/checkpoint.py",
-    "cmds/qualify.py", "cmds/loader.py",
+    "distributed/group.py", "loader/run.py", "cli/commands/estimate.py",
+    "cli/commands/checkpoint.py", "cli/commands/qualify.py", "cli/commands/loader.py",
 ]  # fmt: skip
 
 
@@ -204,7 +250,7 @@ def test_no_code_asks_whether_it_is_distributed():
 def test_the_coordinator_and_the_aggregation_stay_low():
     """``coordinator`` imports only ``errors``; the distributed package's ``aggregate`` is pure
     and ``comm`` knows nothing of phases: neither imports the coordinator built on them."""
-    assert _sibling_imports(PKG / "coordinator.py") <= {"errors"}
+    assert _sibling_imports(PKG / "core" / "coordinator.py") <= {"errors"}
     dist = PKG / "distributed"
     assert not _sibling_imports(dist / "aggregate.py") & {"comm", "group"}
     assert not _sibling_imports(dist / "comm.py") & {"aggregate", "group"}
@@ -216,43 +262,32 @@ def test_the_coordinator_and_the_aggregation_stay_low():
 
 
 def test_every_command_that_runs_io_opens_its_run_through_open_run():
-    for name in ("runner.py", "qualify.py", "loader/run.py"):
+    for name in ("run/runner.py", "qualify/suite.py", "loader/run.py"):
         text = (PKG / name).read_text()
         assert "open_run(" in text, name
         assert "run_session(" not in text, name
 
 
 # -- the layers: no import, module-level or inside a function, reaches a later tier ------------
-# The tiers of docs/ARCHITECTURE.md, in order; a module imports only from its own tier or an
-# earlier one. Within a layer the tiers follow the doc's arrows (``steady`` → ``stats`` →
-# ``results``, ``session`` → ``phases`` → ``runner``, …).
+# The packages of docs/ARCHITECTURE.md, in order; a module imports only from its own tier or an
+# earlier one (within a package, ORDERS above gives the order of its modules).
 
 TIERS = [
-    "__init__ __version__ errors units redact datagen plan cpu tools formats.registry coordinator"
-    " textfit inputs",
-    "safeio",
-    "params",
-    "starvation_data ckpt_layout ckpt_daly ckpt_model diagnose_terms",  # Models
-    "starvation",
-    "starvation_interval diagnose",
-    "blocks result_check steady target",  # Data
-    "stats steady_advice ckpt_report ckpt_estimate",
-    "results spec",
-    "ckpt_spec outdir storage history verify measured",
-    "export",
+    "__init__ __version__ core",  # Base: depends on nothing
+    "formats.registry",  # the format names (import-light), for spec
+    "spec",
+    "model",  # Models: pure
+    "result",  # Data
+    "checkpoint",
+    "target",
+    "history",
     "engines",  # I/O
-    "formats progress supervisor distributed",
-    "livecsv watchdog decode_cost dataprofile",
-    "session",  # Runs
-    "phases",
-    "runner sweep",
-    "loader ckpt_run ckpt_qualify qualify_bound",
-    "verdict",
+    "formats distributed",
+    "run",  # Runs
+    "loader",
     "qualify",
-    "ckpt_plot",  # Outputs
-    "report compare",
+    "report compare",  # Outputs
     "api",  # Front
-    "cmds",
     "cli",
     "__main__",
 ]
@@ -296,10 +331,21 @@ def test_no_module_imports_from_a_later_tier():
 def test_the_generators_are_the_ones_whose_parameters_spec_knows():
     """``spec`` validates against ``params.GENERATOR_PARAMS`` without importing a generator;
     every generator named there exists, with its plan and run."""
-    from iobench import params, phases
+    from iobench.run import phases
+    from iobench.spec import params
 
     assert phases.generator_names() == params.generator_names()
     for name in params.generator_names():
         gen = phases.get_generator(name)
         assert callable(gen.plan) and callable(gen.run)
         assert phases.generator_params(name) is params.GENERATOR_PARAMS[name]
+
+
+def test_the_architecture_page_names_every_package_and_module():
+    """docs/ARCHITECTURE.md draws the tree: every package, and every module of ORDERS, is named."""
+    page = (PKG.parent / "docs" / "ARCHITECTURE.md").read_text()
+    packages = {p.parent.name for p in PKG.glob("*/__init__.py")}
+    missing = [f"{p}/" for p in sorted(packages) if f"`{p}/`" not in page]
+    missing += [f"{p}/{m}" for p, order in ORDERS.items() for m in order
+                if m != "__init__" and f"`{m}`" not in page and f"`{m}/`" not in page]  # fmt: skip
+    assert not missing, f"docs/ARCHITECTURE.md does not name: {missing}"

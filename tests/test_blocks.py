@@ -1,4 +1,4 @@
-"""The typed result blocks (iobench.blocks): read back exactly what was written, tolerate older
+"""The typed result blocks (iobench.result.blocks): read back exactly what was written, tolerate older
 and newer files, and are frozen."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from factories import HOST, TARGET, make_phase, make_run, noisy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iobench import blocks as b
-from iobench.results import RunResult, dumps
-from iobench.starvation import Estimate, EstimateInterval
+from iobench.model.starvation import Estimate, EstimateInterval
+from iobench.result import blocks as b
+from iobench.result.file import RunResult, dumps
 
 BLOCKS = {
     "host": b.HostBlock,

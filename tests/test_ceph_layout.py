@@ -14,7 +14,7 @@ import pytest
 from conftest import without_run_notes
 
 from iobench import target as target_mod
-from iobench.errors import TargetError
+from iobench.core.errors import TargetError
 from iobench.target import (
     MountInfo,
     apply_layout,

@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from iobench import ckpt_daly as cd
-from iobench import ckpt_model as cm
-from iobench.errors import UsageError
+from iobench.checkpoint import daly as cd
+from iobench.checkpoint import model as cm
+from iobench.core.errors import UsageError
 
 H = 3600.0
 

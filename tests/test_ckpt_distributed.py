@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from iobench.errors import UsageError
-from iobench.phases.llm_checkpoint import local_ranks
+from iobench.core.errors import UsageError
+from iobench.run.phases.llm_checkpoint import local_ranks
 from iobench.target import RUN_DIR_PREFIX
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,9 +55,9 @@ def test_torchrun_two_processes_write_every_rank(tmp_path):
 
 
 def test_memory_check_counts_the_processes_on_a_host(monkeypatch):
-    from iobench.phases.llm_checkpoint import check_memory
+    from iobench.run.phases.llm_checkpoint import check_memory
 
-    monkeypatch.setattr("iobench.cpu.physical_memory", lambda: 8 << 30)
+    monkeypatch.setattr("iobench.core.cpu.physical_memory", lambda: 8 << 30)
     check_memory(1 << 30, 4, 0.5, per_host=1)  # 2 GiB + 0.5 GiB of copy buffers: fits
     with pytest.raises(UsageError, match="4 processes × 4 ranks") as e:
         check_memory(1 << 30, 4, 0.5, per_host=4)  # 4 × 2.5 GiB > 8 GiB

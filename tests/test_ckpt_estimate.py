@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from iobench import ckpt_model as cm
-from iobench.ckpt_estimate import Options, build, measured, parse_failure_rate
-from iobench.errors import UsageError
-from iobench.results import PhaseResult, RunResult
+from iobench.checkpoint import model as cm
+from iobench.checkpoint.estimate import Options, build, measured, parse_failure_rate
+from iobench.core.errors import UsageError
+from iobench.result.file import PhaseResult, RunResult
 
 
 def render(block) -> str:

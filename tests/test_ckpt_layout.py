@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from iobench import ckpt_layout as cl
-from iobench import ckpt_model as cm
-from iobench.ckpt_spec import load_checkpoint_profile
-from iobench.errors import UsageError
+from iobench.checkpoint import layout as cl
+from iobench.checkpoint import model as cm
+from iobench.checkpoint.spec import load_checkpoint_profile
+from iobench.core.errors import UsageError
 
 GiB = 1 << 30
 V = 128256
@@ -154,7 +154,7 @@ def test_bad_architectures_are_usage_errors():
 def test_many_ranks_start_a_bounded_pool_and_small_buffers():
     # llama3-1t at 1e-6: 1,024 ranks; the small-file phases deal their files to at most
     # MAX_META_WORKERS workers (not 1,024 processes), the plain write's blocks fit the files
-    from iobench.phases import llm_checkpoint as lc
+    from iobench.run.phases import llm_checkpoint as lc
 
     assert lc.meta_workers(64, 1024) == (lc.MAX_META_WORKERS, 64 * 1024 // lc.MAX_META_WORKERS)
     assert lc.meta_workers(64, 8) == (8, 64)

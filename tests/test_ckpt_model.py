@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from iobench import ckpt_model as cm
-from iobench.errors import UsageError
+from iobench.checkpoint import model as cm
+from iobench.core.errors import UsageError
 
 GiB = 1 << 30
 TiB = 1 << 40

@@ -7,12 +7,12 @@ import json
 import pytest
 from test_ckpt_estimate import SPEC, _run
 
-from iobench import ckpt_report
-from iobench.ckpt_estimate import Options, build
-from iobench.ckpt_qualify import verdict_item
-from iobench.errors import UsageError
-from iobench.qualify import parse_requirements, plan_qualify, verdict
-from iobench.spec import load_profile
+from iobench.checkpoint import rows as ckpt_report
+from iobench.checkpoint.estimate import Options, build
+from iobench.core.errors import UsageError
+from iobench.qualify.checkpoint import verdict_item
+from iobench.qualify.suite import parse_requirements, plan_qualify, verdict
+from iobench.spec.workload import load_profile
 
 GiB = 1 << 30
 

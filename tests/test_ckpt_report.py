@@ -8,9 +8,10 @@ import re
 import pytest
 from test_ckpt_estimate import SPEC, _run
 
-from iobench import ckpt_report, report
-from iobench.ckpt_estimate import Options, build
-from iobench.results import RunResult
+from iobench import report
+from iobench.checkpoint import rows as ckpt_report
+from iobench.checkpoint.estimate import Options, build
+from iobench.result.file import RunResult
 
 
 def _ckpt_run():
@@ -76,7 +77,7 @@ def test_no_checkpoint_block_no_section(render):
 
 
 def test_report_command_shows_the_section(cli, tmp_path):
-    from iobench import results
+    from iobench.result import file as results
 
     run = _ckpt_run()
     results.save(run, tmp_path)

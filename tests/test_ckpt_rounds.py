@@ -10,13 +10,13 @@ import time
 import pytest
 from conftest import SMALL
 
-from iobench.coordinator import SingleProcess
-from iobench.errors import EngineError
-from iobench.phases.checkpoint import _rounds, round_bound
-from iobench.plan import FLOOR_READ_BPS, FLOOR_WRITE_BPS
-from iobench.spec import load_workload
-from iobench.steady import SteadyCriterion, rounds_done, rounds_needed, rounds_steady
-from iobench.steady_advice import steady_advice
+from iobench.core.coordinator import SingleProcess
+from iobench.core.errors import EngineError
+from iobench.core.plan import FLOOR_READ_BPS, FLOOR_WRITE_BPS
+from iobench.result.steady import SteadyCriterion, rounds_done, rounds_needed, rounds_steady
+from iobench.result.steady_advice import steady_advice
+from iobench.run.phases.checkpoint import _rounds, round_bound
+from iobench.spec.workload import load_workload
 from iobench.target import StopFlag
 
 MiB = 1 << 20

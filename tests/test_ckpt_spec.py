@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from iobench import ckpt_model as cm
-from iobench.ckpt_spec import list_checkpoint_profiles, load_checkpoint_profile
-from iobench.errors import SpecError
+from iobench.checkpoint import model as cm
+from iobench.checkpoint.spec import list_checkpoint_profiles, load_checkpoint_profile
+from iobench.core.errors import SpecError
 
 GiB = 1 << 30
 

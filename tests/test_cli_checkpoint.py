@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from iobench.ckpt_model import layout, rank_shard
-from iobench.ckpt_spec import load_checkpoint_profile
+from iobench.checkpoint.model import layout, rank_shard
+from iobench.checkpoint.spec import load_checkpoint_profile
 
 GiB = 1 << 30
 SCALE = 1e-4  # llama3-8b: 105 GiB × 1e-4 ≈ 10.8 MiB over 8 ranks

@@ -11,7 +11,7 @@ import pytest
 import throttle
 from conftest import SMALL
 
-from iobench.units import format_rate
+from iobench.core.units import format_rate
 
 SEQ = [
     "--set", "size=16MiB", "--set", "jobs=1", "--set", "block_sizes=[]",

@@ -9,9 +9,11 @@ import re
 import pytest
 import typer
 
-from iobench import __version__, cli, qualify
-from iobench.cmds import register_all
-from iobench.units import parse_duration, parse_size
+from iobench import __version__
+from iobench.cli import app as cli
+from iobench.cli.commands import register_all
+from iobench.core.units import parse_duration, parse_size
+from iobench.qualify import suite as qualify
 
 PY_TYPE = re.compile(r"<(?:str|int|float|bool|list\[[^\]]*\]|path|text)>", re.I)
 
@@ -145,21 +147,21 @@ def _check_history_default(text: str, monkeypatch) -> None:
 def _check_output_default(text: str, monkeypatch) -> None:
     from pathlib import Path
 
-    from iobench.runner import output_dir_for
+    from iobench.run.runner import output_dir_for
 
     assert text == "./iobench-results/RUN_ID"
     assert output_dir_for(None, "RUN_ID") == Path(text)
 
 
 def _check_checkpoint_scale(text: str, monkeypatch) -> None:
-    from iobench.spec import load_workload
+    from iobench.spec.workload import load_workload
 
     assert float(text) == load_workload("llm-checkpoint").params["scale"]
 
 
 def _check_stall_default(text: str, monkeypatch) -> None:
-    from iobench.units import parse_duration
-    from iobench.watchdog import DEFAULT_STALL_S
+    from iobench.core.units import parse_duration
+    from iobench.run.stall import DEFAULT_STALL_S
 
     first = text.split(",")[0]
     assert parse_duration(first) == DEFAULT_STALL_S, text
@@ -168,8 +170,8 @@ def _check_stall_default(text: str, monkeypatch) -> None:
 
 def _check_time_default(text: str, monkeypatch) -> None:
     """The shipped workloads end each phase once steady, within the limit the help names."""
-    from iobench.spec import load_workload
-    from iobench.units import parse_duration
+    from iobench.core.units import parse_duration
+    from iobench.spec.workload import load_workload
 
     limit = parse_duration(text.rsplit("within ", 1)[1])
     for name in ("sequential-write", "random-read", "dataset-read"):
@@ -229,7 +231,7 @@ def test_every_named_default_is_registered_and_true(monkeypatch):
 # --help that teaches (issue 29): examples at the end, no cut example, units as types.
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_help_ends_with_its_examples_uncut(cli, command, monkeypatch):
-    from iobench.cmds.examples import EXAMPLES
+    from iobench.cli.commands.examples import EXAMPLES
 
     monkeypatch.setenv("COLUMNS", "80")
     r = cli(command, "--help")
@@ -252,7 +254,7 @@ def test_every_help_ends_with_its_examples_uncut(cli, command, monkeypatch):
 
 
 def test_examples_name_only_options_the_command_has():
-    from iobench.cmds.examples import EXAMPLES
+    from iobench.cli.commands.examples import EXAMPLES
 
     for name, cmd in _commands().items():
         opts = {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
@@ -286,7 +288,7 @@ def test_durations_and_sizes_show_their_type():
 
 
 def test_require_help_names_every_requirement_key():
-    from iobench.verdict import REQUIREMENT_KEYS
+    from iobench.qualify.verdict import REQUIREMENT_KEYS
 
     p = next(p for p in _commands()["qualify"].params if "--require" in p.opts)
     assert re.findall(r"keys: ([^;]+);", p.help)[0].split(", ") == list(REQUIREMENT_KEYS)

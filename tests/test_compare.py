@@ -38,8 +38,8 @@ from iobench.compare import (
     t_quantile,
     t_sf,
 )
-from iobench.errors import ExitStatus, UsageError
-from iobench.results import save
+from iobench.core.errors import ExitStatus, UsageError
+from iobench.result.file import save
 
 # --- the statistics: closed forms of Student's t for 2 and 4 degrees of freedom ------------------
 

@@ -13,10 +13,10 @@ import traceback
 
 import pytest
 
-from iobench.coordinator import Coordinator, SingleProcess
+from iobench.core.coordinator import Coordinator, SingleProcess
+from iobench.core.errors import UsageError
 from iobench.distributed import TorchCoordinator, coordinator_from_env
-from iobench.errors import UsageError
-from iobench.results import PhaseResult
+from iobench.result.file import PhaseResult
 
 
 def test_single_process_is_rank_0_of_1():

@@ -12,7 +12,7 @@ import zlib
 import numpy as np
 import pytest
 
-from iobench.datagen import DataPool, PageStamper, stamped_pages
+from iobench.core.datagen import DataPool, PageStamper, stamped_pages
 from iobench.engines.base import EngineContext, FileSpec, PhaseSpec
 from iobench.engines.posix import PosixEngine
 from iobench.target import StopFlag
@@ -63,7 +63,7 @@ def test_page_stamper_counts_pages_and_numbers_them():
 
 
 def test_checkpoint_tensors_share_no_page():
-    from iobench.phases.llm_checkpoint import _Pool
+    from iobench.run.phases.llm_checkpoint import _Pool
 
     pool = _Pool(seed=3, size=8 << 20)
     tensors = [pool.tensor(3 << 20, tag=t).numpy().tobytes() for t in range(12)]

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from iobench import formats
+from iobench.core.errors import EngineError, Interrupted
 from iobench.engines.base import FileSpec
-from iobench.errors import EngineError, Interrupted
 from iobench.formats import ahead
 from iobench.formats import writer as writer_mod
 

@@ -14,8 +14,8 @@ import pytest
 import tomllib
 from conftest import snapshot
 
-from iobench.dataprofile import magic_format, profile_dataset, render_toml
-from iobench.spec import load_profile
+from iobench.loader.profile import magic_format, profile_dataset, render_toml
+from iobench.spec.workload import load_profile
 
 
 def _jpeg(n: int) -> bytes:
@@ -226,9 +226,9 @@ def test_an_fsspec_url_is_listed_with_its_sizes(tmp_path):
 
 
 def test_one_detector_for_the_profile_and_the_loader(tmp_path):
-    from iobench.dataprofile import magic_format as profile_magic
-    from iobench.errors import UsageError
+    from iobench.core.errors import UsageError
     from iobench.formats import detect
+    from iobench.loader.profile import magic_format as profile_magic
 
     assert profile_magic is detect.magic_format  # the same detector, not a copy
     assert detect.magic_format(b"\x93NUMPY\x01\x00") == "npz"  # npy files are npz's reader's

@@ -9,8 +9,8 @@ import pytest
 
 from iobench.engines.base import EngineContext, FileSpec, PhaseSpec
 from iobench.engines.posix import PosixEngine
-from iobench.spec import load_workload
-from iobench.stats import SteadyCriterion
+from iobench.result.stats import SteadyCriterion
+from iobench.spec.workload import load_workload
 from iobench.target import StopFlag
 
 MiB = 1 << 20
@@ -66,7 +66,7 @@ def _phase(name, elapsed, steady, **extra):
 
 
 def test_advice_names_the_option_for_each_kind_of_indicative_phase():
-    from iobench.steady_advice import steady_advice
+    from iobench.result.steady_advice import steady_advice
 
     steady = _phase("seq-read", 3.0, True)
     assert steady_advice([steady], {"generator": "sequential", "params": {}}) is None
@@ -98,8 +98,8 @@ def test_a_run_with_indicative_phases_ends_with_the_option(cli, tmp_path):
 def test_a_loader_run_whose_au_per_epoch_is_not_steady_is_told_to_run_more_epochs():
     """The loader's AU over epochs is judged as rounds are (after the first epoch, the last 3
     within 10 % of their mean): not steady, the line names --epochs."""
-    from iobench.steady import epochs_steady
-    from iobench.steady_advice import steady_advice
+    from iobench.result.steady import epochs_steady
+    from iobench.result.steady_advice import steady_advice
 
     wl = {"generator": "loader", "params": {"epochs": 5}}
     ok = _phase("dataset-write", 3.0, True)

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from iobench.diagnose import PipelineTerms, diagnose, format_diagnosis
-from iobench.errors import UsageError
+from iobench.core.errors import UsageError
+from iobench.model.diagnosis import PipelineTerms, diagnose, format_diagnosis
 
 APPROX = 0.01
 
@@ -399,7 +399,7 @@ def test_a_change_is_listed_only_when_it_raises_the_au_beyond_the_runs_interval(
 def test_a_change_within_half_a_point_does_not_help_when_the_terms_carry_no_range():
     from dataclasses import replace
 
-    from iobench.diagnose import MIN_GAIN, helps_beyond
+    from iobench.model.diagnosis import MIN_GAIN, helps_beyond
 
     # storage-bound without a range: the run's interval is its point, 0.8; workers stay there
     d = diagnose(terms(read_s_per_sample=0.05, decode_s_per_sample=0.0, workers=4))

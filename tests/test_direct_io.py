@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from iobench.errors import UsageError
-from iobench.phases import sequential
-from iobench.spec import load_workload
+from iobench.core.errors import UsageError
+from iobench.run.phases import sequential
+from iobench.spec.workload import load_workload
 from iobench.target import (
     Target,
     check_direct_alignment,

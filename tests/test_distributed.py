@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from iobench.coordinator import SingleProcess
+from iobench.core.coordinator import SingleProcess
+from iobench.core.errors import DistributedError, Interrupted, UsageError
 from iobench.distributed import (
     Comm,
     PeerWatch,
@@ -33,9 +34,8 @@ from iobench.distributed import (
     read_source,
 )
 from iobench.engines.base import FileSpec
-from iobench.errors import DistributedError, Interrupted, UsageError
-from iobench.results import PhaseResult
-from iobench.stats import Histogram
+from iobench.result.file import PhaseResult
+from iobench.result.stats import Histogram
 from iobench.target import RUN_DIR_PREFIX, create_run_dir, resolve
 
 MiB = 1 << 20

@@ -24,15 +24,15 @@ from test_distributed import (
 )
 from test_loader import tiny_profile
 
-from iobench.coordinator import SingleProcess
-from iobench.datagen import dataset_paths
+from iobench.core.coordinator import SingleProcess
+from iobench.core.datagen import dataset_paths
+from iobench.core.errors import EngineError, Interrupted, UsageError
 from iobench.distributed import StepBarrier, TorchCoordinator, is_lead_rank
-from iobench.errors import EngineError, Interrupted, UsageError
 from iobench.loader import Calibration, DatasetIndex, own_steps, shard_indexes
-from iobench.qualify import plan_qualify
-from iobench.results import PhaseResult, RunResult
-from iobench.spec import load_profile
-from iobench.sweep import sweep_from_phases, total_readers
+from iobench.qualify.suite import plan_qualify
+from iobench.result.file import PhaseResult, RunResult
+from iobench.run.sweep import sweep_from_phases, total_readers
+from iobench.spec.workload import load_profile
 from iobench.target import RUN_DIR_PREFIX, StopFlag
 
 REPO = Path(__file__).resolve().parents[1]

@@ -58,7 +58,7 @@ def test_readme_is_short_and_keeps_the_two_commands():
 
 
 def test_readme_exit_table_is_the_code():
-    from iobench.errors import ExitStatus
+    from iobench.core.errors import ExitStatus
 
     rows = re.findall(r"^\| (\d+) \| ", README.read_text(), re.M)
     assert [int(r) for r in rows] == [int(s) for s in ExitStatus]
@@ -93,7 +93,7 @@ def test_every_readme_command_parses():
 
 
 def test_every_help_example_parses():
-    from iobench.cmds.examples import EXAMPLES
+    from iobench.cli.commands.examples import EXAMPLES
 
     for pairs in EXAMPLES.values():
         for _what, line in pairs:
@@ -123,8 +123,8 @@ def test_the_readme_quick_start_runs_as_shown(cli, tmp_path, monkeypatch):
 
 
 def test_the_parameter_reference_lists_every_key_of_every_generator():
-    from iobench.params import GENERATOR_PARAMS
-    from iobench.spec import COMMON_PARAMS, PROFILE_PARAMS
+    from iobench.spec.params import GENERATOR_PARAMS
+    from iobench.spec.workload import COMMON_PARAMS, PROFILE_PARAMS
 
     page = gen.gen_params()
     sections = dict(re.findall(r"## (.*?)\n(.*?)(?=\n## |\Z)", page, re.S))
@@ -139,7 +139,7 @@ def test_the_parameter_reference_lists_every_key_of_every_generator():
 
 def test_a_new_parameter_appears_in_the_reference(monkeypatch):
     """The page is generated from params.py: a key added there is listed, with its unit."""
-    from iobench import params
+    from iobench.spec import params
 
     new = {**params.SEQUENTIAL, "queue_wait": params.Param("duration", 2.5, "how long to wait")}
     monkeypatch.setitem(params.GENERATOR_PARAMS, "sequential", new)
@@ -157,9 +157,9 @@ def test_every_command_and_option_is_in_the_reference():
 
 
 def test_every_exit_status_csv_column_and_variable_is_described():
-    from iobench.errors import ExitStatus
-    from iobench.export import PHASE_COLUMNS, SERIES_COLUMNS
-    from iobench.livecsv import LIVE_COLUMNS
+    from iobench.cli.livecsv import LIVE_COLUMNS
+    from iobench.core.errors import ExitStatus
+    from iobench.history.export import PHASE_COLUMNS, SERIES_COLUMNS
 
     assert {s.name for s in ExitStatus} == set(gen.EXIT_MEANINGS)
     assert set(PHASE_COLUMNS + SERIES_COLUMNS + LIVE_COLUMNS) <= set(gen.CSV_MEANINGS)

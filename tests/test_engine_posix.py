@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from engine_contract import EngineContract, MiB
 
+from iobench.core.errors import EngineError
 from iobench.engines import posix
 from iobench.engines.base import EngineContext, FileSpec, PhaseSpec
 from iobench.engines.posix import PosixEngine, _Recorder
-from iobench.errors import EngineError
-from iobench.stats import WorkerStats
+from iobench.result.stats import WorkerStats
 from iobench.target import StopFlag
 
 

@@ -9,10 +9,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from iobench.qualify import Requirement, verdict
-from iobench.results import PhaseResult
-from iobench.spec import load_profile
-from iobench.starvation import (
+from iobench.model.interval import (
+    block_length,
+    estimate_interval,
+    resample_factor,
+    scaled_point,
+    unstable_reasons,
+)
+from iobench.model.starvation import (
     MAX_GPUS,
     EstimateInterval,
     LoaderParams,
@@ -20,14 +24,10 @@ from iobench.starvation import (
     estimate,
     max_gpus_for,
 )
-from iobench.starvation_interval import (
-    block_length,
-    estimate_interval,
-    resample_factor,
-    scaled_point,
-    unstable_reasons,
-)
-from iobench.sweep import cpu_contended, size_mismatch
+from iobench.qualify.suite import Requirement, verdict
+from iobench.result.file import PhaseResult
+from iobench.run.sweep import cpu_contended, size_mismatch
+from iobench.spec.workload import load_profile
 
 MiB = 1 << 20
 
@@ -220,7 +220,7 @@ def test_verdict_says_when_it_rests_on_indicative_figures_and_quick_is_a_smoke_t
 
 
 def test_sweep_notes_tell_unsteady_from_short_and_the_verdict_says_unstable():
-    from iobench.sweep import indicative_sweep
+    from iobench.run.sweep import indicative_sweep
 
     kw = {"ops": 9, "bandwidth_bps": 1e8}
     drifting = PhaseResult("dataset-shuffled-r2", "read", elapsed_s=3.0, steady=False,
@@ -241,7 +241,7 @@ def test_sweep_notes_tell_unsteady_from_short_and_the_verdict_says_unstable():
 
 
 def test_model_disagreeing_with_the_measured_loader_is_said():
-    from iobench.sweep import model_disagreement
+    from iobench.run.sweep import model_disagreement
 
     sweep = [point(1, 150 * MiB, (15.0,) * 20), point(2, 300 * MiB, (30.0,) * 20)]
     est = estimate(PARAMS, sweep, [1, 2], 0.9)

@@ -15,8 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 from factories import MiB, make_phase, make_run
 
-from iobench import export, history
-from iobench.results import dumps
+from iobench import history
+from iobench.history import export
+from iobench.result.file import dumps
 
 UTC = dt.timezone.utc
 OLD_COLUMNS = history.COLUMNS[: history.COLUMNS.index("iobench_version") + 1]
@@ -131,7 +132,7 @@ def test_series_rows_one_per_interval_with_its_time_span():
 
 
 def test_write_output_refuses_a_symlink_and_a_directory(tmp_path):
-    from iobench.errors import UsageError
+    from iobench.core.errors import UsageError
 
     victim = tmp_path / "victim"
     victim.write_text("keep")

@@ -16,6 +16,7 @@ from engine_contract import EngineContract, MiB
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from iobench.core.errors import EngineError, EngineUnavailable, UsageError
 from iobench.engines import fio as fio_mod
 from iobench.engines.base import EngineContext, FileSpec, PhaseSpec
 from iobench.engines.fio import (
@@ -28,8 +29,7 @@ from iobench.engines.fio import (
     why_not,
 )
 from iobench.engines.registry import get_engine
-from iobench.errors import EngineError, EngineUnavailable, UsageError
-from iobench.stats import Histogram, bucket_bounds, bucket_index
+from iobench.result.stats import Histogram, bucket_bounds, bucket_index
 from iobench.target import StopFlag
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from iobench import formats
-from iobench.errors import EngineUnavailable, UsageError
+from iobench.core.errors import EngineUnavailable, UsageError
 from iobench.formats import registry
 
 
@@ -33,8 +33,8 @@ def test_every_format_has_the_interface_and_round_trips(name):
 
 
 def test_the_lists_of_formats_come_from_the_registry():
-    from iobench.params import DATASET as PARAMS
-    from iobench.spec import PROFILE_PARAMS
+    from iobench.spec.params import DATASET as PARAMS
+    from iobench.spec.workload import PROFILE_PARAMS
 
     assert registry.FORMATS == ("raw", "npz", "parquet", "tar", "jpeg")
     assert PROFILE_PARAMS["format"].choices == registry.FORMATS

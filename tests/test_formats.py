@@ -11,8 +11,8 @@ import pytest
 from conftest import SMALL
 
 from iobench import formats
+from iobench.core.errors import EngineError
 from iobench.engines.base import FileSpec
-from iobench.errors import EngineError
 
 #: The formats whose files give back every sample's bytes (jpeg is lossy and holds one sample
 #: per file: tests/test_replay.py covers it).

@@ -22,10 +22,9 @@ import fsspec
 import pytest
 from engine_contract import EngineContract
 
-from iobench import storage
+from iobench.core.errors import EngineError, EngineUnavailable, TargetError
 from iobench.engines.base import EngineContext, FileSpec, PhaseSpec
 from iobench.engines.fsspec import FsspecEngine, join
-from iobench.errors import EngineError, EngineUnavailable, TargetError
 from iobench.target import (
     RUN_DIR_PREFIX,
     StopFlag,
@@ -33,6 +32,7 @@ from iobench.target import (
     remove_run_dir,
     resolve,
     scrub,
+    storage,
 )
 
 MiB = 1 << 20

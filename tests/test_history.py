@@ -15,9 +15,9 @@ from factories import GiB, MiB, make_phase, make_run, noisy
 from fsspec.implementations.memory import MemoryFileSystem
 
 from iobench import history
-from iobench.errors import StoreError, UsageError
-from iobench.results import SCHEMA_VERSION, PhaseResult
-from iobench.stats import summarize
+from iobench.core.errors import StoreError, UsageError
+from iobench.result.file import SCHEMA_VERSION, PhaseResult
+from iobench.result.stats import summarize
 
 DAY = [f"2025-01-0{i}T00:00:00.000+00:00" for i in range(1, 10)]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from iobench import target as target_mod
-from iobench.errors import TargetError
+from iobench.core.errors import TargetError
 from iobench.target import (
     RUN_DIR_PREFIX,
     apply_layout,

@@ -8,8 +8,8 @@ import os
 import pytest
 from conftest import SMALL
 
+from iobench.cli.livecsv import LIVE_COLUMNS, LiveCsv, live_row
 from iobench.engines.base import Progress
-from iobench.livecsv import LIVE_COLUMNS, LiveCsv, live_row
 
 
 class _Clock:

@@ -13,7 +13,6 @@ from conftest import SMALL
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iobench import starvation as sv
 from iobench.loader import (
     COMPUTE_BOUND_AU,
     RankBatchSampler,
@@ -22,9 +21,10 @@ from iobench.loader import (
     cuda_available,
     wait_summary,
 )
-from iobench.results import PhaseResult
-from iobench.stats import Histogram, bucket_bounds, bucket_index
-from iobench.sweep import sweep_from_phases, sweep_point
+from iobench.model import starvation as sv
+from iobench.result.file import PhaseResult
+from iobench.result.stats import Histogram, bucket_bounds, bucket_index
+from iobench.run.sweep import sweep_from_phases, sweep_point
 from iobench.target import RUN_DIR_PREFIX
 
 MiB = 1 << 20
@@ -268,7 +268,7 @@ def test_datasize_bad_input(cli, args, message):
 
 @pytest.fixture(scope="module")
 def dataset_result(tmp_path_factory):
-    from iobench.cli import main
+    from iobench.cli.app import main
 
     base = tmp_path_factory.mktemp("est")
     (base / "t").mkdir()
@@ -369,7 +369,7 @@ def test_bound_names_what_limited_the_run():
 
 
 def _phase(name: str, ops_series: list[float], latencies_ns: list[int]) -> PhaseResult:
-    from iobench.stats import Histogram
+    from iobench.result.stats import Histogram
 
     h = Histogram()
     h.record_array(latencies_ns)

@@ -71,14 +71,14 @@ def test_the_split_is_per_worker_and_the_table_shows_it(cli, tmp_path):
     assert all(w["read_s_per_sample"] > 0 for w in ex["workers"])
     text = cli("report", tmp_path / "out" / "result.json")
     assert text.code == 0, text.err
-    from iobench.units import format_seconds
+    from iobench.core.units import format_seconds
 
     per = format_seconds(ex["split"]["read_s_per_sample"])
     assert f"read {per}" in text.out  # the same figure as the JSON holds
     md = cli("report", tmp_path / "out" / "result.json", "--markdown")
     assert f"read {per}" in md.out
     from iobench import history
-    from iobench.results import load
+    from iobench.result.file import load
 
     rows = {
         r["metric"]: r["value"]

@@ -128,7 +128,7 @@ def test_an_installed_package_finds_its_own_workloads(tmp_path, monkeypatch):
     """Installed, spec.py sits in site-packages/iobench/ beside workloads/ (no checkout above)."""
     import shutil
 
-    from iobench import spec
+    from iobench.spec import workload as spec
 
     pkg = tmp_path / "site-packages" / "iobench"
     shutil.copytree(ROOT / "workloads", pkg / "workloads")
@@ -139,7 +139,7 @@ def test_an_installed_package_finds_its_own_workloads(tmp_path, monkeypatch):
     shutil.rmtree(pkg / "workloads")  # neither shipped nor beside a checkout: say where it looked
     import pytest
 
-    from iobench.errors import SpecError
+    from iobench.core.errors import SpecError
 
     with pytest.raises(SpecError, match="no profile files in") as e:
         spec.find_file("retinanet-b200", "profile")
@@ -173,4 +173,4 @@ def test_the_wheel_carries_the_workloads(tmp_path):
         for p in (ROOT / "workloads").rglob("*.toml")
     }
     assert want and want <= names
-    assert "iobench/cmds/qualify.py" in names
+    assert "iobench/cli/commands/qualify.py" in names

@@ -9,9 +9,9 @@ import os
 import pytest
 from conftest import SMALL
 
-from iobench.plan import Plan, PlannedPhase, plan_line, write_plan
-from iobench.runner import run_workload
-from iobench.spec import load_workload
+from iobench.core.plan import Plan, PlannedPhase, plan_line, write_plan
+from iobench.run.runner import run_workload
+from iobench.spec.workload import load_workload
 
 DRY = {
     "run": ["run", "sequential-write", "{T}"],
@@ -95,9 +95,9 @@ def test_qualify_plan_line_gives_a_bound_of_every_step():
     than the old estimate (29 s for --quick, which took 86 s), and each part raises it."""
     from dataclasses import replace
 
-    from iobench.plan import phase_time_bound
-    from iobench.qualify import STEP_START_S, _write_plan, plan_qualify, upper_bound_s
-    from iobench.spec import load_profile
+    from iobench.core.plan import phase_time_bound
+    from iobench.qualify.suite import STEP_START_S, _write_plan, plan_qualify, upper_bound_s
+    from iobench.spec.workload import load_profile
 
     plan = plan_qualify(load_profile("retinanet-b200"), 1, budget_s=30.0, quick=True)
     wp = _write_plan(None, plan)
@@ -106,7 +106,7 @@ def test_qualify_plan_line_gives_a_bound_of_every_step():
     assert "phases at most about" in line and "not a bound" not in line
     assert f"{STEP_START_S:g} s start-up per step" in line
     assert wp.bound and wp.upper_s == upper_bound_s(plan) > plan.expected_s
-    from iobench.phases import get_generator
+    from iobench.run.phases import get_generator
 
     phases = sum(phase_time_bound(p) for s in plan.steps
                  for p in get_generator(s.generator).plan(s.params).phases)  # fmt: skip
@@ -135,8 +135,8 @@ def test_the_loader_says_when_its_au_is_below_the_profiles_pass_line(cli, plante
 
 
 def test_the_au_cell_meets_or_falls_below_the_pass_line():
-    from iobench.blocks import LoaderBlock
     from iobench.report.cells import au_cell
+    from iobench.result.blocks import LoaderBlock
 
     assert au_cell(LoaderBlock(au=0.823, au_min=0.85)).endswith(
         "BELOW the profile's 85.0% pass line (au_min)"

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
+from iobench.cli.progress import TqdmProgress, timed_postfix
 from iobench.engines import fio
 from iobench.engines.base import Progress
-from iobench.progress import TqdmProgress, timed_postfix
 
 GiB = 1 << 30
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from iobench.errors import UsageError
-from iobench.qualify import parse_requirements, plan_qualify
-from iobench.spec import load_profile
+from iobench.core.errors import UsageError
+from iobench.qualify.suite import parse_requirements, plan_qualify
+from iobench.spec.workload import load_profile
 
 
 def test_dry_run_writes_nothing(cli, planted, tmp_path, monkeypatch):
@@ -116,8 +116,8 @@ def test_qualify_bad_input(cli, planted, tmp_path, monkeypatch, args):
 
 
 def test_plan_gives_phases_time_to_reach_steady_state():
-    from iobench.qualify import QUICK_DATASET_LIMIT_S, dataset_phase_limit
-    from iobench.stats import DEFAULT_STEADY
+    from iobench.qualify.suite import QUICK_DATASET_LIMIT_S, dataset_phase_limit
+    from iobench.result.stats import DEFAULT_STEADY
 
     prof = load_profile("retinanet-b200")
     need = DEFAULT_STEADY.ramp_s + DEFAULT_STEADY.dur_s  # 2.5 s

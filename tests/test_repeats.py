@@ -6,10 +6,10 @@ import pytest
 from factories import MiB, make_phase, make_run
 
 from iobench import report
-from iobench.results import PhaseResult, metric_summary, metric_value
-from iobench.runner import merge_repeats
-from iobench.stats import summarize
-from iobench.units import format_rate, format_spread
+from iobench.core.units import format_rate, format_spread
+from iobench.result.file import PhaseResult, metric_summary, metric_value
+from iobench.result.stats import summarize
+from iobench.run.runner import merge_repeats
 
 BWS = [559.0, 780.0, 800.0, 890.0, 903.0, 1320.0]  # MiB/s, six repeats
 

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import tomllib
 
-from iobench import decode_cost
-from iobench.dataprofile import profile_dataset
-from iobench.errors import EngineUnavailable
+from iobench.core.errors import EngineUnavailable
+from iobench.loader import decode_cost
 from iobench.loader.dataset import DatasetIndex
+from iobench.loader.profile import profile_dataset
 from iobench.loader.torchdata import DecodeEmulation, SampleDataset, burn_cpu
-from iobench.spec import load_profile
+from iobench.spec.workload import load_profile
 
 PIL = pytest.importorskip("PIL.Image")
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from iobench import report
-from iobench.results import PhaseResult, RunResult, load, save
-from iobench.stats import Histogram
-from iobench.units import format_count, format_rate, format_seconds
+from iobench.core.units import format_count, format_rate, format_seconds
+from iobench.result.file import PhaseResult, RunResult, load, save
+from iobench.result.stats import Histogram
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 

@@ -7,7 +7,7 @@ import pytest
 from factories import make_run
 
 from iobench import report
-from iobench.results import PhaseResult
+from iobench.result.file import PhaseResult
 
 EST = {
     "profile": "retinanet-b200",

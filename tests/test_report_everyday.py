@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from iobench import cpu, report
-from iobench.redact import for_terminal_styled
-from iobench.results import PhaseResult, RunResult, save
+from iobench import report
+from iobench.core import cpu
+from iobench.core.redact import for_terminal_styled
+from iobench.result.file import PhaseResult, RunResult, save
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_report import minimal_run, rich_run  # noqa: E402
@@ -120,8 +121,8 @@ def test_first_and_last_intervals_are_taken_over_the_time_the_phase_covered():
 
 
 def test_a_measured_phase_records_where_its_series_starts():
-    from iobench.measured import phase_result
-    from iobench.stats import WorkerStats
+    from iobench.result.measured import phase_result
+    from iobench.result.stats import WorkerStats
 
     w = WorkerStats()
     w.origin = 0.0
@@ -209,7 +210,7 @@ def test_a_run_records_its_client_cpu(cli, tmp_path):
               "block_sizes=1MiB", "--set", "jobs_sweep=1", "--set", "read_back=false",
               "--no-history", "--output", tmp_path / "o", "-q")  # fmt: skip
     assert res.code == 0, res.err
-    from iobench.results import load
+    from iobench.result.file import load
 
     for p in load(tmp_path / "o").phases:
         c = p.extra["client_cpu"]
@@ -318,7 +319,7 @@ def test_cli_report_baseline_latest_is_the_run_before(cli, tmp_path):
     for name in ("a", "b"):
         res = cli("run", "sequential-write", tmp_path / "t", *args, "--output", tmp_path / name)
         assert res.code == 0, res.err
-        from iobench.results import load
+        from iobench.result.file import load
 
         ids.append(load(tmp_path / name).run_id)
     for ref in ("latest", "latest~1", ids[0]):  # "latest" is run b itself: the one before

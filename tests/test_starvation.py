@@ -8,9 +8,9 @@ from statistics import NormalDist
 
 import pytest
 
-from iobench.errors import UsageError
+from iobench.core.errors import UsageError
 from iobench.formats.registry import FORMATS
-from iobench.starvation import (
+from iobench.model.starvation import (
     DatasetSize,
     Estimate,
     LoaderParams,

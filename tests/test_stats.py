@@ -3,7 +3,7 @@ import sys
 import numpy as np
 import pytest
 
-from iobench.stats import (
+from iobench.result.stats import (
     N_BUCKETS,
     Histogram,
     WorkerStats,

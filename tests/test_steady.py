@@ -8,8 +8,8 @@ import pytest
 from iobench.distributed import MAX_START_SKEW_SHARE, aggregate_ranks, start_skew
 from iobench.engines.base import EngineContext, FileSpec, PhaseSpec, Progress, SteadyWatch
 from iobench.engines.posix import PosixEngine
-from iobench.results import PhaseResult
-from iobench.stats import (
+from iobench.result.file import PhaseResult
+from iobench.result.stats import (
     MIN_PHASE_S,
     SteadyCriterion,
     indicative,

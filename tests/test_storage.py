@@ -7,7 +7,7 @@ import uuid
 import fsspec
 import pytest
 
-from iobench import storage
+from iobench.target import storage
 
 
 @pytest.fixture(params=["local", "memory"])

@@ -6,8 +6,14 @@ import os
 
 import pytest
 
-from iobench.errors import SpecError, TargetError
-from iobench.spec import COMMON_PARAMS, coerce, load_profile, load_workload, parse_overrides
+from iobench.core.errors import SpecError, TargetError
+from iobench.spec.workload import (
+    COMMON_PARAMS,
+    coerce,
+    load_profile,
+    load_workload,
+    parse_overrides,
+)
 from iobench.target import (
     RUN_DIR_PREFIX,
     check_free_space,

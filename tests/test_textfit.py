@@ -1,14 +1,14 @@
 """Every command's text fits COLUMNS: prose wrapped, table rows folded, nothing cut; phase
-names never shortened into ambiguity (iobench.textfit, cmds.common.out_text)."""
+names never shortened into ambiguity (iobench.core.textfit, cmds.common.out_text)."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import SMALL
 
+from iobench.core.textfit import fold_line, fold_text
 from iobench.report import render_terminal
-from iobench.results import PhaseResult, RunResult
-from iobench.textfit import fold_line, fold_text
+from iobench.result.file import PhaseResult, RunResult
 
 LONG = "LLM checkpoint as MLPerf Storage writes it: every rank torch.saves weights + " * 3
 
@@ -56,7 +56,7 @@ def test_phase_names_are_never_shortened_into_ambiguity():
 
 @pytest.fixture(scope="module")
 def dataset_result(tmp_path_factory):
-    from iobench.cli import main
+    from iobench.cli.app import main
 
     base = tmp_path_factory.mktemp("fit")
     (base / "t").mkdir()
@@ -79,7 +79,7 @@ def dataset_result(tmp_path_factory):
     ],
 )
 def test_every_command_fits_columns(cli, monkeypatch, tmp_path, dataset_result, args):
-    from iobench.cli import main
+    from iobench.cli.app import main
 
     hist = tmp_path / "history"
     monkeypatch.setenv("IOBENCH_HISTORY", str(hist))
@@ -100,8 +100,8 @@ def test_every_command_fits_columns(cli, monkeypatch, tmp_path, dataset_result, 
 def test_the_cache_warning_is_whole_in_result_json_and_wrapped_not_cut_on_screen():
     import json
 
-    from iobench import results
-    from iobench.session import _honesty_warnings
+    from iobench.result import file as results
+    from iobench.run.session import _honesty_warnings
 
     write = PhaseResult("seq-write", "write", ops=4, bytes=4 << 20, elapsed_s=1.0)
     read = PhaseResult("seq-read", "read", ops=4, bytes=4 << 20, elapsed_s=1.0, cache="buffered")
@@ -120,7 +120,7 @@ def test_the_cache_warning_is_whole_in_result_json_and_wrapped_not_cut_on_screen
 
 @pytest.mark.parametrize("width", [40, 57, 80])
 def test_a_report_at_any_width_cuts_nothing(dataset_result, width):
-    from iobench import results
+    from iobench.result import file as results
 
     run = results.load(dataset_result)
     run.phases[0].warnings.append("w" * 130)  # one word wider than any line: split, kept
@@ -139,7 +139,7 @@ def test_a_path_wider_than_the_line_stays_whole():
 
 
 def test_a_foreign_message_is_bounded_and_says_so():
-    from iobench.errors import quoted
+    from iobench.core.errors import quoted
 
     assert quoted("a\n  b ") == "a b"
     long = "x" * 1000

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from iobench.errors import UsageError
-from iobench.units import (
+from iobench.core.errors import UsageError
+from iobench.core.units import (
     format_bytes,
     format_rate,
     format_size,

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from iobench import blocks
-from iobench.errors import UsageError
-from iobench.results import PhaseResult, RunResult
-from iobench.session import RunOutcome
-from iobench.verdict import Requirement, check_fail_on, verdict, verdict_fails
+from iobench.core.errors import UsageError
+from iobench.qualify.verdict import Requirement, check_fail_on, verdict, verdict_fails
+from iobench.result import blocks
+from iobench.result.file import PhaseResult, RunResult
+from iobench.run.session import RunOutcome
 
 
 def _result(phases: list[PhaseResult], **kw) -> RunResult:
@@ -73,7 +73,7 @@ def test_every_rendering_gives_an_indicative_pass_its_own_word_and_colour():
 
 
 def test_history_and_export_rows_carry_the_status():
-    from iobench.export import phase_rows
+    from iobench.history.export import phase_rows
     from iobench.history.schema import metric_rows
 
     run = _quick_run()
@@ -94,7 +94,7 @@ def test_exit_status_of_each_verdict_under_each_fail_on():
 
 
 def test_qualify_exit_code_follows_fail_on(cli, tmp_path, monkeypatch):
-    import iobench.cmds.qualify as cmd
+    import iobench.cli.commands.qualify as cmd
 
     run = _quick_run()
     monkeypatch.setattr(cmd, "_run", lambda *a, **k: (RunOutcome(run, None), None))

@@ -1,4 +1,4 @@
-"""iobench.verify: stamped block headers catch flipped bytes, misplaced and lost writes."""
+"""iobench.result.verify: stamped block headers catch flipped bytes, misplaced and lost writes."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iobench import verify
-from iobench.errors import ExitStatus, VerifyError
+from iobench.core.errors import ExitStatus, VerifyError
+from iobench.result import verify
 
 BS = 1 << 16
 

@@ -12,12 +12,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..stats import Summary, summarize
-from ..units import (
-    format_count,
-    format_rate,
-    format_seconds,
-)
+from ..core.units import format_count, format_rate, format_seconds
+from ..result.stats import Summary, summarize
 from .noise import (
     CORRECTIONS,
     Noise,

@@ -10,10 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import UsageError
-from ..units import (
-    parse_percent,
-)
+from ..core.errors import UsageError
+from ..core.units import parse_percent
 
 FAIL_ON = ("regression", "unconfirmed", "never")
 CORRECTION = ("holm", "bh")

@@ -8,11 +8,9 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from ..redact import for_markdown
-from ..stats import summarize
-from ..units import (
-    format_spread,
-)
+from ..core.redact import for_markdown
+from ..core.units import format_spread
+from ..result.stats import summarize
 from .metric import CompareRow, format_percent, format_value
 from .noise import Noise
 from .options import MARK_MISSING, MARK_SAME, MARK_UNCONFIRMED, CompareOptions

@@ -14,13 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import history
-from ..blocks import WorkloadBlock
-from ..errors import ExitStatus, UsageError
-from ..results import RunResult, load
-from ..stats import summarize
-from ..units import (
-    format_bytes,
-)
+from ..core.errors import ExitStatus, UsageError
+from ..core.units import format_bytes
+from ..result.blocks import WorkloadBlock
+from ..result.file import RunResult, load
+from ..result.stats import summarize
 from .metric import CompareRow, format_percent, judge, measure_metric
 from .noise import Noise
 from .options import (

@@ -4,7 +4,7 @@
 handling; ``coordinator_from_env``; read-back from another rank; the loader's step barrier) is
 built on ``comm`` (the gloo group's collectives, the job's store with bounded calls and
 heartbeats, torchrun's environment); ``aggregate`` is pure (every rank's PhaseResult into one).
-The interface and the single-client coordinator are ``iobench.coordinator``.
+The interface and the single-client coordinator are ``iobench.core.coordinator``.
 """
 
 from __future__ import annotations

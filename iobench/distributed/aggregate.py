@@ -11,9 +11,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..results import PhaseResult
-from ..stats import SERIES_RESOLUTION_S, Histogram, spread
-from ..units import format_bytes
+from ..core.units import format_bytes
+from ..result.file import PhaseResult
+from ..result.stats import SERIES_RESOLUTION_S, Histogram, spread
 
 STRAGGLER_RATIO = 1.5
 

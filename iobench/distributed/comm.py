@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import DistributedError, UsageError, quoted
-from ..units import parse_duration
+from ..core.errors import DistributedError, UsageError, quoted
+from ..core.units import parse_duration
 
 ENV_TIMEOUT = "IOBENCH_DIST_TIMEOUT"
 DEFAULT_TIMEOUT_S = 60.0

@@ -38,9 +38,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..coordinator import Coordinator, SingleProcess, T, agree_on
-from ..errors import DistributedError, Interrupted, UsageError
-from ..results import PhaseResult
+from ..core.coordinator import Coordinator, SingleProcess, T, agree_on
+from ..core.errors import DistributedError, Interrupted, UsageError
+from ..result.file import PhaseResult
 from .aggregate import aggregate_ranks
 from .comm import (
     DEFAULT_TIMEOUT_S,

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from ..results import PhaseResult
+from ..core.units import format_bytes
+from ..result.file import PhaseResult
 from ..target import StopFlag
-from ..units import format_bytes
 
 WRITE_BLOCK_CAP = 64 << 20  # posix/fsspec writes come from a DataPool of at most this
 OPS_DATA = ("write", "read", "randread", "randwrite")
@@ -235,7 +235,7 @@ class SteadyWatch(Progress):
         moved = done_bytes - self._last[0] if use_bw else done_ops - self._last[1]
         self._t, self._last = now, (done_bytes, done_ops)
         self.rates.append(moved / dt)
-        from ..stats import window_figure, window_intervals
+        from ..result.stats import window_figure, window_intervals
 
         c = self.criterion
         ramp, n = window_intervals(c, self.interval_s)

@@ -35,9 +35,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import EngineError
-from ..results import PhaseResult
-from ..stats import Histogram, spread
+from ..core.errors import EngineError
+from ..result.file import PhaseResult
+from ..result.stats import Histogram, spread
 from ..target import drop_file_cache
 from .base import Engine, EngineContext, PhaseSpec, cache_label
 from .fio_job import (  # noqa: F401 - re-exported: the job file's names, as before
@@ -493,7 +493,7 @@ class FioEngine(Engine):
     ) -> str | None:
         if not ctx.raw_dir or not text:
             return None
-        from ..safeio import write_atomic
+        from ..core.safeio import write_atomic
 
         try:
             stem = "fio-" + re.sub(r"[^A-Za-z0-9_.-]", "_", phase.name)

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import EngineError, UsageError
+from ..core.errors import EngineError, UsageError
 from .base import PhaseSpec, assign
 
 FIO_OPS = {"write": "write", "read": "read", "randread": "randread", "randwrite": "randwrite"}

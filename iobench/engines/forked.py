@@ -18,8 +18,8 @@ import signal
 import threading
 from typing import Any
 
-from ..errors import EngineError
-from ..stats import WorkerStats
+from ..core.errors import EngineError
+from ..result.stats import WorkerStats
 from ..target import worker_signals
 from .base import PhaseSpec
 from .worker import FAILED, POLL_S, PhaseState, WorkerFn

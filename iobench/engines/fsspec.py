@@ -22,13 +22,13 @@ import functools
 import posixpath
 from typing import Any
 
-from ..datagen import DataPool
-from ..errors import EngineError, quoted
-from ..measured import phase_result
-from ..results import PhaseResult
-from ..stats import WorkerStats
-from ..storage import open_fs
+from ..core.datagen import DataPool
+from ..core.errors import EngineError, quoted
+from ..result.file import PhaseResult
+from ..result.measured import phase_result
+from ..result.stats import WorkerStats
 from ..target import scrub
+from ..target.storage import open_fs
 from .base import Engine, EngineContext, PhaseSpec, Segment
 from .base import assign as assign_work
 from .worker import (

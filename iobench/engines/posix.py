@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import verify as verify_mod
-from ..errors import EngineError
-from ..measured import phase_result
-from ..results import PhaseResult
-from ..stats import WorkerStats
+from ..core.errors import EngineError
+from ..result import verify as verify_mod
+from ..result.file import PhaseResult
+from ..result.measured import phase_result
+from ..result.stats import WorkerStats
 from ..target import aligned_buffer, drop_file_cache
 from .base import OPS_DATA, OPS_META, Engine, EngineContext, PhaseSpec, Segment, assign, cache_label
 from .forked import can_fork, run_processes

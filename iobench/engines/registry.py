@@ -8,8 +8,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EngineUnavailable, UsageError
-from ..tools import fio_version as fio_version  # re-exported: fio and the tests use it here
+from ..core.errors import EngineUnavailable, UsageError
+from ..core.tools import fio_version as fio_version  # re-exported: fio and the tests use it here
 
 if TYPE_CHECKING:
     from .base import Engine

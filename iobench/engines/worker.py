@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import verify as verify_mod
-from ..datagen import DataPool
-from ..errors import EngineError, Interrupted, VerifyError
-from ..results import PhaseResult
-from ..stats import SERIES_RESOLUTION_S, WorkerStats
+from ..core.datagen import DataPool
+from ..core.errors import EngineError, Interrupted, VerifyError
+from ..result import verify as verify_mod
+from ..result.file import PhaseResult
+from ..result.stats import SERIES_RESOLUTION_S, WorkerStats
 from ..target import out_of_inodes
 from .base import WRITE_BLOCK_CAP, EngineContext, PhaseSpec, Segment, SteadyWatch, pace_until
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UsageError
+from ..core.errors import UsageError
 from ..target import scrub
 from .registry import READERS, get_reader
 
@@ -147,7 +147,7 @@ def walk_local(root: str) -> tuple[list[str], int]:
 
 def _list_url(url: str, opts: dict[str, Any]) -> dict[str, int]:
     """{relative key: size} of every object under ``url`` (the listing carries sizes)."""
-    from .. import storage
+    from ..target import storage
 
     fs, root = storage.open_fs(url, opts or None)
     root = root.rstrip("/")

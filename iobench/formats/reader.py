@@ -15,8 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import storage
-from ..target import DIRECT_ALIGN, aligned_buffer, is_url
+from ..target import DIRECT_ALIGN, aligned_buffer, is_url, storage
 from .registry import get_format
 
 
@@ -32,7 +31,7 @@ class FileReader:
     ``drop_cache`` the file's pages are dropped (fadvise DONTNEED) after each read.
     ``last_read_s`` / ``last_decode_s`` time the last call's two parts (``last_decode_cpu_s``:
     the decode's thread CPU). A URL path (an fsspec
-    target) is read through ``iobench.storage`` as one whole-object GET with
+    target) is read through ``iobench.target.storage`` as one whole-object GET with
     ``storage_options`` (default: the environment's); O_DIRECT and the page cache do not apply.
     The filesystem is opened on first use, in the process that reads (fork-safe).
     """

@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from ..errors import EngineUnavailable, UsageError
+from ..core.errors import EngineUnavailable, UsageError
 
 #: name -> (module, install hint when the module's library is missing).
 REGISTRY: dict[str, tuple[str, str]] = {

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..datagen import POOL_MIN, random_bytes, stamp_pages, stamped_pages
+from ..core.datagen import POOL_MIN, random_bytes, stamp_pages, stamped_pages
 from ..target import DIRECT_ALIGN
 from . import crc32
 

@@ -18,13 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import storage
+from ..core.errors import EngineError
 from ..engines.base import FileSpec
-from ..errors import EngineError
-from ..measured import phase_result
-from ..results import PhaseResult
-from ..stats import WorkerStats
-from ..target import DIRECT_ALIGN, fs_class, is_url, scrub
+from ..result.file import PhaseResult
+from ..result.measured import phase_result
+from ..result.stats import WorkerStats
+from ..target import DIRECT_ALIGN, fs_class, is_url, scrub, storage
 from .ahead import Ahead, slots_per_writer
 from .registry import get_format, overhead_bytes
 from .samples import FileBuffer, SampleSource

@@ -22,8 +22,8 @@ import posixpath
 import uuid
 from pathlib import Path
 
-from ..errors import IobenchError, StoreError
-from ..results import RunResult
+from ..core.errors import IobenchError, StoreError
+from ..result.file import RunResult
 from .files import (
     RunSummary,
     StoredRun,
@@ -122,10 +122,10 @@ def _is_default(url: str | None) -> bool:
 
 
 def _append_local(final: Path, tmp: Path, data: bytes, default: bool) -> None:
-    """Store ``data`` as ``final`` by the one output rule (:func:`iobench.safeio.write_atomic`:
+    """Store ``data`` as ``final`` by the one output rule (:func:`iobench.core.safeio.write_atomic`:
     a new O_EXCL|O_NOFOLLOW temporary file linked into place, never replacing a file, never
     inside an input dataset). The default history is made only below an existing home."""
-    from ..safeio import write_atomic
+    from ..core.safeio import write_atomic
 
     if default:
         home = Path.home()

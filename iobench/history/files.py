@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreError, UsageError, quoted
-from ..inputs import NotRegularFile, file_kind, loads_json, open_regular
-from ..results import SCHEMA_VERSION, RunResult, dumps, schema_version_problem
+from ..core.errors import StoreError, UsageError, quoted
+from ..core.inputs import NotRegularFile, file_kind, loads_json, open_regular
+from ..result.file import SCHEMA_VERSION, RunResult, dumps, schema_version_problem
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -70,8 +70,8 @@ def check_url(url: str | None) -> None:
     (a missing bucket shows when the run is appended: a warning, never a created bucket; so
     does a local history that is no directory: storing is a side effect of a run). A local
     history inside an input of the command (``loader --existing``'s dataset) is refused: the
-    output rule (:mod:`iobench.safeio`)."""
-    from ..safeio import refuse_inside_input
+    output rule (:mod:`iobench.core.safeio`)."""
+    from ..core.safeio import refuse_inside_input
 
     _fs_, root, local, _url = _fs(url)
     if local:
@@ -88,7 +88,7 @@ def _to_parquet_bytes(run: RunResult) -> bytes:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..redact import redact_obj, storable
+    from ..core.redact import redact_obj, storable
 
     schema = _arrow_schema().with_metadata(
         {

@@ -10,10 +10,10 @@ import json
 import math
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..blocks import WorkloadBlock
-from ..errors import StoreError, UsageError
-from ..results import RunResult
-from ..stats import Summary, summarize
+from ..core.errors import StoreError, UsageError
+from ..result.blocks import WorkloadBlock
+from ..result.file import RunResult
+from ..result.stats import Summary, summarize
 
 if TYPE_CHECKING:
     pass

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..results import RunResult
-from ..results import figure as _lookup
-from ..stats import summarize
+from ..result.file import RunResult
+from ..result.file import figure as _lookup
+from ..result.stats import summarize
 
 if TYPE_CHECKING:
     pass

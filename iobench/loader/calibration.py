@@ -11,9 +11,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import formats, storage
-from .. import starvation as sv
-from ..target import StopFlag, drop_file_cache
+from .. import formats
+from ..model import starvation as sv
+from ..target import StopFlag, drop_file_cache, storage
 from . import ranks
 from .dataset import DatasetIndex
 from .loop import Calibration, LoopConfig, LoopResult

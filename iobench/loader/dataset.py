@@ -8,16 +8,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .. import formats, storage
-from .. import starvation as sv
-from ..coordinator import Coordinator
-from ..datagen import dataset_paths, sample_sizes
+from .. import formats
+from ..core.coordinator import Coordinator
+from ..core.datagen import dataset_paths, sample_sizes
+from ..core.errors import UsageError
 from ..engines.base import FileSpec, PhaseSpec
-from ..errors import UsageError
-from ..runner import PhaseRunner
-from ..spec import Profile
-from ..sweep import sweep_from_phases
-from ..target import is_url
+from ..model import starvation as sv
+from ..run.runner import PhaseRunner
+from ..run.sweep import sweep_from_phases
+from ..spec.workload import Profile
+from ..target import is_url, storage
 
 #: The storage probe reads every file once up to this many bytes; beyond, it runs PROBE_TIME_S.
 PROBE_ALL_BYTES = 1 << 30

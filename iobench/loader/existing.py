@@ -25,9 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import EngineError, Interrupted, IobenchError, UsageError
+from ..core.errors import EngineError, Interrupted, IobenchError, UsageError
+from ..core.safeio import protect_input, refuse_inside_input, why_missing
+from ..core.units import format_bytes
 from ..formats.detect import DatasetScan, scan
-from ..runner import (
+from ..result.stats import Histogram
+from ..run.runner import (
     RunOutcome,
     RunSession,
     claim_output_dir,
@@ -35,11 +38,8 @@ from ..runner import (
     output_dir_for,
     release_output_dir,
 )
-from ..safeio import protect_input, refuse_inside_input, why_missing
-from ..spec import PROFILE_PARAMS, coerce, load_profile, parse_overrides
-from ..stats import Histogram
+from ..spec.workload import PROFILE_PARAMS, coerce, load_profile, parse_overrides
 from ..target import SignalGuard, StopFlag, Target, find_mount, is_url, read_mountinfo, scrub
-from ..units import format_bytes
 from .calibration import COMPUTE_BOUND_AU
 from .existing_data import READ_SHARE
 from .existing_summary import FAIL_SHARE, summarise
@@ -265,7 +265,7 @@ def _session(run: Any, tgt: Target, out_dir: Path) -> Iterator[Any]:
     """Signals to a stop flag; an error during the run kept in the session (no run dir);
     the loop watched for stalls (``watchdog.armed``: ``--stall-timeout``). Yields the session
     and its signal guard."""
-    from .. import watchdog
+    from ..run import stall as watchdog
 
     s = RunSession(run, tgt, out_dir, save=True, keep=False)
     guard = SignalGuard(s.stop)
@@ -354,7 +354,7 @@ def run_pipeline(
     for a batch, which a stuck worker or transform would make endless)."""
     from torch.utils.data import DataLoader
 
-    from .. import watchdog
+    from ..run import stall as watchdog
     from .existing_data import ExistingDataset, Stages, decode_warnings, read_limit
     from .loop import _GpuBurn
     from .torchdata import _worker_init
@@ -451,7 +451,7 @@ def _epoch(  # noqa: PLR0915 - the measured loop: one frame, no calls between cl
     """One pass (or ``job.steps`` steps): AU = compute after the first step ÷ wall after it.
     A batch whose every sample failed is no step, but counts toward ``job.steps`` (the run
     ends there even when every sample fails)."""
-    from .. import watchdog
+    from ..run import stall as watchdog
 
     wait = Histogram()
     t_start = first_end = prev = time.perf_counter()

@@ -42,12 +42,11 @@ from typing import Any
 import numpy as np
 from torch.utils.data import IterableDataset
 
-from .. import storage
-from ..cpu import physical_memory
-from ..errors import IobenchError, UsageError, quoted
+from ..core.cpu import physical_memory
+from ..core.errors import IobenchError, UsageError, quoted
+from ..core.inputs import NotRegularFile, open_regular_fd
 from ..formats.registry import get_reader
-from ..inputs import NotRegularFile, open_regular_fd
-from ..target import is_url
+from ..target import is_url, storage
 
 #: Names of failed samples kept per worker (the result shows the first few of all).
 NAMES_KEPT = 5

@@ -1,5 +1,5 @@
 """The diagnosis of a run over an existing dataset: its measured terms through
-``iobench.diagnose`` (the AU now and after each change, the smallest that reaches the loop's
+``iobench.model.diagnosis`` (the AU now and after each change, the smallest that reaches the loop's
 ``au_min``), kept in the result as ``loader.existing.diagnosis`` and rendered as rows of the
 loader table. Every AU here is an estimate of the starvation model, with its basis and range.
 """
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..diagnose import diagnose
-from ..diagnose_terms import PipelineTerms
-from ..errors import UsageError
-from ..units import format_seconds
+from ..core.errors import UsageError
+from ..core.units import format_seconds
+from ..model.diagnosis import diagnose
+from ..model.diagnosis_terms import PipelineTerms
 
 #: What every figure of the diagnosis is computed from (the rows' basis line).
 BASIS = (

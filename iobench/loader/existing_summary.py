@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ..stats import Histogram
-from ..units import format_bytes, format_rate, format_seconds
+from ..core.units import format_bytes, format_rate, format_seconds
+from ..result.stats import Histogram
 from .calibration import COMPUTE_BOUND_AU
 from .existing_data import NAMES_KEPT, SUMMED, PipelineTerms, cpu_cores
 from .existing_diagnosis import diagnosis_of, diagnosis_rows

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DistributedError
-from ..stats import Histogram
+from ..core.errors import DistributedError
+from ..result.stats import Histogram
 from ..target import StopFlag
 from .dataset import DatasetIndex
 from .torchdata import (

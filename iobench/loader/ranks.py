@@ -9,9 +9,9 @@ import sys
 from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
-from ..coordinator import Coordinator
-from ..errors import EngineError, Interrupted
-from ..stats import Histogram
+from ..core.coordinator import Coordinator
+from ..core.errors import EngineError, Interrupted
+from ..result.stats import Histogram
 from ..target import StopFlag, worker_signals
 from .loop import LoopConfig, LoopResult, _last_line, _rank_loop
 from .torchdata import _die_with_parent

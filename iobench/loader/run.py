@@ -15,20 +15,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .. import cpu
-from .. import starvation as sv
-from ..coordinator import Coordinator, SingleProcess
+from ..core import cpu
+from ..core.coordinator import Coordinator, SingleProcess
+from ..core.errors import UsageError
+from ..core.plan import Plan, WritePlan, write_plan
+from ..core.units import format_bytes, format_seconds
 from ..engines.base import FileSpec, Progress
-from ..errors import UsageError
-from ..plan import Plan, WritePlan, write_plan
-from ..results import RunResult
-from ..runner import PhaseRunner, RunOutcome, physical_memory
-from ..session import dry_run as session_dry_run
-from ..session import open_run
-from ..spec import PROFILE_OPTIONAL, Profile, load_profile, parse_overrides
-from ..stats import Histogram
+from ..model import starvation as sv
+from ..result.file import RunResult
+from ..result.stats import Histogram
+from ..run.runner import PhaseRunner, RunOutcome, physical_memory
+from ..run.session import dry_run as session_dry_run
+from ..run.session import open_run
+from ..spec.workload import PROFILE_OPTIONAL, Profile, load_profile, parse_overrides
 from ..target import Target, check_free_space, fs_class, resolve
-from ..units import format_bytes, format_seconds
 from .calibration import (
     COMPUTE_BOUND_AU,
     bound_of,
@@ -303,7 +303,7 @@ def _measure(
         index, mode, prof.batch_size, w, prof.prefetch, prof.compute_s, job.compute, job.gpus,
         job.epochs, loop_steps, job.seed, shard, decode,
     )  # fmt: skip
-    cpu0 = cpu.sample()  # the client's CPU over the training loop (iobench.cpu)
+    cpu0 = cpu.sample()  # the client's CPU over the training loop (iobench.core.cpu)
     calib = Calibration.mean(coord.all_gather_object(calib))
     result = run_on_ranks(cfg, coord, s.stop)
     run.phases = list(runner.results)

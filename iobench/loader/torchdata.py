@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from .. import formats
-from ..coordinator import Coordinator
-from ..cpu import physical_memory
-from ..errors import EngineError, UsageError
+from ..core.coordinator import Coordinator
+from ..core.cpu import physical_memory
+from ..core.errors import EngineError, UsageError
 from ..target import worker_signals
 from .dataset import DatasetIndex
 

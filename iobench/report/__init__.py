@@ -14,7 +14,7 @@ modules and the tests use are re-exported here.
 
 from __future__ import annotations
 
-from ..textfit import MIN_TERMINAL_WIDTH, TERMINAL_WIDTH, stdout_format, terminal_format
+from ..core.textfit import MIN_TERMINAL_WIDTH, TERMINAL_WIDTH, stdout_format, terminal_format
 from .cells import (
     _CACHE_MEANING,
     METADATA_OPS,

@@ -9,10 +9,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..blocks import CpuBlock
-from ..results import PhaseResult, RunResult, metric_summary, metric_value
-from ..stats import DEFAULT_STEADY, MIN_PHASE_S, is_indicative
-from ..units import format_bytes, format_count, format_rate, format_seconds, format_spread
+from ..core.units import format_bytes, format_count, format_rate, format_seconds, format_spread
+from ..result.blocks import CpuBlock
+from ..result.file import PhaseResult, RunResult, metric_summary, metric_value
+from ..result.stats import DEFAULT_STEADY, MIN_PHASE_S, is_indicative
 
 METADATA_OPS = ("create", "stat", "open_read", "delete")
 
@@ -181,7 +181,7 @@ def _has_cpu(run: RunResult) -> bool:
 
 def _cpu_cell(p: PhaseResult) -> str:
     """The client's CPU over the phase as a share of its usable CPUs, "!" at saturation."""
-    from ..cpu import saturated
+    from ..core.cpu import saturated
 
     c = _client_cpu(p)
     if c is None or not _is_num(c.share):
@@ -193,7 +193,7 @@ def _cpu_note(run: RunResult) -> str:
     """The phases table's note on the client CPU column (empty without the column)."""
     if not _has_cpu(run):
         return ""
-    from ..cpu import SATURATED_SHARE, saturated
+    from ..core.cpu import SATURATED_SHARE, saturated
 
     cpus = {c.cpus for p in run.phases if (c := _client_cpu(p)) is not None}
     of = f"{cpus.pop()} CPUs" if len(cpus) == 1 else "its CPUs"

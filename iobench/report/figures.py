@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..units import format_count
+from ..core.units import format_count
 from .cells import _block_short
 
 

@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..ckpt_report import tables as ckpt_tables
-from ..results import RunResult, atomic_write_bytes
+from ..checkpoint.rows import tables as ckpt_tables
+from ..result.file import RunResult, atomic_write_bytes
 from .cells import (
     PLOT_HINT,
     _delta_style,
@@ -98,8 +98,8 @@ footer { color: var(--muted); font-size: 12px; margin-top: 40px; border-top: 1px
 
 def _e(text: Any) -> str:
     """Every text of the HTML page: credentials masked and control characters escaped as on
-    the terminal (iobench.redact), then HTML-escaped."""
-    from ..redact import for_terminal
+    the terminal (iobench.core.redact), then HTML-escaped."""
+    from ..core.redact import for_terminal
 
     return html.escape(for_terminal(text), quote=True)
 

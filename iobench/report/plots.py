@@ -6,8 +6,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..blocks import EstimateBlock, LoaderBlock
-from ..results import PhaseResult, RunResult
+from ..result.blocks import EstimateBlock, LoaderBlock
+from ..result.file import PhaseResult, RunResult
 from .cells import METADATA_OPS, _is_num, _pct, metadata_rates
 from .figures import (
     _COLOURS,
@@ -283,7 +283,7 @@ def _other_plots(Figure: Any, run: RunResult, baseline: RunResult | None, add: A
         )
         add(fig, "AU vs GPUs", caption)
     if run.checkpoint:
-        from ..ckpt_plot import goodput_figure
+        from .checkpoint_plot import goodput_figure
 
         fig = goodput_figure(Figure, run.checkpoint)
         if fig is not None:

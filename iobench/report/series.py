@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..results import PhaseResult, metric_summary
+from ..result.file import PhaseResult, metric_summary
 from .cells import METADATA_OPS, _block, _is_num, _value
 
 
@@ -150,7 +150,7 @@ def _by_op(phases: Iterable[PhaseResult]) -> dict[str, list[PhaseResult]]:
 
 def _cdf(histogram: dict[str, Any]) -> list[tuple[float, float]]:
     """(latency seconds, cumulative fraction) points of a stored histogram; [] if unreadable."""
-    from ..stats import Histogram
+    from ..result.stats import Histogram
 
     try:
         pts = Histogram.from_dict(histogram).cdf_points()

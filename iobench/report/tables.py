@@ -9,7 +9,9 @@ import datetime as _dt
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..blocks import (
+from ..checkpoint.rows import tables as ckpt_tables
+from ..core.units import format_bytes, format_count, format_rate, format_seconds
+from ..result.blocks import (
     AuPoint,
     CpuBlock,
     EpochBlock,
@@ -22,9 +24,7 @@ from ..blocks import (
     TargetBlock,
     WaitBlock,
 )
-from ..ckpt_report import tables as ckpt_tables
-from ..results import PhaseResult, RunResult
-from ..units import format_bytes, format_count, format_rate, format_seconds
+from ..result.file import PhaseResult, RunResult
 from .cells import (
     _CACHE_MEANING,
     _SPREAD_HEADER,
@@ -237,7 +237,7 @@ def _loader_table(run: RunResult) -> _Table | None:
         rows.append(["Cache", str(ld.cache)])
     c = ld.client_cpu
     if isinstance(c, CpuBlock) and _is_num(c.share):
-        from ..cpu import saturated
+        from ..core.cpu import saturated
 
         text = f"{c.share * 100:.0f}% of {c.cpus if c.has('cpus') else '?'} CPUs over the loop"
         if saturated(c.to_dict()):

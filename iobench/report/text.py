@@ -9,9 +9,9 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
-from ..redact import for_markdown
-from ..results import RunResult
-from ..textfit import MIN_TERMINAL_WIDTH, TERMINAL_WIDTH, fold_line
+from ..core.redact import for_markdown
+from ..core.textfit import MIN_TERMINAL_WIDTH, TERMINAL_WIDTH, fold_line
+from ..result.file import RunResult
 from .cells import _delta_style, _errors, _is_delta, _phase_warnings, _Table
 from .tables import _run_info, _sections, _verdict
 
@@ -52,8 +52,8 @@ _SGR = {"red": "31", "green": "32", "yellow": "33", "bold red": "1;31"}
 
 
 def _clean(text: Any) -> str:
-    """Cell text as the terminal shows it (iobench.redact) before it is measured and cut."""
-    from ..redact import for_terminal
+    """Cell text as the terminal shows it (iobench.core.redact) before it is measured and cut."""
+    from ..core.redact import for_terminal
 
     return for_terminal(text)
 
@@ -207,7 +207,7 @@ def render_terminal(
     """The summary printed after a run, rendered through rich: lines of at most ``width``
     columns; with ``colour``, statuses, the verdict and changes against a baseline in colour
     (ANSI SGR codes only). Every text from the run is masked and escaped
-    (:func:`iobench.redact.for_terminal`) before it is laid out, so the widths hold."""
+    (:func:`iobench.core.redact.for_terminal`) before it is laid out, so the widths hold."""
     width = max(int(width), MIN_TERMINAL_WIDTH)
     head = _clean(f"iobench {run.iobench_version} - run {run.run_id} - {run.status}")
     lines: list[Any] = [_styled(ln, "bold") for ln in fold_line(head, width)]

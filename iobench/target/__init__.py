@@ -19,9 +19,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..errors import EngineError, TargetError, UsageError
-from ..safeio import why_missing
-from ..units import format_size
+from ..core.errors import EngineError, TargetError, UsageError
+from ..core.safeio import why_missing
+from ..core.units import format_size
 from .direct import (  # noqa: F401 - re-exported
     DIRECT_ALIGN,
     DIRECT_ALIGN_CANDIDATES,

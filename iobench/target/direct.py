@@ -8,7 +8,7 @@ import errno
 import mmap
 import os
 
-from ..errors import TargetError
+from ..core.errors import TargetError
 
 DIRECT_ALIGN = 4096
 DIRECT_ALIGN_CANDIDATES = (512, 1024, 2048, 4096)  # offset/length alignments O_DIRECT may need

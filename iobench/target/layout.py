@@ -11,8 +11,8 @@ import shutil
 import subprocess
 from typing import Any
 
-from ..errors import TargetError
-from ..units import format_bytes
+from ..core.errors import TargetError
+from ..core.units import format_bytes
 from .model import Target
 from .mounts import CEPH_FS
 from .url import url_fs

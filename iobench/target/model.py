@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..redact import redact_obj
+from ..core.redact import redact_obj
 from .mounts import fs_class
 
 RUN_DIR_PREFIX = ".iobench-"

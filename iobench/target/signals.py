@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import Interrupted
+from ..core.errors import Interrupted
 
 # The signals that end a run the way SIGINT/SIGTERM do: a dropped ssh session (SIGHUP), the
 # terminal's quit key (SIGQUIT), a batch system's warning before its time limit (Slurm --signal: SIGUSR1/SIGUSR2),

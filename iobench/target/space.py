@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from ..errors import TargetError
-from ..units import format_bytes
+from ..core.errors import TargetError
+from ..core.units import format_bytes
 from .model import Target
 
 FREE_SPACE_MARGIN = 0.05  # keep 5 % (and at least 64 MiB) of headroom beyond the plan

@@ -8,8 +8,8 @@ import os
 import posixpath
 from typing import Any
 
-from ..errors import EngineUnavailable, TargetError, quoted
-from ..redact import ENDPOINT_ENV, redact_text, redact_url, userinfo
+from ..core.errors import EngineUnavailable, TargetError, quoted
+from ..core.redact import ENDPOINT_ENV, redact_text, redact_url, userinfo
 from .model import RUN_DIR_PREFIX, Target
 from .rundir import remove_at
 
@@ -22,7 +22,7 @@ NO_USERINFO = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss"}
 
 
 def scrub(text: str, extra: list[str] | None = None) -> str:
-    """``text`` without credentials (see :mod:`iobench.redact`), and without ``extra``."""
+    """``text`` without credentials (see :mod:`iobench.core.redact`), and without ``extra``."""
     out = redact_text(text)
     for value in extra or []:
         if value and len(value) >= 4:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench.errors import TargetError
+from iobench.core.errors import TargetError
 from iobench.target import (
     apply_layout,
     create_run_dir,

@@ -4,12 +4,12 @@ metadata server stopped in the middle of a metadata (create) phase.
 The pools have one replica, so the placement groups on the stopped OSD go inactive and the
 ceph-fuse client blocks on their objects for as long as the OSD is away; with the MDS away it
 blocks every metadata request. No client option makes it give up: iobench's own watchdog
-(``--stall-timeout``, iobench.watchdog) does. It prints one line naming the phase, the target
+(``--stall-timeout``, iobench.run.stall) does. It prints one line naming the phase, the target
 and the time without progress, and keeps the partial result, while the service is still down.
 The process running the phase cannot end while a thread of it is blocked in a FUSE
 request that ceph-fuse never answers (measured: not even SIGKILL ends it; the threads stay in
 request_wait_answer until the OSD or MDS is back), so on such a client the run's process has
-a supervising parent (iobench.supervisor) that ends with exit 4 as soon as the watchdog
+a supervising parent (iobench.run.supervisor) that ends with exit 4 as soon as the watchdog
 gives up, while the service is still down. The run directory is removed by the watchdog's
 detached reaper once the storage answers; then no ``.iobench-*`` debris remains and the user's files planted beside
 the run are byte-identical.

@@ -208,7 +208,7 @@ class Trip:
     """
 
     def __init__(self, monkeypatch, tmp_path: Path, phase: str | None, action, after: int = 2):
-        import iobench.runner as runner_mod
+        import iobench.run.runner as runner_mod
 
         self.phase = phase
         self.action = action

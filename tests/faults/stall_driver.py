@@ -55,6 +55,6 @@ for kind in what.split(","):
             _block()
 
         target.remove_run_dir = remove_run_dir
-from iobench.cli import main  # noqa: E402
+from iobench.cli.app import main  # noqa: E402
 
 sys.exit(main(args))

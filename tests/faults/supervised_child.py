@@ -6,7 +6,7 @@ import signal
 import sys
 import time
 
-from iobench import supervisor
+from iobench.run import supervisor
 
 mode, marker = sys.argv[1], sys.argv[2]
 supervisor.split()

@@ -16,9 +16,9 @@ from conftest import SMALL, debris, one_line
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from iobench import units
-from iobench.errors import SpecError, UsageError
-from iobench.spec import COMMON_PARAMS, PROFILE_PARAMS, load_profile, load_workload
+from iobench.core import units
+from iobench.core.errors import SpecError, UsageError
+from iobench.spec.workload import COMMON_PARAMS, PROFILE_PARAMS, load_profile, load_workload
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -372,7 +372,7 @@ def test_bad_option_is_exit_2_one_line_nothing_written(cli, planted, tmp_path, m
 def test_checkpoint_bigger_than_memory(cli, planted, tmp_path, monkeypatch):
     """Refused as bad input (exit 2), and the empty results directory the run had made is
     removed again. (The metadata phases before it still run first: see docs/RELIABILITY.md.)"""
-    from iobench.runner import physical_memory
+    from iobench.run.runner import physical_memory
     from iobench.target import free_bytes
 
     size = int(physical_memory() * 0.6)

@@ -16,7 +16,7 @@ from conftest import one_line
 from factories import MiB, make_phase, make_run
 
 from iobench import history
-from iobench.results import save
+from iobench.result.file import save
 
 
 def _result(tmp_path: Path, name: str, **kw) -> Path:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from conftest import SEQ, debris, one_line, result
 
-import iobench.session as session_mod
+import iobench.run.session as session_mod
 import iobench.target as target_mod
 from iobench.target import device_logical_block_size, probe_direct_alignment, probe_direct_io
 

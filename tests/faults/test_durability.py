@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, SEQ, debris, no_temp_files, one_line, snapshot
 
-from iobench import history, results
-from iobench.errors import StoreError
-from iobench.results import RunResult
+from iobench import history
+from iobench.core.errors import StoreError
+from iobench.result import file as results
+from iobench.result.file import RunResult
 
 
 def _raise(exc):
@@ -132,8 +133,8 @@ def test_history_append_failing_after_a_run(cli, planted, tmp_path, monkeypatch)
     history.append(_run("20260101T000000Z-aaaaaa"), str(hist))
     before = snapshot(hist)
     # the history's no-clobber move fails (no hard links, then the rename): result.json's own
-    # save, by the same rule (iobench.safeio), is left to work
-    from iobench import safeio
+    # save, by the same rule (iobench.core.safeio), is left to work
+    from iobench.core import safeio
 
     real_link, real_rename = os.link, os.rename
 

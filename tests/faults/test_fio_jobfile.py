@@ -115,7 +115,7 @@ def test_a_file_list_longer_than_a_fio_line_runs_with_posix_and_says_why(planted
     from iobench.engines.base import FileSpec, PhaseSpec
     from iobench.engines.fio import FioEngine
     from iobench.engines.posix import PosixEngine
-    from iobench.runner import PhaseRunner
+    from iobench.run.runner import PhaseRunner
     from iobench.target import StopFlag, create_run_dir, remove_run_dir, resolve
 
     t = resolve(str(planted.path))

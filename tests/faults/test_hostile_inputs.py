@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from conftest import SEQ, debris, iobench_cmd, one_line, sub_env
 
-from iobench import inputs
+from iobench.core import inputs
+from iobench.core.inputs import NotRegularFile, check_toml_shape, loads_json, open_regular
 from iobench.history.schema import ESTIMATE_METRICS, LOADER_METRICS, PHASE_METRICS
-from iobench.inputs import NotRegularFile, check_toml_shape, loads_json, open_regular
-from iobench.result_check import ESTIMATE_FIGURES, LOADER_FIGURES, PHASE_RATES, REPEAT_FIGURES
-from iobench.results import REPEAT_FIGURES as RESULTS_REPEAT_FIGURES
-from iobench.results import PhaseResult, RunResult, save
+from iobench.result.check import ESTIMATE_FIGURES, LOADER_FIGURES, PHASE_RATES, REPEAT_FIGURES
+from iobench.result.file import REPEAT_FIGURES as RESULTS_REPEAT_FIGURES
+from iobench.result.file import PhaseResult, RunResult, save
 
 TIMEOUT_S = 60  # a hang fails the test instead of the suite
 
@@ -238,7 +238,7 @@ def test_a_missing_figure_is_not_measured_never_a_zero_regression(tmp_path):
     row = next(ln for ln in r.stdout.splitlines() if "seq-read" in ln and " bandwidth " in ln)
     assert row.startswith("x") and "not measured" in row and "0.0 B/s" not in row
     assert r.stdout.splitlines()[-1].startswith("no regressions: ")
-    from iobench.results import load
+    from iobench.result.file import load
 
     phase = load(cur).phases[1]
     assert phase.bandwidth_bps is None and phase.iops == 128.0
@@ -256,7 +256,7 @@ def test_every_figure_the_history_reads_is_validated():
 
 def test_a_bad_value_in_a_history_file_is_named_with_the_file(tmp_path):
     from iobench import history
-    from iobench.errors import UsageError
+    from iobench.core.errors import UsageError
 
     run = RunResult("20260101T000000Z-cccccc", "iobench run x", "2026-01-01T00:00:00+00:00")
     run.phases = [PhaseResult("seq-read", "read", bytes=1, ops=1, bandwidth_bps=-3.0)]

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import SEQ, debris, iobench_cmd, one_line, sub_env
 
-from iobench.cli import encodable
-from iobench.errors import SpecError
-from iobench.spec import MEMORY_SHARE, check_memory
+from iobench.cli.app import encodable
+from iobench.core.errors import SpecError
+from iobench.spec.workload import MEMORY_SHARE, check_memory
 
 
 def _files(tmp_path: Path) -> dict[str, str]:
@@ -43,8 +43,8 @@ def _files(tmp_path: Path) -> dict[str, str]:
     shape.write_text(json.dumps({"run_id": "x", "phases": [1, 2]}))
     os.mkfifo(tmp_path / "fifo.json")
     (tmp_path / "emptydir").mkdir()
-    from iobench import results
-    from iobench.results import RunResult
+    from iobench.result import file as results
+    from iobench.result.file import RunResult
 
     results.save(
         RunResult("20260101T000000Z-aaaaaa", "iobench run x", "2026-01-01"), tmp_path / "res"
@@ -140,7 +140,7 @@ def test_memory_bound_is_exact():
 def test_memory_refusal_uses_this_hosts_memory(cli, planted, tmp_path, monkeypatch):
     """The bound is this host's memory: with 4 GiB, 2 x 1 GiB buffers fit and 2 x 2 GiB do not
     (only the refusal is run here)."""
-    import iobench.runner as runner
+    import iobench.run.runner as runner
 
     monkeypatch.setattr(runner, "physical_memory", lambda: 4 << 30)
     monkeypatch.chdir(tmp_path)

@@ -133,7 +133,7 @@ def test_a_dataset_writer_that_raises_fails_the_phase(cli, planted, tmp_path, mo
 
 @pytest.fixture(scope="module")
 def dataset_result(tmp_path_factory):
-    from iobench.cli import main
+    from iobench.cli.app import main
 
     base = tmp_path_factory.mktemp("est")
     (base / "t").mkdir()
@@ -160,7 +160,7 @@ def test_gpus_beyond_the_model_are_bad_input(cli, planted, tmp_path, dataset_res
 
 
 def test_the_largest_estimate_is_bounded_and_says_how(cli, dataset_result, monkeypatch):
-    from iobench import starvation
+    from iobench.model import starvation
 
     monkeypatch.setattr(starvation, "SIM_RANKS", 64)  # (the interval reruns the model 100 times)
     r = cli("estimate", dataset_result, "--profile", "resnet50-h100", "--gpus", "1048576",
@@ -176,7 +176,7 @@ def _model(bandwidth_bps: float):
     import math
     from statistics import NormalDist
 
-    from iobench.starvation import LoaderParams, SweepPoint
+    from iobench.model.starvation import LoaderParams, SweepPoint
 
     params = LoaderParams(batch_size=8, sample_bytes=2 << 20, samples_per_file=1,
                           compute_s=0.08, workers=2, prefetch=2, decode_s_per_sample=0.0,
@@ -188,7 +188,7 @@ def _model(bandwidth_bps: float):
 def test_the_simulation_memory_does_not_grow_with_gpus():
     import tracemalloc
 
-    from iobench import starvation as sv
+    from iobench.model import starvation as sv
 
     params, sweep = _model(1e6 * (1 << 20))
     peaks = []
@@ -205,7 +205,7 @@ def test_the_simulation_memory_does_not_grow_with_gpus():
 def test_grouped_ranks_are_conservative(monkeypatch):
     """Beyond SIM_RANKS each simulated rank takes the slowest of its group's batches: the
     AU can only be lower than the rank-by-rank simulation's."""
-    from iobench import starvation as sv
+    from iobench.model import starvation as sv
 
     params, sweep = _model(3000 * (1 << 20))
     exact = sv.simulate_au(params, sweep, 64, steps=300)
@@ -341,7 +341,7 @@ def test_a_run_without_torch_work_does_not_import_torch(planted, tmp_path):
     gone.mkdir()
     code = (
         "import sys\n"
-        "from iobench.cli import main\n"
+        "from iobench.cli.app import main\n"
         f"rc = main({[a.format(T=planted.path, O=tmp_path / 'out') for a in RUN]!r})\n"
         "print('torch imported' if 'torch' in sys.modules else 'no torch', rc)\n"
     )

@@ -1,4 +1,4 @@
-"""The one output rule (``iobench.safeio``) and the run directory held by descriptor
+"""The one output rule (``iobench.core.safeio``) and the run directory held by descriptor
 (``iobench.target.RunDir``), case by case from the hostile probe of issue 23: a user's dataset
 and files are never written, whatever the output path; a TARGET renamed and swapped for a link
 mid-run neither redirects the cleanup nor hides iobench's own files.
@@ -18,7 +18,8 @@ import pytest
 from conftest import SEQ, debris, one_line, plant, snapshot, wait_for
 from existing_datasets import images
 
-from iobench import safeio, watchdog
+from iobench.core import safeio
+from iobench.run import stall as watchdog
 from iobench.target import RunDir
 
 pytest.importorskip("PIL", reason="Pillow is the images extra")
@@ -292,7 +293,7 @@ def test_a_symlink_loop_is_named_as_one(cli, tmp_path, command):
 def test_live_csv_swapped_for_a_fifo_before_its_first_row_is_not_opened(tmp_path):
     """--live-csv is checked at the start and created at the first phase: a FIFO (or a link)
     put there meanwhile is refused at that moment (never opened: a FIFO would block)."""
-    from iobench.livecsv import LiveCsv
+    from iobench.cli.livecsv import LiveCsv
 
     path = tmp_path / "live.csv"
     live = LiveCsv(str(path))
@@ -344,7 +345,7 @@ def test_history_outputs_never_land_inside_the_history_they_read(cli, tmp_path, 
 def test_a_link_planted_after_profiles_check_is_not_followed(cli, ds, tmp_path, monkeypatch):
     """Between the check and the write (the dataset is being read), a link to the user's file
     appears at --output: the write refuses it at the last moment, the file is untouched."""
-    import iobench.dataprofile as dp
+    import iobench.loader.profile as dp
 
     user = tmp_path / "user.txt"
     user.write_text("mine\n")

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from conftest import SEQ, debris, iobench_cmd, one_line, remount_ro, sub_env, wait_for
 
-from iobench import history, results
-from iobench.results import PhaseResult, RunResult
+from iobench import history
+from iobench.result import file as results
+from iobench.result.file import PhaseResult, RunResult
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -336,8 +337,8 @@ def test_the_claim_is_released_on_every_way_out(cli, planted, tmp_path, trip):
 
 
 def test_a_claim_refused_or_released_removes_the_directories_it_made(tmp_path):
-    from iobench.errors import UsageError
-    from iobench.runner import OutputClaim
+    from iobench.core.errors import UsageError
+    from iobench.run.runner import OutputClaim
 
     path = tmp_path / "made" / "deeper"
     first = OutputClaim(path)
@@ -360,7 +361,7 @@ def test_a_claim_refused_or_released_removes_the_directories_it_made(tmp_path):
 def test_every_command_with_output_is_refused_a_held_directory(cli, planted, tmp_path, command):
     """run, loader and qualify all claim their --output (here held by a claim of this process,
     as another run's would be): exit 2, nothing written to the target or the directory."""
-    from iobench.runner import OutputClaim
+    from iobench.run.runner import OutputClaim
 
     out = tmp_path / "out"
     held = OutputClaim(out)

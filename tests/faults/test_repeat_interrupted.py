@@ -12,8 +12,8 @@ import pytest
 from conftest import SMALL, assert_failed_run
 
 from iobench import history
-from iobench.results import PhaseResult
-from iobench.runner import merge_repeats
+from iobench.result.file import PhaseResult
+from iobench.run.runner import merge_repeats
 
 
 def _p(name: str, bw: float, status: str = "ok") -> PhaseResult:

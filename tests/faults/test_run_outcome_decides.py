@@ -151,7 +151,7 @@ def test_a_failed_run_keeps_its_own_exit_status_when_the_history_fails(
 
 def _failing_run(real):
     """run_workload whose outcome carries an engine error (the result is saved as failed)."""
-    from iobench.errors import EngineError
+    from iobench.core.errors import EngineError
 
     def run(*a, **k):
         outcome = real(*a, **k)

@@ -20,9 +20,10 @@ from conftest import SEQ, one_line
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iobench import redact, report
-from iobench.redact import escape_controls, for_terminal, redact_text, redact_url, userinfo
-from iobench.results import RunResult
+from iobench import report
+from iobench.core import redact
+from iobench.core.redact import escape_controls, for_terminal, redact_text, redact_url, userinfo
+from iobench.result.file import RunResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_fsspec_engine import moto_endpoint  # noqa: E402,F401 - the session's moto server
@@ -148,7 +149,7 @@ def test_html_report_masks_every_text(monkeypatch):
 def test_progress_bar_names_are_escaped_and_masked(monkeypatch):
     import io
 
-    from iobench.progress import TqdmProgress
+    from iobench.cli.progress import TqdmProgress
 
     class Tty(io.StringIO):
         def isatty(self):

@@ -168,12 +168,12 @@ def test_signal_in_qualify(cli, planted, tmp_path, trip, sig):
 def test_second_signal_ends_the_phase_at_once(cli, planted, tmp_path, monkeypatch, kind):
     """The first signal asks the phase to drain; the second raises in the middle of the
     engine's coordination loop. Either way: 130, result kept, nothing left."""
-    import iobench.cli
+    import iobench.cli.app
 
     cmd, phase, _fn = ENGINE_PHASES[kind]
     cmd = [*cmd, "--set", "rate=2MiB"] if kind.startswith("seq") else cmd
     mt = MainThreadTrip(phase, [signal.SIGINT, signal.SIGTERM])
-    monkeypatch.setattr(iobench.cli, "progress_factory", mt.factory)
+    monkeypatch.setattr(iobench.cli.app, "progress_factory", mt.factory)
     before = children()
     r = cli(*_args(planted.path, cmd, tmp_path))
     assert mt.fired
@@ -242,10 +242,10 @@ def test_sigint_then_sigterm_from_outside(planted, tmp_path):
 def test_second_signal_keeps_the_figures_of_the_phase_in_flight(
     cli, planted, tmp_path, monkeypatch
 ):
-    import iobench.cli
+    import iobench.cli.app
 
     mt = MainThreadTrip("seq-write", [signal.SIGINT, signal.SIGINT])
-    monkeypatch.setattr(iobench.cli, "progress_factory", mt.factory)
+    monkeypatch.setattr(iobench.cli.app, "progress_factory", mt.factory)
     r = cli("run", "sequential-write", planted.path, *SMALL["sequential-write"],
             "--set", "rate=2MiB", "--output", tmp_path / "out", "-q")  # fmt: skip
     res = assert_failed_run(r, tmp_path / "out", planted, 130, "interrupted")
@@ -316,15 +316,15 @@ def test_other_stop_signals_in_the_loader_loop(cli, planted, tmp_path, monkeypat
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGUSR1], ids=["SIGHUP", "SIGUSR1"])
 def test_a_stop_signal_before_the_run_starts(cli, planted, tmp_path, monkeypatch, sig):
     """Before the run directory exists there is nothing to clean: 130 and the one line."""
-    import iobench.runner
+    import iobench.run.runner
 
-    real = iobench.runner.resolve
+    real = iobench.run.runner.resolve
 
     def resolve(*a, **k):
         os.kill(os.getpid(), sig)
         return real(*a, **k)
 
-    monkeypatch.setattr(iobench.runner, "resolve", resolve)
+    monkeypatch.setattr(iobench.run.runner, "resolve", resolve)
     r = cli(*_args(planted.path, ENGINE_PHASES["seq-write"][0], tmp_path))
     assert r.code == 130, r.err
     assert f"interrupted by {sig.name}" in one_line(r.err)
@@ -547,7 +547,7 @@ def test_a_signal_during_python_exit_changes_nothing(tmp_path):
     code = (
         "import atexit, os, signal, sys\n"
         "atexit.register(lambda: os.kill(os.getpid(), signal.SIGINT))\n"
-        "from iobench.cli import main\n"
+        "from iobench.cli.app import main\n"
         "sys.argv = ['iobench', 'workloads']\n"
         "main()\n"
     )
@@ -683,7 +683,7 @@ def test_a_second_signal_while_fio_drains_kills_it(cli, planted, tmp_path, fake_
 
 def test_a_signal_while_the_result_is_saved_does_not_lose_it(cli, planted, tmp_path, monkeypatch):
     """Every phase is measured: SIGTERM during the save has nothing left to stop."""
-    from iobench import results
+    from iobench.result import file as results
 
     real = results.save
 

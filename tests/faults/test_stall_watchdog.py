@@ -1,4 +1,4 @@
-"""The I/O watchdog (iobench.watchdog): a phase whose I/O blocks for good gives up with exit 4.
+"""The I/O watchdog (iobench.run.stall): a phase whose I/O blocks for good gives up with exit 4.
 
 A worker blocked in a system call (here: opening a FIFO that no one writes, as a thread sits
 in a FUSE request whose server waits for a stopped OSD or MDS) cannot be stopped by any flag.
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from conftest import SEQ, debris, one_line, wait_for
 
-from iobench import watchdog
-from iobench.spec import load_workload
+from iobench.run import stall as watchdog
+from iobench.spec.workload import load_workload
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

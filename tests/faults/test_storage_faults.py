@@ -254,7 +254,7 @@ def test_cleanup_that_fails_is_named(cli, planted, tmp_path, trip):
 def test_a_symlink_in_place_of_the_run_dir_is_never_followed(cli, planted, tmp_path, monkeypatch):
     """If the run directory is swapped for a link to someone's data before the cleanup, the
     cleanup removes nothing through it."""
-    import iobench.session as session_mod
+    import iobench.run.session as session_mod
 
     victim = tmp_path / "victim"
     victim.mkdir()

@@ -1,4 +1,4 @@
-"""The supervising parent (iobench.supervisor): on a client that can block in the kernel, the
+"""The supervising parent (iobench.run.supervisor): on a client that can block in the kernel, the
 run's exit status reaches whoever waits for it even while the run's own process cannot end.
 
 Each case runs ``supervised_child.py`` in its own process: it splits, then the child exits,
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench import supervisor
+from iobench.run import supervisor
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

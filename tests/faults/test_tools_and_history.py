@@ -77,7 +77,7 @@ def test_fio_output_with_junk_around_the_json(cli, planted, tmp_path, fake_fio):
 def _bad_history(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """A history dir with a corrupt file, a truncated one and one from a newer iobench."""
     from iobench import history
-    from iobench.results import RunResult
+    from iobench.result.file import RunResult
 
     hist = tmp_path / "history"
     hist.mkdir()

@@ -1,0 +1,1 @@
+"""The command line: the typer app, one module per command, progress, the live CSV."""

@@ -1,0 +1,213 @@
+"""``iobench history``: list stored runs, show one, or follow a metric over time."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import typer
+
+from ...core.errors import UsageError
+from .common import app, err, out, out_report, out_text
+
+
+@app.command()
+def history(
+    action: str = typer.Argument(
+        "list", metavar="ACTION", help="list | show RUN | trend METRIC | export"
+    ),
+    arg: str = typer.Argument(
+        None,
+        metavar="RUN|METRIC|FILE",
+        help="show: RUN (run id, prefix, latest or latest~N); trend: METRIC (e.g. "
+        "seq-read.bandwidth); export: FILE to write (default: stdout).",
+    ),
+    url: str = typer.Option(
+        None,
+        "--history",
+        metavar="URL",
+        help="History URL (default ~/.local/share/iobench/history).",
+    ),
+    workload: str = typer.Option(
+        None, "--workload", metavar="NAME", help="Only runs of this workload."
+    ),
+    svg: str = typer.Option(
+        None, "--svg", metavar="FILE", help="trend: also write the plot to this SVG file."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="list: the runs as JSON; show: the result JSON."
+    ),
+    fmt: str = typer.Option(
+        None,
+        "--format",
+        metavar="FORMAT",
+        help="export: csv | parquet | json (default: FILE's extension, else csv).",
+    ),
+) -> int:
+    """Runs kept in the Parquet history, one immutable file per run."""
+    if action == "list":
+        return _list(url, workload, as_json)
+    if action == "export":
+        return _export(arg, url, workload, fmt)
+    if action == "show":
+        return _show(arg, url, workload, as_json)
+    if action == "trend":
+        return _trend(arg, url, workload, svg)
+    raise UsageError(
+        f"unknown history action {action!r}", hint="use list, show RUN, trend METRIC or export"
+    )
+
+
+def _warn(text: str) -> None:
+    err(f"iobench: warning: {text}")
+
+
+def _list(url: str | None, workload: str | None, as_json: bool) -> int:
+    """``history list``: the stored runs, as a table or JSON."""
+    from ... import history as hist
+
+    runs = hist.list_runs(url, on_warning=_warn)
+    if workload:
+        runs = [r for r in runs if r.workload == workload or r.spec_hash == workload]
+    if as_json:
+        out(json.dumps([list_entry(r) for r in runs], indent=1))
+        return 0
+    if not runs:
+        out_text(f"no runs in {url or hist.default_history_url()}")
+        return 0
+    out_text(list_table(runs))
+    return 0
+
+
+def _protect_history(url: str | None) -> None:
+    """The history read is an input: nothing this command writes may land inside it (a file
+    there would be read back as a stored run)."""
+    from ...core.safeio import protect_input
+    from ...history import default_history_url
+
+    protect_input(os.path.expanduser(url or default_history_url()), "the history")
+
+
+def _export(output: str | None, url: str | None, workload: str | None, fmt: str | None) -> int:
+    """``history export [FILE]``: every row as CSV, Parquet or JSON, to FILE or stdout."""
+    from ...history import export
+
+    if fmt is None:
+        ext = Path(output).suffix.lstrip(".").lower() if output else ""
+        fmt = ext if ext in export.HISTORY_FORMATS else "csv"
+    if fmt not in export.HISTORY_FORMATS:
+        raise UsageError(f"--format: expected csv, parquet or json, got {fmt!r}")
+    if fmt == "parquet" and not output:
+        raise UsageError("parquet is binary: give a FILE (history export FILE)")
+    _protect_history(url)
+    if output:
+        export.check_output(output, "export")
+    table, warnings = export.history_rows(url, workload)
+    for w in warnings:
+        _warn(w)
+    data = export.encode_history(table, fmt)
+    if output:
+        export.write_output(output, data, "export")
+        err(f"history: {table.num_rows} rows written to {output}")
+    else:
+        sys.stdout.write(data.decode())
+    return 0
+
+
+def _show(arg: str | None, url: str | None, workload: str | None, as_json: bool) -> int:
+    """``history show RUN``: one stored run's report, or its result JSON."""
+    from ... import history as hist
+    from ...result import file as results
+
+    if not arg:
+        raise UsageError("history show needs a RUN id", hint="see iobench history list")
+    if arg.strip().startswith("latest"):  # as compare takes it; run ids are timestamps
+        from ...compare import resolve
+
+        run = resolve(arg, url, workload, what="run", on_warning=_warn)
+    else:
+        run = hist.get_run(arg, url, on_warning=_warn)
+    out(results.dumps(run)) if as_json else out_report(run)
+    return 0
+
+
+def _trend(arg: str | None, url: str | None, workload: str | None, svg: str | None) -> int:
+    """``history trend METRIC``: the metric in every stored run, oldest first; ``--svg``
+    also writes the plot."""
+    from ... import history as hist
+    from ...core.units import format_count, format_rate, format_seconds, format_spread
+    from ...result import file as results
+
+    if not arg:
+        raise UsageError("history trend needs a METRIC", hint="e.g. seq-read.bandwidth")
+    phase, metric = hist.split_metric(arg)
+    _protect_history(url)
+    if svg is not None:  # a path that would be refused is refused before anything else
+        results.claim_output_file(svg, option="--svg")
+    points = hist.trend(arg, url, workload=workload, on_warning=_warn)
+    if not points:
+        out_text(f"no values of {arg} in history")
+        return 0
+    unit = hist.ALL_METRICS.get(metric, (None, ""))[1]
+    show = {"B/s": format_rate, "s": format_seconds}.get(unit, lambda v: format_count(v))
+    values = [show(p.value) for p in points]
+    width = max(len(arg), *(len(v) for v in values))
+    lines = [f"{'started (UTC)':<20}  {'run id':<28} {arg:>{width}}  over repeats"]
+    for p, value in zip(points, values, strict=True):
+        s = p.spread
+        spread = format_spread(s.n, s.min, s.max, s.cv, show)
+        lines.append(f"{_when(p.started_at):<20}  {p.run_id:<28} {value:>{width}}  {spread}")
+    out_text("\n".join(lines))
+    if svg is not None:
+        path = results.write_output_file(
+            svg, hist.trend_svg(points, arg, unit).encode(), option="--svg"
+        )
+        out_text(f"plot: {path}")
+    return 0
+
+
+def _when(started_at: str) -> str:
+    """``2025-01-02T03:04:05.678+00:00`` -> ``2025-01-02 03:04:05Z`` (UTC, whole seconds)."""
+    from ...history import parse_timestamp
+
+    t = parse_timestamp(started_at)
+    return t.strftime("%Y-%m-%d %H:%M:%SZ") if t else (started_at or "?")
+
+
+def list_entry(r) -> dict:
+    """One run of ``history list --json``."""
+    return {
+        "run_id": r.run_id,
+        "started_at": r.started_at,
+        "command": r.command,
+        "workload": r.workload,
+        "spec_hash": r.spec_hash,
+        "status": r.status,
+        "engine": r.engine,
+        "phases": list(r.phases),
+        "env_fingerprint": r.env_fingerprint,
+        "host_class": r.host_class,
+        "fs_identity": r.fs_identity,
+        "path": r.path,
+    }
+
+
+def list_table(runs) -> str:
+    """``history list``: whole timestamps, every column as wide as its widest cell."""
+    head = ("run id", "started (UTC)", "workload", "status", "engine", "phases")
+    rows = [
+        (r.run_id, _when(r.started_at), r.workload or "-", r.status or "-", r.engine or "-",
+         str(len(r.phases)))
+        for r in runs
+    ]  # fmt: skip
+    widths = [max(len(c) for c in col) for col in zip(head, *rows, strict=True)]
+    lines = []
+    for cells in (head, *rows):
+        text = "  ".join(
+            c.rjust(w) if i == len(head) - 1 else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+        lines.append(text.rstrip())
+    return "\n".join(lines)

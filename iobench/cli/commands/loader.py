@@ -1,0 +1,148 @@
+"""``iobench loader``: the profile's dataset through a real torch DataLoader, with emulated
+compute on N accelerators, measured beside the starvation model's prediction."""
+
+from __future__ import annotations
+
+import typer
+
+from .common import (
+    CSV_OPTION,
+    DRY_RUN_OPTION,
+    SERIES_CSV_OPTION,
+    STALL_OPTION,
+    announce,
+    app,
+    arm_watchdog,
+    check_exports,
+    finish_run,
+    print_plan,
+    progress_factory,
+)
+
+_PROFILE_OPTION = typer.Option(
+    None,
+    "--profile",
+    help="Profile name (see `iobench workloads`) or TOML path (needed without --existing).",
+)
+_EXISTING_OPTION = typer.Option(
+    False, "--existing", help="Read the dataset already at TARGET, read-only (see README)."
+)
+_FMT_OPTION = typer.Option(
+    None,
+    "--format",
+    help="With --existing: the format; detected from the file names when left out.",
+)
+_TRANSFORM_OPTION = typer.Option(
+    None, "--transform", help="With --existing: your per-sample transform, MODULE:FUNCTION."
+)
+_GPUS_OPTION = typer.Option(
+    None,
+    "--gpus",
+    help="Emulated accelerators (default 1): one process each on this host; under "
+    "torchrun, one per rank across hosts.",
+)
+_WORKERS_OPTION = typer.Option(
+    None, "--workers", help="DataLoader workers per accelerator (default: the profile's)."
+)
+_STEPS_OPTION = typer.Option(
+    None, "--steps", help="Steps per epoch and accelerator (default: every full batch)."
+)
+_EPOCHS_OPTION = typer.Option(
+    None, "--epochs", help="Passes over the dataset (default: the profile's)."
+)
+_COMPUTE_OPTION = typer.Option(
+    "sleep", "--compute", help="Emulated compute: sleep, or gpu (calibrated CUDA matmuls)."
+)
+_DIRECT_OPTION = typer.Option(
+    None, "--direct/--buffered", help="O_DIRECT reads (default when the target takes them)."
+)
+_OUTPUT_OPTION = typer.Option(
+    None, "--output", help="Result directory (default ./iobench-results/RUN_ID)."
+)
+_HISTORY_OPTION = typer.Option(None, "--history", help="History URL to append this run to.")
+
+
+@app.command()
+def loader(
+    target: str = typer.Argument(
+        ...,
+        help="Directory to lay the dataset out in (a run dir); with --existing, the dataset "
+        "(directory or fsspec URL) to read, never written.",
+    ),
+    profile: str | None = _PROFILE_OPTION,
+    existing: bool = _EXISTING_OPTION,
+    fmt: str | None = _FMT_OPTION,
+    transform: str | None = _TRANSFORM_OPTION,
+    set_: list[str] | None = typer.Option(None, "--set", help="Override a profile key: KEY=VALUE."),
+    gpus: int | None = _GPUS_OPTION,
+    workers: int | None = _WORKERS_OPTION,
+    steps: int | None = _STEPS_OPTION,
+    epochs: int | None = _EPOCHS_OPTION,
+    compute: str = _COMPUTE_OPTION,
+    direct: bool | None = _DIRECT_OPTION,
+    output: str | None = _OUTPUT_OPTION,
+    as_json: bool = typer.Option(False, "--json", help="Print result.json instead of the table."),
+    keep: bool = typer.Option(False, "--keep", help="Keep the run directory on the target."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    history: str | None = _HISTORY_OPTION,
+    no_history: bool = typer.Option(False, "--no-history", help="Do not append to the history."),
+    csv_path: str | None = CSV_OPTION,
+    series_csv: str | None = SERIES_CSV_OPTION,
+    stall_timeout: str | None = STALL_OPTION,
+    dry_run: bool = DRY_RUN_OPTION,
+) -> int:
+    """Measure the accelerator utilisation a DataLoader reaches on TARGET, and predict it."""
+    from ...api import append_history, check_history_url
+    from ...distributed import is_lead_rank
+
+    arm_watchdog(stall_timeout)
+    if existing:  # the dataset is an input: no output of this run may land inside it
+        from ...core.safeio import protect_input
+
+        protect_input(target)
+    check_exports(csv_path, series_csv)
+    if not no_history:
+        check_history_url(history or "")
+    if existing or fmt or transform:
+        _no_dry_run(dry_run)
+        from .loader_existing import existing_run
+
+        outcome = existing_run(
+            target, existing, profile, set_, fmt=fmt, transform=transform, gpus=gpus,
+            workers=workers, steps=steps, epochs=epochs, compute=compute, direct=direct,
+            output=output, keep=keep, quiet=quiet,
+        )  # fmt: skip
+    elif dry_run:
+        return print_plan(_synthetic(target, profile, set_, gpus, workers, steps, epochs,
+                                     compute, direct, output, keep, quiet, dry_run=True))  # fmt: skip
+    else:
+        outcome = _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute,
+                             direct, output, keep, quiet)  # fmt: skip
+    if not no_history and is_lead_rank():
+        append_history(outcome, history or "")
+    return finish_run(outcome, as_json, quiet, (csv_path, series_csv))
+
+
+def _no_dry_run(dry_run: bool) -> None:
+    if dry_run:
+        from ...core.errors import UsageError
+
+        raise UsageError("--dry-run plans what a run writes; --existing only reads",
+                         hint="drop --dry-run")  # fmt: skip
+
+
+def _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute, direct, output,
+               keep, quiet, dry_run=False):  # fmt: skip
+    from ...core.coordinator import SingleProcess
+    from ...core.errors import UsageError
+    from ...distributed import coordinator_from_env, is_lead_rank
+    from ...loader import run_loader
+
+    if profile is None:
+        raise UsageError("iobench loader needs --profile", hint="or --existing for your dataset")
+    return run_loader(
+        target, profile, sets=set_, gpus=gpus, workers=workers, steps=steps, epochs=epochs,
+        compute=compute, direct=direct, output=output, keep=keep, announce=announce,
+        progress_factory=progress_factory(quiet or not is_lead_rank()), dry_run=dry_run,
+        coord=SingleProcess() if dry_run else coordinator_from_env(),  # a dry run joins no group
+    )  # fmt: skip

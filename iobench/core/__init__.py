@@ -1,0 +1,1 @@
+"""The base layer: errors, units, redaction, CPU accounting, tools, data generation, the coordinator interface and a generator's plan. Imports nothing else from iobench."""

@@ -1,0 +1,1 @@
+"""The pure models: GPU starvation (inputs, bound, interval) and the diagnosis."""

@@ -1,0 +1,1 @@
+"""The qualification suite, its verdict and its checkpoint requirements."""

@@ -1,0 +1,315 @@
+"""``iobench qualify``'s requirements (``--require write=2GB/s,iops=50k,...``) and its verdict:
+pass only when every requirement was measured and met and the run completed; each line names
+the figure, what was required, and whether it rests on an indicative phase.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.errors import UsageError
+from ..core.units import format_count, format_rate, parse_rate
+from ..result.blocks import FAIL, PASS, PASS_INDICATIVE, EstimateBlock, LoaderBlock
+from ..spec.workload import Param, Profile, coerce
+from .checkpoint import CKPT_KEYS, normal_key, parse_item
+from .checkpoint import verdict_lines as ckpt_verdict_lines
+
+# -- requirements and verdict -------------------------------------------------------------------
+
+_PERCENT = Param("percent", 0.9, "a fraction")
+
+# name -> (what it is compared with, unit, higher is better)
+REQUIREMENT_KEYS: dict[str, tuple[str, str]] = {
+    "write": ("best sequential write bandwidth", "B/s"),
+    "read": ("best sequential read bandwidth", "B/s"),
+    "iops": ("random-read IOPS", "ops/s"),
+    "creates": ("small-file creates per second", "ops/s"),
+    "stats": ("stats per second", "ops/s"),
+    "reads": ("small-file open+reads per second", "ops/s"),
+    "deletes": ("deletes per second", "ops/s"),
+    "ckpt_save": ("checkpoint save bandwidth", "B/s"),
+    "ckpt_load": ("checkpoint load bandwidth", "B/s"),
+    "samples": ("dataset samples per second (best reader count)", "ops/s"),
+    "au": ("measured loader accelerator utilisation", "fraction"),
+    "gpus": ("accelerators the storage keeps above the AU threshold (estimate)", "GPUs"),
+}
+
+
+@dataclass(frozen=True)
+class Requirement:
+    key: str
+    value: float
+    unit: str
+
+    def describe(self) -> str:
+        return f"{self.key} >= {_fmt(self.value, self.unit)}"
+
+
+def parse_requirements(text: str | None) -> list[Requirement]:
+    """``read=5GiB/s,creates=20k/s,au=0.9`` -> requirements (UsageError on anything else)."""
+    out: list[Requirement] = []
+    for item in [s.strip() for s in (text or "").split(",") if s.strip()]:
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if eq and normal_key(key):  # ckpt-goodput, ckpt-stall, ... (qualify --model)
+            out.append(parse_item(key, value))
+            continue
+        if not eq or key not in REQUIREMENT_KEYS:
+            raise UsageError(
+                f"--require {item!r}: expected KEY=VALUE",
+                hint=f"keys: {', '.join([*REQUIREMENT_KEYS, *CKPT_KEYS])}",
+            )
+        unit = REQUIREMENT_KEYS[key][1]
+        value = value.strip()
+        if unit == "B/s":
+            v, got = parse_rate(value if value.endswith("/s") else value + "/s")
+            if got != "B/s":
+                raise UsageError(
+                    f"--require {key}: expected a bandwidth like 5GiB/s, got {value!r}"
+                )
+        elif unit == "ops/s":
+            v, got = parse_rate(value)
+            if got != "ops/s":
+                raise UsageError(f"--require {key}: expected a rate like 20k/s, got {value!r}")
+        elif unit == "fraction":
+            v = coerce(key, _PERCENT, value, "--require")
+        else:
+            try:
+                v = int(value)
+            except ValueError:
+                raise UsageError(
+                    f"--require {key}: expected a whole number, got {value!r}"
+                ) from None
+        if v < 0:
+            raise UsageError(f"--require {key}: must not be negative")
+        out.append(Requirement(key, float(v), unit))
+    return out
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "B/s":
+        return format_rate(value)
+    if unit == "ops/s":
+        return format_count(value, "/s")
+    if unit == "fraction":
+        return f"{value * 100:.1f} %"
+    return f"{value:g}"
+
+
+_PHASE_OF: dict[str, tuple[str, str, bool]] = {
+    # key -> (phase name or prefix, attribute, best over phases with that prefix)
+    "write": ("seq-write", "bandwidth_bps", True),
+    "read": ("seq-read", "bandwidth_bps", True),
+    "iops": ("rand-read", "iops", False),
+    "creates": ("ckpt-create", "iops", False),
+    "stats": ("ckpt-stat", "iops", False),
+    "reads": ("ckpt-open_read", "iops", False),
+    "deletes": ("ckpt-delete", "iops", False),
+    "ckpt_save": ("ckpt-save", "bandwidth_bps", False),
+    "ckpt_load": ("ckpt-load", "bandwidth_bps", False),
+}
+
+
+def figure_phase(run: Any, key: str) -> Any:
+    """The phase a requirement key's figure comes from (None for au/gpus or when missing)."""
+    if key == "samples":
+        cands = [p for p in run.phases if p.name.startswith(("dataset-read", "dataset-shuffled"))]
+        return max(cands, key=lambda p: p.iops, default=None)
+    if key not in _PHASE_OF:
+        return None
+    name, attr, best = _PHASE_OF[key]
+    if best:
+        cands = [p for p in run.phases if p.name.startswith(name) and p.ops]
+        return max(cands, key=lambda p: getattr(p, attr), default=None)
+    return next((p for p in run.phases if p.name == name and p.ops), None)
+
+
+def measured_figures(run: Any) -> dict[str, float | None]:
+    """The figure each requirement key is compared with, from a qualify result (for ``gpus``
+    the estimate's point; the verdict uses its conservative end)."""
+    out: dict[str, float | None] = {}
+    for key in REQUIREMENT_KEYS:
+        if key in ("au", "gpus"):
+            continue
+        p = figure_phase(run, key)
+        attr = "iops" if key == "samples" else _PHASE_OF[key][1]
+        out[key] = getattr(p, attr) if p is not None else None
+    out["au"] = _typed(LoaderBlock, run.loader).au
+    out["gpus"] = _estimate(run).max_gpus
+    return out
+
+
+def _typed(block: type, d: Any) -> Any:
+    """``d`` (a result block as read) typed; an absent block reads as an empty one."""
+    return block.from_dict(d if isinstance(d, dict) else {})
+
+
+def _estimate(run: Any) -> EstimateBlock:
+    return _typed(EstimateBlock, run.estimate)
+
+
+def _gpus_item(est: EstimateBlock, r: Requirement, what: str) -> tuple[bool, str, dict[str, Any]]:
+    """The verdict line of the estimate: judged at the interval's conservative (low) end."""
+    point = est.max_gpus
+    low = est.max_gpus_low if est.has("max_gpus_low") else point
+    high = est.max_gpus_high if est.has("max_gpus_high") else point
+    if point is None:
+        line = f"FAIL: {what}: not estimated (required >= {r.value:g})"
+        return False, line, {"key": r.key, "required": r.value, "estimate": None,
+                             "unit": r.unit, "result": "fail"}  # fmt: skip
+    passed = low >= r.value
+    interval = est.interval if est.interval is not None and not est.interval.empty else None
+    span = f"{point} ({low}–{high})" if est.has("max_gpus_low") else f"{point}"
+    line = (
+        f"{'PASS' if passed else 'FAIL'}: {what}: estimate {span}, judged at the conservative "
+        f"end {low} (required >= {r.value:g})"
+        + (f" [{interval.level:.0%} interval; see the estimate's basis]" if interval else "")
+    )
+    for w in est.warnings:
+        line += f"; {w}"
+    item = {"key": r.key, "required": r.value, "estimate": point, "low": low, "high": high,
+            "judged": low, "unit": r.unit, "result": "pass" if passed else "fail"}  # fmt: skip
+    if est.warnings:
+        item["notes"] = list(est.warnings)
+    return passed, line, item
+
+
+def verdict(
+    run: Any,
+    requirements: list[Requirement],
+    profile: Profile | None,
+    gpus: int | None,
+    quick: bool = False,
+) -> dict[str, Any]:
+    """Pass only when every requirement was measured and met, and the run completed.
+
+    The estimate is judged at its interval's conservative end; a figure from a phase that is
+    indicative (not steady, too short, ranks' starts skewed) says so in its line."""
+    got = measured_figures(run)
+    items: list[dict[str, Any]] = []
+    reasons: list[str] = []
+    ok = True
+    reqs = list(requirements)
+    if profile is not None and gpus:
+        reqs.append(Requirement("gpus", float(gpus), "GPUs"))
+        reqs.append(Requirement("au", profile.au_min, "fraction"))
+    ckpt_ok, ckpt_reasons, ckpt_items, rests_on_indicative = ckpt_verdict_lines(run, reqs)
+    for r in [r for r in reqs if not normal_key(r.key)]:
+        what = REQUIREMENT_KEYS[r.key][0]
+        if r.key == "gpus":
+            if profile is not None:
+                what += f" ({profile.name}, AU >= {profile.au_min:.0%})"
+            passed, line, item = _gpus_item(_estimate(run), r, what)
+            rests_on_indicative |= any(w.startswith("indicative") for w in _estimate(run).warnings)
+        else:
+            passed, line, item = _figure_item(run, got.get(r.key), r, what)
+            rests_on_indicative |= "indicative" in item
+        ok &= passed
+        reasons.append(line)
+        items.append(item)
+    ok &= ckpt_ok
+    reasons += ckpt_reasons
+    items += ckpt_items
+    if run.status != "complete":
+        ok = False
+        reasons.append(f"FAIL: the run did not complete ({run.status}: {run.error})")
+    from ..result.stats import indicative_reason
+
+    if not reqs:  # a pass then means every phase completed: it rests on all of them
+        rests_on_indicative |= any(indicative_reason(p) for p in run.phases if p.ops)
+    indicative = rests_on_indicative or quick
+    status = FAIL if not ok else PASS_INDICATIVE if indicative else PASS
+    # what an indicative verdict rests on comes first, before the lines it qualifies
+    first, last = _verdict_notes(run, bool(reqs), rests_on_indicative, quick)
+    out = {"status": status, "result": status, "reasons": [*first, *reasons, *last],
+           "items": items}  # fmt: skip
+    if indicative:
+        out["indicative"] = True
+    if quick:
+        out["smoke_test"] = True
+    return out
+
+
+def _figure_item(
+    run: Any, value: float | None, r: Requirement, what: str
+) -> tuple[bool, str, dict[str, Any]]:
+    """(passed, the reason's line, the verdict item) for a measured figure's requirement."""
+    from ..result.stats import indicative_reason
+
+    passed = value is not None and value >= r.value
+    status = "pass" if passed else "fail"
+    measured = "not measured" if value is None else _fmt(value, r.unit)
+    line = f"{status.upper()}: {what}: {measured} (required >= {_fmt(r.value, r.unit)})"
+    item = {"key": r.key, "required": r.value, "measured": value, "unit": r.unit,
+            "result": status}  # fmt: skip
+    phase = figure_phase(run, r.key)
+    why = indicative_reason(phase) if phase is not None else None
+    if why:
+        line += f" [indicative: {phase.name} {why}]"
+        item["indicative"] = f"{phase.name} {why}"
+    return passed, line, item
+
+
+def _verdict_notes(
+    run: Any, any_reqs: bool, rests_on_indicative: bool, quick: bool
+) -> tuple[list[str], list[str]]:
+    """The verdict's notes: (those on what it rests on, shown first: --quick, indicative
+    figures; the closing ones: no requirement, instability)."""
+    from ..result.stats import indicative_reason
+
+    first: list[str] = []
+    last: list[str] = []
+    if quick:
+        first.append(
+            "NOTE: --quick is a smoke test: its phases are too short to reach steady state, "
+            "so its figures are indicative; qualify without --quick for a verdict to rely on"
+        )
+    if rests_on_indicative:
+        done = [p for p in run.phases if p.ops]
+        n = sum(1 for p in done if indicative_reason(p))
+        first.append(
+            f"NOTE: this verdict rests on indicative figures ({n} of {len(done)} phases did "
+            "not reach steady state or ran too short): rerun without --quick, or with a "
+            "longer --budget"
+        )
+    if not any_reqs:
+        last.append(
+            "no requirement given: pass means every phase completed (use --profile/--gpus or --require)"
+        )
+    if any("unstable" in w for w in _estimate(run).warnings):
+        last.append(
+            "NOTE: the storage (or the host) was unstable during the measurement: the "
+            "estimate's interval covers this run's variability and may not cover another run"
+        )
+    return first, last
+
+
+# -- the exit status ---------------------------------------------------------------------------
+
+# ``qualify --fail-on``: the verdicts that exit 1 (FAILED); the others exit 0
+FAIL_ON: dict[str, tuple[str, ...]] = {
+    "fail": (FAIL,),
+    "indicative": (FAIL, PASS_INDICATIVE),
+}
+
+
+def check_fail_on(fail_on: str) -> str:
+    """``fail_on`` when it names a rule of :data:`FAIL_ON` (UsageError otherwise)."""
+    if fail_on not in FAIL_ON:
+        raise UsageError(
+            f"--fail-on: expected one of {', '.join(FAIL_ON)}, got {fail_on!r}",
+            hint="--fail-on indicative also fails a pass that rests on indicative phases",
+        )
+    return fail_on
+
+
+def verdict_fails(status: str | None, fail_on: str = "fail") -> bool:
+    """Whether a verdict of ``status`` exits 1 under ``--fail-on fail_on``: a fail always
+    does, a ``pass (indicative)`` with ``--fail-on indicative``, and anything that is not a
+    known status (no verdict, a hand-edited file) always does."""
+    if status not in (PASS, PASS_INDICATIVE):
+        return True
+    return status in FAIL_ON[check_fail_on(fail_on)]

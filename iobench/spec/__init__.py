@@ -1,0 +1,1 @@
+"""Workload and profile files and the generators' parameter tables."""
