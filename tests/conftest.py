@@ -138,19 +138,19 @@ def fake_fio(tmp_path, monkeypatch):
     bindir.mkdir()
 
     def install(body: str) -> Path:
-        from iobench.engines import registry
+        from iobench.core import tools
 
         path = bindir / "fio"
         path.write_text(FIO_STUB + body + "\n")
         path.chmod(0o755)
         monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
-        registry.fio_version.cache_clear()
+        tools.fio_version.cache_clear()
         return path
 
     yield install
-    from iobench.engines import registry
+    from iobench.core import tools
 
-    registry.fio_version.cache_clear()
+    tools.fio_version.cache_clear()
 
 
 @pytest.fixture

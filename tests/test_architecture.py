@@ -18,7 +18,7 @@ PKG = Path(__file__).resolve().parents[1] / "iobench"
 # Each package's modules, in layer order: a module imports only those before it.
 ORDERS = {
     "core": [
-        "errors", "units", "redact", "cpu", "tools", "datagen", "plan", "coordinator",
+        "errors", "registry", "units", "redact", "cpu", "tools", "datagen", "plan", "coordinator",
         "inputs", "safeio", "textfit",
     ],
     "spec": ["params", "workload"],

@@ -338,7 +338,7 @@ class FioEngine(Engine):
         return True, None
 
     def version(self) -> str | None:
-        from .registry import fio_version
+        from ..core.tools import fio_version
 
         return fio_version()
 

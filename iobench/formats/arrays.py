@@ -13,7 +13,6 @@ NAME = "npz"
 EXTENSIONS = ("npz", "npy")
 LIBRARY = None
 SAMPLES_PER_FILE = 1  # a failed file is one failed sample
-HINT = ""
 
 
 def samples(data: Any, name: str) -> Iterator[tuple[str, Any]]:

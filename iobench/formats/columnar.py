@@ -10,7 +10,6 @@ from typing import Any
 NAME = "parquet"
 EXTENSIONS = ("parquet", "pq")
 LIBRARY = "pyarrow"
-HINT = "install pyarrow (pip install pyarrow)"
 
 
 def samples(data: Any, name: str) -> Iterator[tuple[str, Any]]:

@@ -195,9 +195,7 @@ def format_names(profile_only: bool = False) -> tuple[str, ...]:
 
 def get_reader_exts(name: str) -> tuple[str, ...]:
     """A reader's file extensions (its module only: the optional library is not needed)."""
-    import importlib
-
-    return tuple(importlib.import_module(READERS[name]).EXTENSIONS)
+    return tuple(READERS.load(name).EXTENSIONS)
 
 
 def extensions_of(fmt: str) -> tuple[str, ...]:

@@ -15,7 +15,6 @@ import numpy as np
 NAME = "hdf5"
 EXTENSIONS = ("h5", "hdf5", "hdf")
 LIBRARY = "h5py"
-HINT = "install h5py (pip install 'iobench[hdf5]')"
 
 
 def _datasets(f: Any) -> dict[str, Any]:

@@ -16,7 +16,6 @@ NAME = "image"
 EXTENSIONS = ("jpg", "jpeg", "png")
 LIBRARY = "PIL"
 SAMPLES_PER_FILE = 1  # a failed file is one failed sample
-HINT = "install Pillow (pip install 'iobench[images]')"
 
 
 def label_of(relpath: str) -> str:

@@ -1,69 +1,85 @@
-"""Sample-format registry: name -> lazily imported module, with an install hint for each.
-
-Each format is one module of this package with the same small interface:
-
-- ``EXTENSION``: the file name extension (no dot);
-- ``OVERHEAD_PER_FILE`` / ``OVERHEAD_PER_SAMPLE``: a generous bound on a file's bytes beyond its
-  samples (headers, padding, footers);
-- ``write(f, samples, keys)``: one file of ``samples`` (uint8 arrays) to a binary file object;
-- ``decode(data, sizes)``: the samples of one whole file held in memory, as arrays it owns;
-- optionally ``LIBRARY`` (the optional library it needs, checked by ``get_format``) and
-  ``ONE_SAMPLE_PER_FILE`` (its files hold one sample each);
-- optionally ``frame(sizes, keys)``: the file laid out ahead, (its size, where each sample's
-  bytes go, a function that fills in the rest around samples already in place), so the
-  dataset writer generates each sample straight into the file (None when it cannot).
+"""Sample-format registry: name -> lazily imported module, with an install hint for each
+(``core.registry``'s shape). Two registries: the synthetic sample formats the dataset writer
+produces (``REGISTRY``, contract :class:`SampleFormat`) and the readers of an existing dataset
+(``READERS``, contract :class:`DatasetReader`). Each entry is one module of this package.
 
 This module is import-light (no numpy): ``spec`` reads the list of names from it.
 """
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol, cast, runtime_checkable
 
-from ..core.errors import EngineUnavailable, UsageError
-
-#: name -> (module, install hint when the module's library is missing).
-REGISTRY: dict[str, tuple[str, str]] = {
-    "raw": ("iobench.formats.raw", ""),
-    "npz": ("iobench.formats.npz", "install numpy (pip install numpy)"),
-    "parquet": ("iobench.formats.parquet", "install pyarrow (pip install pyarrow)"),
-    "tar": ("iobench.formats.tar", ""),
-    "jpeg": ("iobench.formats.jpeg", "install Pillow (pip install pillow)"),
-}
-FORMATS: tuple[str, ...] = tuple(REGISTRY)
+from ..core.registry import Registry, entry
 
 
-def get_format(name: str) -> ModuleType:
+@runtime_checkable
+class SampleFormat(Protocol):
+    """What a synthetic sample format's module provides.
+
+    ``EXTENSION`` the file name extension (no dot); ``OVERHEAD_PER_FILE`` /
+    ``OVERHEAD_PER_SAMPLE`` a generous bound on a file's bytes beyond its samples (headers,
+    padding, footers); ``write(f, samples, keys)`` one file of ``samples`` (uint8 arrays) to a
+    binary file object; ``decode(data, sizes)`` the samples of one whole file held in memory,
+    as arrays it owns. Optional module attributes, read with ``getattr``: ``LIBRARY`` (the
+    optional library it needs, checked by :func:`get_format`), ``ONE_SAMPLE_PER_FILE`` (its
+    files hold one sample each) and ``frame(sizes, keys)`` (the file laid out ahead: its size,
+    where each sample's bytes go, a function that fills in the rest around samples already in
+    place, so the writer generates each sample straight into the file; None when it cannot).
+    """
+
+    EXTENSION: str
+    OVERHEAD_PER_FILE: int
+    OVERHEAD_PER_SAMPLE: int
+
+    def write(self, f: Any, samples: Sequence[Any], keys: Sequence[str]) -> None: ...
+
+    def decode(self, data: Any, sizes: Any = None) -> list[Any]: ...
+
+
+@runtime_checkable
+class DatasetReader(Protocol):
+    """What a reader of an existing dataset (``iobench loader PATH --existing``) provides.
+
+    ``EXTENSIONS`` (lower case, no dot), ``LIBRARY`` (the optional library it needs, or None)
+    and ``samples(data, name)``: the (key, sample) pairs of one whole file held in memory,
+    decoded as a training job would; a sample that fails comes back as an exception
+    instance, a file that fails raises. Its install hint is the registry entry's ``err``.
+    """
+
+    EXTENSIONS: tuple[str, ...]
+    LIBRARY: str | None
+
+    def samples(self, data: Any, name: str) -> Iterable[tuple[str, Any]]: ...
+
+
+#: name -> the format's module and the install hint when the module's library is missing.
+REGISTRY = Registry(
+    "sample format",
+    {
+        "raw": entry("iobench.formats.raw"),
+        "npz": entry("iobench.formats.npz", "install numpy (pip install numpy)"),
+        "parquet": entry("iobench.formats.parquet", "install pyarrow (pip install pyarrow)"),
+        "tar": entry("iobench.formats.tar"),
+        "jpeg": entry("iobench.formats.jpeg", "install Pillow (pip install pillow)"),
+    },
+)
+FORMATS: tuple[str, ...] = REGISTRY.names()
+
+
+def get_format(name: str) -> SampleFormat:
     """A format's module by name, its library (``LIBRARY``, where it names one) loaded:
     UsageError (unknown) / EngineUnavailable (missing library, with the hint)."""
     mod = _module(name)
-    library = getattr(mod, "LIBRARY", None)
-    if library:
-        try:
-            importlib.import_module(library)
-        except ImportError as e:
-            raise EngineUnavailable(
-                f"sample format {name!r} needs {library} ({e})", hint=REGISTRY[name][1] or None
-            ) from None
+    REGISTRY.require_library(name, getattr(mod, "LIBRARY", None))
     return mod
 
 
-def _module(name: str) -> ModuleType:
+def _module(name: str) -> SampleFormat:
     """A format's module by name (its optional library not checked: its extension and
     overhead need none)."""
-    entry = REGISTRY.get(name)
-    if entry is None:
-        raise UsageError(
-            f"unknown sample format {name!r}", hint=f"choose one of: {', '.join(FORMATS)}"
-        )
-    module, hint = entry
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        raise EngineUnavailable(
-            f"sample format {name!r} cannot be loaded ({e})", hint=hint or None
-        ) from None
+    return cast(SampleFormat, REGISTRY.load(name))
 
 
 def extension(name: str) -> str:
@@ -77,35 +93,23 @@ def overhead_bytes(name: str, samples_per_file: int) -> int:
     return int(fmt.OVERHEAD_PER_FILE) + int(fmt.OVERHEAD_PER_SAMPLE) * samples_per_file
 
 
-#: Readers of an EXISTING dataset (``iobench loader PATH --existing``): name -> module. Each
-#: module has ``EXTENSIONS`` (lower case, no dot), ``LIBRARY`` (the optional library it needs,
-#: or None), ``HINT`` (how to install it) and ``samples(data, name)``: the (key, sample) pairs
-#: of one whole file held in memory, decoded as a training job would; a sample that fails
-#: comes back as an exception instance, a file that fails raises.
-READERS: dict[str, str] = {
-    "image": "iobench.formats.image",
-    "webdataset": "iobench.formats.webdataset",
-    "parquet": "iobench.formats.columnar",
-    "npz": "iobench.formats.arrays",
-    "hdf5": "iobench.formats.hdf5",
-    "tfrecord": "iobench.formats.tfrecord",
-}
+#: Readers of an EXISTING dataset (``iobench loader PATH --existing``).
+READERS = Registry(
+    "dataset format",
+    {
+        "image": entry("iobench.formats.image", "install Pillow (pip install 'iobench[images]')"),
+        "webdataset": entry("iobench.formats.webdataset"),
+        "parquet": entry("iobench.formats.columnar", "install pyarrow (pip install pyarrow)"),
+        "npz": entry("iobench.formats.arrays"),
+        "hdf5": entry("iobench.formats.hdf5", "install h5py (pip install 'iobench[hdf5]')"),
+        "tfrecord": entry("iobench.formats.tfrecord"),
+    },
+)
 
 
-def get_reader(name: str) -> ModuleType:
+def get_reader(name: str) -> DatasetReader:
     """An existing-dataset reader by name; UsageError (unknown) / EngineUnavailable (its
     optional library is not installed, with the hint)."""
-    module = READERS.get(name)
-    if module is None:
-        raise UsageError(
-            f"unknown dataset format {name!r}", hint=f"choose one of: {', '.join(READERS)}"
-        )
-    mod = importlib.import_module(module)
-    if mod.LIBRARY:
-        try:
-            importlib.import_module(mod.LIBRARY)
-        except ImportError as e:
-            raise EngineUnavailable(
-                f"dataset format {name!r} needs {mod.LIBRARY} ({e})", hint=mod.HINT or None
-            ) from None
+    mod = cast(DatasetReader, READERS.load(name))
+    READERS.require_library(name, mod.LIBRARY)
     return mod

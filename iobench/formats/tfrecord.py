@@ -22,7 +22,6 @@ import numpy as np
 NAME = "tfrecord"
 EXTENSIONS = ("tfrecord", "tfrecords", "tfr")
 LIBRARY = None
-HINT = ""
 _POLY = 0x82F63B78  # CRC-32C (Castagnoli), reflected
 _MASK_DELTA = 0xA282EAD8
 #: Seconds this process spent checking CRCs (iobench's own cost, not a training job's).

@@ -20,7 +20,6 @@ import numpy as np
 NAME = "webdataset"
 EXTENSIONS = ("tar",)
 LIBRARY = None
-HINT = ""
 IMAGE_PARTS = frozenset({"jpg", "jpeg", "png", "ppm", "pgm", "webp", "bmp"})
 TEXT_PARTS = frozenset({"txt", "text", "cls", "cls2", "index", "id"})
 

@@ -22,15 +22,15 @@ def _fio_run(planted, out: Path, *extra: str) -> list:
 
 
 def test_fio_missing_from_path(cli, planted, tmp_path, monkeypatch):
-    from iobench.engines import registry
+    from iobench.core import tools
 
     empty = tmp_path / "emptybin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    registry.fio_version.cache_clear()
+    tools.fio_version.cache_clear()
     monkeypatch.chdir(tmp_path)
     r = cli("run", "sequential-write", planted.path, "--engine", "fio", *SEQ)
-    registry.fio_version.cache_clear()
+    tools.fio_version.cache_clear()
     assert r.code == 2
     assert "install fio (apt-get install fio) or use --engine posix" in one_line(r.err)
     assert r.out == "" and not (tmp_path / "iobench-results").exists()

@@ -8,26 +8,40 @@ below ``spec``, so loading a workload imports no generator. A generator module e
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-from typing import Any
+from typing import Any, Protocol, cast, runtime_checkable
 
+from ...core.plan import Plan
+from ...core.registry import Registry, entry
 from ...spec.params import GENERATOR_PARAMS
 
-GENERATORS = {
-    "sequential": "iobench.run.phases.sequential",
-    "checkpoint": "iobench.run.phases.checkpoint",
-    "dataset": "iobench.run.phases.dataset",
-    "llm-checkpoint": "iobench.run.phases.llm_checkpoint",
-}
+
+@runtime_checkable
+class Generator(Protocol):
+    """What a generator module provides: ``plan`` (what it will do; writes nothing) and
+    ``run`` (its phases, executed through the runner it is handed)."""
+
+    def plan(self, params: dict[str, Any]) -> Plan: ...
+
+    def run(self, params: dict[str, Any], runner: Any) -> None: ...
+
+
+GENERATORS = Registry(
+    "generator",
+    {
+        "sequential": entry("iobench.run.phases.sequential"),
+        "checkpoint": entry("iobench.run.phases.checkpoint"),
+        "dataset": entry("iobench.run.phases.dataset"),
+        "llm-checkpoint": entry("iobench.run.phases.llm_checkpoint"),
+    },
+)
 
 
 def generator_names() -> list[str]:
     return sorted(GENERATORS)  # the same names as params.GENERATOR_PARAMS (tests check)
 
 
-def get_generator(name: str) -> ModuleType:
-    return importlib.import_module(GENERATORS[name])
+def get_generator(name: str) -> Generator:
+    return cast(Generator, GENERATORS.load(name))
 
 
 def generator_params(name: str) -> dict[str, Any]:
