@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from .core.errors import Interrupted, StoreError, UsageError, quoted
-from .run.runner import RunOutcome, dry_run_workload, run_workload
+from .run.runner import dry_run_workload, run_workload
+from .run.session import RunOutcome
 from .spec.workload import load_workload, parse_overrides
 from .target import is_url
 

@@ -14,7 +14,7 @@ from factories import HOST, TARGET, make_phase, make_run, noisy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iobench.model.starvation import Estimate, EstimateInterval
+from iobench.model.starvation_inputs import Estimate, EstimateInterval
 from iobench.result import blocks as b
 from iobench.result.file import RunResult, dumps
 

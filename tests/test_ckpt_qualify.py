@@ -11,7 +11,8 @@ from iobench.checkpoint import rows as ckpt_report
 from iobench.checkpoint.estimate import Options, build
 from iobench.core.errors import UsageError
 from iobench.qualify.checkpoint import verdict_item
-from iobench.qualify.suite import parse_requirements, plan_qualify, verdict
+from iobench.qualify.suite import plan_qualify
+from iobench.qualify.verdict import parse_requirements, verdict
 from iobench.spec.workload import load_profile
 
 GiB = 1 << 30

@@ -147,7 +147,7 @@ def _check_history_default(text: str, monkeypatch) -> None:
 def _check_output_default(text: str, monkeypatch) -> None:
     from pathlib import Path
 
-    from iobench.run.runner import output_dir_for
+    from iobench.run.outdir import output_dir_for
 
     assert text == "./iobench-results/RUN_ID"
     assert output_dir_for(None, "RUN_ID") == Path(text)

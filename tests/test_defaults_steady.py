@@ -9,7 +9,7 @@ import pytest
 
 from iobench.engines.base import EngineContext, FileSpec, PhaseSpec
 from iobench.engines.posix import PosixEngine
-from iobench.result.stats import SteadyCriterion
+from iobench.result.steady import SteadyCriterion
 from iobench.spec.workload import load_workload
 from iobench.target import StopFlag
 

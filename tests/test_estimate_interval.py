@@ -16,15 +16,9 @@ from iobench.model.interval import (
     scaled_point,
     unstable_reasons,
 )
-from iobench.model.starvation import (
-    MAX_GPUS,
-    EstimateInterval,
-    LoaderParams,
-    SweepPoint,
-    estimate,
-    max_gpus_for,
-)
-from iobench.qualify.suite import Requirement, verdict
+from iobench.model.starvation import estimate, max_gpus_for
+from iobench.model.starvation_inputs import MAX_GPUS, EstimateInterval, LoaderParams, SweepPoint
+from iobench.qualify.verdict import Requirement, verdict
 from iobench.result.file import PhaseResult
 from iobench.run.sweep import cpu_contended, size_mismatch
 from iobench.spec.workload import load_profile

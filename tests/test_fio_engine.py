@@ -19,15 +19,8 @@ from hypothesis import strategies as st
 from iobench.core.errors import EngineError, EngineUnavailable, UsageError
 from iobench.engines import fio as fio_mod
 from iobench.engines.base import EngineContext, FileSpec, PhaseSpec
-from iobench.engines.fio import (
-    FioEngine,
-    build_plan,
-    job_file,
-    normalise,
-    parse_output,
-    to_phase_result,
-    why_not,
-)
+from iobench.engines.fio import FioEngine, normalise, parse_output, to_phase_result
+from iobench.engines.fio_job import build_plan, job_file, why_not
 from iobench.engines.registry import get_engine
 from iobench.result.stats import Histogram, bucket_bounds, bucket_index
 from iobench.target import StopFlag

@@ -96,7 +96,8 @@ def test_qualify_plan_line_gives_a_bound_of_every_step():
     from dataclasses import replace
 
     from iobench.core.plan import phase_time_bound
-    from iobench.qualify.suite import STEP_START_S, _write_plan, plan_qualify, upper_bound_s
+    from iobench.qualify.bound import STEP_START_S, upper_bound_s
+    from iobench.qualify.suite import _write_plan, plan_qualify
     from iobench.spec.workload import load_profile
 
     plan = plan_qualify(load_profile("retinanet-b200"), 1, budget_s=30.0, quick=True)

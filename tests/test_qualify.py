@@ -9,7 +9,8 @@ import time
 import pytest
 
 from iobench.core.errors import UsageError
-from iobench.qualify.suite import parse_requirements, plan_qualify
+from iobench.qualify.suite import plan_qualify
+from iobench.qualify.verdict import parse_requirements
 from iobench.spec.workload import load_profile
 
 
@@ -117,7 +118,7 @@ def test_qualify_bad_input(cli, planted, tmp_path, monkeypatch, args):
 
 def test_plan_gives_phases_time_to_reach_steady_state():
     from iobench.qualify.suite import QUICK_DATASET_LIMIT_S, dataset_phase_limit
-    from iobench.result.stats import DEFAULT_STEADY
+    from iobench.result.steady import DEFAULT_STEADY
 
     prof = load_profile("retinanet-b200")
     need = DEFAULT_STEADY.ramp_s + DEFAULT_STEADY.dur_s  # 2.5 s

@@ -10,7 +10,8 @@ import pytest
 
 from iobench.core.errors import UsageError
 from iobench.formats.registry import FORMATS
-from iobench.model.starvation import (
+from iobench.model.starvation import estimate, predict_au, predict_au_rate_bound, simulate_au
+from iobench.model.starvation_inputs import (
     DatasetSize,
     Estimate,
     LoaderParams,
@@ -18,12 +19,8 @@ from iobench.model.starvation import (
     bandwidth_at,
     dataset_size,
     demand_bps,
-    estimate,
     format_dataset_size,
     latency_quantiles_at,
-    predict_au,
-    predict_au_rate_bound,
-    simulate_au,
 )
 
 MiB = 1 << 20

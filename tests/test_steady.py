@@ -9,7 +9,7 @@ from iobench.distributed import MAX_START_SKEW_SHARE, aggregate_ranks, start_ske
 from iobench.engines.base import EngineContext, FileSpec, PhaseSpec, Progress, SteadyWatch
 from iobench.engines.posix import PosixEngine
 from iobench.result.file import PhaseResult
-from iobench.result.stats import (
+from iobench.result.steady import (
     MIN_PHASE_S,
     SteadyCriterion,
     indicative,

@@ -14,7 +14,7 @@ import traceback
 import typer
 
 from ..core.errors import ExitStatus, IobenchError
-from .commands.common import (  # noqa: F401 - the shared names, from where they were
+from .commands.common import (
     CSV_OPTION,
     DRY_RUN_OPTION,
     LIVE_CSV_OPTION,
@@ -29,19 +29,14 @@ from .commands.common import (  # noqa: F401 - the shared names, from where they
     arm_watchdog,
     check_exports,
     close_live_csv,
-    deprecated,
-    encodable,
     err,
     finish_run,
     open_live_csv,
-    out,
     out_flush,
-    out_report,
     out_text,
     print_plan,
     progress_factory,
     with_live_csv,
-    write_exports,
 )
 
 _state: dict[str, str | None] = {"stopped_by": None}  # the signal that stopped the run
@@ -364,7 +359,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = [
-    "app", "main", "out", "err", "finish_run", "progress_factory", "arm_watchdog", "STALL_OPTION", "check_exports",
-    "write_exports", "CSV_OPTION", "SERIES_CSV_OPTION", "LIVE_CSV_OPTION", "open_live_csv", "with_live_csv",
-    "close_live_csv", "deprecated",
-]  # fmt: skip
+    "main",
+]

@@ -60,7 +60,7 @@ class LiveCsv:
         interval_s: float = DEFAULT_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
     ):
-        from ..result.file import claim_output_file
+        from ..core.safeio import check_output_file as claim_output_file
 
         self.path = claim_output_file(path, option="--live-csv")
         self.interval_s = interval_s

@@ -235,7 +235,7 @@ class SteadyWatch(Progress):
         moved = done_bytes - self._last[0] if use_bw else done_ops - self._last[1]
         self._t, self._last = now, (done_bytes, done_ops)
         self.rates.append(moved / dt)
-        from ..result.stats import window_figure, window_intervals
+        from ..result.steady import window_figure, window_intervals
 
         c = self.criterion
         ramp, n = window_intervals(c, self.interval_s)

@@ -40,19 +40,11 @@ from ..result.file import PhaseResult
 from ..result.stats import Histogram, spread
 from ..target import drop_file_cache
 from .base import Engine, EngineContext, PhaseSpec, cache_label
-from .fio_job import (  # noqa: F401 - re-exported: the job file's names, as before
-    FIO_LINE_MAX,
+from .fio_job import (
     FIO_OPS,
-    FioJobPlan,
     FioPlan,
     _direction,
-    _job_name,
     build_plan,
-    check_path,
-    check_value,
-    filename_line,
-    ioengine_for,
-    job_file,
     why_not,
 )
 

@@ -204,7 +204,7 @@ def encode_history(table: Any, fmt: str) -> bytes:
 def check_output(path: str, what: str) -> Path:
     """Refuse, before anything runs, an output path iobench must not write (exit 2): the
     project's one safe-output rule, :func:`results.claim_output_file`."""
-    from ..result.file import claim_output_file
+    from ..core.safeio import check_output_file as claim_output_file
 
     return claim_output_file(path, option=what)
 

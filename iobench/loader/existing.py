@@ -30,14 +30,8 @@ from ..core.safeio import protect_input, refuse_inside_input, why_missing
 from ..core.units import format_bytes
 from ..formats.detect import DatasetScan, scan
 from ..result.stats import Histogram
-from ..run.runner import (
-    RunOutcome,
-    RunSession,
-    claim_output_dir,
-    new_result,
-    output_dir_for,
-    release_output_dir,
-)
+from ..run.outdir import claim_output_dir, output_dir_for, release_output_dir
+from ..run.session import RunOutcome, RunSession, new_result
 from ..spec.workload import PROFILE_PARAMS, coerce, load_profile, parse_overrides
 from ..target import SignalGuard, StopFlag, Target, find_mount, is_url, read_mountinfo, scrub
 from .calibration import COMPUTE_BOUND_AU

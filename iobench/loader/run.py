@@ -24,9 +24,9 @@ from ..engines.base import FileSpec, Progress
 from ..model import starvation as sv
 from ..result.file import RunResult
 from ..result.stats import Histogram
-from ..run.runner import PhaseRunner, RunOutcome, physical_memory
+from ..run.runner import PhaseRunner
+from ..run.session import RunOutcome, open_run, physical_memory
 from ..run.session import dry_run as session_dry_run
-from ..run.session import open_run
 from ..spec.workload import PROFILE_OPTIONAL, Profile, load_profile, parse_overrides
 from ..target import Target, check_free_space, fs_class, resolve
 from .calibration import (

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..core.errors import UsageError
 from ..core.units import format_rate
-from .starvation import _simulate, _sorted_sweep, max_gpus_for
+from .starvation import _simulate, max_gpus_for
 from .starvation_inputs import (
     BOOTSTRAP_SEED,
     INTERVAL_LEVEL,
@@ -26,6 +26,7 @@ from .starvation_inputs import (
     EstimateInterval,
     LoaderParams,
     SweepPoint,
+    _sorted_sweep,
 )
 
 # --------------------------------------------------------------------------------------------

@@ -28,32 +28,21 @@ import numpy as np
 
 from ..core.errors import UsageError
 from ..core.units import format_rate, format_seconds
-from .starvation_inputs import (  # noqa: F401 - re-exported: the model's data
+from .starvation_inputs import (
     _DRAW_BUDGET,
     _STOP_FRACTION,
-    BOOTSTRAP_SEED,
     COMPUTE_BOUND_TOLERANCE,
-    INTERVAL_LEVEL,
-    MAX_FILES_PER_FOLDER,
     MAX_GPUS,
     MAX_MODEL_GPUS,
-    MEMORY_MULTIPLIER,
-    MIN_STEPS_PER_EPOCH,
-    RESAMPLES,
     SIM_RANKS,
-    UNSTABLE_SPREAD,
     Bound,
-    DatasetSize,
     Estimate,
-    EstimateInterval,
     LoaderParams,
     Prediction,
     SweepPoint,
     _sorted_sweep,
     bandwidth_at,
-    dataset_size,
     demand_bps,
-    format_dataset_size,
     latency_quantiles_at,
 )
 

@@ -210,7 +210,7 @@ _RESTS_ON = {
 
 def indicative(run: Any, key: str) -> str | None:
     """Why the figure of ``key`` rests on indicative phases (None when it does not)."""
-    from ..result.stats import indicative_reason
+    from ..result.steady import indicative_reason
 
     for name in _RESTS_ON[key]:
         p = next((q for q in run.phases if q.name == name and q.ops), None)

@@ -23,19 +23,19 @@ from ..core.errors import UsageError
 from ..core.plan import WritePlan, assumed_floors
 from ..core.units import format_bytes, format_rate, format_seconds, parse_size
 from ..engines.registry import get_engine
-from ..model.starvation import RESAMPLES
+from ..model.starvation_inputs import RESAMPLES
 from ..result.file import RunResult
-from ..result.stats import DEFAULT_STEADY
+from ..result.steady import DEFAULT_STEADY
 from ..run.outdir import output_dir_for
 from ..run.phases import get_generator
-from ..run.runner import PhaseRunner, RunOutcome
-from ..run.session import RunContext, new_result, open_run
+from ..run.runner import PhaseRunner
+from ..run.session import RunContext, RunOutcome, new_result, open_run
 from ..spec.workload import MAX_PHASE_TIME_S, Profile, load_profile
 from ..target import Target, apply_layout, check_free_space, is_url, resolve
-from .bound import STEP_START_S, upper_bound_s  # noqa: F401 - re-exported
+from .bound import STEP_START_S, upper_bound_s
 from .checkpoint import attach as ckpt_attach
 from .checkpoint import check_model_options, step_fields
-from .verdict import (  # re-exported: the suite's requirements and verdict
+from .verdict import (
     Requirement,
     parse_requirements,
     verdict,

@@ -216,7 +216,7 @@ def verdict(
     if run.status != "complete":
         ok = False
         reasons.append(f"FAIL: the run did not complete ({run.status}: {run.error})")
-    from ..result.stats import indicative_reason
+    from ..result.steady import indicative_reason
 
     if not reqs:  # a pass then means every phase completed: it rests on all of them
         rests_on_indicative |= any(indicative_reason(p) for p in run.phases if p.ops)
@@ -237,7 +237,7 @@ def _figure_item(
     run: Any, value: float | None, r: Requirement, what: str
 ) -> tuple[bool, str, dict[str, Any]]:
     """(passed, the reason's line, the verdict item) for a measured figure's requirement."""
-    from ..result.stats import indicative_reason
+    from ..result.steady import indicative_reason
 
     passed = value is not None and value >= r.value
     status = "pass" if passed else "fail"
@@ -258,7 +258,7 @@ def _verdict_notes(
 ) -> tuple[list[str], list[str]]:
     """The verdict's notes: (those on what it rests on, shown first: --quick, indicative
     figures; the closing ones: no requirement, instability)."""
-    from ..result.stats import indicative_reason
+    from ..result.steady import indicative_reason
 
     first: list[str] = []
     last: list[str] = []

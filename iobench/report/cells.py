@@ -12,7 +12,7 @@ from typing import Any
 from ..core.units import format_bytes, format_count, format_rate, format_seconds, format_spread
 from ..result.blocks import CpuBlock
 from ..result.file import PhaseResult, RunResult, metric_summary, metric_value
-from ..result.stats import DEFAULT_STEADY, MIN_PHASE_S, is_indicative
+from ..result.steady import DEFAULT_STEADY, MIN_PHASE_S, is_indicative
 
 METADATA_OPS = ("create", "stat", "open_read", "delete")
 

@@ -23,9 +23,8 @@ from typing import Any
 
 from .. import __version__
 from ..core.errors import StoreError, UsageError
-from ..core.inputs import file_kind, loads_json, open_regular  # noqa: F401 - file_kind re-exported
+from ..core.inputs import loads_json, open_regular
 from ..core.safeio import check_output_file as claim_output_file
-from ..core.safeio import on_read_only_fs  # noqa: F401 - re-exported
 from .blocks import (
     CheckpointBlock,
     EngineBlock,
@@ -39,7 +38,7 @@ from .blocks import (
     VerdictBlock,
     WorkloadBlock,
 )
-from .check import PHASE_RATES, REPEAT_FIGURES, check_run  # noqa: F401 - REPEAT_FIGURES re-exported
+from .check import PHASE_RATES, check_run
 from .stats import Summary, summarize
 
 SCHEMA_VERSION = 1

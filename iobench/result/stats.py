@@ -15,22 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from .steady import (  # noqa: F401 - re-exported: steady state, as before
-    _KINDS,
-    DEFAULT_STEADY,
-    MIN_PHASE_S,
-    SteadyCriterion,
-    SteadyState,
-    indicative,
-    indicative_reason,
-    is_indicative,
-    judge_phase,
-    mark_steady,
-    steady_state,
-    window_figure,
-    window_intervals,
-)
-
 SUB_BUCKETS = 64
 _K = 6  # log2(SUB_BUCKETS)
 MAX_SHIFT = 44  # values up to ~2**51 ns (26 days) fit

@@ -16,7 +16,8 @@ from ..core.errors import UsageError
 from ..core.units import check_repeat
 from ..result import file as results_mod
 from ..spec.workload import load_workload
-from .runner import RunOutcome, dry_run_workload, run_workload
+from .runner import dry_run_workload, run_workload
+from .session import RunOutcome
 
 WORKLOAD = "llm-checkpoint"
 

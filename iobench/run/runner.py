@@ -20,7 +20,7 @@ from ..engines.base import Engine, EngineContext, PhaseSpec, Progress
 from ..engines.registry import get_engine
 from ..result import file as results_mod
 from ..result.file import PhaseResult, RunResult
-from ..result.stats import DEFAULT_STEADY, mark_steady
+from ..result.steady import DEFAULT_STEADY, mark_steady
 from ..spec.workload import Workload, check_duration, check_memory
 from ..target import (
     DIRECT_ALIGN,
@@ -38,47 +38,23 @@ from ..target import (
     resolve,
 )
 from . import stall as watchdog
-from .outdir import (
-    OutputClaim,
-    check_output_dir,
-    claim_output_dir,
-    output_dir_for,
-    release_output_dir,
-)
 from .phases import get_generator
 from .session import (
     RunContext,
     RunOutcome,
-    RunSession,
-    describe_command,
     dry_run,
-    new_result,
     open_run,
     physical_memory,
-    run_session,
 )
 
 ProgressFactory = Callable[[], Progress]
 
-__all__ = [  # with the session's and the output directory's names, as before they moved
-    "OutputClaim",
+__all__ = [
     "PhaseRunner",
     "ProgressFactory",
-    "RunContext",
-    "RunOutcome",
-    "RunSession",
-    "check_output_dir",
-    "claim_output_dir",
-    "describe_command",
     "dry_run_workload",
     "merge_repeats",
-    "new_result",
-    "open_run",
-    "output_dir_for",
-    "physical_memory",
     "plan_workload",
-    "release_output_dir",
-    "run_session",
     "run_workload",
 ]
 

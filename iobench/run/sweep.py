@@ -16,9 +16,10 @@ from typing import Any
 
 from ..core.errors import UsageError
 from ..core.units import format_bytes
-from ..model.starvation import MAX_MODEL_GPUS, SweepPoint
+from ..model.starvation_inputs import MAX_MODEL_GPUS, SweepPoint
 from ..result.file import PhaseResult, RunResult
-from ..result.stats import Histogram, indicative_reason
+from ..result.stats import Histogram
+from ..result.steady import indicative_reason
 
 PHASE_RE = re.compile(r"^dataset-(read|shuffled)-r(\d+)$")
 #: Intervals of a phase's series needed to judge how steady its completions were.

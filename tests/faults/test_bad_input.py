@@ -372,7 +372,7 @@ def test_bad_option_is_exit_2_one_line_nothing_written(cli, planted, tmp_path, m
 def test_checkpoint_bigger_than_memory(cli, planted, tmp_path, monkeypatch):
     """Refused as bad input (exit 2), and the empty results directory the run had made is
     removed again. (The metadata phases before it still run first: see docs/RELIABILITY.md.)"""
-    from iobench.run.runner import physical_memory
+    from iobench.run.session import physical_memory
     from iobench.target import free_bytes
 
     size = int(physical_memory() * 0.6)

@@ -24,7 +24,7 @@ from iobench.core import inputs
 from iobench.core.inputs import NotRegularFile, check_toml_shape, loads_json, open_regular
 from iobench.history.schema import ESTIMATE_METRICS, LOADER_METRICS, PHASE_METRICS
 from iobench.result.check import ESTIMATE_FIGURES, LOADER_FIGURES, PHASE_RATES, REPEAT_FIGURES
-from iobench.result.file import REPEAT_FIGURES as RESULTS_REPEAT_FIGURES
+from iobench.result.check import REPEAT_FIGURES as RESULTS_REPEAT_FIGURES
 from iobench.result.file import PhaseResult, RunResult, save
 
 TIMEOUT_S = 60  # a hang fails the test instead of the suite

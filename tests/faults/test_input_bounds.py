@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import SEQ, debris, iobench_cmd, one_line, sub_env
 
-from iobench.cli.app import encodable
+from iobench.cli.commands.common import encodable
 from iobench.core.errors import SpecError
 from iobench.spec.workload import MEMORY_SHARE, check_memory
 

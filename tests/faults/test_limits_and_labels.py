@@ -176,7 +176,7 @@ def _model(bandwidth_bps: float):
     import math
     from statistics import NormalDist
 
-    from iobench.model.starvation import LoaderParams, SweepPoint
+    from iobench.model.starvation_inputs import LoaderParams, SweepPoint
 
     params = LoaderParams(batch_size=8, sample_bytes=2 << 20, samples_per_file=1,
                           compute_s=0.08, workers=2, prefetch=2, decode_s_per_sample=0.0,

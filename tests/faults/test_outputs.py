@@ -338,7 +338,7 @@ def test_the_claim_is_released_on_every_way_out(cli, planted, tmp_path, trip):
 
 def test_a_claim_refused_or_released_removes_the_directories_it_made(tmp_path):
     from iobench.core.errors import UsageError
-    from iobench.run.runner import OutputClaim
+    from iobench.run.outdir import OutputClaim
 
     path = tmp_path / "made" / "deeper"
     first = OutputClaim(path)
@@ -361,7 +361,7 @@ def test_a_claim_refused_or_released_removes_the_directories_it_made(tmp_path):
 def test_every_command_with_output_is_refused_a_held_directory(cli, planted, tmp_path, command):
     """run, loader and qualify all claim their --output (here held by a claim of this process,
     as another run's would be): exit 2, nothing written to the target or the directory."""
-    from iobench.run.runner import OutputClaim
+    from iobench.run.outdir import OutputClaim
 
     out = tmp_path / "out"
     held = OutputClaim(out)

@@ -25,8 +25,8 @@ def datasize(
     """How big the training dataset must be (both terms of the rule, and which one wins)."""
     from ...core.errors import UsageError
     from ...core.units import parse_size
-    from ...model.starvation import dataset_size, format_dataset_size
-    from ...run.runner import physical_memory
+    from ...model.starvation_inputs import dataset_size, format_dataset_size
+    from ...run.session import physical_memory
     from ...spec.workload import load_profile, parse_overrides
 
     prof = load_profile(profile, parse_overrides(set_))

@@ -28,7 +28,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ...run.runner import RunOutcome
+    from ...run.session import RunOutcome
 
 
 def _dur(seconds: float) -> str:
