@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from iobench.core.errors import EngineError, EngineUnavailable, UsageError
 from iobench.engines import fio as fio_mod
+from iobench.engines import fio_job
 from iobench.engines.base import EngineContext, FileSpec, PhaseSpec
 from iobench.engines.fio import FioEngine, normalise, parse_output, to_phase_result
 from iobench.engines.fio_job import build_plan, job_file, why_not
@@ -151,7 +152,7 @@ def test_why_not_refuses_what_fio_cannot_express():
 )
 def test_check_value_refuses_what_fio_would_cut_split_or_expand(value):
     with pytest.raises(UsageError) as ei:
-        fio_mod.check_value("filename", value)
+        fio_job.check_value("filename", value)
     assert int(ei.value.exit_status) == 2 and "use --engine posix" in ei.value.one_line()
 
 
@@ -162,19 +163,19 @@ def test_check_value_takes_plain_values_and_paths_relative_to_the_run_dir():
         ("1500ms", "1500ms"),
         ("a/b-1.dat", "a/b-1.dat"),
     ]
-    assert [fio_mod.check_value("k", v) for v, _ in ok] == [t for _, t in ok]
-    assert fio_mod.check_path("../.iobench-x-r1/seq/r1-w0.dat").startswith("../")  # a peer rank
+    assert [fio_job.check_value("k", v) for v, _ in ok] == [t for _, t in ok]
+    assert fio_job.check_path("../.iobench-x-r1/seq/r1-w0.dat").startswith("../")  # a peer rank
     with pytest.raises(UsageError, match="relative to the run directory"):
-        fio_mod.check_path("/etc/passwd")
+        fio_job.check_path("/etc/passwd")
 
 
 def test_a_job_named_global_is_not_taken_for_the_global_section():
     """fio treats any section whose name starts with "global" as [global]."""
-    assert fio_mod._job_name("global-read", 0) == "job.global-read.w0"
+    assert fio_job._job_name("global-read", 0) == "job.global-read.w0"
     s = sections(job_file(PhaseSpec("global-read", "read", (FileSpec("a", MiB),))))
     assert list(s) == ["global", "job.global-read.w0"]
     with pytest.raises(UsageError, match="job name"):
-        fio_mod._job_name("x" * 300, 0)
+        fio_job._job_name("x" * 300, 0)
 
 
 def test_a_file_list_longer_than_a_fio_line_runs_with_posix_or_is_refused():
@@ -187,9 +188,9 @@ def test_a_file_list_longer_than_a_fio_line_runs_with_posix_or_is_refused():
     assert why_not(PhaseSpec("rand-read", "randread", files[:100], jobs=2, block_size=4096,
                              mode="shared")) is None  # fmt: skip
     with pytest.raises(UsageError, match="longer than fio reads"):
-        fio_mod.FioPlan(
+        fio_job.FioPlan(
             {"rw": "randread"},
-            jobs=[fio_mod.FioJobPlan(0, "r.w0", [f.path for f in files], 0, 4 * MiB, 0)],
+            jobs=[fio_job.FioJobPlan(0, "r.w0", [f.path for f in files], 0, 4 * MiB, 0)],
         ).text()
 
 

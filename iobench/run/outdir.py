@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 
 from ..core.errors import UsageError
-from ..core.safeio import refuse_inside_input
-from ..result import file as results_mod
+from ..core.inputs import file_kind
+from ..core.safeio import on_read_only_fs, refuse_inside_input
 
 
 def output_dir_for(output: str | None, run_id: str) -> Path:
@@ -38,7 +38,7 @@ def check_output_dir(path: Path) -> None:
                 hint="pass a directory, or a link to one",
             )
         if not path.is_dir():
-            kind = results_mod.file_kind(os.stat(path).st_mode) or "a file"
+            kind = file_kind(os.stat(path).st_mode) or "a file"
             raise UsageError(
                 f"cannot write results to {path}: it is {kind}, not a directory", hint=hint
             )
@@ -52,7 +52,7 @@ def check_output_dir(path: Path) -> None:
                 f"cannot write results to {path}: {probe} is not a directory", hint=hint
             )
     if not os.access(probe, os.W_OK | os.X_OK):
-        ro = results_mod.on_read_only_fs(probe)
+        ro = on_read_only_fs(probe)
         why = "is on a read-only filesystem" if ro else "is not writable by this user"
         raise UsageError(f"cannot write results to {path}: {probe} {why}", hint=hint)
     if os.path.lexists(path / "result.json"):

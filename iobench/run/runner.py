@@ -19,6 +19,7 @@ from ..core.units import check_repeat
 from ..engines.base import Engine, EngineContext, PhaseSpec, Progress
 from ..engines.registry import get_engine
 from ..result import file as results_mod
+from ..result.check import REPEAT_FIGURES
 from ..result.file import PhaseResult, RunResult
 from ..result.steady import DEFAULT_STEADY, mark_steady
 from ..spec.workload import Workload, check_duration, check_memory
@@ -328,7 +329,7 @@ def _merged_phase(runs: list[PhaseResult], cut: list[PhaseResult]) -> PhaseResul
         for i, p in enumerate([*runs, *cut])
     ]
     out.spread = {}
-    for key in results_mod.REPEAT_FIGURES:
+    for key in REPEAT_FIGURES:
         summary = results_mod.metric_summary(out, key)
         if summary is None:
             continue
