@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .core.errors import Interrupted, StoreError, UsageError, quoted
+from .run.guard import UNARMED, StallSetting
 from .run.runner import dry_run_workload, run_workload
 from .run.session import RunOutcome
 from .spec.workload import load_workload, parse_overrides
@@ -39,11 +40,13 @@ def run(
     command: str | None = None,
     announce: Any = None,
     dry_run: bool = False,
+    stall: StallSetting = UNARMED,
 ) -> RunOutcome | str:
     """``iobench run``: load the workload, run it, save the result (and append to history).
 
     ``announce`` gets the plan line before the first byte; ``dry_run``: the checks and the
-    plan's text are all (returned), nothing is written."""
+    plan's text are all (returned), nothing is written; ``stall``: the I/O watchdog
+    (``StallSetting(armed=True)``: it gives up on I/O that makes no progress, exit 4)."""
     overrides: dict[str, Any] = parse_overrides(sets)
     if jobs is not None:
         overrides["jobs"] = str(jobs)
@@ -73,7 +76,7 @@ def run(
         kwargs["progress_factory"] = progress_factory
     outcome = run_workload(
         wl, target, engine_name=_default_engine(target, engine), repeat=repeat, output=output,
-        keep=keep, command=command, coord=coord, announce=announce, **kwargs,
+        keep=keep, command=command, coord=coord, announce=announce, stall=stall, **kwargs,
     )  # fmt: skip
     if history is not None and coord.rank == 0:
         append_history(outcome, history)

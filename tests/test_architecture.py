@@ -40,7 +40,7 @@ ORDERS = {
         "storage",
     ],
     "engines": ["base", "registry", "worker", "forked", "posix", "fsspec", "fio_job", "fio"],
-    "run": ["supervisor", "stall", "outdir", "session", "phases", "runner", "sweep", "checkpoint"],
+    "run": ["supervisor", "stall", "guard", "outdir", "session", "phases", "runner", "sweep", "checkpoint"],
     "qualify": ["checkpoint", "verdict", "bound", "suite"],
     "cli": ["progress", "livecsv", "commands", "app"],
 }  # fmt: skip

@@ -26,7 +26,6 @@ from .commands.common import (
     _stdout_lost,
     announce,
     app,
-    arm_watchdog,
     check_exports,
     close_live_csv,
     err,
@@ -36,6 +35,7 @@ from .commands.common import (
     out_text,
     print_plan,
     progress_factory,
+    stall_setting,
     with_live_csv,
 )
 
@@ -127,7 +127,7 @@ def run(
     """Run one workload against TARGET and print what it measured."""
     from .. import api
 
-    arm_watchdog(stall_timeout)
+    stall = stall_setting(stall_timeout)
     if dry_run:
         return print_plan(api.run(
             workload, target, engine=engine, sets=set_, jobs=jobs, direct=direct, time=time_,
@@ -141,7 +141,7 @@ def run(
             workload, target, engine=engine, sets=set_, jobs=jobs, direct=direct, time=time_,
             repeat=repeat, output=output, keep=keep, verify=verify, announce=announce,
             progress_factory=with_live_csv(progress_factory(quiet or not _lead()), live),
-            history=None if no_history else (history or ""),
+            history=None if no_history else (history or ""), stall=stall,
         )  # fmt: skip
     finally:
         close_live_csv(live)
@@ -343,9 +343,6 @@ def main(argv: list[str] | None = None) -> int:
         code = _run_app(args)
     except BaseException as e:  # noqa: BLE001 - each kind its one line and status (_error_code)
         code = _error_code(e, debug)
-    from ..run.stall import disarm
-
-    disarm()  # the command's runs are over (tests call main many times in one process)
     out_flush()
     if argv is None:
         # the command has finished: a signal now must not cut Python's exit (torch's atexit

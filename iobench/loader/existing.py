@@ -30,10 +30,11 @@ from ..core.safeio import protect_input, refuse_inside_input, why_missing
 from ..core.units import format_bytes
 from ..formats.detect import DatasetScan, scan
 from ..result.stats import Histogram
+from ..run.guard import UNARMED, UNGUARDED, RunGuard, StallSetting
 from ..run.outdir import claim_output_dir, output_dir_for, release_output_dir
 from ..run.session import RunOutcome, RunSession, new_result
 from ..spec.workload import PROFILE_PARAMS, coerce, load_profile, parse_overrides
-from ..target import SignalGuard, StopFlag, Target, find_mount, is_url, read_mountinfo, scrub
+from ..target import StopFlag, Target, find_mount, is_url, read_mountinfo, scrub
 from .calibration import COMPUTE_BOUND_AU
 from .existing_data import READ_SHARE
 from .existing_summary import FAIL_SHARE, summarise
@@ -139,6 +140,7 @@ def run_existing(
     output: str | None = None,
     command: str | None = None,
     progress: Callable[[str], None] | None = None,
+    stall: StallSetting = UNARMED,
 ) -> RunOutcome:
     """Plan (list and stat), run the DataLoader over the dataset, summarise; see the module."""
     from .existing_data import load_transform
@@ -156,8 +158,8 @@ def run_existing(
     run.workload = _workload(job, plan)
     run.engine = _engine_block()
     run.warnings.extend(planned)
-    with _session(run, tgt, out_dir) as (s, guard):
-        measured = run_pipeline(job, plan, s.stop, progress, guard.raising)
+    with _session(run, tgt, out_dir, stall) as s:
+        measured = run_pipeline(job, plan, s.stop, progress, s.guard.signals.raising, s.guard)
         run.loader, notes = summarise(job, plan, measured)
         run.warnings.extend(n for n in notes if n not in run.warnings)
         _check_failures(run.loader["existing"]["failed"], job.transform)
@@ -255,14 +257,12 @@ def _check_failures(failed: dict[str, Any], transform: str | None = None) -> Non
 
 
 @contextmanager
-def _session(run: Any, tgt: Target, out_dir: Path) -> Iterator[Any]:
+def _session(run: Any, tgt: Target, out_dir: Path, stall: StallSetting) -> Iterator[Any]:
     """Signals to a stop flag; an error during the run kept in the session (no run dir);
-    the loop watched for stalls (``watchdog.armed``: ``--stall-timeout``). Yields the session
-    and its signal guard."""
-    from ..run import stall as watchdog
-
+    the loop watched for stalls (the session's guard, armed by ``--stall-timeout``). Yields
+    the session."""
     s = RunSession(run, tgt, out_dir, save=True, keep=False)
-    guard = SignalGuard(s.stop)
+    guard = s.guard = RunGuard(s, stall)
     run.target = tgt.to_dict()
 
     def fail(e: IobenchError) -> None:
@@ -270,9 +270,9 @@ def _session(run: Any, tgt: Target, out_dir: Path) -> Iterator[Any]:
         run.status = "interrupted" if isinstance(e, Interrupted) else "failed"
         run.error = e.one_line()
 
-    with guard, watchdog.armed(s):
+    with guard:
         try:
-            yield s, guard
+            yield s
         except UsageError:
             release_output_dir(out_dir)  # bad input writes nothing, not even the directory
             raise
@@ -341,14 +341,15 @@ def run_pipeline(
     stop: StopFlag,
     progress: Callable[[str], None] | None = None,
     interruptible: Callable[[], Any] = nullcontext,
+    guard: RunGuard = UNGUARDED,
 ) -> dict[str, Any]:
     """The training loop over the dataset: per epoch, time the wait for each batch and the
     emulated compute; every batch's worker figures summed per worker (all steps).
     ``interruptible``: the block in which the first stop signal raises at once (the wait
-    for a batch, which a stuck worker or transform would make endless)."""
+    for a batch, which a stuck worker or transform would make endless); ``guard``: the
+    session's, whose watchdog watches the loop."""
     from torch.utils.data import DataLoader
 
-    from ..run import stall as watchdog
     from .existing_data import ExistingDataset, Stages, decode_warnings, read_limit
     from .loop import _GpuBurn
     from .torchdata import _worker_init
@@ -366,7 +367,7 @@ def run_pipeline(
     # read) within the stall timeout gives up (exit 4), naming the file each busy worker is
     # on, or the transform it is in
     detail = lambda: stages.describe(plan.paths, job.transform)  # noqa: E731
-    with decode_warnings(), watchdog.watching(None, "loader", detail=detail, moving=stages.moved):
+    with decode_warnings(), guard.watching(None, "loader", detail=detail, moving=stages.moved):
         for epoch in range(job.epochs):
             ds.epoch = epoch
             loader = DataLoader(
@@ -374,7 +375,9 @@ def run_pipeline(
                 worker_init_fn=_worker_init if w else None,
             )  # fmt: skip
             try:
-                epochs.append(_epoch(job, iter(loader), compute, workers, stop, interruptible))
+                epochs.append(
+                    _epoch(job, iter(loader), compute, workers, stop, interruptible, guard.tick)
+                )
             except (IobenchError, KeyboardInterrupt):
                 raise
             except (OSError, RuntimeError, ImportError) as e:
@@ -384,7 +387,7 @@ def run_pipeline(
             if progress is not None:
                 progress(f"epoch {epoch + 1}/{job.epochs}: {epochs[-1]['steps']} steps")
     per_batch = workers.pop(-1, {}).get("per_batch", [])
-    with watchdog.watching(None, "cache-read-probe"):  # its reads may block as the loop's may
+    with guard.watching(None, "cache-read-probe"):  # its reads may block as the loop's may
         probe = cached_read(plan, job)
     return {
         "epochs": epochs,
@@ -441,12 +444,11 @@ def _epoch(  # noqa: PLR0915 - the measured loop: one frame, no calls between cl
     workers: dict[int, dict[str, Any]],
     stop: StopFlag,
     interruptible: Callable[[], Any] = nullcontext,
+    tick: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
     """One pass (or ``job.steps`` steps): AU = compute after the first step ÷ wall after it.
     A batch whose every sample failed is no step, but counts toward ``job.steps`` (the run
-    ends there even when every sample fails)."""
-    from ..run import stall as watchdog
-
+    ends there even when every sample fails). ``tick``: the watchdog's heartbeat."""
     wait = Histogram()
     t_start = first_end = prev = time.perf_counter()
     compute_sum = 0.0
@@ -463,7 +465,7 @@ def _epoch(  # noqa: PLR0915 - the measured loop: one frame, no calls between cl
             except StopIteration:
                 break
             t1, fetch_cpu = time.perf_counter(), time.thread_time() - c0
-            watchdog.tick()
+            tick()
             _add(workers, st)
             del _batch
             if not st.samples:
@@ -473,7 +475,7 @@ def _epoch(  # noqa: PLR0915 - the measured loop: one frame, no calls between cl
             if job.compute_s > 0:
                 compute(job.compute_s)
             t2 = time.perf_counter()
-            watchdog.tick()
+            tick()
             steps += 1
             if steps > 1:  # the first step (workers starting) is left out, as DLIO does
                 wait.record(int((t1 - t0) * 1e9))

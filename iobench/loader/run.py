@@ -24,6 +24,7 @@ from ..engines.base import FileSpec, Progress
 from ..model import starvation as sv
 from ..result.file import RunResult
 from ..result.stats import Histogram
+from ..run.guard import UNARMED, StallSetting
 from ..run.runner import PhaseRunner
 from ..run.session import RunOutcome, open_run, physical_memory
 from ..run.session import dry_run as session_dry_run
@@ -92,6 +93,7 @@ def run_loader(
     coord: Coordinator | None = None,
     announce: Callable[[str], None] | None = None,
     dry_run: bool = False,
+    stall: StallSetting = UNARMED,
 ) -> RunOutcome | str:
     """``iobench loader``: generate the profile's dataset on ``target``, probe it, run the
     DataLoader with emulated compute on ``gpus`` accelerators, predict the same with the model.
@@ -104,9 +106,7 @@ def run_loader(
 
     Bad input raises UsageError before anything is written; failures during the run come back
     in ``RunOutcome.error`` with the partial result saved and marked, the run dir removed.
-    ``announce`` gets the plan line before the first byte; ``dry_run``: the checks and the
-    plan's text only, nothing written.
-    """
+    ``announce``: the plan line before the first byte; ``dry_run``: the plan's text only."""
     prof = profile if isinstance(profile, Profile) else load_profile(profile, parse_overrides(sets))
     coord = coord or SingleProcess()
     gpus = coord.world if gpus is None else gpus
@@ -127,7 +127,7 @@ def run_loader(
     if dry_run:
         return session_dry_run(check, plan, output=output, command=command)
     with open_run(check, output=output, command=command, coord=coord, save=save, keep=keep,
-                  plan=plan, announce=announce) as ctx:  # fmt: skip
+                  plan=plan, announce=announce, stall=stall) as ctx:  # fmt: skip
         _measure(job, ctx.session, ctx.run, ctx.target, progress_factory)
     assert ctx.outcome is not None
     return ctx.outcome
@@ -273,7 +273,9 @@ def _measure(
     remote = tgt.kind == "fsspec"
     engine = _probe_engine(remote)
     coord.attach(tgt)  # every rank's run dir exists: can ranks read each other's?
-    runner = s.runner = PhaseRunner(tgt, engine, s.stop, progress_factory or Progress, coord=coord)
+    runner = s.runner = PhaseRunner(
+        tgt, engine, s.stop, progress_factory or Progress, coord=coord, guard=s.guard
+    )
     # O_DIRECT by default on local targets; on URLs only --direct asks (and is refused)
     use_direct = runner.direct(not remote if job.direct is None else job.direct)
     cache = runner.cache_state(use_direct)

@@ -26,6 +26,7 @@ from ..engines.registry import get_engine
 from ..model.starvation_inputs import RESAMPLES
 from ..result.file import RunResult
 from ..result.steady import DEFAULT_STEADY
+from ..run.guard import UNARMED, StallSetting
 from ..run.outdir import output_dir_for
 from ..run.phases import get_generator
 from ..run.runner import PhaseRunner
@@ -329,16 +330,16 @@ def run_qualify(
     ckpt_opts: Any = None,
     write_report: Callable[[RunResult, Path], Any] | None = None,
     announce: Callable[[str], None] | None = None,
+    stall: StallSetting = UNARMED,
 ) -> tuple[RunOutcome | None, str | None]:
     """Plan (and unless ``dry_run``) run the suite. Returns (outcome, dry-run text).
 
     With a torchrun ``coord`` (many ranks) every rank runs each I/O step on its own files, in
     step, and the phases are the ranks' aggregates; the loader runs one accelerator per rank;
-    rank 0 writes the result, the report (``write_report``) and the verdict (alike on all ranks).
-    """
+    rank 0 writes the result, the report (``write_report``) and the verdict (alike on all ranks)."""
     suite = _suite(target_spec, profile_name, gpus, require, quick, budget, checkpoint, sets)
     ckpt_full = check_model_options(model, checkpoint, ckpt_opts, list(suite.requirements))
-    suite = replace(suite, ckpt_full=ckpt_full or suite.ckpt_full, model=model,
+    suite = replace(suite, ckpt_full=ckpt_full or suite.ckpt_full, model=model, stall=stall,
                     ckpt_opts=ckpt_opts, requested_gpus=gpus, write_report=write_report)  # fmt: skip
     engine = get_engine(engine_name)
     coord = coord or SingleProcess()
@@ -363,7 +364,7 @@ def run_qualify(
         return target, plan
 
     with open_run(check_run, output=output, command=command, coord=coord, keep=keep,
-                  plan=_write_plan, announce=announce) as ctx:  # fmt: skip
+                  plan=_write_plan, announce=announce, stall=stall) as ctx:  # fmt: skip
         _io_steps(ctx, suite, engine, progress_factory)
     assert ctx.outcome is not None
     _after_io(ctx, ctx.outcome, suite, target_spec, keep, progress_factory)
@@ -399,6 +400,7 @@ class _Suite:
     ckpt_opts: Any = None
     requested_gpus: int | None = None
     write_report: Callable[[RunResult, Path], Any] | None = None  # the command's report.html
+    stall: StallSetting = UNARMED  # the command's --stall-timeout (every session's watchdog)
 
 
 def _suite(
@@ -470,7 +472,7 @@ def _io_steps(
     ctx.coord.attach(target)  # every rank's run dir exists: can ranks read each other's?
     runner = ctx.session.runner = PhaseRunner(
         target, engine, ctx.stop, raw_dir=str(ctx.out_dir) if ctx.writer else None,
-        coord=ctx.coord, steady=DEFAULT_STEADY, **kwargs,
+        coord=ctx.coord, steady=DEFAULT_STEADY, guard=ctx.session.guard, **kwargs,
     )  # fmt: skip
     for step in plan.steps:
         get_generator(step.generator).run(step.params, runner)
@@ -493,7 +495,7 @@ def _after_io(
     """The loader step, the estimate and the verdict; rank 0 saves them with the report."""
     coord, plan = ctx.coord, ctx.checked
     if outcome.error is None:
-        _loader_step(outcome, target_spec, plan, keep, progress_factory, coord)
+        _loader_step(outcome, target_spec, plan, keep, progress_factory, coord, suite.stall)
     _estimate_step(outcome.run, suite.profile)
     outcome.run.verdict = verdict(
         outcome.run, suite.requirements, suite.profile, suite.gpus, quick=suite.quick
@@ -516,6 +518,7 @@ def _loader_step(
     keep: bool,
     progress_factory: Any,
     coord: Coordinator,
+    stall: StallSetting,
 ) -> None:
     """The profile through a real DataLoader (its own run directory, after the I/O steps)."""
     from ..loader import run_loader
@@ -524,7 +527,7 @@ def _loader_step(
     prof = replace(plan.profile, files=lp["files"], epochs=lp["epochs"])
     lo = run_loader(
         target_spec, prof, gpus=lp["gpus"], steps=lp["steps"], save=False, keep=keep,
-        progress_factory=progress_factory, command=outcome.run.command, coord=coord,
+        progress_factory=progress_factory, command=outcome.run.command, coord=coord, stall=stall,
     )  # fmt: skip
     run = outcome.run
     run.loader = lo.run.loader

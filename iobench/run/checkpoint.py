@@ -16,6 +16,7 @@ from ..core.errors import UsageError
 from ..core.units import check_repeat
 from ..result import file as results_mod
 from ..spec.workload import load_workload
+from .guard import UNARMED, StallSetting
 from .runner import dry_run_workload, run_workload
 from .session import RunOutcome
 
@@ -40,6 +41,7 @@ def run_checkpoint(
     coord: Coordinator | None = None,
     announce: Any = None,
     dry_run: bool = False,
+    stall: StallSetting = UNARMED,
 ) -> RunOutcome | str:
     """Save and load ``model``'s checkpoint on ``target`` and estimate the full-size figures.
     ``announce``: the plan line before the first byte; ``dry_run``: the plan's text only."""
@@ -69,7 +71,7 @@ def run_checkpoint(
         return dry_run_workload(wl, target, repeat=repeat, output=output, label=label)
     outcome = run_workload(wl, target, engine_name="posix", output=output, keep=keep,
                            repeat=repeat, coord=coord, announce=announce, label=label,
-                           **kwargs)  # fmt: skip
+                           stall=stall, **kwargs)  # fmt: skip
     if coord.rank == 0:
         _attach(outcome, wl, prof, opts)
     return outcome

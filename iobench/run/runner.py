@@ -38,7 +38,7 @@ from ..target import (
     phase_layout,
     resolve,
 )
-from . import stall as watchdog
+from .guard import UNARMED, RunGuard, StallSetting, Unguarded
 from .phases import get_generator
 from .session import (
     RunContext,
@@ -76,9 +76,10 @@ class PhaseRunner:
     # a time-based phase ends once steady by this (stats.SteadyCriterion); None: at its time
     steady: Any = None
     _fallback: Any = field(default=None, repr=False)  # posix engine for phases the engine refuses
+    guard: RunGuard = field(default_factory=Unguarded)  # the session's: its watchdog
 
     def __post_init__(self) -> None:
-        self.progress_factory = watchdog.watched(self.progress_factory)  # stalls give up
+        self.progress_factory = self.guard.watched(self.progress_factory)  # stalls give up
 
     @property
     def run_dir(self) -> str:
@@ -153,7 +154,7 @@ class PhaseRunner:
         if self.target.kind == "fsspec":  # object stores have no directories
             make_url_dirs(self.target, relpaths)
             return
-        with watchdog.watching(None, "mkdir"):
+        with self.guard.watching(None, "mkdir"):
             for d in sorted(set(relpaths)):
                 os.makedirs(os.path.join(self.run_dir, d), exist_ok=True)
 
@@ -165,7 +166,7 @@ class PhaseRunner:
 
     def execute(self, spec: PhaseSpec) -> PhaseResult:
         """Run one phase through the engine; keep its result even when it fails."""
-        with watchdog.watching(spec):  # cache drop, I/O, layout query: blocked I/O gives up
+        with self.guard.watching(spec):  # cache drop, I/O, layout query: blocked I/O gives up
             return self._execute(spec)
 
     def _execute(self, spec: PhaseSpec) -> PhaseResult:
@@ -357,6 +358,7 @@ def run_workload(
     save: bool = True,
     announce: Callable[[str], None] | None = None,
     label: str | None = None,
+    stall: StallSetting = UNARMED,
 ) -> RunOutcome:
     """Run ``workload`` on ``target_spec``; always returns the (possibly partial) result.
 
@@ -367,7 +369,8 @@ def run_workload(
     check_repeat(repeat)  # 1 to units.MAX_REPEAT
     check = _checker(workload, target_spec, engine_name)
     with open_run(check, output=output, command=command, coord=coord, save=save, keep=keep,
-                  plan=_planner(workload, label, repeat), announce=announce) as ctx:  # fmt: skip
+                  plan=_planner(workload, label, repeat), announce=announce,
+                  stall=stall) as ctx:  # fmt: skip
         _run_phases(ctx, workload, repeat, progress_factory)
     assert ctx.outcome is not None
     return ctx.outcome
@@ -432,7 +435,7 @@ def _run_phases(
 ) -> None:
     """Inside ``open_run``: lay the run directory out, then ``repeat`` times the generator."""
     run, target, coord = ctx.run, ctx.target, ctx.coord
-    watchdog.set_spec_timeout(workload.stall_timeout)
+    ctx.session.guard.set_spec_timeout(workload.stall_timeout)
     # the probe may need more than the device's logical block size (btrfs: its sectors);
     # under torchrun every rank refuses when one does
     direct_sizes = plan_workload(workload).direct_sizes
@@ -446,6 +449,7 @@ def _run_phases(
         target, ctx.checked, ctx.stop, progress_factory,
         raw_dir=str(ctx.out_dir) if ctx.writer else None, coord=coord,
         steady=DEFAULT_STEADY if workload.params.get("steady") else None,
+        guard=ctx.session.guard,
     )  # fmt: skip
     gen = get_generator(workload.generator)
     repeats: list[list[PhaseResult]] = []

@@ -36,7 +36,7 @@ from ..core.units import format_bytes
 from ..result import file as results_mod
 from ..result.file import PhaseResult, RunResult
 from ..target import SignalGuard, StopFlag, Target, create_run_dir, remove_run_dir, scrub
-from . import stall as watchdog
+from .guard import UNARMED, RunGuard, StallSetting, Unguarded
 from .outdir import (
     OutputClaim,
     claim_output_dir,
@@ -89,6 +89,7 @@ class RunSession:
     runner: PhaseCollector | None = None
     error: IobenchError | None = None
     coord: Coordinator = field(default_factory=SingleProcess)
+    guard: RunGuard = field(default_factory=Unguarded)  # run_session's (signals, the watchdog)
 
     def fail(self, e: IobenchError) -> None:
         """End the run with ``e``: marked interrupted, failed, or partial (phases measured)."""
@@ -160,6 +161,7 @@ def run_session(
     save: bool = True,
     run_dir_id: str | None = None,
     coord: Coordinator | None = None,
+    stall: StallSetting = UNARMED,
 ) -> Iterator[RunSession]:
     """Create the run directory, route signals to a stop flag, and always clean up.
 
@@ -174,12 +176,14 @@ def run_session(
     ``session.outcome()`` then saves and returns the run.
     """
     s = RunSession(run, target, out_dir, save, keep, coord=coord or SingleProcess())
-    guard = SignalGuard(s.stop)
+    guard = s.guard = RunGuard(s, stall)  # signals to the stop flag; the watchdog when armed
     made: list[Path] = []  # output directories this session created, deepest first
-    with guard, _thread_errors_as_warnings(run), watchdog.armed(s):
+    with guard, _thread_errors_as_warnings(run):
         try:
             try:
-                with guard.deferred():  # the run dir is ours once it exists: record that first
+                with (
+                    guard.signals.deferred()
+                ):  # the run dir is ours once it exists: record that first
                     create_run_dir(target, run_dir_id or run.run_id)
                 run.target = target.to_dict()
                 if save:
@@ -187,7 +191,7 @@ def run_session(
                     out_dir.mkdir(parents=True, exist_ok=True)
                 yield s
             finally:
-                guard.defer()  # from here on a signal only sets the flag: cleanup finishes
+                guard.signals.defer()  # from here on a signal only sets the flag: cleanup finishes
         except UsageError:
             for d in made:  # bad input writes nothing: not even an empty results directory
                 remove_if_empty(d)
@@ -255,6 +259,7 @@ def open_run(
     keep: bool = False,
     plan: Callable[[Target, C], WritePlan] | None = None,
     announce: Callable[[str], None] | None = None,
+    stall: StallSetting = UNARMED,
 ) -> Iterator[RunContext[C]]:
     """The one run set-up of every command that runs I/O, and its one way out.
 
@@ -266,8 +271,7 @@ def open_run(
     the run directory removed; after a failure this rank's later collectives fail at once.
     Bad input raises UsageError with nothing written and the claim released. Once every check
     passed, before the first byte, rank 0 gives ``announce`` the plan line of ``plan(target,
-    checked)`` (plan.plan_line: bytes, time bound, free space).
-    """
+    checked)`` (plan.plan_line). ``stall``: the watchdog's setting (the session's guard)."""
     coord = coord or SingleProcess()
     run = new_result(command)
     run.run_id = coord.shared_run_id(run.run_id)
@@ -287,7 +291,14 @@ def open_run(
             announce(target_plan_line(plan(target, extra), target))
         run_dir_id = coord.run_dir_id(run.run_id)
         with run_session(
-            run, target, out_dir, keep=keep, save=writer, run_dir_id=run_dir_id, coord=coord
+            run,
+            target,
+            out_dir,
+            keep=keep,
+            save=writer,
+            run_dir_id=run_dir_id,
+            coord=coord,
+            stall=stall,
         ) as s:
             ctx = RunContext(run, coord, out_dir, writer, target, extra, s)
             yield ctx

@@ -21,8 +21,9 @@ cache). Then it:
    ends a FUSE wait), fio and forked workers die with their parent.
 
 The timeout is ``--stall-timeout`` (run, qualify, loader, checkpoint), else the workload's
-``stall_timeout`` key, else ``DEFAULT_STALL_S``; 0 turns the watchdog off. The CLI arms it;
-library callers (``iobench.api``) get it when they call ``configure``.
+``stall_timeout`` key, else ``DEFAULT_STALL_S``; 0 turns the watchdog off. Each run session
+owns its watchdog through its guard (``guard.RunGuard``); the CLI arms it for every run,
+library callers (``iobench.api``) pass ``stall=StallSetting(armed=True)``.
 """
 
 from __future__ import annotations
@@ -46,26 +47,6 @@ CLEANUP_LIMIT_S = 5.0  # removing the run directory in this process, before the 
 REAP_LIMIT_S = 3600.0  # the detached reaper waits this long for the storage, at most
 EXIT_RUN_FAILED = 4  # errors.ExitStatus.RUN_FAILED
 _WRITES = ("write", "randwrite", "create")
-
-_config: dict[str, Any] = {"armed": False, "timeout": None}
-_active: list[Watchdog] = []  # the watchdogs of the run sessions in flight, innermost last
-
-
-def configure(timeout_s: float | None) -> None:
-    """Arm the watchdog for the runs this process starts: ``timeout_s`` (0: off), or None for
-    the workload's ``stall_timeout`` or ``DEFAULT_STALL_S``."""
-    _config.update(armed=True, timeout=timeout_s)
-
-
-def disarm() -> None:
-    _config.update(armed=False, timeout=None)
-
-
-def timeout_for(spec_value: float | None) -> float:
-    """The stall timeout in force: the command line's, else the workload's, else the default."""
-    if _config["timeout"] is not None:
-        return float(_config["timeout"])
-    return DEFAULT_STALL_S if spec_value is None else float(spec_value)
 
 
 def _block_device(path: str | None) -> str | None:
@@ -332,41 +313,6 @@ def _bounded(fn: Callable[[], Any], limit_s: float) -> Any:
     return box[0] if box else None
 
 
-@contextmanager
-def watching(
-    spec: Any,
-    name: str | None = None,
-    detail: Callable[[], str] | None = None,
-    moving: Callable[[], int] | None = None,
-) -> Iterator[None]:
-    """Watch one phase (a PhaseSpec) from its cache drop to its layout query, or one step
-    (``name``: creating directories, the loader's loop), whatever its progress reports in
-    between. ``detail``: what the step is blocked on, said in the line when it gives up;
-    ``moving``: a count that changes while the step makes progress (beside ``tick``)."""
-    dog = _active[-1] if _active else None
-    if dog is None:
-        yield
-        return
-    if spec is not None:
-        dog.spec = spec
-    dog.started(spec.name if spec is not None else str(name))
-    dog.held += 1
-    old = dog.detail, dog.moving
-    dog.detail, dog.moving, dog.moved_count = detail or old[0], moving or old[1], None
-    try:
-        yield
-    finally:
-        dog.detail, dog.moving = old
-        dog.held -= 1
-        dog.ended()
-
-
-def tick() -> None:
-    """Progress in the step being watched (the loader received a batch): no stall."""
-    if _active:
-        _active[-1].beat()
-
-
 def _stalled_phase(spec: Any, name: str, line: str, done_bytes: int, done_ops: int) -> Any:
     from ..result.file import PhaseResult
 
@@ -491,47 +437,11 @@ class WatchedProgress(Progress):
         return getattr(self.inner, name)
 
 
-def watched(factory: Callable[[], Progress]) -> Callable[[], Progress]:
-    """``factory``, its progress objects watched by the run session's watchdog in force when
-    each is made (none: unwatched)."""
-    if getattr(factory, "_watched", False):
-        return factory
-
-    def make() -> Progress:
-        p = factory()
-        return WatchedProgress(p, _active[-1]) if _active else p
-
-    make._watched = True  # type: ignore[attr-defined]
-    return make
-
-
 def beat(progress: Any) -> None:
     """Tell ``progress``'s watchdog (if it has one) that I/O is moving."""
     fn = getattr(progress, "beat", None)
     if fn is not None:
         fn()
-
-
-@contextmanager
-def armed(session: Any) -> Iterator[Watchdog | None]:
-    """Watch this run session's phases, when the process armed the watchdog (``configure``)."""
-    if not _config["armed"]:
-        yield None
-        return
-    supervisor.split_for(session.target)  # a client that can block in the kernel: a parent
-    dog = Watchdog(session, timeout_for(None))
-    _active.append(dog)
-    try:
-        yield dog
-    finally:
-        dog.close()
-        _active.remove(dog)
-
-
-def set_spec_timeout(spec_value: float | None) -> None:
-    """The workload's ``stall_timeout`` (when the command line did not set one)."""
-    if _active:
-        _active[-1].timeout_s = timeout_for(spec_value)
 
 
 def _reaper_main(argv: list[str]) -> int:

@@ -196,14 +196,34 @@ def test_progress_resets_the_watch_and_only_phases_in_flight_are_watched():
 
 
 def test_timeout_precedence():
-    try:
-        watchdog.configure(None)
-        assert watchdog.timeout_for(None) == watchdog.DEFAULT_STALL_S
-        assert watchdog.timeout_for(12.0) == 12.0
-        watchdog.configure(0)
-        assert watchdog.timeout_for(12.0) == 0  # the command line wins; 0: off
-    finally:
-        watchdog.disarm()
+    from iobench.run.guard import StallSetting
+
+    armed = StallSetting(armed=True)
+    assert armed.timeout_for(None) == watchdog.DEFAULT_STALL_S
+    assert armed.timeout_for(12.0) == 12.0
+    assert StallSetting(armed=True, timeout_s=0).timeout_for(12.0) == 0  # the command line wins
+
+
+def test_each_session_owns_its_guard_and_nothing_is_left_in_module_state(tmp_path):
+    """Two sessions, one inside the other: each has its own watchdog, and neither leaks into
+    the module (no process-wide arming, no stack of watchdogs in flight)."""
+    from iobench.run.guard import RunGuard, StallSetting
+    from iobench.run.session import RunSession, new_result
+    from iobench.target import resolve
+
+    target = resolve(str(tmp_path))
+    outer = RunSession(new_result("t"), target, tmp_path / "o", save=False, keep=False)
+    inner = RunSession(new_result("t"), target, tmp_path / "i", save=False, keep=False)
+    with RunGuard(outer, StallSetting(armed=True, timeout_s=30)) as g1:
+        with RunGuard(inner, StallSetting()) as g2:  # not armed: watches nothing
+            assert g1.dog is not None and g2.dog is None
+            with g1.watching(None, "step"):
+                assert g1.dog.phase == "step"
+            g2.tick()  # no watchdog: nothing to beat, nothing raised
+        g1.set_spec_timeout(12.0)
+        assert g1.dog.timeout_s == 30  # the command line's wins
+    assert g1.dog is None  # closed with its session
+    assert not [n for n in vars(watchdog) if n in ("_active", "_config")]
 
 
 def test_no_stall_no_exit(planted, tmp_path):

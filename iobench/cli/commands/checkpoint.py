@@ -15,11 +15,11 @@ from .common import (
     STALL_OPTION,
     announce,
     app,
-    arm_watchdog,
     finish_run,
     out,
     print_plan,
     progress_factory,
+    stall_setting,
 )
 
 _MODEL_OPTION = typer.Option(
@@ -121,7 +121,7 @@ def checkpoint(
     read_rate: str | None = _READ_RATE_OPTION,
 ) -> int:
     """Save and load an LLM checkpoint on TARGET; estimate stall, recovery and goodput."""
-    arm_watchdog(stall_timeout)
+    stall = stall_setting(stall_timeout)
     from ...api import append_history, check_history_url
     from ...checkpoint.estimate import parse_options
     from ...distributed import coordinator_from_env, is_lead_rank
@@ -141,6 +141,7 @@ def checkpoint(
     outcome = run_checkpoint(
         target, model, keep=keep, announce=announce, **args,
         progress_factory=progress_factory(quiet or not lead), coord=coordinator_from_env(),
+        stall=stall,
     )  # fmt: skip
     if lead and not no_history:
         append_history(outcome, history or "")

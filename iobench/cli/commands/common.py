@@ -9,10 +9,14 @@ import errno
 import io
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
 from ...core.errors import ExitStatus
+
+if TYPE_CHECKING:
+    from ...run.guard import StallSetting
 
 app = typer.Typer(
     add_completion=True,  # --install-completion, --show-completion (docs: reference/cli)
@@ -192,18 +196,18 @@ STALL_OPTION = typer.Option(
 )
 
 
-def arm_watchdog(value: str | None) -> None:
-    """--stall-timeout: arm the I/O watchdog (iobench.run.stall) for this command's runs."""
+def stall_setting(value: str | None) -> StallSetting:
+    """--stall-timeout: the I/O watchdog, armed, for this command's runs (each run session's
+    guard runs its own; iobench.run.guard)."""
     from ...core.units import check_stall_timeout, parse_duration
-    from ...run import stall as watchdog
     from ...run import supervisor
+    from ...run.guard import StallSetting
 
     supervisor.mode_from_env()  # IOBENCH_SUPERVISE, checked before anything is written
     if value is None:
-        watchdog.configure(None)
-        return
+        return StallSetting(armed=True)
     seconds = parse_duration(value, what="--stall-timeout")
-    watchdog.configure(check_stall_timeout(seconds, text=value))
+    return StallSetting(armed=True, timeout_s=check_stall_timeout(seconds, text=value))
 
 
 def progress_factory(quiet: bool):

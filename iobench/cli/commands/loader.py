@@ -12,11 +12,11 @@ from .common import (
     STALL_OPTION,
     announce,
     app,
-    arm_watchdog,
     check_exports,
     finish_run,
     print_plan,
     progress_factory,
+    stall_setting,
 )
 
 _PROFILE_OPTION = typer.Option(
@@ -95,7 +95,7 @@ def loader(
     from ...api import append_history, check_history_url
     from ...distributed import is_lead_rank
 
-    arm_watchdog(stall_timeout)
+    stall = stall_setting(stall_timeout)
     if existing:  # the dataset is an input: no output of this run may land inside it
         from ...core.safeio import protect_input
 
@@ -110,14 +110,14 @@ def loader(
         outcome = existing_run(
             target, existing, profile, set_, fmt=fmt, transform=transform, gpus=gpus,
             workers=workers, steps=steps, epochs=epochs, compute=compute, direct=direct,
-            output=output, keep=keep, quiet=quiet,
+            output=output, keep=keep, quiet=quiet, stall=stall,
         )  # fmt: skip
     elif dry_run:
         return print_plan(_synthetic(target, profile, set_, gpus, workers, steps, epochs,
-                                     compute, direct, output, keep, quiet, dry_run=True))  # fmt: skip
+                                     compute, direct, output, keep, quiet, stall, dry_run=True))  # fmt: skip
     else:
         outcome = _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute,
-                             direct, output, keep, quiet)  # fmt: skip
+                             direct, output, keep, quiet, stall)  # fmt: skip
     if not no_history and is_lead_rank():
         append_history(outcome, history or "")
     return finish_run(outcome, as_json, quiet, (csv_path, series_csv))
@@ -132,7 +132,7 @@ def _no_dry_run(dry_run: bool) -> None:
 
 
 def _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute, direct, output,
-               keep, quiet, dry_run=False):  # fmt: skip
+               keep, quiet, stall, dry_run=False):  # fmt: skip
     from ...core.coordinator import SingleProcess
     from ...core.errors import UsageError
     from ...distributed import coordinator_from_env, is_lead_rank
@@ -145,4 +145,5 @@ def _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute, dir
         compute=compute, direct=direct, output=output, keep=keep, announce=announce,
         progress_factory=progress_factory(quiet or not is_lead_rank()), dry_run=dry_run,
         coord=SingleProcess() if dry_run else coordinator_from_env(),  # a dry run joins no group
+        stall=stall,
     )  # fmt: skip

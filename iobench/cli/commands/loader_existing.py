@@ -47,4 +47,4 @@ def existing_run(
         if not quiet:
             print(f"iobench: {line}", file=sys.stderr)
 
-    return run_existing(job, output=opts["output"], progress=progress)
+    return run_existing(job, output=opts["output"], progress=progress, stall=opts["stall"])

@@ -14,7 +14,6 @@ from .common import (
     STALL_OPTION,
     announce,
     app,
-    arm_watchdog,
     check_exports,
     close_live_csv,
     deprecated,
@@ -23,6 +22,7 @@ from .common import (
     out_report,
     out_text,
     progress_factory,
+    stall_setting,
     with_live_csv,
     write_exports,
 )
@@ -131,7 +131,7 @@ def qualify(
     from ...distributed import coordinator_from_env, is_lead_rank
 
     _check(fail_on, dry_run, (csv_path, series_csv), None if no_history else history or "")
-    arm_watchdog(stall_timeout)
+    stall = stall_setting(stall_timeout)
     budget = deprecated("--time", "--budget", old_budget, budget)
     ckpt_opts = parse_options(mtbf=mtbf, failure_rate=failure_rate, interval=interval,
                               restart=restart)  # fmt: skip
@@ -141,6 +141,7 @@ def qualify(
         live_csv, quiet or not lead, target, profile_name=profile, gpus=gpus, require=require,
         quick=quick, budget=budget, dry_run=dry_run, output=output, keep=keep, engine_name=engine,
         checkpoint=checkpoint, model=model, ckpt_opts=ckpt_opts, coord=coord, sets=set_,
+        stall=stall,
     )  # fmt: skip
     if plan_text is not None:
         if lead:
