@@ -39,8 +39,6 @@ from .commands.common import (
     with_live_csv,
 )
 
-_state: dict[str, str | None] = {"stopped_by": None}  # the signal that stopped the run
-
 
 class StopSignal(KeyboardInterrupt):
     """A stop signal outside a run session, raised as Ctrl-C is: a KeyboardInterrupt passes
@@ -53,32 +51,37 @@ class StopSignal(KeyboardInterrupt):
         self.signame = _signame(signum)
 
 
-def _stop_early(signum: int, _frame: object) -> None:
-    """Before a run has a run directory there is nothing to clean: a stop signal ends the
-    command at once, as Ctrl-C does, with its one line and 130."""
-    stop = StopSignal(signum)
-    _state["stopped_by"] = stop.signame
-    raise stop
-
-
 def _interrupted_by(e: BaseException | None) -> str:
     return getattr(e, "signame", None) or "SIGINT"
 
 
-def _install_stop_handlers() -> dict[int, object]:
-    """Every stop signal (SIGHUP, SIGQUIT, SIGUSR1, ... as SIGINT/SIGTERM) ends the command with
-    130 and one line; during a run, run_session's SignalGuard takes over from these."""
-    from ..target import STOP_SIGNALS
+class EarlyStop:
+    """One command's stop signals before a run session takes them over (its guard): every
+    stop signal (SIGHUP, SIGQUIT, SIGUSR1, ... as SIGINT/SIGTERM) ends the command at once, as
+    Ctrl-C does, with its one line and 130 (before a run has a run directory there is nothing
+    to clean). ``by``: the signal that stopped it."""
 
-    old: dict[int, object] = {}
-    if threading.current_thread() is not threading.main_thread():
+    def __init__(self) -> None:
+        self.by: str | None = None
+
+    def handler(self, signum: int, _frame: object) -> None:
+        stop = StopSignal(signum)
+        self.by = stop.signame
+        raise stop
+
+    def install(self) -> dict[int, object]:
+        """The handlers installed (main thread only); the old ones returned."""
+        from ..target import STOP_SIGNALS
+
+        old: dict[int, object] = {}
+        if threading.current_thread() is not threading.main_thread():
+            return old
+        for s in STOP_SIGNALS:
+            try:
+                old[s] = signal.signal(s, self.handler)
+            except (OSError, ValueError):  # pragma: no cover
+                pass
         return old
-    for s in STOP_SIGNALS:
-        try:
-            old[s] = signal.signal(s, _stop_early)
-        except (OSError, ValueError):  # pragma: no cover
-            pass
-    return old
 
 
 _TIME_HELP = (
@@ -268,16 +271,16 @@ def teach(command) -> None:
         sub.epilog = epilog(name) or sub.epilog
 
 
-def _run_app(args: list[str]) -> int:
+def _run_app(args: list[str], early: EarlyStop) -> int:
     """The command's exit status (typer's ``standalone_mode=False``: errors raise)."""
     _register_optional_commands()
     cmd = typer.main.get_command(app)
     teach(cmd)
     rv = cmd.main(args=args, prog_name="iobench", standalone_mode=False)
     code = int(rv) if isinstance(rv, int) else 0
-    if code == ExitStatus.INTERRUPTED and _state.get("stopped_by"):
+    if code == ExitStatus.INTERRUPTED and early.by:
         # typer turns a KeyboardInterrupt (Ctrl-C, StopSignal) into a silent 130
-        err(f"iobench: error: interrupted by {_state['stopped_by']}")
+        err(f"iobench: error: interrupted by {early.by}")
     return code
 
 
@@ -336,11 +339,11 @@ def main(argv: list[str] | None = None) -> int:
     forget_inputs()  # the input datasets of this command only (tests call main many times)
     remember_argv(args)  # the credentials typed in URLs are masked wherever they show up
     debug = "--debug" in args
-    _state["stopped_by"] = None
-    old_handlers = _install_stop_handlers()
+    early = EarlyStop()
+    old_handlers = early.install()
     _never_fail_on_encoding()
     try:
-        code = _run_app(args)
+        code = _run_app(args, early)
     except BaseException as e:  # noqa: BLE001 - each kind its one line and status (_error_code)
         code = _error_code(e, debug)
     out_flush()
