@@ -125,7 +125,8 @@ def test_every_workload_file_is_package_data():
 
 
 def test_an_installed_package_finds_its_own_workloads(tmp_path, monkeypatch):
-    """Installed, spec.py sits in site-packages/iobench/ beside workloads/ (no checkout above)."""
+    """Installed, spec/workload.py sits in site-packages/iobench/ beside workloads/ (no checkout
+    above)."""
     import shutil
 
     from iobench.spec import workload as spec
@@ -133,7 +134,7 @@ def test_an_installed_package_finds_its_own_workloads(tmp_path, monkeypatch):
     pkg = tmp_path / "site-packages" / "iobench"
     shutil.copytree(ROOT / "workloads", pkg / "workloads")
     monkeypatch.delenv("IOBENCH_WORKLOADS", raising=False)
-    monkeypatch.setattr(spec, "__file__", str(pkg / "spec.py"))
+    monkeypatch.setattr(spec, "__file__", str(pkg / "spec" / "workload.py"))
     assert spec.workloads_dir() == pkg / "workloads"
     assert spec.find_file("retinanet-b200", "profile").parent == pkg / "workloads" / "profiles"
     shutil.rmtree(pkg / "workloads")  # neither shipped nor beside a checkout: say where it looked

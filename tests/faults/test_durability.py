@@ -55,7 +55,7 @@ def test_a_killed_writer_leaves_the_old_file_and_only_a_hidden_temp(tmp_path):
     path.write_bytes(b"old\n")
     code = (
         "import os, sys, time\n"
-        "from iobench import results\n"
+        "from iobench.result import file as results\n"
         "real = os.fsync\n"
         "def slow(fd):\n"
         "    print('writing', flush=True); time.sleep(60)\n"
