@@ -22,9 +22,13 @@ ORDERS = {
         "inputs", "safeio", "textfit",
     ],
     "spec": ["params", "workload"],
-    "model": ["starvation_inputs", "starvation", "interval", "diagnosis_terms", "diagnosis"],
+    "model": [
+        "starvation_inputs", "starvation", "interval", "diagnosis_terms", "diagnosis", "inverse",
+    ],
     "result": ["blocks", "steady", "stats", "check", "file", "measured", "verify", "steady_advice"],
-    "checkpoint": ["layout", "daly", "model", "spec", "estimate", "rows"],
+    "checkpoint": [
+        "layout", "daly", "model", "spec", "estimate", "rows", "inverse", "cluster",
+    ],
     "loader": [
         "dataset", "torchdata", "loop", "ranks", "calibration", "run",
         "existing_data", "existing_diagnosis", "existing_summary", "existing", "decode_cost",
