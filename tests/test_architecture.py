@@ -45,7 +45,7 @@ ORDERS = {
     ],
     "engines": ["base", "registry", "worker", "forked", "posix", "fsspec", "fio_job", "fio"],
     "run": ["supervisor", "stall", "outdir", "session", "phases", "runner", "sweep", "checkpoint"],
-    "qualify": ["checkpoint", "verdict", "bound", "suite"],
+    "qualify": ["checkpoint", "verdict", "plan_file", "bound", "suite"],
     "cli": ["progress", "livecsv", "commands", "app"],
 }  # fmt: skip
 LOADER, FORMATS, TARGET, ENGINES = (ORDERS[k] for k in ("loader", "formats", "target", "engines"))
