@@ -187,8 +187,8 @@ def _basis(
         f"Daly (2006) exponential goodput of synchronous saves, failures during a checkpoint "
         f"and during recovery counted, inverted: the largest stall per checkpoint whose "
         f"goodput at {at} is at least {target:.2%} (bisection to float precision), with "
-        f"MTBF {format_seconds(mtbf_s)} and recovery = restart {format_seconds(restart_s)} + "
-        f"load",
+        f"MTBF {format_seconds(mtbf_s)} and recovery = restart "
+        f"{format_seconds(restart_s) if restart_s else 'none'} + load",
         f"{format_bytes(size)} in {files:,} files per checkpoint; {load}; {meta}",
         "the forward model at the planned rates gives the goodput shown (the round trip), and "
         "1 % less write bandwidth misses the target",

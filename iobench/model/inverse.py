@@ -174,6 +174,8 @@ def _basis(
         if math.isfinite(closed)
         else "the rate bound cannot reach the threshold (decode or overhead)"
     )
+    d = params.decode_s_per_sample
+    decode = f"decode {format_seconds(d)} per sample (the profile's)" if d else "no decode time"
     return (
         f"the starvation model inverted: the least aggregate bandwidth whose simulated AU "
         f"(torch DataLoader, {gpus} GPU(s) × {params.workers} workers = {readers} readers, "
@@ -181,7 +183,6 @@ def _basis(
         f"{format_seconds(params.compute_s)}/step, barrier every step, {STEPS} steps, seed "
         f"{SEED}) is at least {threshold:.1%}, by bisection to {REL_TOL:.0e}; storage "
         f"planned to deliver it at {readers} readers (the same rate per reader below, "
-        f"saturated above); {spread}; decode "
-        f"{format_seconds(params.decode_s_per_sample)} per sample (the profile's), loader "
-        f"overhead not counted (the host's CPU, not storage); {bound}"
+        f"saturated above); {spread}; {decode}, loader overhead not counted (the "
+        f"host's CPU, not storage); {bound}"
     )

@@ -46,7 +46,11 @@ class PlanRequirements:
 
     def note(self) -> str:
         """The verdict's note: the plan's figures are the whole cluster's."""
-        who = f"{self.gpus:,} accelerators" if self.gpus else "its cluster"
+        who = (
+            f"{self.gpus:,} accelerator{'s' if self.gpus != 1 else ''}"
+            if self.gpus
+            else "its cluster"
+        )
         return (
             f"NOTE: the requirements are the plan {self.path}'s, for {who}: aggregate figures "
             "of the whole cluster, judged against what this run measured"
