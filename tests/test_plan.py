@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 
@@ -195,3 +196,15 @@ def test_published_reliability_rows():
     assert opt == pytest.approx(9.72e-4, rel=1e-3)
     assert opt / (cm.LLAMA3_RATE_PER_GPU_S * day) == pytest.approx(2.05, abs=0.005)
     assert cm.LLAMA3_RATE_PER_GPU_S * 992 * 56 * day == pytest.approx(26.3, abs=0.05)
+
+
+def test_plan_output_never_follows_a_link(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.txt").write_text("user data")
+    os.symlink("mine.txt", tmp_path / "plan.json")
+    os.symlink("absent.txt", tmp_path / "dangling.json")
+    for name in ("plan.json", "dangling.json"):
+        r = cli("plan", "--gpus", "2", "--profile", "unet3d-h100", "--output", name, "--force")
+        assert r.code == 2 and "symbolic link" in r.err and len(r.err.strip().splitlines()) == 1
+    assert (tmp_path / "mine.txt").read_text() == "user data"
+    assert not (tmp_path / "absent.txt").exists()

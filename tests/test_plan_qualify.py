@@ -128,7 +128,7 @@ def test_plan_files_that_are_not_plans(cli, planted, tmp_path):
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
     for path, message in ((big, "is more than a plan"), (fifo, "it is a FIFO"),
-                          (tmp_path, "it is a directory"), (tmp_path / "none.json", "no such file")):  # fmt: skip
+                          (tmp_path, "it is a directory"), (tmp_path / "none.json", "no such plan file (and no KEY=VALUE item)")):  # fmt: skip
         r = cli("qualify", planted.path, "--quick", "--require", path)
         assert r.code == 2 and message in r.err, (path, r.err)
         assert len(r.err.strip().splitlines()) == 1

@@ -79,7 +79,10 @@ def _read(path: str) -> Any:
             raise _bad(path, f"more than a plan ({MAX_PLAN_BYTES >> 10} KiB at most)")
         return loads_json(data.decode("utf-8"))
     except FileNotFoundError:
-        raise _bad(path, "no such file") from None
+        raise UsageError(
+            f"--require {path}: no such plan file (and no KEY=VALUE item)",
+            hint="give KEY=VALUE items, e.g. read=5GiB/s, or a plan file `iobench plan --output` wrote",
+        ) from None
     except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError among them
         detail = e.strerror if isinstance(e, OSError) and e.strerror else e
         raise _bad(path, f"cannot read it as a plan ({detail})") from None
