@@ -22,9 +22,13 @@ ORDERS = {
         "inputs", "safeio", "textfit",
     ],
     "spec": ["params", "workload"],
-    "model": ["starvation_inputs", "starvation", "interval", "diagnosis_terms", "diagnosis"],
+    "model": [
+        "starvation_inputs", "starvation", "interval", "diagnosis_terms", "diagnosis", "inverse",
+    ],
     "result": ["blocks", "steady", "stats", "check", "file", "measured", "verify", "steady_advice"],
-    "checkpoint": ["layout", "daly", "model", "spec", "estimate", "rows"],
+    "checkpoint": [
+        "layout", "daly", "model", "spec", "estimate", "rows", "inverse", "cluster",
+    ],
     "loader": [
         "dataset", "torchdata", "loop", "ranks", "calibration", "run",
         "existing_data", "existing_diagnosis", "existing_summary", "existing", "decode_cost",
@@ -41,7 +45,7 @@ ORDERS = {
     ],
     "engines": ["base", "registry", "worker", "forked", "posix", "fsspec", "fio_job", "fio"],
     "run": ["supervisor", "stall", "guard", "outdir", "session", "phases", "runner", "sweep", "checkpoint"],
-    "qualify": ["checkpoint", "verdict", "bound", "suite"],
+    "qualify": ["checkpoint", "verdict", "plan_file", "bound", "suite"],
     "cli": ["progress", "livecsv", "commands", "app"],
 }  # fmt: skip
 LOADER, FORMATS, TARGET, ENGINES = (ORDERS[k] for k in ("loader", "formats", "target", "engines"))

@@ -52,7 +52,7 @@ def test_set_reads_key_value_wherever_it_is_taken():
     with_set = {
         name: p for name, cmd in _commands().items() for p in cmd.params if "--set" in p.opts
     }
-    assert set(with_set) == {"run", "loader", "estimate", "datasize", "qualify", "profile"}
+    assert set(with_set) == {"run", "loader", "estimate", "datasize", "qualify", "profile", "plan"}
     assert {p.metavar for p in with_set.values()} == {"KEY=VALUE"}
 
 
@@ -179,6 +179,12 @@ def _check_time_default(text: str, monkeypatch) -> None:
         assert params["steady"] is True and params["time"] == limit, name
 
 
+def _check_plan_hosts(text: str, monkeypatch) -> None:
+    from iobench.checkpoint.cluster import GPUS_PER_HOST
+
+    assert text == f"GPUs ÷ {GPUS_PER_HOST}"
+
+
 NAMED_DEFAULTS = {
     ("run", "--engine"): "posix, fsspec for URLs",
     ("run", "--time"): _check_time_default,
@@ -205,6 +211,13 @@ NAMED_DEFAULTS = {
     ("checkpoint", "--scale"): _check_checkpoint_scale,
     ("checkpoint", "--gpus"): "the ranks",
     ("checkpoint", "--output"): _check_output_default,
+    ("plan", "--accelerator"): "the profile's",
+    ("plan", "--au"): "the profile's",
+    ("plan", "--failure-rate"): "Llama 3's rate",
+    ("plan", "--interval"): "the optimum",
+    ("plan", "--recovery"): "as long as a save",
+    ("plan", "--dataset"): "MLPerf Storage's minimum",
+    ("plan", "--hosts"): _check_plan_hosts,
     **{
         (c, "--stall-timeout"): _check_stall_default
         for c in ("run", "qualify", "loader", "checkpoint")

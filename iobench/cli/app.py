@@ -220,6 +220,11 @@ METAVARS = {
     "--write-rate": "BANDWIDTH",
     "--read-rate": "BANDWIDTH",
     "--transform": "MOD:FUNC",
+    "--goodput": "PERCENT",
+    "--au": "PERCENT",
+    "--metadata-share": "PERCENT",
+    "--recovery": "DURATION",
+    "--dataset": "SIZE",
 }
 
 

@@ -36,6 +36,7 @@ from ..target import Target, apply_layout, check_free_space, is_url, resolve
 from .bound import STEP_START_S, upper_bound_s
 from .checkpoint import attach as ckpt_attach
 from .checkpoint import check_model_options, step_fields
+from .plan_file import PlanRequirements, load_plan, looks_like_plan
 from .verdict import (
     Requirement,
     parse_requirements,
@@ -401,6 +402,7 @@ class _Suite:
     requested_gpus: int | None = None
     write_report: Callable[[RunResult, Path], Any] | None = None  # the command's report.html
     stall: StallSetting = UNARMED  # the command's --stall-timeout (every session's watchdog)
+    plan: PlanRequirements | None = None  # qualify --require PLAN.json: exactly its requirements
 
 
 def _suite(
@@ -423,8 +425,16 @@ def _suite(
         from ..run.sweep import gpus_list
 
         gpus_list(gpus)  # the model's bound, refused before any I/O rather than after it
-    requirements = parse_requirements(require)
-    profile = load_profile(profile_name or DEFAULT_PROFILE, parse_overrides(sets))
+    plan = load_plan(str(require)) if looks_like_plan(require) else None
+    requirements = list(plan.requirements) if plan else parse_requirements(require)
+    # a plan's profile: its dataset sweep reads the samples the plan's loader figures are about
+    name = profile_name or (plan.profile if plan else None) or DEFAULT_PROFILE
+    profile = load_profile(name, parse_overrides(sets))
+    if plan and plan.profile and profile.name != plan.profile:
+        raise UsageError(
+            f"--profile {profile.name} is not the plan's profile ({plan.profile})",
+            hint=f"leave out --profile: the plan {plan.path} sets it",
+        )
     budget_s = (
         parse_duration(budget, what="--budget")
         if budget
@@ -447,7 +457,7 @@ def _suite(
             "qualify runs on a mounted directory",
             hint="use iobench run with the fsspec engine for URLs",
         )
-    return _Suite(profile, gpus or 1, budget_s, quick, ckpt_full, requirements)
+    return _Suite(profile, gpus or 1, budget_s, quick, ckpt_full, requirements, plan=plan)
 
 
 def _workload_block(suite: _Suite, plan: QualifyPlan) -> dict[str, Any]:
@@ -456,7 +466,8 @@ def _workload_block(suite: _Suite, plan: QualifyPlan) -> dict[str, Any]:
         "spec_hash": plan.spec_hash(),
         "params": {"profile": suite.profile.name, "gpus": suite.gpus, "budget_s": suite.budget_s,
                    "quick": suite.quick, "steps": {s.name: s.params for s in plan.steps},
-                   "loader": plan.loader, "require": [r.describe() for r in suite.requirements]},
+                   "loader": plan.loader, "require": [r.describe() for r in suite.requirements],
+                   **({"require_plan": suite.plan.path} if suite.plan else {})},
     }  # fmt: skip
 
 
@@ -497,9 +508,11 @@ def _after_io(
     if outcome.error is None:
         _loader_step(outcome, target_spec, plan, keep, progress_factory, coord, suite.stall)
     _estimate_step(outcome.run, suite.profile)
+    # a plan's requirements are exactly what is judged: no gpus/au line of the profile's
     outcome.run.verdict = verdict(
-        outcome.run, suite.requirements, suite.profile, suite.gpus, quick=suite.quick
-    )
+        outcome.run, suite.requirements, suite.profile, None if suite.plan else suite.gpus,
+        quick=suite.quick, notes=(suite.plan.note(),) if suite.plan else (),
+    )  # fmt: skip
     if outcome.error is None:
         # one verdict, rank 0's, so every rank exits with the same status
         outcome.run.verdict = coord.broadcast_object(outcome.run.verdict)

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import UsageError
-from ..core.units import format_count, format_rate, parse_rate
-from ..result.blocks import FAIL, PASS, PASS_INDICATIVE, EstimateBlock, LoaderBlock
+from ..core.units import format_bytes, format_count, format_rate, parse_rate, parse_size
+from ..result.blocks import FAIL, PASS, PASS_INDICATIVE, EstimateBlock, LoaderBlock, TargetBlock
 from ..spec.workload import Param, Profile, coerce
 from .checkpoint import CKPT_KEYS, normal_key, parse_item
 from .checkpoint import verdict_lines as ckpt_verdict_lines
@@ -31,6 +31,8 @@ REQUIREMENT_KEYS: dict[str, tuple[str, str]] = {
     "ckpt_save": ("checkpoint save bandwidth", "B/s"),
     "ckpt_load": ("checkpoint load bandwidth", "B/s"),
     "samples": ("dataset samples per second (best reader count)", "ops/s"),
+    "dataset_read": ("dataset read bandwidth (best reader count)", "B/s"),
+    "free": ("free space on the target (at the start)", "B"),
     "au": ("measured loader accelerator utilisation", "fraction"),
     "gpus": ("accelerators the storage keeps above the AU threshold (estimate)", "GPUs"),
 }
@@ -41,6 +43,7 @@ class Requirement:
     key: str
     value: float
     unit: str
+    source: str = ""  # the plan file it comes from (qualify --require PLAN.json)
 
     def describe(self) -> str:
         return f"{self.key} >= {_fmt(self.value, self.unit)}"
@@ -74,6 +77,8 @@ def parse_requirements(text: str | None) -> list[Requirement]:
                 raise UsageError(f"--require {key}: expected a rate like 20k/s, got {value!r}")
         elif unit == "fraction":
             v = coerce(key, _PERCENT, value, "--require")
+        elif unit == "B":
+            v = parse_size(value, what=f"--require {key}")
         else:
             try:
                 v = int(value)
@@ -96,6 +101,8 @@ def _fmt(value: float | None, unit: str) -> str:
         return format_count(value, "/s")
     if unit == "fraction":
         return f"{value * 100:.1f} %"
+    if unit == "B":
+        return format_bytes(value)
     return f"{value:g}"
 
 
@@ -115,9 +122,10 @@ _PHASE_OF: dict[str, tuple[str, str, bool]] = {
 
 def figure_phase(run: Any, key: str) -> Any:
     """The phase a requirement key's figure comes from (None for au/gpus or when missing)."""
-    if key == "samples":
+    if key in ("samples", "dataset_read"):
+        attr = "iops" if key == "samples" else "bandwidth_bps"
         cands = [p for p in run.phases if p.name.startswith(("dataset-read", "dataset-shuffled"))]
-        return max(cands, key=lambda p: p.iops, default=None)
+        return max(cands, key=lambda p: getattr(p, attr), default=None)
     if key not in _PHASE_OF:
         return None
     name, attr, best = _PHASE_OF[key]
@@ -132,11 +140,12 @@ def measured_figures(run: Any) -> dict[str, float | None]:
     the estimate's point; the verdict uses its conservative end)."""
     out: dict[str, float | None] = {}
     for key in REQUIREMENT_KEYS:
-        if key in ("au", "gpus"):
+        if key in ("au", "gpus", "free"):
             continue
         p = figure_phase(run, key)
-        attr = "iops" if key == "samples" else _PHASE_OF[key][1]
+        attr = {"samples": "iops", "dataset_read": "bandwidth_bps"}.get(key) or _PHASE_OF[key][1]
         out[key] = getattr(p, attr) if p is not None else None
+    out["free"] = _typed(TargetBlock, run.target).free_bytes
     out["au"] = _typed(LoaderBlock, run.loader).au
     out["gpus"] = _estimate(run).max_gpus
     return out
@@ -183,11 +192,13 @@ def verdict(
     profile: Profile | None,
     gpus: int | None,
     quick: bool = False,
+    notes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Pass only when every requirement was measured and met, and the run completed.
 
     The estimate is judged at its interval's conservative end; a figure from a phase that is
-    indicative (not steady, too short, ranks' starts skewed) says so in its line."""
+    indicative (not steady, too short, ranks' starts skewed) says so in its line. ``notes``
+    lead the reasons (a plan file's cluster)."""
     got = measured_figures(run)
     items: list[dict[str, Any]] = []
     reasons: list[str] = []
@@ -224,7 +235,7 @@ def verdict(
     status = FAIL if not ok else PASS_INDICATIVE if indicative else PASS
     # what an indicative verdict rests on comes first, before the lines it qualifies
     first, last = _verdict_notes(run, bool(reqs), rests_on_indicative, quick)
-    out = {"status": status, "result": status, "reasons": [*first, *reasons, *last],
+    out = {"status": status, "result": status, "reasons": [*notes, *first, *reasons, *last],
            "items": items}  # fmt: skip
     if indicative:
         out["indicative"] = True
@@ -245,6 +256,9 @@ def _figure_item(
     line = f"{status.upper()}: {what}: {measured} (required >= {_fmt(r.value, r.unit)})"
     item = {"key": r.key, "required": r.value, "measured": value, "unit": r.unit,
             "result": status}  # fmt: skip
+    if r.source:
+        line += f" [the plan {r.source}]"
+        item["source"] = r.source
     phase = figure_phase(run, r.key)
     why = indicative_reason(phase) if phase is not None else None
     if why:

@@ -11,7 +11,7 @@ import importlib
 
 COMMAND_MODULES = (
     "loader", "estimate", "datasize", "qualify", "compare", "history", "report", "checkpoint",
-    "profile",
+    "profile", "plan",
 )  # fmt: skip
 
 

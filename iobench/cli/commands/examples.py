@@ -40,6 +40,10 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     "checkpoint": (
         ("stall, goodput and recovery of llama3-70b", "iobench checkpoint /mnt/scratch/me --model llama3-70b --mtbf 3h"),
     ),
+    "plan": (
+        ("the storage 1,024 H100s need for unet3d", "iobench plan --gpus 1024 --profile unet3d-h100"),
+        ("checkpoints of llama3-405b at 95 % goodput, as a plan file", "iobench plan --gpus 16384 --model llama3-405b --goodput 95% -o plan.json"),
+    ),
     "profile": (
         ("a profile of your dataset (statistics only)", "iobench profile /data/imagenet --output imagenet.toml"),
     ),

@@ -53,7 +53,8 @@ _REQUIRE_OPTION = typer.Option(
     "--require",
     help="Explicit requirements, comma-separated, e.g. read=5GiB/s,au=0.9 "
     "(keys: write, read, iops, creates, stats, reads, deletes, ckpt_save, ckpt_load, "
-    "samples, au, gpus; with --model the checkpoint's).",
+    "samples, dataset_read, free, au, gpus; with --model the checkpoint's), or a plan "
+    "file from `iobench plan --output PLAN.json`: exactly its requirements.",
 )
 _BUDGET_OPTION = typer.Option(
     None,

@@ -1,0 +1,210 @@
+"""`iobench plan`: the starvation and checkpoint models inverted (round trips: the planned figure
+meets the target in the forward model, 1 % less misses it), the plan file, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+
+from iobench.checkpoint import model as cm
+from iobench.checkpoint.cluster import relayout
+from iobench.checkpoint.inverse import forward, max_stall, plan_checkpoint
+from iobench.checkpoint.spec import load_checkpoint_profile
+from iobench.core.errors import UsageError
+from iobench.model.inverse import au_at, min_read_bandwidth, rate_bound_bandwidth
+from iobench.model.starvation import LoaderParams
+
+MiB, GiB = 1 << 20, 1 << 30
+UNET = LoaderParams(7, 146_600_628, 1, 0.323, 4, 2)
+
+
+@pytest.mark.parametrize(
+    "params, gpus, threshold, sd",
+    [
+        (UNET, 8, 0.90, 68_341_808),  # unet3d-h100: sizes spread as the profile's
+        (UNET, 64, 0.90, 0),
+        (LoaderParams(400, 114_688, 1, 0.224, 8, 2, decode_s_per_sample=2e-3), 16, 0.9, 0),
+        (LoaderParams(4, 2 * MiB, 1, 0.05, 0, 1), 4, 0.8, MiB / 2),  # no workers: no overlap
+    ],
+)
+def test_read_bandwidth_round_trips(params, gpus, threshold, sd):
+    plan = min_read_bandwidth(params, gpus, threshold, sample_sd=sd)
+    assert au_at(params, gpus, plan.bandwidth_bps, sd) >= threshold
+    assert au_at(params, gpus, plan.bandwidth_bps * 0.99, sd) < threshold
+    assert plan.au >= threshold > plan.au_below
+    assert plan.samples_per_s == pytest.approx(plan.bandwidth_bps / params.sample_bytes)
+    assert str(gpus) in plan.basis and "bisection" in plan.basis
+
+
+def test_read_bandwidth_without_spread_is_the_closed_form():
+    # one size, no decode: the accelerators consume threshold × their full demand (the
+    # simulation's first steps fill the prefetch queue: within half a percent)
+    plan = min_read_bandwidth(UNET, 64, 0.9)
+    closed = 0.9 * 64 * 7 * 146_600_628 / 0.323
+    assert rate_bound_bandwidth(UNET, 64, 0.9) == pytest.approx(closed)
+    assert plan.bandwidth_bps == pytest.approx(closed, rel=5e-3)
+    # the spread and the barrier ask for more, never less
+    assert min_read_bandwidth(UNET, 64, 0.9, sample_sd=68_341_808).bandwidth_bps > closed
+
+
+def test_an_au_the_decode_cannot_reach_is_refused():
+    slow = LoaderParams(32, MiB, 1, 0.01, 2, 2, decode_s_per_sample=0.01)  # 0.16 s per batch
+    with pytest.raises(UsageError, match="out of reach at any read bandwidth"):
+        min_read_bandwidth(slow, 2, 0.9)
+
+
+def _lay(name: str = "llama3-70b") -> cm.Layout:
+    return cm.layout(load_checkpoint_profile(name).spec)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"interval_s": 600.0},
+        {"restart_s": 120.0, "load_s": 120.0},
+        {"metadata_share": 0.0},
+        {"metadata_share": 0.3, "interval_s": 600.0, "restart_s": 120.0},
+    ],
+)
+def test_write_bandwidth_round_trips(kw):
+    lay, mtbf = _lay(), 3 * 3600.0
+    p = plan_checkpoint("llama3-70b", lay, 0.95, mtbf, "given", **kw)
+    share = kw.get("metadata_share", 0.1)
+    rates = cm.Rates(p.write_bps, p.read_bps, None, p.create_per_s, p.open_per_s)
+    at = forward(lay, rates, mtbf, kw.get("restart_s", 0.0), kw.get("interval_s"))
+    got = at.user_goodput if "interval_s" in kw else at.best_goodput
+    assert got == pytest.approx(0.95, abs=1e-9) and got >= 0.95 - 1e-12
+    assert at.stall_s == pytest.approx(p.stall_s)  # the planned rates spend the stall exactly
+    assert p.goodput == pytest.approx(got) and p.goodput_below < 0.95
+    less = cm.Rates(p.write_bps * 0.99, p.read_bps, None, p.create_per_s, p.open_per_s)
+    lower = forward(lay, less, mtbf, kw.get("restart_s", 0.0), kw.get("interval_s"))
+    assert (lower.user_goodput if "interval_s" in kw else lower.best_goodput) < 0.95
+    assert (p.create_per_s is None) == (share == 0)
+    assert p.capacity_bytes == 2 * lay.total_bytes  # retention 1: one kept, the next written
+
+
+def test_write_bandwidth_by_hand():
+    # Daly's form at the optimum, solved for δ by hand at one point: G(δ) = target
+    from iobench.checkpoint.daly import goodput_exact, optimum_interval_exact
+
+    m = 3 * 3600.0
+    d = max_stall(0.95, m, restart_s=120.0, load_s=60.0)
+    assert goodput_exact(optimum_interval_exact(d, m), d, m, 180.0) == pytest.approx(0.95)
+    assert goodput_exact(optimum_interval_exact(d * 1.01, m), d * 1.01, m, 180.0) < 0.95
+
+
+def test_a_goodput_no_bandwidth_reaches_is_refused():
+    with pytest.raises(UsageError, match="out of reach with an MTBF"):
+        max_stall(0.99, 3600.0, restart_s=600.0, load_s=60.0)
+
+
+def test_the_model_fills_the_cluster():
+    spec = load_checkpoint_profile("llama3-405b").spec  # TP 8 × PP 32 × DP 2
+    big, note = relayout(spec, 16384)
+    assert big.arch.dp == 64 and "DP 64" in note
+    assert big.total_bytes == pytest.approx(spec.total_bytes, rel=1e-2)  # + 5h per rank
+    assert cm.layout(big).files > cm.layout(spec).files
+    same, note = relayout(spec, 1000)  # not a multiple of TP×PP: its own layout
+    assert same is spec and "not a multiple" in note
+
+
+def test_plan_cli_text_and_plan_file(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = ("plan", "--gpus", "8", "--profile", "resnet50", "--accelerator", "h100",
+            "--model", "llama3-8b", "--goodput", "95%", "--mtbf", "3h", "--retention", "3")  # fmt: skip
+    r = cli(*args, "--output", "plan.json")
+    assert r.code == 0, r.err
+    assert r.out.startswith("Storage plan (planned") and "plan written to plan.json" in r.out
+    for label in ("dataset read bandwidth", "checkpoint write bandwidth", "capacity (free space)"):
+        assert label in r.out
+    data = json.loads((tmp_path / "plan.json").read_text())
+    assert data["kind"] == "iobench-plan" and data["version"] == 1
+    keys = [q["key"] for q in data["requirements"]]
+    assert keys == ["dataset_read", "samples", "ckpt_save", "creates", "ckpt_load", "reads", "free"]
+    assert all(q["basis"] and q["value"] > 0 for q in data["requirements"])
+    assert data["inputs"]["profile"] == "resnet50-h100" and data["inputs"]["gpus"] == 8
+    ck = data["checkpoint"]
+    assert ck["goodput"] >= 0.95 - 1e-9 > ck["goodput_below"]
+    assert data["capacity_bytes"] == 4 * ck["checkpoint_bytes"] + data["dataset_bytes"]
+    # an existing file is replaced only with --force; --json prints the same plan
+    r = cli(*args, "--output", "plan.json")
+    assert r.code == 2 and "already exists" in r.err
+    r = cli(*args, "--json", "--output", "plan.json", "--force")
+    assert r.code == 0 and json.loads(r.out)["requirements"] == data["requirements"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model", "llama3-8b"], "--model needs a --goodput target"),
+        (["--goodput", "95%", "--profile", "unet3d-h100"], "--goodput needs --model"),
+        (["--model", "llama3-8b", "--goodput", "100%"], "--goodput must be in (0, 100 %)"),
+        (["--model", "llama3-8b", "--goodput", "99.9%", "--mtbf", "1h", "--restart", "30m"],
+         "out of reach with an MTBF"),
+        (["--profile", "unet3d-h100", "--accelerator", "a100"], "emulates h100, not"),
+        (["--profile", "nosuch"], "unknown profile"),
+        (["--au", "90%"], "--au needs --profile"),
+        ([], "a plan needs --profile"),
+        (["--profile", "unet3d-h100", "--format", "xml"], "--format 'xml'"),
+        (["--model", "llama3-8b", "--goodput", "95%", "--retention", "0"], "--retention"),
+        (["--profile", "unet3d-h100", "--output", "."], "is a directory"),
+        (["--model", "llama3-8b", "--goodput", "95%", "--metadata-share", "100%"],
+         "--metadata-share"),
+    ],
+)  # fmt: skip
+def test_plan_bad_input_is_one_line_exit_2(cli, tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    r = cli("plan", "--gpus", "4", *args)
+    assert r.code == 2, (r.out, r.err)
+    assert message in r.err and len(r.err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_llama3_scale_plan_is_finite():
+    # the issue's question: write bandwidth for goodput ≥ 95 % for llama3-405b on 16,384 GPUs
+    spec, _ = relayout(load_checkpoint_profile("llama3-405b").spec, 16384)
+    mtbf = cm.mtbf_from_rate(cm.LLAMA3_RATE_PER_GPU_S, 16384)
+    p = plan_checkpoint("llama3-405b", cm.layout(spec), 0.95, mtbf, "llama 3", restart_s=120.0)
+    assert math.isfinite(p.write_bps) and p.write_bps > 100 * GiB
+    assert p.goodput >= 0.95 - 1e-9 > p.goodput_below
+
+
+def test_published_reliability_rows():
+    """docs/validation/checkpoint-model.md, section 4: the figures the rows print."""
+    from iobench.checkpoint.daly import goodput_exact, optimum_interval_exact
+
+    day = 86_400.0
+    spec = load_checkpoint_profile("llama3-405b-16k").spec
+    m = 54 * day / 419
+    assert m / 3600 == pytest.approx(3.09, abs=0.005)
+    d = spec.total_bytes / 2e12  # Tectonic's 2 TB/s sustained
+    assert d == pytest.approx(2.85, abs=0.005)
+    tau = optimum_interval_exact(d, m)
+    assert goodput_exact(tau, d, m, d) == pytest.approx(0.977, abs=5e-4)
+    # the recovery that brings it to the published 90 %
+    first_miss = next(x / 10 for x in range(1, 3000) if goodput_exact(tau, d, m, x * 6) < 0.9)
+    assert first_miss == pytest.approx(15.3, abs=0.1)  # minutes of recovery per interruption
+    for restart, need in ((600.0, 0.46e12), (840.0, 1.32e12)):
+        p = plan_checkpoint("llama3-405b-16k", cm.layout(spec), 0.90, m, "llama 3",
+                            restart_s=restart)  # fmt: skip
+        assert p.write_bps / need == pytest.approx(1.0, abs=0.01)
+    opt = cm.failure_rate(54, 992, 56 * day) * day
+    assert opt == pytest.approx(9.72e-4, rel=1e-3)
+    assert opt / (cm.LLAMA3_RATE_PER_GPU_S * day) == pytest.approx(2.05, abs=0.005)
+    assert cm.LLAMA3_RATE_PER_GPU_S * 992 * 56 * day == pytest.approx(26.3, abs=0.05)
+
+
+def test_plan_output_never_follows_a_link(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.txt").write_text("user data")
+    os.symlink("mine.txt", tmp_path / "plan.json")
+    os.symlink("absent.txt", tmp_path / "dangling.json")
+    for name in ("plan.json", "dangling.json"):
+        r = cli("plan", "--gpus", "2", "--profile", "unet3d-h100", "--output", name, "--force")
+        assert r.code == 2 and "symbolic link" in r.err and len(r.err.strip().splitlines()) == 1
+    assert (tmp_path / "mine.txt").read_text() == "user data"
+    assert not (tmp_path / "absent.txt").exists()
