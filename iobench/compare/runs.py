@@ -248,8 +248,8 @@ def _environment(baseline: RunResult, current: RunResult) -> tuple[list[str], li
     warnings, mismatches = [], []
     if baseline.run_id == current.run_id:
         warnings.append(f"baseline and current are the same run ({baseline.run_id})")
-    b_host, c_host = history.host_class(baseline), history.host_class(current)
-    if b_host != c_host:
+    b_host, c_host = history.HostClass.of(baseline), history.HostClass.of(current)
+    if not b_host.matches(c_host):
         mismatches.append(f"host differs: {b_host} vs {c_host}")
     b_fs, c_fs = history.fs_identity(baseline), history.fs_identity(current)
     if b_fs != c_fs:
@@ -352,7 +352,7 @@ def history_noise(
     on_warning: history.Warn = None,
 ) -> NoiseBasis:
     """Each metric's run-to-run spread over the earlier runs in the history: same workload spec
-    hash, same host class and storage (:func:`history.env_fingerprint`) as ``current``,
+    hash, same host class and storage (:func:`history.same_setup`) as ``current``,
     started before it, complete, neither of the two runs compared.
 
     The storage is part of the match as well as the host class: the run-to-run spread is the
@@ -360,7 +360,6 @@ def history_noise(
     """
     options = options or CompareOptions()
     spec = current.workload_block.spec_hash
-    fingerprint = history.env_fingerprint(current)
     basis = {
         "url": url or history.default_history_url(),
         "spec_hash": spec,
@@ -388,7 +387,7 @@ def history_noise(
         if (
             run.workload_block.spec_hash != spec
             or run.status != "complete"
-            or history.env_fingerprint(run) != fingerprint
+            or not history.same_setup(run, current)
         ):
             continue
         runs += 1
@@ -455,7 +454,7 @@ def latest_like(
 ) -> tuple[RunResult, str]:
     """The baseline a nightly job means by "the last time": the latest run in the history
     started before ``current``, of the same workload spec hash, host class and storage
-    (:func:`history.env_fingerprint`), complete, not ``current`` itself; with the sentence
+    (:func:`history.same_setup`), complete, not ``current`` itself; with the sentence
     naming it. A :class:`UsageError` when there is none."""
     spec = current.workload_block.spec_hash
     where = url or history.default_history_url()
@@ -466,7 +465,6 @@ def latest_like(
             "baseline of the same spec",
             hint="give BASELINE CURRENT or --baseline",
         )
-    fingerprint = history.env_fingerprint(current)
     try:
         stored = history.runs_before(url, spec, current.started_at, on_warning=on_warning)
     except UsageError:  # no usable start time: every stored run of the spec is "earlier"
@@ -480,7 +478,7 @@ def latest_like(
             if on_warning is not None:
                 on_warning(f"history: skipped {entry.path}: stored result is unreadable ({e})")
             continue
-        if run.status == "complete" and history.env_fingerprint(run) == fingerprint:
+        if run.status == "complete" and history.same_setup(run, current):
             text = (
                 f"baseline chosen: {run.run_id} ({run.started_at}), the latest earlier run of "
                 f"spec {spec} on {setup} in {where}"
