@@ -17,7 +17,6 @@ from fsspec.implementations.memory import MemoryFileSystem
 from iobench import history
 from iobench.core.errors import StoreError, UsageError
 from iobench.result.file import SCHEMA_VERSION, PhaseResult
-from iobench.result.stats import summarize
 
 DAY = [f"2025-01-0{i}T00:00:00.000+00:00" for i in range(1, 10)]
 
@@ -441,19 +440,28 @@ def test_a_file_written_before_the_aggregate_column_still_reads(tmp_path):
 
 def test_trend_svg(tmp_path):
     pytest.importorskip("matplotlib")
+    from iobench.compare.trend import trend_report
+    from iobench.compare.trend_render import render_trend_svg
+
     url = str(tmp_path / "h")
     for run in _runs():
         history.append(run, url)
-    svg = history.trend_svg(history.trend("seq-read.bandwidth", url), "seq-read.bandwidth", "B/s")
+    svg = render_trend_svg(trend_report("seq-read.bandwidth", url))
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg and "</svg>" in svg
     assert "MiB/s" in svg
     with pytest.raises(UsageError, match="no stored values"):
-        history.trend_svg([], "x", "B/s")
+        render_trend_svg(trend_report("seq-read.bandwidth", str(tmp_path / "empty")))
 
 
-def test_trend_svg_without_matplotlib(monkeypatch):
+def test_trend_svg_without_matplotlib(monkeypatch, tmp_path):
     import builtins
 
+    from iobench.compare.trend import trend_report
+    from iobench.compare.trend_render import render_trend_svg
+
+    url = str(tmp_path / "h")
+    history.append(make_run(phases=[make_phase("seq-read", "read", bandwidth=[1.0])]), url)
+    report = trend_report("seq-read.bandwidth", url)
     real_import = builtins.__import__
 
     def no_matplotlib(name, *args, **kwargs):
@@ -463,10 +471,7 @@ def test_trend_svg_without_matplotlib(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     with pytest.raises(UsageError, match=r"matplotlib is missing; install iobench\[plot\]"):
-        one = summarize([1.0])
-        history.trend_svg(
-            [history.TrendPoint("2025-01-01T00:00:00+00:00", "r", 1.0, one)], "m", "B/s"
-        )
+        render_trend_svg(report)
 
 
 # --- files it must skip and leave alone ----------------------------------------------------------

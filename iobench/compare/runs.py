@@ -5,7 +5,6 @@ resolution of a run reference (:func:`resolve`).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -15,7 +14,6 @@ from typing import Any
 
 from .. import history
 from ..core.errors import ExitStatus, UsageError
-from ..core.units import format_bytes
 from ..result.blocks import WorkloadBlock
 from ..result.file import RunResult, load
 from ..result.stats import summarize
@@ -192,15 +190,6 @@ def _samples(run: RunResult) -> dict[tuple[str, str], dict[str, Any]]:
     return out
 
 
-def _param_text(key: str, value: Any) -> str:
-    sized = key.endswith("size") or key == "rate"
-    if sized and isinstance(value, int) and not isinstance(value, bool) and value >= 1024:
-        return format_bytes(value)
-    if isinstance(value, (list, dict, bool)) or value is None:
-        return json.dumps(value)
-    return str(value)
-
-
 def spec_differences(
     baseline: WorkloadBlock | Mapping[str, Any], current: WorkloadBlock | Mapping[str, Any]
 ) -> list[str]:
@@ -213,11 +202,13 @@ def spec_differences(
     bp, cp = b.params or {}, c.params or {}
     for key in sorted(set(bp) | set(cp)):
         if key not in bp:
-            out.append(f"{key} unset vs {_param_text(key, cp[key])}")
+            out.append(f"{key} unset vs {history.param_text(key, cp[key])}")
         elif key not in cp:
-            out.append(f"{key} {_param_text(key, bp[key])} vs unset")
+            out.append(f"{key} {history.param_text(key, bp[key])} vs unset")
         elif bp[key] != cp[key]:
-            out.append(f"{key} {_param_text(key, bp[key])} vs {_param_text(key, cp[key])}")
+            out.append(
+                f"{key} {history.param_text(key, bp[key])} vs {history.param_text(key, cp[key])}"
+            )
     return out
 
 

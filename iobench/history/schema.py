@@ -153,6 +153,12 @@ def parse_timestamp(text: Any) -> _dt.datetime | None:
     return t.astimezone(_dt.timezone.utc)
 
 
+def when_text(started_at: Any) -> str:
+    """``2025-01-02T03:04:05.678+00:00`` -> ``2025-01-02 03:04:05Z`` (UTC, whole seconds)."""
+    t = parse_timestamp(started_at)
+    return t.strftime("%Y-%m-%d %H:%M:%SZ") if t else (str(started_at or "") or "?")
+
+
 def default_history_url() -> str:
     """``$IOBENCH_HISTORY`` if set, else ``~/.local/share/iobench/history``."""
     env = os.environ.get("IOBENCH_HISTORY")
