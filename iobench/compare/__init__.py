@@ -33,6 +33,7 @@ run, with its noise band) → ``trend_render`` (its table, JSON, SVG).
 
 from __future__ import annotations
 
+from ..history import HEADLINE_METRICS
 from .metric import CompareRow, compare_metric, format_percent, format_value, judge, measure_metric
 from .noise import (
     Noise,
@@ -48,7 +49,6 @@ from .noise import (
 )
 from .options import (
     FAIL_ON,
-    HEADLINE_METRICS,
     MARK_BETTER,
     MARK_MISSING,
     MARK_SAME,

@@ -20,7 +20,6 @@ from ..result.stats import summarize
 from .metric import CompareRow, format_percent, judge, measure_metric
 from .noise import Noise
 from .options import (
-    HEADLINE_METRICS,
     MARK_BETTER,
     MARK_MISSING,
     MARK_UNCONFIRMED,
@@ -132,9 +131,9 @@ class CompareReport:
                 rows,
                 key=lambda r: (
                     r.mark == MARK_MISSING,
-                    HEADLINE_METRICS.index(r.metric)
-                    if r.metric in HEADLINE_METRICS
-                    else len(HEADLINE_METRICS),
+                    history.HEADLINE_METRICS.index(r.metric)
+                    if r.metric in history.HEADLINE_METRICS
+                    else len(history.HEADLINE_METRICS),
                 ),
             )
             out.append(ranked[0])

@@ -26,7 +26,9 @@ from .schema import (
     default_history_url,
     env_fingerprint,
     fs_identity,
+    headline,
     host_class,
+    target_of,
 )
 
 
@@ -53,6 +55,9 @@ def list_runs(url: str | None = None, *, on_warning: Warn = None) -> list[RunSum
                 fs_identity=fs_identity(run),
                 phases=tuple(p.name for p in run.phases),
                 path=stored.path,
+                target=target_of(run),
+                verdict=run.verdict_block.judged if run.verdict_block is not None else None,
+                headline=headline(run),
             )
         )
     return out

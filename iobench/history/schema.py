@@ -245,6 +245,20 @@ def host_class(run: RunResult) -> str:
     return str(HostClass.of(run))
 
 
+def target_of(run: RunResult) -> str | None:
+    """The target the run measured, as given (a path or URL); a relative path as the absolute
+    one its run directory (``TARGET/.iobench-<run_id>``) was made in."""
+    target = run.target_block
+    given = target.path_or_url
+    run_dir = target.run_dir
+    if isinstance(given, str) and "://" not in given and not given.startswith("/"):
+        if isinstance(run_dir, str) and run_dir.startswith("/"):
+            parent, _sep, base = run_dir.rstrip("/").rpartition("/")
+            if base.startswith(".iobench-") and parent:
+                return parent
+    return given if isinstance(given, str) and given else None
+
+
 def fs_identity(run: RunResult) -> str:
     """Which storage it measured: filesystem type and mount source (``nfs4 srv:/export``)."""
     target = run.target_block
@@ -342,6 +356,43 @@ def _setup(run: RunResult, phase) -> dict[str, Any]:
         "cache": phase.cache or None,
         "phase_engine": phase.extra_block.engine or run.engine_block.name,
     }
+
+
+# Each phase's headline metric: the first of these it has (compare's one line per phase too).
+HEADLINE_METRICS = ("bandwidth", "iops", "au", "samples_per_s", "bytes_per_s", "max_gpus")
+
+
+@dataclass(frozen=True)
+class Headline:
+    """A run's main figure, to pick a baseline by: the loader's AU (``loader``, and qualify's
+    AU, on which its verdict rests), else the first phase's headline metric (bandwidth, else
+    IOPS), else the estimate's GPUs; the median over the repeats."""
+
+    phase: str
+    metric: str
+    value: float
+    unit: str
+
+
+def headline(run: RunResult) -> Headline | None:
+    """:class:`Headline` of ``run`` from its aggregate rows (:func:`metric_rows`); None when
+    it measured nothing."""
+    rows = [r for r in metric_rows(run) if r["aggregate"] and r["metric"] in HEADLINE_METRICS]
+    loader = [r for r in rows if r["phase"] == "loader" and r["metric"] == "au"]
+    phases = [r for r in rows if r["phase"] not in ("loader", "estimate")]
+    first = phases[0]["phase"] if phases else None
+    ranked = (
+        loader
+        or sorted(
+            (r for r in phases if r["phase"] == first),
+            key=lambda r: HEADLINE_METRICS.index(r["metric"]),
+        )
+        or sorted(rows, key=lambda r: HEADLINE_METRICS.index(r["metric"]))
+    )
+    if not ranked:
+        return None
+    r = ranked[0]
+    return Headline(r["phase"], r["metric"], r["value"], r["unit"])
 
 
 def metric_rows(run: RunResult) -> list[dict[str, Any]]:

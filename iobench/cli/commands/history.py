@@ -166,39 +166,89 @@ def _trend(
 
 
 def list_entry(r) -> dict:
-    """One run of ``history list --json``."""
+    """One run of ``history list --json``: every field of the table and more."""
+    h = r.headline
     return {
         "run_id": r.run_id,
         "started_at": r.started_at,
         "command": r.command,
         "workload": r.workload,
         "spec_hash": r.spec_hash,
+        "target": r.target,
         "status": r.status,
+        "verdict": r.verdict,
+        "headline": None if h is None else {
+            "phase": h.phase, "metric": h.metric, "value": h.value, "unit": h.unit,
+            "text": headline_text(h),
+        },
         "engine": r.engine,
         "phases": list(r.phases),
         "env_fingerprint": r.env_fingerprint,
         "host_class": r.host_class,
         "fs_identity": r.fs_identity,
         "path": r.path,
-    }
+    }  # fmt: skip
 
 
-def list_table(runs) -> str:
-    """``history list``: whole timestamps, every column as wide as its widest cell."""
+def headline_text(h) -> str:
+    """``seq-write 176.1 MiB/s``, ``AU 96.1 %`` (the loader's), ``12 GPUs`` (the estimate's)."""
+    from ...compare import format_value
+
+    if h is None:
+        return ""
+    value = format_value(h.value, h.unit)
+    if h.metric == "au":
+        return f"AU {value}"
+    if h.phase == "estimate":
+        return value
+    return f"{h.phase} {value}"
+
+
+_NARROW_VERDICT = {"pass (indicative)": "pass (ind.)"}
+
+
+def _columns(cells: list[tuple[str, ...]], right: int | None = None) -> list[str]:
+    """Rows of cells, each column as wide as its widest cell (``right``: right-aligned)."""
+    widths = [max(len(c) for c in col) for col in zip(*cells, strict=True)]
+    return [
+        "  ".join(
+            c.rjust(w) if i == right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in cells
+    ]
+
+
+def list_table(runs, width: int | None = None) -> str:
+    """``history list``: run id, start (UTC, whole seconds), workload, target, status, verdict
+    (qualify's; blank otherwise), headline figure, engine and phases, one line per run when
+    that fits ``width`` (stdout's: ``COLUMNS``, the terminal's, 120 into a pipe); else two lines
+    per run: run id, workload, verdict and headline, then start, status, engine and target
+    indented beneath (the target on a line of its own when it would not fit; the phases are in
+    ``--json``)."""
+    from ...core.textfit import stdout_format
     from ...history import when_text
 
-    head = ("run id", "started (UTC)", "workload", "status", "engine", "phases")
+    width = width or stdout_format()[0]
+    head = ("run id", "started (UTC)", "workload", "target", "status", "verdict", "headline",
+            "engine", "phases")  # fmt: skip
     rows = [
-        (r.run_id, when_text(r.started_at), r.workload or "-", r.status or "-", r.engine or "-",
-         str(len(r.phases)))
+        (r.run_id, when_text(r.started_at), r.workload or "-", r.target or "-", r.status or "-",
+         r.verdict or "", headline_text(r.headline), r.engine or "-", str(len(r.phases)))
         for r in runs
     ]  # fmt: skip
-    widths = [max(len(c) for c in col) for col in zip(head, *rows, strict=True)]
-    lines = []
-    for cells in (head, *rows):
-        text = "  ".join(
-            c.rjust(w) if i == len(head) - 1 else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        )
-        lines.append(text.rstrip())
+    wide = _columns([head, *rows], right=len(head) - 1)
+    if max(len(line) for line in wide) <= width:
+        return "\n".join(wide)
+    firsts = _columns(
+        [("run id", "workload", "verdict", "headline")]
+        + [(r[0], r[2], _NARROW_VERDICT.get(r[5], r[5]), r[6]) for r in rows]
+    )
+    lines = [firsts[0], "  started (UTC), status, engine, target"]
+    for first, r in zip(firsts[1:], rows, strict=True):
+        second = f"  {r[1]}  {r[4]}  {r[7]}"
+        if len(second) + 2 + len(r[3]) <= width:
+            lines += [first, f"{second}  {r[3]}"]
+        else:  # a long target on a line of its own: a path is never cut
+            lines += [first, second, f"  {r[3]}"]
     return "\n".join(lines)
