@@ -13,6 +13,7 @@ GiB = 1 << 30
 
 HOST = {
     "hostname": "node-01",
+    "cpu_model": "AMD EPYC 9654 96-Core Processor",
     "cpus": 64,
     "mem_bytes": 512 * GiB + 12345,
     "os": "Linux 6.1.0",

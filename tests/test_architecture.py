@@ -164,7 +164,7 @@ def test_why_not_is_part_of_the_engine_interface():
 # functions split; none of the outputs imports from the front (cmds/, cli, api).
 
 REPORT = ["cells", "checkpoint_plot", "tables", "text", "series", "figures", "plots", "page"]
-COMPARE = ["options", "noise", "metric", "runs", "render"]
+COMPARE = ["options", "noise", "metric", "runs", "render", "trend", "trend_render"]
 HISTORY = ["schema", "files", "query", "export"]
 OUTPUT_PACKAGES = {"report": REPORT, "compare": COMPARE, "history": HISTORY}
 OUTPUTS = [

@@ -424,7 +424,10 @@ def test_environment_differences_warn_but_compare():
     report = compare_runs(base, cur)
     assert report.comparable
     text = "\n".join(report.warnings)
-    assert "host differs: 64cpu/512GiB/Linux 6.1.0/x86_64 vs 32cpu/512GiB" in text
+    assert (
+        "host differs: AMD EPYC 9654 96-Core Processor/64cpu/510GiB/Linux 6.1/x86_64 vs AMD EPYC 9654 96-Core Processor/32cpu/510GiB/Linux 6.1/x86_64"
+        in text
+    )
     assert "storage differs: lustre 10.0.0.1@o2ib:/scratch vs nfs4 srv:/export" in text
     assert "engine differs: posix vs fio" in text
     assert report.exit_status() == ExitStatus.OK
@@ -713,7 +716,7 @@ def test_history_noise_uses_earlier_runs_of_the_same_spec_host_class_and_storage
         history.append(run, url)
     basis = history_noise(base, cur, url)
     assert basis.runs == 4 and basis.spec_hash == "spec-1"
-    assert basis.host_class == "64cpu/512GiB/Linux 6.1.0/x86_64"
+    assert basis.host_class == "AMD EPYC 9654 96-Core Processor/64cpu/510GiB/Linux 6.1/x86_64"
     noise = basis.metrics[("seq-read", "bandwidth")]
     assert noise == Noise.of([100 * MiB, 104 * MiB, 96 * MiB, 101 * MiB])
     assert ("seq-read", "latency_p99") in basis.metrics
@@ -723,7 +726,7 @@ def test_history_noise_uses_earlier_runs_of_the_same_spec_host_class_and_storage
     assert report.exit_status() == ExitStatus.FAILED
     text = render_table(report)
     assert (
-        "noise: 4 earlier runs of spec spec-1 on 64cpu/512GiB/Linux 6.1.0/x86_64, "
+        "noise: 4 earlier runs of spec spec-1 on AMD EPYC 9654 96-Core Processor/64cpu/510GiB/Linux 6.1/x86_64, "
         "lustre 10.0.0.1@o2ib:/scratch"
     ) in text
     p = history_p_value(math.log(0.5), noise)
@@ -735,6 +738,26 @@ def test_history_noise_uses_earlier_runs_of_the_same_spec_host_class_and_storage
     few = history_noise(base, _seq("20250103T000000Z-early", 3, 50), url)
     assert few.runs == 2 and few.metrics == {}
     assert "(3 needed to use their spread)" in few.describe(3)
+
+
+def test_a_kernel_update_keeps_the_noise_floor(tmp_path):
+    """Runs stored before a kernel update (another build of the same series, and files written
+    before the CPU model was recorded) still give the noise floor of a run after it; a host
+    with other core counts does not."""
+    url = str(tmp_path / "h")
+    old_host = {k: v for k, v in make_run().host.items() if k != "cpu_model"}
+    old_host["os"] = "Linux 6.18.44-fc-v1045"
+    for i, bw in enumerate([100, 104, 96], 1):
+        history.append(_seq(f"2025010{i}T000000Z-old0{i}", i, bw, host=old_host), url)
+    history.append(_seq("20250104T000000Z-cores", 4, 100, host={**old_host, "cpus": 8}), url)
+    new_host = {**make_run().host, "os": "Linux 6.18.51-fc-v1102"}
+    base = _seq("20250105T000000Z-base", 5, 100, host=new_host)
+    cur = _seq("20250106T000000Z-cur", 6, 50, host=new_host)
+    basis = history_noise(base, cur, url)
+    assert basis.runs == 3 and ("seq-read", "bandwidth") in basis.metrics
+    assert latest_like(cur, url)[0].run_id == "20250103T000000Z-old03"
+    old = _seq("20250103T000000Z-old03", 3, 100, host=old_host)
+    assert not compare_runs(old, cur).mismatches
 
 
 def test_history_noise_without_a_history_or_spec_hash(tmp_path):
@@ -814,7 +837,10 @@ def test_latest_like_picks_the_latest_earlier_run_of_the_same_spec_host_and_stor
     base, text = latest_like(cur, url)
     assert base.run_id == "20250102T000000Z-chosen"
     assert text.startswith("baseline chosen: 20250102T000000Z-chosen (")
-    assert "the latest earlier run of spec spec-1 on 64cpu/512GiB/Linux 6.1.0/x86_64" in text
+    assert (
+        "the latest earlier run of spec spec-1 on AMD EPYC 9654 96-Core Processor/64cpu/510GiB/Linux 6.1/x86_64"
+        in text
+    )
     report = compare_runs(base, cur, baseline_choice=text)
     assert text in render_table(report) and json.loads(render_json(report))["baseline_choice"]
     with pytest.raises(UsageError, match="holds no earlier complete run of spec spec-1"):

@@ -17,7 +17,6 @@ from fsspec.implementations.memory import MemoryFileSystem
 from iobench import history
 from iobench.core.errors import StoreError, UsageError
 from iobench.result.file import SCHEMA_VERSION, PhaseResult
-from iobench.result.stats import summarize
 
 DAY = [f"2025-01-0{i}T00:00:00.000+00:00" for i in range(1, 10)]
 
@@ -77,7 +76,9 @@ def test_env_fingerprint_ignores_hostname_but_not_hardware_or_storage():
     base = make_run()
     same = make_run("x", host={**base.host, "hostname": "node-77", "mem_bytes": 512 * GiB - 99})
     assert history.env_fingerprint(base) == history.env_fingerprint(same)
-    assert history.host_class(base) == "64cpu/512GiB/Linux 6.1.0/x86_64"
+    assert (
+        history.host_class(base) == "AMD EPYC 9654 96-Core Processor/64cpu/510GiB/Linux 6.1/x86_64"
+    )
     assert history.fs_identity(base) == "lustre 10.0.0.1@o2ib:/scratch"
     more_mem = make_run("y", host={**base.host, "mem_bytes": 1024 * GiB})
     other_fs = make_run("z", target={**base.target, "mount_source": "10.0.0.2@o2ib:/scratch"})
@@ -91,8 +92,60 @@ def test_many_client_runs_are_another_setup():
     for p in many.phases:
         p.params = {**p.params, "ranks": 16}
         p.extra = {**p.extra, "world": 16, "hosts": 2}
-    assert history.host_class(many) == "64cpu/512GiB/Linux 6.1.0/x86_64 x16 ranks/2 hosts"
+    assert (
+        history.host_class(many)
+        == "AMD EPYC 9654 96-Core Processor/64cpu/510GiB/Linux 6.1/x86_64 x16 ranks/2 hosts"
+    )
     assert history.env_fingerprint(many) != history.env_fingerprint(base)
+
+
+def test_host_class_is_cpu_model_cores_memory_and_kernel_series_not_the_build():
+    base = make_run(host={**make_run().host, "os": "Linux 6.18.44-fc-v1045"})
+    update = make_run("u", host={**base.host, "os": "Linux 6.18.51-fc-v1102"})
+    assert history.host_class(base) == history.host_class(update)
+    assert (
+        history.host_class(base) == "AMD EPYC 9654 96-Core Processor/64cpu/510GiB/Linux 6.18/x86_64"
+    )
+    assert history.env_fingerprint(base) == history.env_fingerprint(update)
+    assert history.same_setup(base, update)
+    for changed in ({"cpus": 32}, {"os": "Linux 6.19.2-fc-v1200"}, {"cpu_model": "Intel Xeon"}):
+        other = make_run("o", host={**base.host, **changed})
+        assert history.host_class(other) != history.host_class(base), changed
+        assert not history.same_setup(base, other), changed
+
+
+def test_kernel_series_and_memory_rounding():
+    assert history.kernel_series("Linux 6.18.44-fc-v1045") == "Linux 6.18"
+    assert history.kernel_series("Darwin 23.4.0") == "Darwin 23.4"
+    assert history.kernel_series("  Plan9  ") == "Plan9" and history.kernel_series(None) is None
+    # MemTotal moves by MiBs between kernels: two significant figures of GiB hold still
+    assert history.memory_gib(503.4 * GiB) == history.memory_gib(503.6 * GiB) == 500
+    assert history.memory_gib(62.8 * GiB) == 63 and history.memory_gib(1007 * GiB) == 1000
+    assert history.memory_gib(0.3 * GiB) == 1
+    assert history.memory_gib(0) is None and history.memory_gib("lots") is None
+
+
+def test_a_run_stored_before_the_cpu_model_was_recorded_keeps_its_setup():
+    """Old history files have no ``cpu_model`` and the exact kernel build in ``os``: the class
+    is computed from those fields on read, and matches a new run on the fields it has."""
+    old_host = {k: v for k, v in make_run().host.items() if k != "cpu_model"}
+    old = make_run("old", host={**old_host, "os": "Linux 6.1.0-fc-v1045"})
+    new = make_run("new", host={**old_host, "cpu_model": "AMD EPYC", "os": "Linux 6.1.9-fc-v1"})
+    assert history.host_class(old) == "?/64cpu/510GiB/Linux 6.1/x86_64"
+    assert history.same_setup(old, new) and history.same_setup(new, old)
+    assert not history.same_setup(old, make_run("n8", host={**new.host, "cpus": 8}))
+
+
+def test_cpu_model_is_read_from_cpuinfo(tmp_path):
+    from iobench.core.cpu import cpu_model
+
+    info = tmp_path / "cpuinfo"
+    info.write_text(
+        "processor\t: 0\nmodel\t\t: 17\nmodel name\t: AMD  EPYC 9654 96-Core Processor\n"
+    )
+    assert cpu_model(str(info)) == "AMD EPYC 9654 96-Core Processor"
+    info.write_text("processor\t: 0\nHardware\t: BCM2835\n")  # an ARM board's name
+    assert cpu_model(str(info)) == "BCM2835"
 
 
 # --- metric rows ---------------------------------------------------------------------------------
@@ -387,19 +440,28 @@ def test_a_file_written_before_the_aggregate_column_still_reads(tmp_path):
 
 def test_trend_svg(tmp_path):
     pytest.importorskip("matplotlib")
+    from iobench.compare.trend import trend_report
+    from iobench.compare.trend_render import render_trend_svg
+
     url = str(tmp_path / "h")
     for run in _runs():
         history.append(run, url)
-    svg = history.trend_svg(history.trend("seq-read.bandwidth", url), "seq-read.bandwidth", "B/s")
+    svg = render_trend_svg(trend_report("seq-read.bandwidth", url))
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg and "</svg>" in svg
     assert "MiB/s" in svg
     with pytest.raises(UsageError, match="no stored values"):
-        history.trend_svg([], "x", "B/s")
+        render_trend_svg(trend_report("seq-read.bandwidth", str(tmp_path / "empty")))
 
 
-def test_trend_svg_without_matplotlib(monkeypatch):
+def test_trend_svg_without_matplotlib(monkeypatch, tmp_path):
     import builtins
 
+    from iobench.compare.trend import trend_report
+    from iobench.compare.trend_render import render_trend_svg
+
+    url = str(tmp_path / "h")
+    history.append(make_run(phases=[make_phase("seq-read", "read", bandwidth=[1.0])]), url)
+    report = trend_report("seq-read.bandwidth", url)
     real_import = builtins.__import__
 
     def no_matplotlib(name, *args, **kwargs):
@@ -409,10 +471,7 @@ def test_trend_svg_without_matplotlib(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     with pytest.raises(UsageError, match=r"matplotlib is missing; install iobench\[plot\]"):
-        one = summarize([1.0])
-        history.trend_svg(
-            [history.TrendPoint("2025-01-01T00:00:00+00:00", "r", 1.0, one)], "m", "B/s"
-        )
+        render_trend_svg(report)
 
 
 # --- files it must skip and leave alone ----------------------------------------------------------

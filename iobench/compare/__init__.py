@@ -27,11 +27,13 @@ The package is layered, each module importing only those before it: ``options`` 
 options, thresholds) → ``noise`` (the statistics: t, the tests, the corrections, the sample
 sizes) → ``metric`` (one metric measured, all of them judged, values formatted) → ``runs``
 (two runs compared, the history's noise, the automatic baseline, run references) → ``render``
-(table, markdown, JSON).
+(table, markdown, JSON) → ``trend`` (``history trend``: one series per spec, judged run by
+run, with its noise band) → ``trend_render`` (its table, JSON, SVG).
 """
 
 from __future__ import annotations
 
+from ..history import HEADLINE_METRICS
 from .metric import CompareRow, compare_metric, format_percent, format_value, judge, measure_metric
 from .noise import (
     Noise,
@@ -47,7 +49,6 @@ from .noise import (
 )
 from .options import (
     FAIL_ON,
-    HEADLINE_METRICS,
     MARK_BETTER,
     MARK_MISSING,
     MARK_SAME,

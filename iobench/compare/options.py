@@ -23,10 +23,6 @@ MARK_WORSE, MARK_BETTER, MARK_SAME, MARK_MISSING = "+", "-", " ", "x"
 MARK_UNCONFIRMED = "?"
 
 
-# Each phase's headline metric: the first of these it has.
-HEADLINE_METRICS = ("bandwidth", "iops", "au", "samples_per_s", "bytes_per_s", "max_gpus")
-
-
 def is_latency(metric: str) -> bool:
     """Latency-like metrics take the latency threshold; everything else is throughput-like."""
     return metric.startswith(("latency", "load_wait"))

@@ -5,7 +5,6 @@ resolution of a run reference (:func:`resolve`).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -15,14 +14,12 @@ from typing import Any
 
 from .. import history
 from ..core.errors import ExitStatus, UsageError
-from ..core.units import format_bytes
 from ..result.blocks import WorkloadBlock
 from ..result.file import RunResult, load
 from ..result.stats import summarize
 from .metric import CompareRow, format_percent, judge, measure_metric
 from .noise import Noise
 from .options import (
-    HEADLINE_METRICS,
     MARK_BETTER,
     MARK_MISSING,
     MARK_UNCONFIRMED,
@@ -134,9 +131,9 @@ class CompareReport:
                 rows,
                 key=lambda r: (
                     r.mark == MARK_MISSING,
-                    HEADLINE_METRICS.index(r.metric)
-                    if r.metric in HEADLINE_METRICS
-                    else len(HEADLINE_METRICS),
+                    history.HEADLINE_METRICS.index(r.metric)
+                    if r.metric in history.HEADLINE_METRICS
+                    else len(history.HEADLINE_METRICS),
                 ),
             )
             out.append(ranked[0])
@@ -192,15 +189,6 @@ def _samples(run: RunResult) -> dict[tuple[str, str], dict[str, Any]]:
     return out
 
 
-def _param_text(key: str, value: Any) -> str:
-    sized = key.endswith("size") or key == "rate"
-    if sized and isinstance(value, int) and not isinstance(value, bool) and value >= 1024:
-        return format_bytes(value)
-    if isinstance(value, (list, dict, bool)) or value is None:
-        return json.dumps(value)
-    return str(value)
-
-
 def spec_differences(
     baseline: WorkloadBlock | Mapping[str, Any], current: WorkloadBlock | Mapping[str, Any]
 ) -> list[str]:
@@ -213,11 +201,13 @@ def spec_differences(
     bp, cp = b.params or {}, c.params or {}
     for key in sorted(set(bp) | set(cp)):
         if key not in bp:
-            out.append(f"{key} unset vs {_param_text(key, cp[key])}")
+            out.append(f"{key} unset vs {history.param_text(key, cp[key])}")
         elif key not in cp:
-            out.append(f"{key} {_param_text(key, bp[key])} vs unset")
+            out.append(f"{key} {history.param_text(key, bp[key])} vs unset")
         elif bp[key] != cp[key]:
-            out.append(f"{key} {_param_text(key, bp[key])} vs {_param_text(key, cp[key])}")
+            out.append(
+                f"{key} {history.param_text(key, bp[key])} vs {history.param_text(key, cp[key])}"
+            )
     return out
 
 
@@ -248,8 +238,8 @@ def _environment(baseline: RunResult, current: RunResult) -> tuple[list[str], li
     warnings, mismatches = [], []
     if baseline.run_id == current.run_id:
         warnings.append(f"baseline and current are the same run ({baseline.run_id})")
-    b_host, c_host = history.host_class(baseline), history.host_class(current)
-    if b_host != c_host:
+    b_host, c_host = history.HostClass.of(baseline), history.HostClass.of(current)
+    if not b_host.matches(c_host):
         mismatches.append(f"host differs: {b_host} vs {c_host}")
     b_fs, c_fs = history.fs_identity(baseline), history.fs_identity(current)
     if b_fs != c_fs:
@@ -352,7 +342,7 @@ def history_noise(
     on_warning: history.Warn = None,
 ) -> NoiseBasis:
     """Each metric's run-to-run spread over the earlier runs in the history: same workload spec
-    hash, same host class and storage (:func:`history.env_fingerprint`) as ``current``,
+    hash, same host class and storage (:func:`history.same_setup`) as ``current``,
     started before it, complete, neither of the two runs compared.
 
     The storage is part of the match as well as the host class: the run-to-run spread is the
@@ -360,7 +350,6 @@ def history_noise(
     """
     options = options or CompareOptions()
     spec = current.workload_block.spec_hash
-    fingerprint = history.env_fingerprint(current)
     basis = {
         "url": url or history.default_history_url(),
         "spec_hash": spec,
@@ -388,7 +377,7 @@ def history_noise(
         if (
             run.workload_block.spec_hash != spec
             or run.status != "complete"
-            or history.env_fingerprint(run) != fingerprint
+            or not history.same_setup(run, current)
         ):
             continue
         runs += 1
@@ -455,7 +444,7 @@ def latest_like(
 ) -> tuple[RunResult, str]:
     """The baseline a nightly job means by "the last time": the latest run in the history
     started before ``current``, of the same workload spec hash, host class and storage
-    (:func:`history.env_fingerprint`), complete, not ``current`` itself; with the sentence
+    (:func:`history.same_setup`), complete, not ``current`` itself; with the sentence
     naming it. A :class:`UsageError` when there is none."""
     spec = current.workload_block.spec_hash
     where = url or history.default_history_url()
@@ -466,7 +455,6 @@ def latest_like(
             "baseline of the same spec",
             hint="give BASELINE CURRENT or --baseline",
         )
-    fingerprint = history.env_fingerprint(current)
     try:
         stored = history.runs_before(url, spec, current.started_at, on_warning=on_warning)
     except UsageError:  # no usable start time: every stored run of the spec is "earlier"
@@ -480,7 +468,7 @@ def latest_like(
             if on_warning is not None:
                 on_warning(f"history: skipped {entry.path}: stored result is unreadable ({e})")
             continue
-        if run.status == "complete" and history.env_fingerprint(run) == fingerprint:
+        if run.status == "complete" and history.same_setup(run, current):
             text = (
                 f"baseline chosen: {run.run_id} ({run.started_at}), the latest earlier run of "
                 f"spec {spec} on {setup} in {where}"

@@ -24,6 +24,31 @@ def physical_memory() -> int:
         return 0
 
 
+_MODEL_KEYS = ("model name", "hardware", "cpu model", "model")  # x86, then ARM/POWER's names
+
+
+def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The CPU's model name (``AMD EPYC 9654 96-Core Processor``), whitespace collapsed: the
+    first of :data:`_MODEL_KEYS` that ``cpuinfo`` names, else ``platform.processor()``; None
+    when neither says."""
+    import platform
+
+    found: dict[str, str] = {}
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f.read(1 << 20).splitlines():
+                key, sep, value = line.partition(":")
+                key = key.strip().lower()
+                if sep and key in _MODEL_KEYS and value.strip():
+                    found.setdefault(key, " ".join(value.split()))
+    except OSError:
+        pass
+    for key in _MODEL_KEYS:
+        if key in found:
+            return found[key]
+    return " ".join(platform.processor().split()) or None
+
+
 @dataclass(frozen=True)
 class CpuSample:
     wall_s: float

@@ -11,7 +11,7 @@ each run writes its own file, through a temporary name, and never replaces an ex
 
 The package is layered, each module importing only those before it: ``schema`` (columns,
 metrics, the rows of a run) → ``files`` (the store behind a URL, a run as Parquet, reading the
-files) → ``query`` (runs, the latest, a metric's trend). :func:`append`, the one writer, lives
+files) → ``query`` (runs, the latest, a metric's trend as one series per spec). :func:`append`, the one writer, lives
 here beside the names it calls, so that a test can replace any of them on ``iobench.history``.
 """
 
@@ -36,14 +36,16 @@ from .files import (
     read_history,
 )
 from .query import (
+    SpecSeries,
     TrendPoint,
     get_run,
     latest_run,
     list_runs,
+    param_text,
     runs_before,
     split_metric,
     trend,
-    trend_svg,
+    trend_series,
 )
 from .schema import (
     ALL_METRICS,
@@ -51,19 +53,28 @@ from .schema import (
     ESTIMATE_METRICS,
     FORMAT,
     FORMAT_KEY,
+    HEADLINE_METRICS,
     LOADER_METRICS,
     PHASE_METRICS,
     RESULT_KEY,
     SCHEMA_KEY,
     SUMMARY_REPEAT,
+    Headline,
+    HostClass,
     Warn,
     _arrow_schema,
     default_history_url,
     env_fingerprint,
     fs_identity,
+    headline,
     host_class,
+    kernel_series,
+    memory_gib,
     metric_rows,
     parse_timestamp,
+    same_setup,
+    target_of,
+    when_text,
 )
 
 
@@ -157,8 +168,17 @@ __all__ = [
     "COLUMNS",
     "_arrow_schema",
     "parse_timestamp",
+    "when_text",
     "default_history_url",
+    "HostClass",
+    "HEADLINE_METRICS",
+    "Headline",
+    "headline",
+    "target_of",
     "host_class",
+    "kernel_series",
+    "memory_gib",
+    "same_setup",
     "fs_identity",
     "env_fingerprint",
     "metric_rows",
@@ -173,6 +193,8 @@ __all__ = [
     "split_metric",
     "TrendPoint",
     "trend",
-    "trend_svg",
+    "SpecSeries",
+    "trend_series",
+    "param_text",
     "append",
 ]

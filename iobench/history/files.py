@@ -26,6 +26,7 @@ from .schema import (
     RESULT_KEY,
     SCHEMA_KEY,
     SUMMARY_REPEAT,
+    Headline,
     Warn,
     _arrow_schema,
     default_history_url,
@@ -173,6 +174,9 @@ class RunSummary:
     fs_identity: str
     phases: tuple[str, ...]
     path: str
+    target: str | None = None  # the target as given (path or URL)
+    verdict: str | None = None  # qualify's: pass, pass (indicative), fail; None otherwise
+    headline: Headline | None = None
 
 
 def _time_key(started_at: str, run_id: str) -> tuple[float, str]:

@@ -1,16 +1,17 @@
 """Queries over the history: the runs stored, one run, the latest before another, and one
-metric's trend (with its SVG plot).
+metric's trend, one series per spec (:func:`trend_series`; compare's ``trend`` judges it and
+draws it).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import io
 import json
-import math
-from typing import TYPE_CHECKING, NamedTuple
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.errors import StoreError, UsageError
+from ..core.units import format_bytes
 from ..result.blocks import WorkloadBlock
 from ..result.file import RunResult
 from ..result.stats import Summary, summarize
@@ -18,7 +19,17 @@ from ..result.stats import Summary, summarize
 if TYPE_CHECKING:
     pass
 from .files import RunSummary, StoredRun, _stored_runs, _time_key, _warn, read_history
-from .schema import ALL_METRICS, Warn, default_history_url, env_fingerprint, fs_identity, host_class
+from .schema import (
+    ALL_METRICS,
+    HostClass,
+    Warn,
+    default_history_url,
+    env_fingerprint,
+    fs_identity,
+    headline,
+    host_class,
+    target_of,
+)
 
 
 def list_runs(url: str | None = None, *, on_warning: Warn = None) -> list[RunSummary]:
@@ -44,6 +55,9 @@ def list_runs(url: str | None = None, *, on_warning: Warn = None) -> list[RunSum
                 fs_identity=fs_identity(run),
                 phases=tuple(p.name for p in run.phases),
                 path=stored.path,
+                target=target_of(run),
+                verdict=run.verdict_block.judged if run.verdict_block is not None else None,
+                headline=headline(run),
             )
         )
     return out
@@ -125,12 +139,26 @@ def split_metric(metric: str, phase: str | None = None) -> tuple[str | None, str
 
 
 class TrendPoint(NamedTuple):
-    """One run's value of a metric: the median over its repeats, with their spread."""
+    """One run's value of a metric: the median over its repeats, with their spread, the repeats
+    themselves, and what the run was (its spec, host class, storage, status) so that runs of
+    different specs or setups are never joined."""
 
     started_at: str
     run_id: str
     value: float
     spread: Summary
+    spec_hash: str | None = None
+    values: tuple[float, ...] = ()
+    spec: WorkloadBlock | None = None
+    host: HostClass | None = None
+    fs_identity: str | None = None
+    status: str | None = None
+
+    def same_setup(self, other: TrendPoint) -> bool:
+        """Same host class and storage (:func:`schema.same_setup`); unknown is never the same."""
+        if self.host is None or other.host is None or self.fs_identity is None:
+            return False
+        return self.host.matches(other.host) and self.fs_identity == other.fs_identity
 
 
 def trend(
@@ -142,10 +170,12 @@ def trend(
     on_warning: Warn = None,
 ) -> list[TrendPoint]:
     """One metric across stored runs, oldest first: per run the median over its repeats
-    (the measurement rows, never the aggregate row), with n, min-max and CV.
+    (the measurement rows, never the aggregate row), with n, min-max and CV, and the run's spec
+    and setup (read from its stored result).
 
     ``metric`` may be ``PHASE.METRIC``. When the metric occurs in several phases and none is
-    named, that is a :class:`UsageError` listing them.
+    named, that is a :class:`UsageError` listing them. Runs of different specs are different
+    series: :func:`trend_series`.
     """
     import pyarrow.compute as pc
 
@@ -173,58 +203,112 @@ def trend(
             started = r["started_at"]
             started = started.isoformat(timespec="milliseconds") if started else ""
             runs.setdefault(r["run_id"], (started, []))[1].append(r["value"])
+    stored = {s.run_id: s for s in _stored_runs(url, None)} if runs else {}
     points = []
     for run_id, (started_at, values) in runs.items():
         summary = summarize(values)
         if summary is not None:
-            points.append(TrendPoint(started_at, run_id, summary.median, summary))
+            points.append(_point(started_at, run_id, values, summary, stored.get(run_id)))
     points.sort(key=lambda p: _time_key(p.started_at, p.run_id))
     return points
 
 
-_PLOT_SCALE = {"B/s": (1 << 20, "MiB/s"), "s": (1e-3, "ms"), "fraction": (0.01, "%")}
+def _point(
+    started_at: str, run_id: str, values: list[float], summary: Summary, stored: StoredRun | None
+) -> TrendPoint:
+    """A trend point with what its stored result says of the run (nothing when unreadable: a
+    point of no known setup, never joined to another's noise floor)."""
+    run = None
+    if stored is not None:
+        try:
+            run = stored.run()
+        except Exception:  # noqa: BLE001 - unreadable: named by the list/show that reads it whole
+            run = None
+    if run is None:
+        return TrendPoint(started_at, run_id, summary.median, summary, values=tuple(values))
+    spec = run.workload_block
+    return TrendPoint(
+        started_at, run_id, summary.median, summary, spec.spec_hash, tuple(values), spec,
+        HostClass.of(run), fs_identity(run), run.status,
+    )  # fmt: skip
 
 
-def trend_svg(points: list[TrendPoint], metric: str, unit: str) -> str:
-    """An SVG line plot of :func:`trend` points, min-max bars where a run had repeats
-    (needs matplotlib: ``iobench[plot]``)."""
-    try:
-        # Figure + savefig use the Agg/SVG canvases directly: no pyplot, no global backend.
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise UsageError("matplotlib is missing; install iobench[plot]") from None
-    if not points:
-        raise UsageError(f"no stored values of {metric} to plot")
-    scale, label = _PLOT_SCALE.get(unit, (1, unit))
-    xs = []
-    for started_at, run_id, *_rest in points:
-        key = _time_key(started_at, run_id)[0]
-        xs.append(_dt.datetime.fromtimestamp(key, _dt.timezone.utc) if math.isfinite(key) else None)
-    use_dates = all(x is not None for x in xs)
-    if not use_dates:
-        xs = list(range(len(points)))
-    ys = [p.value / scale for p in points]
-    fig = Figure(figsize=(8, 3.2))
-    ax = fig.add_subplot()
-    ax.plot(xs, ys, marker="o", linewidth=1.5)
-    ranged = [i for i, p in enumerate(points) if p.spread.n > 1]
-    if ranged:
-        lo = [ys[i] - points[i].spread.min / scale for i in ranged]
-        hi = [points[i].spread.max / scale - ys[i] for i in ranged]
-        ax.errorbar(
-            [xs[i] for i in ranged], [ys[i] for i in ranged], yerr=[lo, hi], fmt="none",
-            ecolor="0.5", capsize=3, linewidth=1, label="min-max of the repeats",
-        )  # fmt: skip
-        ax.legend(loc="lower right", fontsize="small")
-    ax.set_title(metric)
-    ax.set_ylabel(label)
-    ax.set_ylim(bottom=0)
-    ax.grid(True, alpha=0.3)
-    if use_dates:
-        fig.autofmt_xdate()
-    else:
-        ax.set_xlabel("run")
-    fig.tight_layout()
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg")
-    return buf.getvalue()
+def param_text(key: str, value: Any) -> str:
+    """A workload parameter as people write it: sizes in binary units (``64.0 MiB``), lists
+    and booleans as JSON."""
+    sized = key.endswith("size") or key == "rate"
+    if sized and isinstance(value, int) and not isinstance(value, bool) and value >= 1024:
+        return format_bytes(value)
+    if isinstance(value, (list, dict, bool)) or value is None:
+        return json.dumps(value)
+    return str(value)
+
+
+def _compact(text: str) -> str:
+    """``64.0 MiB`` -> ``64MiB``, ``[1, 2]`` -> ``[1,2]``: a value for a ``key=value`` label."""
+    return re.sub(r"\.0(?=[KMGTPE]i?B)", "", text.replace(" ", ""))
+
+
+@dataclass(frozen=True)
+class SpecSeries:
+    """The runs of one spec (spec hash) in a trend, labelled by what sets its spec apart."""
+
+    spec_hash: str | None
+    label: str
+    points: tuple[TrendPoint, ...]
+
+
+LABEL_KEYS = 4  # a label names at most this many differing keys, then "+N more"
+
+
+def _spec_keys(spec: WorkloadBlock | None) -> dict[str, Any]:
+    """A spec's keys for labelling: the generator and every parameter."""
+    if spec is None:
+        return {}
+    return {"generator": spec.generator, **dict(spec.params or {})}
+
+
+def _label(spec: WorkloadBlock | None, others: list[WorkloadBlock | None], names: bool) -> str:
+    """``size=64MiB jobs=2``: the keys in which ``spec`` differs among ``others`` of the same
+    workload, led by the workload's name when the series span several workloads."""
+    name = spec.name if spec is not None else None
+    parts = [name or "?"] if names else []
+    mine = _spec_keys(spec)
+    same = [_spec_keys(o) for o in others if (o.name if o is not None else None) == name]
+    keys = sorted({k for d in same for k in d})
+    differ = [
+        k
+        for k in keys
+        if len({json.dumps(d.get(k, "\0unset"), sort_keys=True, default=str) for d in same}) > 1
+    ]
+    cells = [f"{k}={_compact(param_text(k, mine[k])) if k in mine else 'unset'}" for k in differ]
+    if len(cells) > LABEL_KEYS:
+        cells = [*cells[:LABEL_KEYS], f"+{len(cells) - LABEL_KEYS} more"]
+    return " ".join(parts + cells)
+
+
+def trend_series(points: list[TrendPoint]) -> list[SpecSeries]:
+    """The points of :func:`trend` as one series per spec hash, in order of their first run,
+    each labelled by the keys in which its spec differs from the others' (``size=64MiB
+    jobs=2``; the workload's name first when they are of several workloads). Points of
+    different specs are never in one series; points without a spec hash are a series of
+    their own."""
+    groups: dict[str | None, list[TrendPoint]] = {}
+    for p in points:
+        groups.setdefault(p.spec_hash, []).append(p)
+    specs = {h: next((p.spec for p in ps if p.spec is not None), None) for h, ps in groups.items()}
+    names = len({s.name if s is not None else None for s in specs.values()}) > 1
+    labels = {h: _label(specs[h], list(specs.values()), names) for h in groups}
+    seen: dict[str, int] = {}
+    for label in labels.values():
+        seen[label] = seen.get(label, 0) + 1
+    out = []
+    for h, ps in groups.items():
+        label = labels[h]
+        if not label:  # one workload, one spec: its name
+            spec = specs[h]
+            label = (spec.name if spec is not None else None) or f"spec {h or 'unknown'}"
+        if seen[labels[h]] > 1:  # nothing tells them apart but the hash
+            label = f"{label} spec {h or 'unknown'}"
+        out.append(SpecSeries(h, label, tuple(ps)))
+    return out

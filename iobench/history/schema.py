@@ -4,11 +4,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -150,6 +153,12 @@ def parse_timestamp(text: Any) -> _dt.datetime | None:
     return t.astimezone(_dt.timezone.utc)
 
 
+def when_text(started_at: Any) -> str:
+    """``2025-01-02T03:04:05.678+00:00`` -> ``2025-01-02 03:04:05Z`` (UTC, whole seconds)."""
+    t = parse_timestamp(started_at)
+    return t.strftime("%Y-%m-%d %H:%M:%SZ") if t else (str(started_at or "") or "?")
+
+
 def default_history_url() -> str:
     """``$IOBENCH_HISTORY`` if set, else ``~/.local/share/iobench/history``."""
     env = os.environ.get("IOBENCH_HISTORY")
@@ -158,18 +167,96 @@ def default_history_url() -> str:
     return str(Path.home() / ".local" / "share" / "iobench" / "history")
 
 
+_KERNEL_RE = re.compile(r"^(?P<system>\S+)\s+(?P<major>\d+)\.(?P<minor>\d+)")
+
+
+def kernel_series(os_text: str | None) -> str | None:
+    """``Linux 6.18.44-fc-v1045`` -> ``Linux 6.18``: the system and the kernel's major.minor,
+    not the build (a kernel update within a series keeps the host class). Text that names no
+    version is kept whole."""
+    if not os_text:
+        return None
+    m = _KERNEL_RE.match(os_text.strip())
+    return f"{m['system']} {m['major']}.{m['minor']}" if m else " ".join(os_text.split())
+
+
+def memory_gib(mem_bytes: Any) -> int | None:
+    """Memory in GiB to two significant figures (at least 1): 503.4 GiB -> 500, 62.8 -> 63.
+
+    The kernel's total moves by MiBs between kernels (firmware and kernel reservations); whole
+    GiB would flip at every .5 GiB, two figures only when the total moves by about 1 %
+    across a boundary."""
+    if not isinstance(mem_bytes, (int, float)) or isinstance(mem_bytes, bool) or mem_bytes <= 0:
+        return None
+    gib = mem_bytes / (1 << 30)
+    places = max(len(str(int(gib))) - 2, 0)
+    return max(int(round(gib, -places)), 1)
+
+
+@dataclass(frozen=True)
+class HostClass:
+    """What kind of machine ran a run, the key of its noise floor: CPU model, logical CPUs,
+    memory (:func:`memory_gib`), system and kernel major.minor (:func:`kernel_series`), machine
+    architecture; for a many-client (torchrun) run also its ranks and hosts. Never the hostname
+    nor the kernel's build."""
+
+    cpu_model: str | None
+    cpus: int | None
+    mem_gib: int | None
+    kernel: str | None
+    machine: str | None
+    ranks: int = 1
+    hosts: int = 1
+
+    @classmethod
+    def of(cls, run: RunResult) -> HostClass:
+        host = run.host_block
+        model = " ".join(host.cpu_model.split()) if isinstance(host.cpu_model, str) else None
+        cpus = host.cpus if isinstance(host.cpus, int) and host.cpus > 0 else None
+        ranks, hosts = run.clients()
+        return cls(
+            model or None, cpus, memory_gib(host.mem_bytes), kernel_series(host.os),
+            host.machine or None, ranks, hosts,
+        )  # fmt: skip
+
+    def matches(self, other: HostClass) -> bool:
+        """Same class. A run stored before iobench recorded the CPU model (no ``cpu_model``)
+        matches on the other fields alone, as it did when it was stored."""
+        if self.cpu_model is None or other.cpu_model is None:
+            return dataclasses.replace(self, cpu_model=None) == dataclasses.replace(
+                other, cpu_model=None
+            )
+        return self == other
+
+    def __str__(self) -> str:
+        mem = f"{self.mem_gib}GiB" if self.mem_gib else "?GiB"
+        text = (
+            f"{self.cpu_model or '?'}/{self.cpus or '?'}cpu/{mem}/{self.kernel or '?'}"
+            f"/{self.machine or '?'}"
+        )
+        if self.ranks > 1:
+            text += f" x{self.ranks} ranks/{self.hosts} host{'s' if self.hosts != 1 else ''}"
+        return text
+
+
 def host_class(run: RunResult) -> str:
-    """What kind of machine ran it: cpus, memory (GiB, rounded), os, machine; not the hostname.
-    A many-client run (torchrun) adds its ranks and hosts: ``…/x86_64 x8 ranks/2 hosts``."""
-    host = run.host_block
-    mem = host.mem_bytes
-    mem_gib = f"{round(mem / (1 << 30))}GiB" if isinstance(mem, (int, float)) and mem else "?GiB"
-    cpus = host.cpus
-    text = f"{cpus if cpus else '?'}cpu/{mem_gib}/{host.os or '?'}/{host.machine or '?'}"
-    ranks, hosts = run.clients()
-    if ranks > 1:
-        text += f" x{ranks} ranks/{hosts} host{'s' if hosts != 1 else ''}"
-    return text
+    """:class:`HostClass` as text: ``AMD EPYC 9654/64cpu/500GiB/Linux 6.1/x86_64``; a
+    many-client run (torchrun) adds its ranks and hosts: ``… x8 ranks/2 hosts``."""
+    return str(HostClass.of(run))
+
+
+def target_of(run: RunResult) -> str | None:
+    """The target the run measured, as given (a path or URL); a relative path as the absolute
+    one its run directory (``TARGET/.iobench-<run_id>``) was made in."""
+    target = run.target_block
+    given = target.path_or_url
+    run_dir = target.run_dir
+    if isinstance(given, str) and "://" not in given and not given.startswith("/"):
+        if isinstance(run_dir, str) and run_dir.startswith("/"):
+            parent, _sep, base = run_dir.rstrip("/").rpartition("/")
+            if base.startswith(".iobench-") and parent:
+                return parent
+    return given if isinstance(given, str) and given else None
 
 
 def fs_identity(run: RunResult) -> str:
@@ -179,9 +266,17 @@ def fs_identity(run: RunResult) -> str:
 
 
 def env_fingerprint(run: RunResult) -> str:
-    """A short hash of :func:`host_class` and :func:`fs_identity`: equal means same setup."""
+    """A short hash of :func:`host_class` and :func:`fs_identity`: a label of the setup. Whether
+    two runs share a setup is :func:`same_setup` (a run stored before the CPU model was recorded
+    has another fingerprint, yet the same setup)."""
     text = json.dumps([host_class(run), fs_identity(run)])
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def same_setup(a: RunResult, b: RunResult) -> bool:
+    """Whether two runs ran on the same host class (:meth:`HostClass.matches`) and storage
+    (:func:`fs_identity`): the runs whose spread is one noise floor."""
+    return HostClass.of(a).matches(HostClass.of(b)) and fs_identity(a) == fs_identity(b)
 
 
 def _source_values(
@@ -261,6 +356,43 @@ def _setup(run: RunResult, phase) -> dict[str, Any]:
         "cache": phase.cache or None,
         "phase_engine": phase.extra_block.engine or run.engine_block.name,
     }
+
+
+# Each phase's headline metric: the first of these it has (compare's one line per phase too).
+HEADLINE_METRICS = ("bandwidth", "iops", "au", "samples_per_s", "bytes_per_s", "max_gpus")
+
+
+@dataclass(frozen=True)
+class Headline:
+    """A run's main figure, to pick a baseline by: the loader's AU (``loader``, and qualify's
+    AU, on which its verdict rests), else the first phase's headline metric (bandwidth, else
+    IOPS), else the estimate's GPUs; the median over the repeats."""
+
+    phase: str
+    metric: str
+    value: float
+    unit: str
+
+
+def headline(run: RunResult) -> Headline | None:
+    """:class:`Headline` of ``run`` from its aggregate rows (:func:`metric_rows`); None when
+    it measured nothing."""
+    rows = [r for r in metric_rows(run) if r["aggregate"] and r["metric"] in HEADLINE_METRICS]
+    loader = [r for r in rows if r["phase"] == "loader" and r["metric"] == "au"]
+    phases = [r for r in rows if r["phase"] not in ("loader", "estimate")]
+    first = phases[0]["phase"] if phases else None
+    ranked = (
+        loader
+        or sorted(
+            (r for r in phases if r["phase"] == first),
+            key=lambda r: HEADLINE_METRICS.index(r["metric"]),
+        )
+        or sorted(rows, key=lambda r: HEADLINE_METRICS.index(r["metric"]))
+    )
+    if not ranked:
+        return None
+    r = ranked[0]
+    return Headline(r["phase"], r["metric"], r["value"], r["unit"])
 
 
 def metric_rows(run: RunResult) -> list[dict[str, Any]]:

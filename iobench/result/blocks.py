@@ -138,6 +138,7 @@ class HostBlock(Block):
     """``host``: the client the run ran on (``results.host_info``)."""
 
     hostname: str | None = None
+    cpu_model: str | None = None  # /proc/cpuinfo's model name; absent before issue 25
     cpus: int | None = None
     mem_bytes: int | None = None
     os: str | None = None

@@ -297,6 +297,7 @@ def _torch_version() -> str | None:
 
 def host_info() -> dict[str, Any]:
     """Host and environment capture saved with every run."""
+    from ..core.cpu import cpu_model
     from ..core.tools import fio_version  # local: keeps results import-light
 
     torch_version = _torch_version()
@@ -307,6 +308,7 @@ def host_info() -> dict[str, Any]:
         pass
     return {
         "hostname": socket.gethostname(),
+        "cpu_model": cpu_model(),
         "cpus": os.cpu_count() or 1,
         "mem_bytes": mem,
         "os": f"{platform.system()} {platform.release()}",

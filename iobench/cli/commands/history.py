@@ -37,7 +37,7 @@ def history(
         None, "--svg", metavar="FILE", help="trend: also write the plot to this SVG file."
     ),
     as_json: bool = typer.Option(
-        False, "--json", help="list: the runs as JSON; show: the result JSON."
+        False, "--json", help="list: the runs as JSON; show: the result JSON; trend: the series."
     ),
     fmt: str = typer.Option(
         None,
@@ -54,7 +54,7 @@ def history(
     if action == "show":
         return _show(arg, url, workload, as_json)
     if action == "trend":
-        return _trend(arg, url, workload, svg)
+        return _trend(arg, url, workload, svg, as_json)
     raise UsageError(
         f"unknown history action {action!r}", hint="use list, show RUN, trend METRIC or export"
     )
@@ -133,81 +133,122 @@ def _show(arg: str | None, url: str | None, workload: str | None, as_json: bool)
     return 0
 
 
-def _trend(arg: str | None, url: str | None, workload: str | None, svg: str | None) -> int:
-    """``history trend METRIC``: the metric in every stored run, oldest first; ``--svg``
-    also writes the plot."""
+def _trend(
+    arg: str | None, url: str | None, workload: str | None, svg: str | None, as_json: bool
+) -> int:
+    """``history trend METRIC``: the metric in every stored run, one series per spec, with its
+    noise band and confirmed regressions; ``--svg`` also writes the plot, ``--json`` prints
+    the series as JSON."""
     from ... import history as hist
-    from ...core.units import format_count, format_rate, format_seconds, format_spread
+    from ...compare import trend_render
+    from ...compare.trend import trend_report
     from ...result import file as results
 
     if not arg:
         raise UsageError("history trend needs a METRIC", hint="e.g. seq-read.bandwidth")
-    phase, metric = hist.split_metric(arg)
+    hist.split_metric(arg)
     _protect_history(url)
     if svg is not None:  # a path that would be refused is refused before anything else
         results.claim_output_file(svg, option="--svg")
-    points = hist.trend(arg, url, workload=workload, on_warning=_warn)
-    if not points:
+    report = trend_report(arg, url, workload=workload, on_warning=_warn)
+    if as_json:
+        out(trend_render.render_trend_json(report))
+    elif not report.series:
         out_text(f"no values of {arg} in history")
-        return 0
-    unit = hist.ALL_METRICS.get(metric, (None, ""))[1]
-    show = {"B/s": format_rate, "s": format_seconds}.get(unit, lambda v: format_count(v))
-    values = [show(p.value) for p in points]
-    width = max(len(arg), *(len(v) for v in values))
-    lines = [f"{'started (UTC)':<20}  {'run id':<28} {arg:>{width}}  over repeats"]
-    for p, value in zip(points, values, strict=True):
-        s = p.spread
-        spread = format_spread(s.n, s.min, s.max, s.cv, show)
-        lines.append(f"{_when(p.started_at):<20}  {p.run_id:<28} {value:>{width}}  {spread}")
-    out_text("\n".join(lines))
-    if svg is not None:
+    else:
+        out_text(trend_render.render_trend_table(report))
+    if svg is not None and report.series:
         path = results.write_output_file(
-            svg, hist.trend_svg(points, arg, unit).encode(), option="--svg"
+            svg, trend_render.render_trend_svg(report).encode(), option="--svg"
         )
-        out_text(f"plot: {path}")
+        (err if as_json else out_text)(f"plot: {path}")
     return 0
 
 
-def _when(started_at: str) -> str:
-    """``2025-01-02T03:04:05.678+00:00`` -> ``2025-01-02 03:04:05Z`` (UTC, whole seconds)."""
-    from ...history import parse_timestamp
-
-    t = parse_timestamp(started_at)
-    return t.strftime("%Y-%m-%d %H:%M:%SZ") if t else (started_at or "?")
-
-
 def list_entry(r) -> dict:
-    """One run of ``history list --json``."""
+    """One run of ``history list --json``: every field of the table and more."""
+    h = r.headline
     return {
         "run_id": r.run_id,
         "started_at": r.started_at,
         "command": r.command,
         "workload": r.workload,
         "spec_hash": r.spec_hash,
+        "target": r.target,
         "status": r.status,
+        "verdict": r.verdict,
+        "headline": None if h is None else {
+            "phase": h.phase, "metric": h.metric, "value": h.value, "unit": h.unit,
+            "text": headline_text(h),
+        },
         "engine": r.engine,
         "phases": list(r.phases),
         "env_fingerprint": r.env_fingerprint,
         "host_class": r.host_class,
         "fs_identity": r.fs_identity,
         "path": r.path,
-    }
+    }  # fmt: skip
 
 
-def list_table(runs) -> str:
-    """``history list``: whole timestamps, every column as wide as its widest cell."""
-    head = ("run id", "started (UTC)", "workload", "status", "engine", "phases")
+def headline_text(h) -> str:
+    """``seq-write 176.1 MiB/s``, ``AU 96.1 %`` (the loader's), ``12 GPUs`` (the estimate's)."""
+    from ...compare import format_value
+
+    if h is None:
+        return ""
+    value = format_value(h.value, h.unit)
+    if h.metric == "au":
+        return f"AU {value}"
+    if h.phase == "estimate":
+        return value
+    return f"{h.phase} {value}"
+
+
+_NARROW_VERDICT = {"pass (indicative)": "pass (ind.)"}
+
+
+def _columns(cells: list[tuple[str, ...]], right: int | None = None) -> list[str]:
+    """Rows of cells, each column as wide as its widest cell (``right``: right-aligned)."""
+    widths = [max(len(c) for c in col) for col in zip(*cells, strict=True)]
+    return [
+        "  ".join(
+            c.rjust(w) if i == right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in cells
+    ]
+
+
+def list_table(runs, width: int | None = None) -> str:
+    """``history list``: run id, start (UTC, whole seconds), workload, target, status, verdict
+    (qualify's; blank otherwise), headline figure, engine and phases, one line per run when
+    that fits ``width`` (stdout's: ``COLUMNS``, the terminal's, 120 into a pipe); else two lines
+    per run: run id, workload, verdict and headline, then start, status, engine and target
+    indented beneath (the target on a line of its own when it would not fit; the phases are in
+    ``--json``)."""
+    from ...core.textfit import stdout_format
+    from ...history import when_text
+
+    width = width or stdout_format()[0]
+    head = ("run id", "started (UTC)", "workload", "target", "status", "verdict", "headline",
+            "engine", "phases")  # fmt: skip
     rows = [
-        (r.run_id, _when(r.started_at), r.workload or "-", r.status or "-", r.engine or "-",
-         str(len(r.phases)))
+        (r.run_id, when_text(r.started_at), r.workload or "-", r.target or "-", r.status or "-",
+         r.verdict or "", headline_text(r.headline), r.engine or "-", str(len(r.phases)))
         for r in runs
     ]  # fmt: skip
-    widths = [max(len(c) for c in col) for col in zip(head, *rows, strict=True)]
-    lines = []
-    for cells in (head, *rows):
-        text = "  ".join(
-            c.rjust(w) if i == len(head) - 1 else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        )
-        lines.append(text.rstrip())
+    wide = _columns([head, *rows], right=len(head) - 1)
+    if max(len(line) for line in wide) <= width:
+        return "\n".join(wide)
+    firsts = _columns(
+        [("run id", "workload", "verdict", "headline")]
+        + [(r[0], r[2], _NARROW_VERDICT.get(r[5], r[5]), r[6]) for r in rows]
+    )
+    lines = [firsts[0], "  started (UTC), status, engine, target"]
+    for first, r in zip(firsts[1:], rows, strict=True):
+        second = f"  {r[1]}  {r[4]}  {r[7]}"
+        if len(second) + 2 + len(r[3]) <= width:
+            lines += [first, f"{second}  {r[3]}"]
+        else:  # a long target on a line of its own: a path is never cut
+            lines += [first, second, f"  {r[3]}"]
     return "\n".join(lines)
