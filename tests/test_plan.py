@@ -15,7 +15,7 @@ from iobench.checkpoint.inverse import forward, max_stall, plan_checkpoint
 from iobench.checkpoint.spec import load_checkpoint_profile
 from iobench.core.errors import UsageError
 from iobench.model.inverse import au_at, min_read_bandwidth, rate_bound_bandwidth
-from iobench.model.starvation import LoaderParams
+from iobench.model.starvation_inputs import LoaderParams
 
 MiB, GiB = 1 << 20, 1 << 30
 UNET = LoaderParams(7, 146_600_628, 1, 0.323, 4, 2)

@@ -17,7 +17,7 @@ from typing import Any
 from ..core.errors import UsageError
 from ..core.units import format_bytes, format_count, format_rate
 from ..model.inverse import ReadPlan, min_read_bandwidth
-from ..model.starvation import LoaderParams, dataset_size
+from ..model.starvation_inputs import LoaderParams, dataset_size
 from . import model as cm
 from .inverse import CheckpointPlan, plan_checkpoint
 

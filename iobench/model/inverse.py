@@ -30,7 +30,8 @@ from typing import Any
 
 from ..core.errors import UsageError
 from ..core.units import format_bytes, format_rate, format_seconds
-from .starvation import LoaderParams, SweepPoint, demand_bps, simulate_au
+from .starvation import simulate_au
+from .starvation_inputs import LoaderParams, SweepPoint, demand_bps
 
 #: The bisection stops when the bracket is this narrow, relative to the bandwidth.
 REL_TOL = 1e-4

@@ -109,7 +109,7 @@ def _settled(g: dict[str, Any]) -> dict[str, Any]:
     from ... import __version__
     from ...core.errors import UsageError
     from ...core.units import parse_percent, parse_size
-    from ...model.starvation import MAX_MODEL_GPUS
+    from ...model.starvation_inputs import MAX_MODEL_GPUS
 
     gpus = g["gpus"]
     if not 1 <= gpus <= MAX_MODEL_GPUS:
@@ -148,7 +148,7 @@ def _loader(g: dict[str, Any]) -> tuple[Any, Any]:
     from ...checkpoint.cluster import LoaderInput
     from ...core.errors import UsageError
     from ...core.units import parse_percent
-    from ...model.starvation import LoaderParams
+    from ...model.starvation_inputs import LoaderParams
     from ...spec.workload import load_profile, parse_overrides
 
     name, accel = g["profile"], g["accelerator"]

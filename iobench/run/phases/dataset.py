@@ -62,7 +62,7 @@ def write_dataset(
             )
         )  # fmt: skip
         return files
-    from ...formats import write_files
+    from ...formats.writer import write_files
 
     if params["verify"]:
         runner.warn(f"verify: {params['format']} files are checked by decoding them, not by block")
