@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.redact import for_markdown
+from ..core.table import Column, Table
 from ..core.units import format_spread
 from ..result.stats import summarize
 from .metric import CompareRow, format_percent, format_value
@@ -102,10 +103,17 @@ def _cells(row: CompareRow, report: CompareReport, *, headline: bool) -> list[st
     ]
 
 
-_HEADER = ["", "phase", "metric", "baseline", "current", "change", "threshold", "evidence"]
-
-
-_RIGHT = {3, 4, 5, 6}
+#: The comparison's columns (core.table): the mark, reads as a code span in markdown.
+COLUMNS = (
+    Column("", md=lambda t: f"`{t}`" if t.strip() else ""),
+    Column("phase"),
+    Column("metric"),
+    Column("baseline", "r"),
+    Column("current", "r"),
+    Column("change", "r"),
+    Column("threshold", "r"),
+    Column("evidence"),
+)
 
 
 def _ref_line(label: str, ref: RunRef) -> str:
@@ -148,14 +156,7 @@ def _unconfirmed_lines(report: CompareReport, *, verbose: bool = False) -> list[
 def _grid(rows: list[list[str]], width: int | None = None) -> list[str]:
     """The rows as aligned columns; when they would not fit ``width``, folded: one block a
     row, its name and change on the first line and the rest indented beneath, wrapped."""
-    table = [_HEADER] + rows
-    widths = [max(len(cells[i]) for cells in table) for i in range(len(_HEADER))]
-    lines = [
-        "  ".join(
-            c.rjust(widths[i]) if i in _RIGHT else c.ljust(widths[i]) for i, c in enumerate(cells)
-        ).rstrip()
-        for cells in table
-    ]
+    lines = Table(COLUMNS, rows).text()
     if width is None or max(len(x) for x in lines) <= width:
         return lines
     out = []
@@ -212,15 +213,8 @@ def _md_code(text: str) -> str:
 
 
 def _md_table(report: CompareReport, rows: list[CompareRow], *, headline: bool) -> list[str]:
-    lines = ["| " + " | ".join(_HEADER) + " |"]
-    lines.append(
-        "|" + "|".join("---:" if i in _RIGHT else "---" for i in range(len(_HEADER))) + "|"
-    )
-    for row in rows:
-        cells = _cells(row, report, headline=headline)
-        cells[0] = f"`{row.mark}`" if row.mark.strip() else ""
-        lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
-    return lines
+    cells = [_cells(row, report, headline=headline) for row in rows]
+    return Table(COLUMNS, cells).markdown(_md_escape)
 
 
 def render_markdown(report: CompareReport, *, verbose: bool = False) -> str:

@@ -208,15 +208,13 @@ _NARROW_VERDICT = {"pass (indicative)": "pass (ind.)"}
 
 
 def _columns(cells: list[tuple[str, ...]], right: int | None = None) -> list[str]:
-    """Rows of cells, each column as wide as its widest cell (``right``: right-aligned)."""
-    widths = [max(len(c) for c in col) for col in zip(*cells, strict=True)]
-    return [
-        "  ".join(
-            c.rjust(w) if i == right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        ).rstrip()
-        for row in cells
-    ]
+    """Rows of cells (the first the header), aligned by the one table renderer (core.table);
+    column ``right`` right-aligned."""
+    from ...core.table import Column, Table
+
+    head, *rows = cells
+    cols = [Column(h, "r" if i == right else "l") for i, h in enumerate(head)]
+    return Table(cols, rows).text()
 
 
 def list_table(runs, width: int | None = None) -> str:
