@@ -136,3 +136,46 @@ def test_time_based_write_fills_its_files_once_before_the_time_ends_it(tmp_path)
         EngineContext(str(tmp_path), StopFlag()),
     )
     assert fast.bytes >= 2 * MiB  # time-based: loops over its file until the time is up
+
+
+def _advice_log(monkeypatch):
+    """Every posix_fadvise call the engine makes (passed on to the kernel)."""
+    calls: list[tuple[int, int, int]] = []
+    real = posix.os.posix_fadvise
+
+    def spy(fd, offset, length, advice):
+        calls.append((offset, length, advice))
+        return real(fd, offset, length, advice)
+
+    monkeypatch.setattr(posix.os, "posix_fadvise", spy)
+    return calls
+
+
+def test_readahead_advice_is_fios(tmp_path, monkeypatch):
+    """fio tells the kernel each job's pattern (fadvise_hint=1, its default): SEQUENTIAL over a
+    sequential job's region (Linux doubles the file's readahead), RANDOM over a random one.
+    Without it a buffered 1 MiB read ran at 0.48 of fio's bandwidth on this VM's disk (8 MiB
+    readahead), with 0.6 of fio's requests in flight (docs/validation/posix-vs-fio.md)."""
+    eng, ctx = PosixEngine("threads"), EngineContext(str(tmp_path), StopFlag())
+    files = (FileSpec("a.dat", 4 * MiB),)
+    eng.run(PhaseSpec("w", "write", files, block_size=MiB, fsync="end"), ctx)
+    calls = _advice_log(monkeypatch)
+    eng.run(PhaseSpec("r", "read", files, jobs=2, block_size=MiB, mode="shared"), ctx)
+    seq = posix.os.POSIX_FADV_SEQUENTIAL
+    assert sorted(calls) == [(0, 2 * MiB, seq), (2 * MiB, 2 * MiB, seq)]  # each worker's region
+    calls.clear()
+    eng.run(PhaseSpec("rr", "randread", files, block_size=4096, size=64 * 4096), ctx)
+    assert calls == [(0, 4 * MiB, posix.os.POSIX_FADV_RANDOM)]
+
+
+def test_a_file_system_that_takes_no_advice_is_read_as_it_is(tmp_path, monkeypatch):
+    eng, ctx = PosixEngine("threads"), EngineContext(str(tmp_path), StopFlag())
+    files = (FileSpec("a.dat", MiB),)
+    eng.run(PhaseSpec("w", "write", files, block_size=MiB), ctx)
+
+    def refuse(*args):
+        raise OSError(29, "Illegal seek")  # ESPIPE: what a pipe-like file answers
+
+    monkeypatch.setattr(posix.os, "posix_fadvise", refuse)
+    res = eng.run(PhaseSpec("r", "read", files, block_size=MiB), ctx)
+    assert res.status == "ok" and res.bytes == MiB
