@@ -31,6 +31,7 @@ from ..result.file import PhaseResult
 from ..result.measured import phase_result
 from ..result.stats import WorkerStats
 from ..target import aligned_buffer, drop_file_cache
+from . import ceiling
 from .base import OPS_DATA, OPS_META, Engine, EngineContext, PhaseSpec, Segment, assign, cache_label
 from .forked import can_fork, run_processes
 from .forked import cpus as _cpus
@@ -105,6 +106,13 @@ class PosixEngine(Engine):
             return run_threads(phase, state, origin, box, one)
 
         return run_phase(phase, ctx, work, coordinate, functools.partial(self._result, phase, mode))
+
+    def review(self, phase: PhaseSpec, res: PhaseResult, ctx: EngineContext) -> None:
+        """A data phase near the engine's own ceiling (measured once per configuration,
+        ``engines.ceiling``) says the engine may be its bottleneck and names --engine fio."""
+        if ceiling.applies(phase, res):
+            mode = self.worker_mode(phase)
+            ceiling.judge(res, ceiling.ceiling_for(self.run, ctx, phase, mode))
 
     def _result(
         self, phase: PhaseSpec, mode: str, stats: list[WorkerStats], state: PhaseState
