@@ -157,7 +157,7 @@ def test_readahead_advice_is_fios(tmp_path, monkeypatch):
     """fio tells the kernel each job's pattern (fadvise_hint=1, its default): SEQUENTIAL over a
     sequential job's region (Linux doubles the file's readahead), RANDOM over a random one.
     Without it a buffered 1 MiB read ran at 0.48 of fio's bandwidth on this VM's disk (8 MiB
-    readahead), with 0.6 of fio's requests in flight (docs/validation/posix-vs-fio.md)."""
+    readahead), with 0.6 of the requests in flight (docs/validation/posix-vs-fio.md)."""
     eng, ctx = PosixEngine("threads"), EngineContext(str(tmp_path), StopFlag())
     files = (FileSpec("a.dat", 4 * MiB),)
     eng.run(PhaseSpec("w", "write", files, block_size=MiB, fsync="end"), ctx)
