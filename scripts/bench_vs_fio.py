@@ -18,9 +18,16 @@ Cases: sequential write and read of 1 MiB blocks with O_DIRECT (one worker, the 
 random 4 KiB O_DIRECT reads with 1 and 8 workers (time-based), and a buffered sequential
 1 MiB read with the file's page cache dropped (posix_fadvise DONTNEED) before every run of
 either engine: it measures reads from the device through the page cache, with readahead.
+Both engines advise the kernel of the pattern (POSIX_FADV_SEQUENTIAL: fio's fadvise_hint, the
+posix engine's ``advise``) and read into page-aligned buffers (fio's buffered buffers are
+aligned through ``mem_align``), so the case compares the same access pattern.
 
     .venv/bin/python scripts/bench_vs_fio.py [--dir DIR] [--pairs 7] [--size 1GiB] [--time 3s]
                                              [--cases seq-write,randread-8] [--json]
+                                             [--device-stats]
+
+``--device-stats`` counts what reached the block device under --dir per run (read requests,
+their mean size, the mean number in flight): the access pattern each engine gave the device.
 
 The files are written once before the pairs, in a temporary directory under --dir (default
 /var/tmp), which is always removed.
@@ -100,6 +107,7 @@ def cases(size: int, time_s: float, seed: int) -> list[Case]:
             PhaseSpec("seq-read", "read", one, block_size=1 << 20, direct=False, seed=seed,
                       params={"cache_dropped": True}),
             drop_cache=True,
+            min_ratio=0.95,
         ),
     ]  # fmt: skip
 
@@ -114,12 +122,39 @@ def lay_out(run_dir: str, size: int, seed: int) -> None:
     drop_file_cache(os.path.join(run_dir, "bench-0.dat"))
 
 
-def measure(engine: Any, case: Case, run_dir: str) -> dict[str, Any]:
+def device_stat_path(path: str) -> str | None:
+    """/sys/dev/block/MAJ:MIN/stat of the block device (or partition) holding ``path``."""
+    dev = os.stat(path).st_dev
+    stat = f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/stat"
+    return stat if os.path.exists(stat) else None
+
+
+def read_device(stat: str) -> list[int]:
+    return [int(x) for x in open(stat).read().split()]
+
+
+def device_delta(before: list[int], after: list[int]) -> dict[str, float]:
+    """What reached the device between two readings of its stat file: read requests, their
+    mean size, and the mean number in flight while any was (time in queue / busy time). The
+    device's, not the engine's: on a shared host other processes' I/O is counted too."""
+    d = [b - a for a, b in zip(before, after, strict=True)]
+    reads, sectors, busy_ms, queue_ms = d[0], d[2], d[9], d[10]
+    return {
+        "reads": reads,
+        "kib_per_read": sectors * 512 / 1024 / reads if reads else 0.0,
+        "in_flight": queue_ms / busy_ms if busy_ms else 0.0,
+    }
+
+
+def measure(engine: Any, case: Case, run_dir: str, stat: str | None = None) -> dict[str, Any]:
     if case.drop_cache:
         for f in case.spec.files:
             drop_file_cache(os.path.join(run_dir, f.path))
+    before = read_device(stat) if stat else None
     res = engine.run(case.spec, EngineContext(run_dir=run_dir, stop=StopFlag()))
+    device = device_delta(before, read_device(stat)) if stat and before else None
     return {
+        "device": device,
         "bandwidth_bps": res.bandwidth_bps,
         "iops": res.iops,
         "p50_s": res.latency_s.get("p50", 0.0),
@@ -133,6 +168,21 @@ METRICS = (("bandwidth_bps", "MiB/s", 1 / (1 << 20)), ("iops", "IOPS", 1.0),
            ("p50_s", "p50 us", 1e6), ("p99_s", "p99 us", 1e6))  # fmt: skip
 
 
+DEVICE_KEYS = ("reads", "kib_per_read", "in_flight")
+
+
+def device_lines(rows: list[dict[str, Any]], stat: str) -> list[str]:
+    """Per case, what reached the device under each engine (medians of runs)."""
+    out = [f"\nat the device ({stat}; medians of runs; other processes' I/O counted too):"]
+    for row in rows:
+        for name, d in row.get("device", {}).items():
+            out.append(
+                f"  {row['title']:<38} {name:<8} {d['reads']:>7,.0f} reads of "
+                f"{d['kib_per_read']:>6,.0f} KiB, {d['in_flight']:5.2f} in flight"
+            )
+    return out
+
+
 def pooled(runs: list[dict[str, Any]], q: float) -> float:
     """A percentile of every run's latencies together (merged histograms, never averaged)."""
     return (
@@ -143,6 +193,11 @@ def pooled(runs: list[dict[str, Any]], q: float) -> float:
 def summarise(case: Case, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Medians of bandwidth and IOPS over the runs; p50/p99 over all runs' operations pooled."""
     out: dict[str, Any] = {"case": case.name, "title": case.title, "pairs": len(runs["posix"])}
+    if runs["posix"][0].get("device"):
+        out["device"] = {
+            name: {k: statistics.median(r["device"][k] for r in rs) for k in DEVICE_KEYS}
+            for name, rs in (("iobench", runs["posix"]), ("fio", runs["fio"]))
+        }
     for key, _, _ in METRICS:
         if key in ("p50_s", "p99_s"):
             q = 0.5 if key == "p50_s" else 0.99
@@ -179,7 +234,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join([fmt(head), fmt(tuple("-" * w for w in widths)), *map(fmt, lines)])
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default="/var/tmp", help="directory to put the temp dir in")
     ap.add_argument("--pairs", type=int, default=7, help="posix/fio pairs per case (>= 1)")
@@ -192,6 +247,16 @@ def main(argv: list[str] | None = None) -> int:
         help="the posix engine's worker mode (auto: processes when workers > CPUs)",
     )  # fmt: skip
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    ap.add_argument(
+        "--device-stats", action="store_true",
+        help="also count what reached the block device holding --dir (/sys/dev/block/*/stat):"
+        " read requests, their mean size and how many were in flight, per engine",
+    )  # fmt: skip
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser()
     args = ap.parse_args(argv)
     if args.pairs < 1:
         ap.error("--pairs must be at least 1")
@@ -219,12 +284,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench_vs_fio: O_DIRECT unavailable in {run_dir}: {reason}", file=sys.stderr)
             return 2
         lay_out(run_dir, size, args.seed)
+        stat = device_stat_path(run_dir) if args.device_stats else None
+        if args.device_stats and stat is None:
+            print(f"bench_vs_fio: no block device stat file for {run_dir}", file=sys.stderr)
+            return 2
         for case in chosen:
             runs: dict[str, list[dict[str, Any]]] = {"posix": [], "fio": []}
             for i in range(args.pairs):
                 order = ("posix", "fio") if i % 2 == 0 else ("fio", "posix")
                 for name in order:
-                    runs[name].append(measure(engines[name], case, run_dir))
+                    runs[name].append(measure(engines[name], case, run_dir, stat))
             rows.append(summarise(case, runs))
             if not args.json:
                 print(f"# {case.title}: done ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
@@ -243,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"info": info, "cases": rows}, indent=2))
     else:
         print(table(rows))
+        if stat:
+            print("\n".join(device_lines(rows, stat)))
         print(
             f"\n{info['fio']}, {info['cpus']} CPUs, file {args.size}, randread {args.time} per "
             f"run, {args.pairs} pairs (order alternating); bandwidth/IOPS: medians of runs, "

@@ -43,7 +43,9 @@ ORDERS = {
         "mounts", "model", "direct", "space", "signals", "rundir", "url", "layout", "__init__",
         "storage",
     ],
-    "engines": ["base", "registry", "worker", "forked", "posix", "fsspec", "fio_job", "fio"],
+    "engines": [
+        "base", "registry", "worker", "forked", "ceiling", "posix", "fsspec", "fio_job", "fio",
+    ],
     "run": ["supervisor", "stall", "guard", "outdir", "session", "phases", "runner", "sweep", "checkpoint"],
     "qualify": ["checkpoint", "verdict", "plan_file", "bound", "suite"],
     "cli": ["progress", "livecsv", "commands", "app"],

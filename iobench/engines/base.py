@@ -293,3 +293,10 @@ class Engine(ABC):
     def run(self, phase: PhaseSpec, ctx: EngineContext) -> PhaseResult:
         """Run one phase and return what it measured (raise EngineError on I/O failure,
         with the partial PhaseResult attached as ``err.partial``)."""
+
+    def review(self, phase: PhaseSpec, res: PhaseResult, ctx: EngineContext) -> None:
+        """After a phase that ended ok, outside its timed and CPU-sampled window (the runner
+        calls it once it has taken the phase's client CPU): what the engine adds to the
+        result from outside the phase. The posix engine holds the phase's IOPS against its
+        own ceiling (``engines.ceiling``); the others add nothing."""
+        return None

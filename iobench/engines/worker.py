@@ -149,11 +149,12 @@ class Recorder:
             grow = top - len(st.slot_bytes)
             st.slot_bytes.extend([0] * grow)
             st.slot_ops.extend([0] * grow)
-        by_bytes = np.bincount(slots, weights=nb)
         by_ops = np.bincount(slots)
-        for i in np.nonzero(by_ops)[0].tolist():
-            st.slot_bytes[i] += int(by_bytes[i])
-            st.slot_ops[i] += int(by_ops[i])
+        used = np.nonzero(by_ops)[0]
+        by_bytes = np.bincount(slots, weights=nb)[used].tolist()
+        for i, b, k in zip(used.tolist(), by_bytes, by_ops[used].tolist(), strict=True):
+            st.slot_bytes[i] += int(b)
+            st.slot_ops[i] += k
         self.n = 0
 
 
@@ -423,12 +424,12 @@ class RandomDraws:
         self.n_ops = (phase.size // bs) if phase.size else int(self.blocks.sum())
 
     def draw(self, chunk: int) -> tuple[list[int], list[int]]:
-        """(region index, byte offset) of the next ``chunk`` operations."""
-        which = (
-            self.rng.choice(len(self.segs), size=chunk, p=self.weights)
-            if len(self.segs) > 1
-            else np.zeros(chunk, dtype=np.int64)
-        )
+        """(region index, byte offset) of the next ``chunk`` operations. One region draws from
+        a scalar bound: the same offsets as an array of equal bounds, at a fifth of the cost."""
+        if len(self.segs) == 1:
+            offs = self.rng.integers(0, int(self.blocks[0]), chunk) * self.bs + self.segs[0].offset
+            return [0] * chunk, offs.tolist()
+        which = self.rng.choice(len(self.segs), size=chunk, p=self.weights)
         offs = self.rng.integers(0, self.blocks[which]) * self.bs + self.offsets[which]
         return which.tolist(), offs.tolist()
 

@@ -76,18 +76,16 @@ class Histogram:
         if a.size == 0:
             return
         a = np.maximum(a, 0)
-        # frexp's exponent is the exact bit length for integers below 2**53.
-        bits = np.frexp(a.astype(np.float64))[1].astype(np.int64)
-        shift = bits - _K - 1
-        idx = np.where(
-            shift <= 0,
-            a,
-            np.minimum(shift * SUB_BUCKETS + (a >> np.maximum(shift, 0)), N_BUCKETS - 1),
-        )
-        idx = np.where(shift > MAX_SHIFT, N_BUCKETS - 1, idx)
+        # frexp's exponent is the exact bit length for integers below 2**53; below 2**(K+1)
+        # the shift is 0 and the index the value itself; past MAX_SHIFT the index is at least
+        # N_BUCKETS, cut to the last bucket (bucket_index's rules, one expression)
+        shift = np.maximum(np.frexp(a.astype(np.float64))[1].astype(np.int64) - (_K + 1), 0)
+        idx = np.minimum(shift * SUB_BUCKETS + (a >> shift), N_BUCKETS - 1)
         binc = np.bincount(idx, minlength=N_BUCKETS)
-        for i in np.nonzero(binc)[0]:
-            self.counts[int(i)] += int(binc[i])
+        used = np.nonzero(binc)[0]
+        counts = self.counts
+        for i, c in zip(used.tolist(), binc[used].tolist(), strict=True):
+            counts[i] += c
         lo, hi = int(a.min()), int(a.max())
         if self.count == 0 or lo < self.min_ns:
             self.min_ns = lo

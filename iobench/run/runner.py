@@ -202,6 +202,7 @@ class PhaseRunner:
             raise
         res.extra["client_cpu"] = cpu.usage(cpu0, cpu.sample())
         _note_suspension(res, self.stop.suspended - suspended)
+        engine.review(spec, res, ctx)  # after the CPU sample: the engine's own probes
         self._finish(spec, res, engine, why)
         res = self.results[-1] = self.coord.after_phase(spec, res)
         self.stop.check()
