@@ -19,7 +19,7 @@ PKG = Path(__file__).resolve().parents[1] / "iobench"
 ORDERS = {
     "core": [
         "errors", "registry", "units", "redact", "cpu", "tools", "datagen", "plan", "coordinator",
-        "inputs", "safeio", "textfit",
+        "inputs", "safeio", "textfit", "table",
     ],
     "spec": ["params", "workload"],
     "model": [
