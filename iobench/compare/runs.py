@@ -381,7 +381,7 @@ def history_noise(
             continue
         try:
             run = stored.run()
-        except Exception as e:  # an unreadable stored result is skipped, as the history does
+        except Exception as e:  # noqa: BLE001 - an unreadable stored result is skipped, as the history does
             if on_warning is not None:
                 on_warning(f"history: skipped {stored.path}: stored result is unreadable ({e})")
             continue
@@ -476,7 +476,7 @@ def latest_like(
             continue
         try:
             run = entry.run()
-        except Exception as e:  # unreadable: skipped and named, as the history does
+        except Exception as e:  # noqa: BLE001 - unreadable: skipped and named, as the history does
             if on_warning is not None:
                 on_warning(f"history: skipped {entry.path}: stored result is unreadable ({e})")
             continue

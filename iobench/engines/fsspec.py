@@ -116,7 +116,7 @@ class FsspecEngine(Engine):
             raise EngineError(f"phase {phase.name}: {why}")
         try:
             fs, root = open_fs(ctx.run_dir, ctx.storage_options)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - fsspec backends raise what they like
             raise EngineError(
                 f"cannot open {scrub(ctx.run_dir)}: {describe_error(e, '')}"
             ) from None

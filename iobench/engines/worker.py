@@ -320,7 +320,7 @@ def run_worker(
     try:
         try:
             bufs = setup()
-        except BaseException as e:  # buffers could not be set up: start, then fail
+        except BaseException as e:  # noqa: BLE001 - buffers could not be set up: start, then fail
             state.fail(f"worker setup failed: {e}", None)
         if not ready() or state.has_failed():
             return

@@ -32,7 +32,7 @@ from ..run.runner import PhaseRunner, RunOutcome
 from ..run.session import RunContext, new_result, open_run
 from ..spec.workload import MAX_PHASE_TIME_S, Profile, load_profile
 from ..target import Target, apply_layout, check_free_space, is_url, resolve
-from .bound import STEP_START_S, upper_bound_s  # noqa: F401 - re-exported
+from .bound import STEP_START_S, upper_bound_s
 from .checkpoint import attach as ckpt_attach
 from .checkpoint import check_model_options, step_fields
 from .verdict import (  # re-exported: the suite's requirements and verdict
