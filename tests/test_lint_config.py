@@ -34,3 +34,17 @@ def test_every_blind_except_marker_says_why():
             if m and "BLE001" in m.group(1) and not re.match(r"\s*-\s*\S", m.group(2)):
                 bare.append(f"{path.relative_to(ROOT)}:{n}")
     assert not bare, f"noqa: BLE001 without '- <the reason>': {bare}"
+
+
+def test_mypy_runs_in_the_test_script_on_a_pinned_version():
+    """scripts/test.sh runs mypy with pyproject's [tool.mypy] (0 errors); the test extras pin it."""
+    project = _pyproject()
+    conf = project["tool"]["mypy"]
+    assert conf["files"] == ["iobench"] and conf["warn_unused_ignores"] is True
+    assert any(
+        re.fullmatch(r"mypy==[\d.]+", d)
+        for d in project["project"]["optional-dependencies"]["test"]
+    )
+    script = (ROOT / "scripts" / "test.sh").read_text()
+    assert '"$VENV/bin/python" -m mypy\n' in script
+    assert script.index("== ruff") < script.index("== mypy") < script.index("== pytest")

@@ -223,7 +223,7 @@ def spec_differences(
 
 def _comparability(baseline: RunResult, current: RunResult) -> tuple[bool, str | None, list[str]]:
     bw, cw = baseline.workload_block, current.workload_block
-    warnings = []
+    warnings: list[str] = []
     b_hash, c_hash = bw.spec_hash, cw.spec_hash
     if bw.name != cw.name or bw.generator != cw.generator:
         return False, f"different workloads: {bw.name} vs {cw.name}", warnings
@@ -361,7 +361,7 @@ def history_noise(
     options = options or CompareOptions()
     spec = current.workload_block.spec_hash
     fingerprint = history.env_fingerprint(current)
-    basis = {
+    basis: dict[str, Any] = {
         "url": url or history.default_history_url(),
         "spec_hash": spec,
         "host_class": history.host_class(current),

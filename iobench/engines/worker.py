@@ -357,7 +357,7 @@ def seq_passes(
     state: PhaseState,
     one_file: FileFn,
     fill_first: bool = False,
-    after_file: Callable[[Segment], None] | None = None,
+    after_file: Callable[[Segment], object] | None = None,
     pending: Callable[[], int] = lambda: 0,
 ) -> None:
     """A sequential phase's passes over the worker's files, until the bytes it moves (``size``)
@@ -443,7 +443,10 @@ def pace(
     """Hold the worker to ``rate`` (bytes/s): sleep until ``moved`` bytes are due, waking
     at once on a stop request or a failure, and never past the phase's deadline (unless
     the phase goes on past it: a time-based write's first pass over its files)."""
-    until = st.start + moved / phase.rate_bps
+    rate = phase.rate_bps
+    if not rate:  # unpaced (callers pace only with a rate)
+        return
+    until = st.start + moved / rate
     if phase.time_s and not past_deadline:
         until = min(until, st.start + phase.time_s)
     pace_until(until, should_stop)

@@ -75,7 +75,7 @@ class ImageFile:
         return True
 
     def image(self) -> memoryview:
-        return memoryview(self.buf.array[: self.end])
+        return self.buf.array[: self.end].data
 
 
 def write_image(path: str, image: memoryview, direct: bool) -> int:
@@ -328,7 +328,7 @@ class _Writers:
             buf.take(total)
             self.source.file_samples(i, sizes, buf, offsets)
             finish(buf.array[:total])
-            return memoryview(buf.array[:total])
+            return buf.array[:total].data
         samples = self.source.file_samples(i, sizes, buf)
         if self.fmt == "raw":
             whole = get_format("raw").contiguous(samples)

@@ -8,7 +8,7 @@ import datetime as _dt
 import io
 import json
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.errors import StoreError, UsageError
 from ..result.blocks import WorkloadBlock
@@ -196,7 +196,7 @@ def trend_svg(points: list[TrendPoint], metric: str, unit: str) -> str:
     if not points:
         raise UsageError(f"no stored values of {metric} to plot")
     scale, label = _PLOT_SCALE.get(unit, (1, unit))
-    xs = []
+    xs: list[Any] = []  # datetimes (or None), else the points' indices
     for started_at, run_id, *_rest in points:
         key = _time_key(started_at, run_id)[0]
         xs.append(_dt.datetime.fromtimestamp(key, _dt.timezone.utc) if math.isfinite(key) else None)

@@ -199,7 +199,9 @@ def check_plan(job: ExistingJob, plan: DatasetScan) -> list[str]:
 
     notes = []
     limit = read_limit(job.workers)
-    big = sorted((i for i, n in plan.sizes.items() if limit and n > limit), key=plan.sizes.get)
+    big = sorted(
+        (i for i, n in plan.sizes.items() if limit and n > limit), key=lambda i: plan.sizes[i]
+    )
     if big:
         top = big[-1]
         what = (

@@ -168,7 +168,7 @@ def _npz_samples(f: IO[bytes]) -> int:
         rows = set()
         for n in members:
             with z.open(n) as m:
-                rows.add(_npy_rows(io.BufferedReader(m)))  # type: ignore[arg-type]
+                rows.add(_npy_rows(io.BufferedReader(m)))  # type: ignore[type-var]  # a ZipExtFile has readinto
     return rows.pop() if len(rows) == 1 else len(members)
 
 

@@ -59,7 +59,7 @@ def _run_ranks(cfg: LoopConfig, stop: StopFlag) -> list[dict[str, Any]]:
     """Run ``cfg.gpus`` ranks (in this process when one) and collect their figures."""
     if cfg.gpus == 1:
         return [_loop_here(cfg, 0, None, stop)]
-    ctx = mp.get_context("spawn" if cfg.compute == "gpu" else "fork")
+    ctx = mp.get_context("spawn") if cfg.compute == "gpu" else mp.get_context("fork")
     barrier = ctx.Barrier(cfg.gpus)
     procs: list[Any] = []
     conns: list[Any] = []

@@ -284,6 +284,6 @@ def verdict_lines(run: Any, reqs: list[Any]) -> tuple[bool, list[str], list[dict
         lines.append(line)
         items.append(item)
     if not mine:
-        line = summary_line(run)
-        lines += [line] if line else []
+        summary = summary_line(run)
+        lines += [summary] if summary else []
     return ok, lines, items, rests

@@ -33,8 +33,8 @@ from ..run.session import RunContext, new_result, open_run
 from ..spec.workload import MAX_PHASE_TIME_S, Profile, load_profile
 from ..target import Target, apply_layout, check_free_space, is_url, resolve
 from .bound import STEP_START_S, upper_bound_s
+from .checkpoint import CkptRequirement, check_model_options, step_fields
 from .checkpoint import attach as ckpt_attach
-from .checkpoint import check_model_options, step_fields
 from .verdict import (  # re-exported: the suite's requirements and verdict
     Requirement,
     parse_requirements,
@@ -394,7 +394,7 @@ class _Suite:
     budget_s: float
     quick: bool
     ckpt_full: int
-    requirements: list[Requirement]
+    requirements: list[Requirement | CkptRequirement]
     model: str | None = None  # qualify --model: that model's checkpoint step and block
     ckpt_opts: Any = None
     requested_gpus: int | None = None
@@ -526,6 +526,7 @@ def _loader_step(
         target_spec, prof, gpus=lp["gpus"], steps=lp["steps"], save=False, keep=keep,
         progress_factory=progress_factory, command=outcome.run.command, coord=coord,
     )  # fmt: skip
+    assert not isinstance(lo, str)  # the plan's text comes only with dry_run
     run = outcome.run
     run.loader = lo.run.loader
     for p in lo.run.phases:

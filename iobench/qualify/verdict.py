@@ -6,14 +6,16 @@ the figure, what was required, and whether it rests on an indicative phase.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..core.errors import UsageError
 from ..core.units import format_count, format_rate, parse_rate
-from ..result.blocks import FAIL, PASS, PASS_INDICATIVE, EstimateBlock, LoaderBlock
+from ..result.blocks import FAIL, PASS, PASS_INDICATIVE, Block, EstimateBlock, LoaderBlock
 from ..spec.workload import Param, Profile, coerce
-from .checkpoint import CKPT_KEYS, normal_key, parse_item
+from .checkpoint import CKPT_KEYS, CkptRequirement, normal_key, parse_item
 from .checkpoint import verdict_lines as ckpt_verdict_lines
+
+_B = TypeVar("_B", bound=Block)
 
 # -- requirements and verdict -------------------------------------------------------------------
 
@@ -46,9 +48,9 @@ class Requirement:
         return f"{self.key} >= {_fmt(self.value, self.unit)}"
 
 
-def parse_requirements(text: str | None) -> list[Requirement]:
+def parse_requirements(text: str | None) -> list[Requirement | CkptRequirement]:
     """``read=5GiB/s,creates=20k/s,au=0.9`` -> requirements (UsageError on anything else)."""
-    out: list[Requirement] = []
+    out: list[Requirement | CkptRequirement] = []
     for item in [s.strip() for s in (text or "").split(",") if s.strip()]:
         key, eq, value = item.partition("=")
         key = key.strip()
@@ -142,7 +144,7 @@ def measured_figures(run: Any) -> dict[str, float | None]:
     return out
 
 
-def _typed(block: type, d: Any) -> Any:
+def _typed(block: type[_B], d: Any) -> _B:
     """``d`` (a result block as read) typed; an absent block reads as an empty one."""
     return block.from_dict(d if isinstance(d, dict) else {})
 
@@ -160,7 +162,7 @@ def _gpus_item(est: EstimateBlock, r: Requirement, what: str) -> tuple[bool, str
         line = f"FAIL: {what}: not estimated (required >= {r.value:g})"
         return False, line, {"key": r.key, "required": r.value, "estimate": None,
                              "unit": r.unit, "result": "fail"}  # fmt: skip
-    passed = low >= r.value
+    passed = (low if low is not None else point) >= r.value  # a null low: the point
     interval = est.interval if est.interval is not None and not est.interval.empty else None
     span = f"{point} ({low}–{high})" if est.has("max_gpus_low") else f"{point}"
     line = (
@@ -179,7 +181,7 @@ def _gpus_item(est: EstimateBlock, r: Requirement, what: str) -> tuple[bool, str
 
 def verdict(
     run: Any,
-    requirements: list[Requirement],
+    requirements: list[Requirement | CkptRequirement],
     profile: Profile | None,
     gpus: int | None,
     quick: bool = False,
@@ -197,7 +199,7 @@ def verdict(
         reqs.append(Requirement("gpus", float(gpus), "GPUs"))
         reqs.append(Requirement("au", profile.au_min, "fraction"))
     ckpt_ok, ckpt_reasons, ckpt_items, rests_on_indicative = ckpt_verdict_lines(run, reqs)
-    for r in [r for r in reqs if not normal_key(r.key)]:
+    for r in [r for r in reqs if isinstance(r, Requirement) and not normal_key(r.key)]:
         what = REQUIREMENT_KEYS[r.key][0]
         if r.key == "gpus":
             if profile is not None:
@@ -224,7 +226,7 @@ def verdict(
     status = FAIL if not ok else PASS_INDICATIVE if indicative else PASS
     # what an indicative verdict rests on comes first, before the lines it qualifies
     first, last = _verdict_notes(run, bool(reqs), rests_on_indicative, quick)
-    out = {"status": status, "result": status, "reasons": [*first, *reasons, *last],
+    out: dict[str, Any] = {"status": status, "result": status, "reasons": [*first, *reasons, *last],
            "items": items}  # fmt: skip
     if indicative:
         out["indicative"] = True

@@ -330,7 +330,9 @@ def merge_repeats(
 def _merged_phase(runs: list[PhaseResult], cut: list[PhaseResult]) -> PhaseResult:
     """One phase's repeats (``runs`` completed, ``cut`` in flight) as one PhaseResult."""
     if runs:
-        ranked = sorted(range(len(runs)), key=lambda i: runs[i].bandwidth_bps or runs[i].iops)
+        ranked = sorted(
+            range(len(runs)), key=lambda i: runs[i].bandwidth_bps or runs[i].iops or 0.0
+        )
         detail = ranked[len(ranked) // 2]
         chosen = runs[detail]
     else:

@@ -177,7 +177,7 @@ class Watchdog:
         sp = self.spec
         if sp is None or sp.name != self.phase or sp.op not in _WRITES or sp.direct:
             return False
-        return bool(self.total) and self.totals[0] >= self.total
+        return bool(self.total and self.totals[0] >= self.total)
 
     def idle_s(self) -> float | None:
         """Seconds the phase in flight has made no progress (None: no phase in flight)."""
@@ -410,7 +410,12 @@ def _cleanup(target: Any, keep: bool) -> str:
         handle = copy.copy(handle)
         handle.root_fd, handle.fd = os.dup(handle.root_fd), os.dup(handle.fd)
     try:
-        done = _bounded(lambda: remove_run_dir(target) or True, CLEANUP_LIMIT_S)
+
+        def remove() -> bool:
+            remove_run_dir(target)
+            return True
+
+        done = _bounded(remove, CLEANUP_LIMIT_S)
         if done is True and not target.created:
             return ""
         if target.kind != "posix" or handle is None:

@@ -28,6 +28,7 @@ import select
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 ENV = "IOBENCH_SUPERVISE"
@@ -49,7 +50,7 @@ FORWARDED = tuple(
 _state: dict[str, Any] = {"fd": None, "split": False}
 
 
-def mode_from_env(environ: dict[str, str] | None = None) -> str:
+def mode_from_env(environ: Mapping[str, str] | None = None) -> str:
     """IOBENCH_SUPERVISE, checked: a value that is no mode is a UsageError (a typo never
     silently means "auto"). The commands that run I/O check it before anything is written."""
     env = os.environ if environ is None else environ

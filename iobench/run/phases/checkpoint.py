@@ -273,7 +273,7 @@ def _record(runner: Any, name: str, op: str, ran: Any, params: dict, cache: str,
 def _store(runner: Any) -> tuple[Any, str] | None:
     """(fsspec filesystem, run-dir path) when the target is a URL (an object store), else None."""
     target = getattr(runner, "target", None)
-    if getattr(target, "kind", "posix") != "fsspec":
+    if target is None or getattr(target, "kind", "posix") != "fsspec":
         return None
     from ...target.storage import open_fs
 

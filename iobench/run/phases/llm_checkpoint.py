@@ -348,7 +348,8 @@ def _ranks(
 
 
 def _record(
-    runner: Any, name: str, op: str, ran: tuple[list[WorkerStats], dict[str, Any]], cache: str,
+    runner: Any, name: str, op: str,
+    ran: tuple[list[WorkerStats], dict[str, Any], dict[str, list[float]]], cache: str,
     api: str, params: dict[str, Any], copy_bps: float | None, mine: list[RankShard],
 ) -> None:  # fmt: skip
     stats, client_cpu, rounds = ran
