@@ -186,8 +186,8 @@ def run_phase(
     try:
         stats = coordinate(state, time.perf_counter(), box)
     except Interrupted as e:
-        if box and getattr(e, "partial", None) is None:
-            e.partial = _interrupted(box, state, result)  # type: ignore[attr-defined]
+        if box and e.partial is None:
+            e.partial = _interrupted(box, state, result)
         raise
     finally:
         ctx.progress.update(*state.totals())
@@ -206,7 +206,9 @@ def _interrupted(box: list[WorkerStats], state: PhaseState, result: Callable) ->
     try:
         partial = result(box, state)
     except EngineError as failed:
-        partial = failed.partial  # type: ignore[attr-defined]
+        if failed.partial is None:  # every engine's failure carries it (finish, _failed)
+            raise
+        partial = failed.partial
     partial.status = "partial"
     partial.error = partial.error or "interrupted"
     return partial
@@ -218,10 +220,9 @@ def finish(res: PhaseResult, phase: PhaseSpec, state: PhaseState) -> PhaseResult
     if state.error:
         res.status = "partial" if res.ops else "failed"
         res.error = state.error
-        err = EngineError(f"phase {phase.name}: {state.error}")
-        err.partial = res  # type: ignore[attr-defined]
-        err.errno = state.error_errno  # type: ignore[attr-defined]
-        raise err
+        raise EngineError(
+            f"phase {phase.name}: {state.error}", partial=res, errno=state.error_errno
+        )
     if state.stop_requested():
         res.status = "partial"
         res.error = "interrupted"

@@ -216,7 +216,7 @@ class PhaseRunner:
         try:
             res = engine.run(spec, ctx)
         except (EngineError, Interrupted) as e:  # a second signal may carry figures too
-            partial = getattr(e, "partial", None)
+            partial = e.partial
             if partial is not None:
                 partial.extra["client_cpu"] = cpu.usage(cpu0, cpu.sample())
                 _note_suspension(partial, self.stop.suspended - suspended)
