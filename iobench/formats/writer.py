@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from ..target import DIRECT_ALIGN, fs_class, is_url, scrub, storage
 from .ahead import Ahead, slots_per_writer
 from .registry import get_format, overhead_bytes
 from .samples import FileBuffer, SampleSource
+
+if TYPE_CHECKING:  # an annotation: the runner sits above
+    from ..run.runner import PhaseRunner
 
 
 def sample_key(file_index: int, j: int) -> str:
@@ -147,7 +150,7 @@ def split_sizes(files: Sequence[FileSpec], samples_per_file: int) -> list[list[i
 
 def write_files(
     params: dict[str, Any],
-    runner: Any,
+    runner: PhaseRunner,
     files: Sequence[FileSpec],
     sample_sizes: Sequence[Sequence[int]] | None = None,
 ) -> tuple[PhaseResult, tuple[FileSpec, ...]]:
@@ -206,7 +209,7 @@ class _Writers:
 
     def __init__(
         self,
-        runner: Any,
+        runner: PhaseRunner,
         fmt: str,
         files: Sequence[FileSpec],
         sizes: list[list[int]],

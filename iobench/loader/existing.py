@@ -29,6 +29,7 @@ from ..core.errors import EngineError, Interrupted, IobenchError, UsageError
 from ..core.safeio import protect_input, refuse_inside_input, why_missing
 from ..core.units import format_bytes
 from ..formats.detect import DatasetScan, scan
+from ..result.file import RunResult
 from ..result.stats import Histogram
 from ..run.runner import (
     RunOutcome,
@@ -263,7 +264,7 @@ def _check_failures(failed: dict[str, Any], transform: str | None = None) -> Non
 
 
 @contextmanager
-def _session(run: Any, tgt: Target, out_dir: Path) -> Iterator[Any]:
+def _session(run: RunResult, tgt: Target, out_dir: Path) -> Iterator[Any]:
     """Signals to a stop flag; an error during the run kept in the session (no run dir);
     the loop watched for stalls (``watchdog.armed``: ``--stall-timeout``). Yields the session
     and its signal guard."""

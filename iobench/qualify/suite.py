@@ -545,7 +545,7 @@ def _loader_step(
         run.extra["loader_estimate"] = lo.run.estimate
 
 
-def _estimate_step(run: Any, profile: Profile) -> None:
+def _estimate_step(run: RunResult, profile: Profile) -> None:
     """AU vs GPUs from the qualify dataset sweep, with the loader's measured overheads."""
     from ..run.sweep import estimate_for, indicative_sweep, sweep_file_bytes, sweep_from_phases
 
@@ -564,7 +564,7 @@ def _estimate_step(run: Any, profile: Profile) -> None:
     run.estimate = est.to_dict()
 
 
-def _checkpoint_estimate(run: Any, plan: QualifyPlan) -> None:
+def _checkpoint_estimate(run: RunResult, plan: QualifyPlan) -> None:
     """The full checkpoint's save/load time at the measured rate: an estimate, labelled."""
     out = {}
     for name in ("ckpt-save", "ckpt-load"):

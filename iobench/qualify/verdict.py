@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from ..core.errors import UsageError
 from ..core.units import format_count, format_rate, parse_rate
 from ..result.blocks import FAIL, PASS, PASS_INDICATIVE, Block, EstimateBlock, LoaderBlock
+from ..result.file import RunResult
 from ..spec.workload import Param, Profile, coerce
 from .checkpoint import CKPT_KEYS, CkptRequirement, normal_key, parse_item
 from .checkpoint import verdict_lines as ckpt_verdict_lines
@@ -115,11 +116,11 @@ _PHASE_OF: dict[str, tuple[str, str, bool]] = {
 }
 
 
-def figure_phase(run: Any, key: str) -> Any:
+def figure_phase(run: RunResult, key: str) -> Any:
     """The phase a requirement key's figure comes from (None for au/gpus or when missing)."""
     if key == "samples":
         cands = [p for p in run.phases if p.name.startswith(("dataset-read", "dataset-shuffled"))]
-        return max(cands, key=lambda p: p.iops, default=None)
+        return max(cands, key=lambda p: p.iops or 0.0, default=None)
     if key not in _PHASE_OF:
         return None
     name, attr, best = _PHASE_OF[key]
@@ -129,7 +130,7 @@ def figure_phase(run: Any, key: str) -> Any:
     return next((p for p in run.phases if p.name == name and p.ops), None)
 
 
-def measured_figures(run: Any) -> dict[str, float | None]:
+def measured_figures(run: RunResult) -> dict[str, float | None]:
     """The figure each requirement key is compared with, from a qualify result (for ``gpus``
     the estimate's point; the verdict uses its conservative end)."""
     out: dict[str, float | None] = {}
@@ -149,7 +150,7 @@ def _typed(block: type[_B], d: Any) -> _B:
     return block.from_dict(d if isinstance(d, dict) else {})
 
 
-def _estimate(run: Any) -> EstimateBlock:
+def _estimate(run: RunResult) -> EstimateBlock:
     return _typed(EstimateBlock, run.estimate)
 
 
@@ -180,7 +181,7 @@ def _gpus_item(est: EstimateBlock, r: Requirement, what: str) -> tuple[bool, str
 
 
 def verdict(
-    run: Any,
+    run: RunResult,
     requirements: list[Requirement | CkptRequirement],
     profile: Profile | None,
     gpus: int | None,
@@ -236,7 +237,7 @@ def verdict(
 
 
 def _figure_item(
-    run: Any, value: float | None, r: Requirement, what: str
+    run: RunResult, value: float | None, r: Requirement, what: str
 ) -> tuple[bool, str, dict[str, Any]]:
     """(passed, the reason's line, the verdict item) for a measured figure's requirement."""
     from ..result.stats import indicative_reason
@@ -256,7 +257,7 @@ def _figure_item(
 
 
 def _verdict_notes(
-    run: Any, any_reqs: bool, rests_on_indicative: bool, quick: bool
+    run: RunResult, any_reqs: bool, rests_on_indicative: bool, quick: bool
 ) -> tuple[list[str], list[str]]:
     """The verdict's notes: (those on what it rests on, shown first: --quick, indicative
     figures; the closing ones: no requirement, instability)."""

@@ -35,10 +35,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engines.base import Progress
 from . import supervisor
+
+if TYPE_CHECKING:
+    from ..engines.base import PhaseSpec
+    from ..target.model import Target
 
 DEFAULT_STALL_S = 60.0  # no completed I/O for this long while a phase is in flight: a stall
 SAVE_LIMIT_S = 10.0  # writing the partial result may take this long (the output may hang too)
@@ -309,7 +313,7 @@ def _release_stdio() -> None:
         pass
 
 
-def _where(target: Any) -> str:
+def _where(target: Target) -> str:
     from ..core.redact import redact_url
 
     return redact_url(str(getattr(target, "path_or_url", "") or getattr(target, "root", "?")))
@@ -334,7 +338,7 @@ def _bounded(fn: Callable[[], Any], limit_s: float) -> Any:
 
 @contextmanager
 def watching(
-    spec: Any,
+    spec: PhaseSpec | None,
     name: str | None = None,
     detail: Callable[[], str] | None = None,
     moving: Callable[[], int] | None = None,
@@ -367,7 +371,9 @@ def tick() -> None:
         _active[-1].beat()
 
 
-def _stalled_phase(spec: Any, name: str, line: str, done_bytes: int, done_ops: int) -> Any:
+def _stalled_phase(
+    spec: PhaseSpec | None, name: str, line: str, done_bytes: int, done_ops: int
+) -> Any:
     from ..result.file import PhaseResult
 
     res = PhaseResult(name=name, op="?", status="failed", error=line)
@@ -381,7 +387,7 @@ def _stalled_phase(spec: Any, name: str, line: str, done_bytes: int, done_ops: i
 
 
 def _save_partial(
-    s: Any, spec: Any, phase: str, line: str, done_bytes: int, done_ops: int
+    s: Any, spec: PhaseSpec | None, phase: str, line: str, done_bytes: int, done_ops: int
 ) -> str | None:
     from ..result import file as results_mod
 
@@ -398,7 +404,7 @@ def _save_partial(
     return str(results_mod.save(run, s.out_dir, new=True))
 
 
-def _cleanup(target: Any, keep: bool) -> str:
+def _cleanup(target: Target, keep: bool) -> str:
     """Remove the run directory within CLEANUP_LIMIT_S, else leave it to the reaper; what the
     one line says about it."""
     from ..target import remove_run_dir

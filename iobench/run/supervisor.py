@@ -29,7 +29,10 @@ import signal
 import sys
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..target.model import Target
 
 ENV = "IOBENCH_SUPERVISE"
 PR_SET_PDEATHSIG = 1
@@ -78,7 +81,7 @@ def wanted(fs_type: str, fs_class: str, environ: dict[str, str] | None = None) -
     return fs_type.lower().startswith("fuse") or fs_class in BLOCKING_CLASSES
 
 
-def split_for(target: Any) -> bool:
+def split_for(target: Target) -> bool:
     """Fork once if ``target`` wants a supervising parent; True in the child that carries on
     with the run (the parent never returns)."""
     if _state["split"] or not hasattr(os, "fork"):
