@@ -41,6 +41,7 @@ def test_mypy_runs_in_the_test_script_on_a_pinned_version():
     project = _pyproject()
     conf = project["tool"]["mypy"]
     assert conf["files"] == ["iobench"] and conf["warn_unused_ignores"] is True
+    assert conf["check_untyped_defs"] is True
     assert any(
         re.fullmatch(r"mypy==[\d.]+", d)
         for d in project["project"]["optional-dependencies"]["test"]
