@@ -38,13 +38,13 @@ from collections.abc import Iterator
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_starvation import NICE, loop_filesystem, whole_disk  # noqa: E402
+from bench_starvation import NICE, loop_filesystem, whole_disk
 
-from iobench.checkpoint.estimate import build  # noqa: E402
-from iobench.checkpoint.spec import load_checkpoint_profile  # noqa: E402
-from iobench.core.units import format_bytes, format_rate, parse_size  # noqa: E402
-from iobench.run.runner import run_workload  # noqa: E402
-from iobench.spec.workload import load_workload  # noqa: E402
+from iobench.checkpoint.estimate import build
+from iobench.checkpoint.spec import load_checkpoint_profile
+from iobench.core.units import format_bytes, format_rate, parse_size
+from iobench.run.runner import run_workload
+from iobench.spec.workload import load_workload
 
 BLKIO = "/sys/fs/cgroup/blkio"
 TOLERANCE = 0.05

@@ -49,13 +49,13 @@ from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_checkpoint import model_file, throttle  # noqa: E402
-from bench_starvation import NICE, loop_filesystem  # noqa: E402
+from bench_checkpoint import model_file, throttle
+from bench_starvation import NICE, loop_filesystem
 
-from iobench.core.units import format_bytes, format_rate, parse_size  # noqa: E402
-from iobench.run.phases import llm_checkpoint as lc  # noqa: E402
-from iobench.run.runner import run_workload  # noqa: E402
-from iobench.spec.workload import load_workload  # noqa: E402
+from iobench.core.units import format_bytes, format_rate, parse_size
+from iobench.run.phases import llm_checkpoint as lc
+from iobench.run.runner import run_workload
+from iobench.spec.workload import load_workload
 
 TOLERANCE = 0.10
 GiB = 1 << 30

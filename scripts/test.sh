@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set everything up (with the test extras), then ruff and the whole pytest suite.
+# Set everything up (with the test extras), then ruff, mypy, the docs and the whole pytest suite.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -8,6 +8,8 @@ VENV="$ROOT/.venv"
 echo "== ruff"
 "$VENV/bin/ruff" check iobench tests scripts
 "$VENV/bin/ruff" format --check iobench tests scripts
+echo "== mypy ([tool.mypy] in pyproject.toml: 0 errors)"
+"$VENV/bin/python" -m mypy
 echo "== docs (mkdocs build --strict: a broken link, a missing page or a reference the code no longer matches fails)"
 SITE="$(mktemp -d "${TMPDIR:-/tmp}/iobench-site.XXXXXX")"
 trap 'rm -rf -- "$SITE"' EXIT

@@ -50,6 +50,11 @@ def _imports(tree: ast.AST):
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             lazy |= {id(n) for n in ast.walk(node) if n is not node}
+        elif isinstance(node, ast.If) and ast.unparse(node.test) in (
+            "TYPE_CHECKING",
+            "typing.TYPE_CHECKING",
+        ):
+            lazy |= {id(n) for stmt in node.body for n in ast.walk(stmt)}  # annotations only
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -90,6 +95,8 @@ def test_the_check_sees_an_undeclared_import(tmp_path):
     """The checker itself: an import of click at module level is found, a lazy one is marked."""
     tree = ast.parse("import click\n\ndef f():\n    import matplotlib\n")
     assert list(_imports(tree)) == [("click", False), ("matplotlib", True)]
+    typing_only = ast.parse("if TYPE_CHECKING:\n    from matplotlib.typing import RcKeyType\n")
+    assert list(_imports(typing_only)) == [("matplotlib", True)]
 
 
 def test_ci_runs_the_readme_commands_in_a_new_users_order():

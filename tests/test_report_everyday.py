@@ -15,7 +15,7 @@ from iobench.core.redact import for_terminal_styled
 from iobench.result.file import PhaseResult, RunResult, save
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_report import minimal_run, rich_run  # noqa: E402
+from test_report import minimal_run, rich_run
 
 MiB = 1 << 20
 

@@ -103,6 +103,15 @@ def test_format():
     assert format_rate(20 << 30) == "20.00 GiB/s"
 
 
+def test_formatters_show_an_absent_figure_as_a_dash():
+    """A result block's field that was not measured (None) renders as "-" in every
+    formatter, as format_rate and format_seconds always did (mypy checks the callers)."""
+    from iobench.checkpoint.rows import gib
+    from iobench.core.units import format_seconds
+
+    assert format_bytes(None) == format_rate(None) == format_seconds(None) == gib(None) == "-"
+
+
 def test_format_size_is_exact_and_typed_back():
     assert [format_size(n) for n in (4096, 1536, 0, 3 << 30, 10**6, 976 << 10)] == [
         "4KiB", "1536", "0", "3GiB", "1000000", "976KiB",

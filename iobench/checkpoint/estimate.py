@@ -16,6 +16,7 @@ from typing import Any
 from ..core.errors import UsageError
 from ..core.units import format_bytes, format_rate, format_seconds
 from ..result.blocks import TargetBlock
+from ..result.file import RunResult
 from . import model as cm
 
 #: MLPerf Storage's threshold for figures that are not cache: written data over 3 × RAM.
@@ -35,7 +36,7 @@ class Options:
     keep_last: int | None = None
 
 
-def _phase(run: Any, name: str) -> Any:
+def _phase(run: RunResult, name: str) -> Any:
     return next((p for p in run.phases if p.name == name and p.ops), None)
 
 
@@ -60,7 +61,7 @@ def _io(p: Any) -> dict[str, Any]:
     }
 
 
-def measured(run: Any) -> dict[str, Any]:
+def measured(run: RunResult) -> dict[str, Any]:
     """The figures the run's checkpoint phases measured (absent phases are left out)."""
     out: dict[str, Any] = {}
     for key, name in (
@@ -99,7 +100,7 @@ def _data_rate(io: dict[str, Any], per_s: float | None) -> tuple[float, float]:
 
 
 def build(
-    run: Any, spec: cm.ModelSpec, *, scale: float, dcp_files_per_rank: int = 1,
+    run: RunResult, spec: cm.ModelSpec, *, scale: float, dcp_files_per_rank: int = 1,
     opts: Options | None = None, source: str = "", subset: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The ``checkpoint`` block: model, measured figures, and the full-size estimates

@@ -152,6 +152,11 @@ def plan_checkpoint(
                         rates.open_per_s, "planned, 1 % less")  # fmt: skip
     below = forward(lay, less, mtbf_s, restart_s, interval_s)
 
+    def first_order(p: cm.IntervalPlan) -> float:
+        got = p.user_goodput_first_order if interval_s is not None else p.best_goodput_first_order
+        assert got is not None  # a plan at an interval always has its first-order goodput
+        return got
+
     def judged(p: cm.IntervalPlan) -> float:
         return p.user_goodput if interval_s is not None else p.best_goodput  # type: ignore[return-value]
 
@@ -161,7 +166,7 @@ def plan_checkpoint(
         interval_s if interval_s is not None else at.best_interval_s, interval_s is not None,
         restart_s, stall, rates.write_bps, rates.create_per_s, load, load_s is not None,
         rates.read_bps, rates.open_per_s, metadata_share, judged(at), judged(below),
-        at.user_goodput_first_order if interval_s is not None else at.best_goodput_first_order,
+        first_order(at),
         retention, cap.needed_bytes or 0,
         _basis(size, files, target, mtbf_s, interval_s, restart_s, load_s, metadata_share),
     )  # fmt: skip

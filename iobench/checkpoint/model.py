@@ -274,10 +274,10 @@ def layout(spec: ModelSpec, *, dcp_files_per_rank: int = 1) -> Layout:
     if dcp_files_per_rank < 1:
         raise UsageError(f"dcp files per rank must be at least 1, got {dcp_files_per_rank}")
     if spec.arch is not None:
-        s = cl.summarize(spec.arch)
+        a = cl.summarize(spec.arch)
         return Layout(
-            spec.ranks, s.total_bytes, s.writers, s.files, s.writers * dcp_files_per_rank + 1,
-            s.max_rank_bytes, s.min_rank_bytes,
+            spec.ranks, a.total_bytes, a.writers, a.files, a.writers * dcp_files_per_rank + 1,
+            a.max_rank_bytes, a.min_rank_bytes,
         )  # fmt: skip
     total = writers = files = 0
     hi, lo = 0, None

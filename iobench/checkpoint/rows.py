@@ -9,6 +9,7 @@ checkpoint figures: ``ckpt_qualify``'s verdict lines use them too. No I/O.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..core.units import format_bytes, format_rate, format_seconds
@@ -54,8 +55,10 @@ def dur(s: float | None) -> str:
     return format_seconds(s)
 
 
-def gib(bps: float) -> str:
-    """GiB/s, as MLPerf Storage reports checkpoints (three significant digits)."""
+def gib(bps: float | None) -> str:
+    """GiB/s, as MLPerf Storage reports checkpoints (three significant digits); ``-`` for none."""
+    if bps is None:
+        return "-"
     return f"{bps / (1 << 30):.3g} GiB/s"
 
 
@@ -161,7 +164,7 @@ def capacity_text(cap: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def metadata_text(est: dict[str, Any]) -> str:
+def metadata_text(est: Mapping[str, Any]) -> str:
     dcp = est["stall_dcp"]
     verdict = "metadata dominates" if dcp["metadata_dominates"] else "bandwidth dominates"
     cross = est.get("metadata_dominates_from_ranks")
@@ -173,8 +176,7 @@ def metadata_text(est: dict[str, Any]) -> str:
     )
 
 
-def _estimate_rows(block: CheckpointBlock) -> list[list[str]]:
-    est = block.estimate
+def _estimate_rows(est: Mapping[str, Any]) -> list[list[str]]:
     lay, st, rates = est["layout"], est["stall"], est["rates"]
     rows = [
         ["Ranks", f"{lay['ranks']} ({lay['writers']} save data)"],
@@ -217,7 +219,7 @@ def tables(block: dict[str, Any] | None) -> list[dict[str, Any]]:
          "align": "ll", "kv": True, "note": ""},
     ]  # fmt: skip
     if ck.estimate:
-        rows, note = _estimate_rows(ck), ESTIMATE_NOTE
+        rows, note = _estimate_rows(ck.estimate), ESTIMATE_NOTE
     else:
         missing = ck.estimate_missing if ck.has("estimate_missing") else ""
         rows, note = [["Estimate", f"none: {missing}"]], ""
@@ -235,7 +237,7 @@ def plan_text(est: dict[str, Any], width: int = 100) -> str:
     """The estimate rows of a plan (``ckpt_estimate.plan``) as label/value lines."""
     import textwrap
 
-    rows = _estimate_rows(CheckpointBlock.from_dict({"estimate": est}))
+    rows = _estimate_rows(est)
     w = max(len(r[0]) for r in rows)
     lines = [PLAN_TITLE]
     for label, value in rows:

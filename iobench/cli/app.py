@@ -185,7 +185,7 @@ def _click_exceptions():
     """
     import typer.core
 
-    click = getattr(typer.core, "_click", None) or typer.core.click
+    click = getattr(typer.core, "_click", None) or vars(typer.core)["click"]  # (older: untyped)
     return click.exceptions
 
 

@@ -18,6 +18,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from typing import TextIO
 
 from ..engines.base import Progress
 
@@ -68,27 +69,27 @@ class LiveCsv:
         self.t0 = clock()
         self.error: str | None = None
         self._lock = threading.Lock()
-        self._file = None
+        self._file: TextIO | None = None
         self._closed = False
 
-    def _open(self) -> None:
+    def _open(self) -> TextIO:
         """Create the file (at the first phase) by the one output rule (``safeio.open_new``: a
         new file, O_EXCL|O_NOFOLLOW, renamed into place): a link, FIFO or device planted since
         the check is refused, not followed or opened."""
         from ..core.safeio import open_new
 
         fd = open_new(self.path)
-        self._file = os.fdopen(fd, "w", buffering=1, encoding="utf-8", newline="")
-        self._file.write(",".join(LIVE_COLUMNS) + "\n")
+        self._file = f = os.fdopen(fd, "w", buffering=1, encoding="utf-8", newline="")
+        f.write(",".join(LIVE_COLUMNS) + "\n")
+        return f
 
     def _write(self, text: str) -> None:
         with self._lock:
             if self.error is not None or self._closed:
                 return
             try:
-                if self._file is None:
-                    self._open()
-                self._file.write(text)
+                f = self._file if self._file is not None else self._open()
+                f.write(text)
             except (OSError, ValueError) as e:
                 self.error = getattr(e, "strerror", None) or str(e)
 

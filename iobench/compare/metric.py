@@ -11,6 +11,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..core.units import format_count, format_rate, format_seconds
 from ..result.stats import Summary, summarize
@@ -115,7 +116,9 @@ def measure_metric(
     """
     threshold = options.threshold_for(phase, metric)
     b, c = _measured(baseline), _measured(current)
-    common = dict(phase=phase, metric=metric, unit=unit, direction=direction, threshold=threshold)
+    common: dict[str, Any] = dict(
+        phase=phase, metric=metric, unit=unit, direction=direction, threshold=threshold
+    )
     if not b or not c:
         return CompareRow(
             **common, baseline=statistics.median(b) if b else None,
@@ -169,7 +172,7 @@ def judge(rows: Sequence[CompareRow], options: CompareOptions) -> list[CompareRo
     within the threshold: blank; on one side only: ``x``.
     """
     tested = [i for i, r in enumerate(rows) if r.p_value is not None]
-    adjusted = CORRECTIONS[options.correction]([rows[i].p_value for i in tested])
+    adjusted = CORRECTIONS[options.correction]([p for r in rows if (p := r.p_value) is not None])
     adj = dict(zip(tested, adjusted, strict=True))
     m = len(tested)
     out = []

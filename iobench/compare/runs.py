@@ -213,7 +213,7 @@ def spec_differences(
 
 def _comparability(baseline: RunResult, current: RunResult) -> tuple[bool, str | None, list[str]]:
     bw, cw = baseline.workload_block, current.workload_block
-    warnings = []
+    warnings: list[str] = []
     b_hash, c_hash = bw.spec_hash, cw.spec_hash
     if bw.name != cw.name or bw.generator != cw.generator:
         return False, f"different workloads: {bw.name} vs {cw.name}", warnings
@@ -350,7 +350,7 @@ def history_noise(
     """
     options = options or CompareOptions()
     spec = current.workload_block.spec_hash
-    basis = {
+    basis: dict[str, Any] = {
         "url": url or history.default_history_url(),
         "spec_hash": spec,
         "host_class": history.host_class(current),
@@ -370,7 +370,7 @@ def history_noise(
             continue
         try:
             run = stored.run()
-        except Exception as e:  # an unreadable stored result is skipped, as the history does
+        except Exception as e:  # noqa: BLE001 - an unreadable stored result is skipped, as the history does
             if on_warning is not None:
                 on_warning(f"history: skipped {stored.path}: stored result is unreadable ({e})")
             continue
@@ -464,7 +464,7 @@ def latest_like(
             continue
         try:
             run = entry.run()
-        except Exception as e:  # unreadable: skipped and named, as the history does
+        except Exception as e:  # noqa: BLE001 - unreadable: skipped and named, as the history does
             if on_warning is not None:
                 on_warning(f"history: skipped {entry.path}: stored result is unreadable ({e})")
             continue

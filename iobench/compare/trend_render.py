@@ -167,7 +167,8 @@ def render_trend_svg(report: TrendReport) -> str:
                         ecolor=colour, alpha=0.6, capsize=3, linewidth=1)  # fmt: skip
     bad = [(xs[r.point.run_id], r.point.value / scale) for _s, r in report.regressions]
     if bad:
-        ax.scatter(*zip(*bad, strict=True), marker="x", s=90, color="red", zorder=5,
+        bx, by = zip(*bad, strict=True)
+        ax.scatter(bx, by, marker="x", s=90, color="red", zorder=5,
                    label="confirmed regression")  # fmt: skip
     positive = [y for y in ys_all if y > 0]
     if positive and max(positive) > 10 * min(positive):

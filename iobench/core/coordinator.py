@@ -12,9 +12,14 @@ Base layer: imports only ``errors``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from .errors import UsageError
+
+if TYPE_CHECKING:  # annotations only: these layers sit above this one
+    from ..engines.base import PhaseSpec
+    from ..result.file import PhaseResult
+    from ..target.model import Target
 
 T = TypeVar("T")
 
@@ -42,11 +47,11 @@ class Coordinator(Protocol):
     def shared_run_id(self, run_id: str) -> str: ...
     def run_dir_id(self, run_id: str) -> str: ...
     def agreed(self, check: Callable[[], T]) -> T: ...
-    def attach(self, target: Any) -> None: ...
+    def attach(self, target: Target) -> None: ...
 
     # -- phases ---------------------------------------------------------------------------------
-    def before_phase(self, spec: Any) -> None: ...
-    def after_phase(self, spec: Any, res: Any) -> Any: ...
+    def before_phase(self, spec: PhaseSpec | None) -> None: ...
+    def after_phase(self, spec: PhaseSpec | None, res: PhaseResult) -> PhaseResult: ...
     def read_shift(self, shared: bool | None = None) -> int: ...
     def read_prefix(self, src: int) -> str: ...
 
@@ -92,13 +97,13 @@ class SingleProcess:
     def agreed(self, check: Callable[[], T]) -> T:
         return check()
 
-    def attach(self, target: Any) -> None:
+    def attach(self, target: Target) -> None:
         pass
 
-    def before_phase(self, spec: Any) -> None:
+    def before_phase(self, spec: PhaseSpec | None) -> None:
         pass
 
-    def after_phase(self, spec: Any, res: Any) -> Any:
+    def after_phase(self, spec: PhaseSpec | None, res: PhaseResult) -> PhaseResult:
         return res
 
     def read_shift(self, shared: bool | None = None) -> int:

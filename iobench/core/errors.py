@@ -6,6 +6,10 @@ Library code raises these; only ``cli.py`` turns them into a message and an exit
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # an annotation only: the result layer sits above this one
+    from ..result.file import PhaseResult
 
 
 class ExitStatus(IntEnum):
@@ -22,10 +26,14 @@ class IobenchError(Exception):
 
     exit_status: ExitStatus = ExitStatus.RUN_FAILED
 
-    def __init__(self, message: str, *, hint: str | None = None):
+    def __init__(
+        self, message: str, *, hint: str | None = None, partial: PhaseResult | None = None
+    ):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        #: what the phase measured before it failed or was interrupted (kept, marked partial)
+        self.partial: PhaseResult | None = partial
 
     def one_line(self) -> str:
         """The single line shown on stderr: the problem, then the fix."""
@@ -54,13 +62,53 @@ class EngineUnavailable(UsageError):
 
 
 class EngineError(IobenchError):
-    """An engine failed while running: I/O error, disk full, crashed tool."""
+    """An engine failed while running: I/O error, disk full, crashed tool. ``errno``: the
+    failed system call's, when one failed."""
 
     exit_status = ExitStatus.RUN_FAILED
 
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        partial: PhaseResult | None = None,
+        errno: int | None = None,
+    ):
+        super().__init__(message, hint=hint, partial=partial)
+        self.errno = errno
+
 
 class VerifyError(EngineError):
-    """Data read back did not match what was written."""
+    """Data read back did not match what was written: ``kind`` of mismatch, in the block of
+    file ``path`` at byte ``offset``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        path: str | None = None,
+        offset: int | None = None,
+        kind: str | None = None,
+    ):
+        super().__init__(message, hint=hint)
+        self.path = path
+        self.offset = offset
+        self.kind = kind
+
+
+class RequestError(EngineError):
+    """A storage backend's request on object ``path`` failed with ``cause`` (fsspec backends
+    raise what they like): carries the path to the one line that names the failure."""
+
+    def __init__(self, path: str, cause: BaseException):
+        super().__init__(f"{path}: {type(cause).__name__}: {cause}")
+        self.path = path
+        self.cause = cause
+
+    def __reduce__(self):  # pickled with its own arguments (not the message alone)
+        return type(self), (self.path, self.cause)
 
 
 class StoreError(IobenchError):
@@ -78,8 +126,14 @@ class Interrupted(IobenchError):
 
     exit_status = ExitStatus.INTERRUPTED
 
-    def __init__(self, message: str = "interrupted", *, hint: str | None = None):
-        super().__init__(message, hint=hint)
+    def __init__(
+        self,
+        message: str = "interrupted",
+        *,
+        hint: str | None = None,
+        partial: PhaseResult | None = None,
+    ):
+        super().__init__(message, hint=hint, partial=partial)
 
 
 #: The most characters of a foreign message (an exception's text, a backend's reply) that a

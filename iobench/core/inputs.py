@@ -131,9 +131,11 @@ def _big_int(text: str) -> int:
 class _HugeInt(int):
     """A JSON integer beyond MAX_JSON_INT, kept as its text until :func:`_check_tree` names it."""
 
+    text: str
+
     def __new__(cls, text: str) -> _HugeInt:
         obj = super().__new__(cls, 0)
-        obj.text = text  # type: ignore[attr-defined]
+        obj.text = text
         return obj
 
 
@@ -155,7 +157,7 @@ def _check_tree(obj: Any) -> None:
         value, path, depth = stack.pop()
         if isinstance(value, _HugeInt):
             raise ValueError(
-                f"{_where(path)} = {_shown(value.text)} (an integer beyond "  # type: ignore[attr-defined]
+                f"{_where(path)} = {_shown(value.text)} (an integer beyond "
                 f"{MAX_JSON_INT:,}) is not a value iobench writes"
             )
         if isinstance(value, dict | list):

@@ -224,7 +224,7 @@ def write_atomic(
     data: bytes,
     *,
     replace: bool = True,
-    verify: Callable[[str], None] | None = None,
+    verify: Callable[[str], object] | None = None,
 ) -> None:
     """Write ``data`` to ``path`` by the output rule (the module's docstring); OSError when the
     rule refuses it at the last moment (a link, a non-regular file, a file where none may be

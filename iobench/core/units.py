@@ -177,8 +177,10 @@ def parse_rate(text: str) -> tuple[float, str]:
 _BIN_LABELS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]
 
 
-def format_bytes(n: float, *, digits: int = 1) -> str:
-    """``1536`` -> ``1.5 KiB``; binary units, labelled."""
+def format_bytes(n: float | None, *, digits: int = 1) -> str:
+    """``1536`` -> ``1.5 KiB``; binary units, labelled; ``-`` for none (as format_rate)."""
+    if n is None:
+        return "-"
     n = float(n)
     i = 0
     while abs(n) >= 1024 and i < len(_BIN_LABELS) - 1:

@@ -36,7 +36,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.coordinator import Coordinator, SingleProcess, T, agree_on
 from ..core.errors import DistributedError, Interrupted, UsageError
@@ -52,6 +52,11 @@ from .comm import (
     dist_timeout,
     launched_world,
 )
+
+if TYPE_CHECKING:
+    from ..engines.base import PhaseSpec
+    from ..run.runner import PhaseRunner
+    from ..target.model import Target
 
 CLOCK_ROUNDS = 5
 #: Collectives that wait for every rank with heartbeats first (ranks may reach them minutes
@@ -185,7 +190,7 @@ class TorchCoordinator:
     def run_dir_name_id(self, rank: int) -> str:
         return f"{self.run_id}-r{rank}"
 
-    def attach(self, target: Any) -> None:
+    def attach(self, target: Target) -> None:
         """After every rank created its run directory: can each see the one it reads back?"""
         from ..target import run_dir_visible
 
@@ -195,11 +200,11 @@ class TorchCoordinator:
         sees = run_dir_visible(target, self.run_dir_name_id(src))
         self.shared_target = all(self.all_gather_object(sees))
 
-    def before_phase(self, spec: Any) -> None:
+    def before_phase(self, spec: PhaseSpec | None) -> None:
         """Every rank starts the phase together."""
         self.barrier()
 
-    def after_phase(self, spec: Any, res: PhaseResult) -> PhaseResult:
+    def after_phase(self, spec: PhaseSpec | None, res: PhaseResult) -> PhaseResult:
         """Gather every rank's result; return the aggregate (the same on every rank)."""
         mine = {
             "rank": self.rank,
@@ -249,7 +254,7 @@ class TorchCoordinator:
 
         return f"../{RUN_DIR_PREFIX}{self.run_dir_name_id(src)}/"
 
-    def _read_source_of(self, spec: Any) -> int | None:
+    def _read_source_of(self, spec: PhaseSpec | None) -> int | None:
         if spec is None or getattr(spec, "op", None) not in READ_OPS:
             return None
         files = getattr(spec, "files", ())
@@ -350,7 +355,7 @@ class TorchCoordinator:
 # -- files another rank wrote (for the generators) -------------------------------------------
 
 
-def read_source(runner: Any) -> tuple[int, str]:
+def read_source(runner: PhaseRunner) -> tuple[int, str]:
     """(rank whose files a read-back phase reads, path prefix from this rank's run dir).
 
     ``(runner.rank, "")`` on a single client or when the target is not shared between ranks.

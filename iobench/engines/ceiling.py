@@ -126,7 +126,7 @@ def applies(phase: PhaseSpec, res: PhaseResult) -> bool:
 
 def judge(res: PhaseResult, ceiling: Ceiling | None, share: float = SHARE) -> None:
     """Warn (and record the ceiling) when ``res`` reached ``share`` of the engine's ceiling."""
-    if ceiling is None or res.iops < share * ceiling.iops:
+    if ceiling is None or res.iops is None or res.iops < share * ceiling.iops:
         return
     res.extra["engine_ceiling"] = ceiling.to_dict()
     res.warnings.append(

@@ -192,9 +192,7 @@ def _failed(phase: PhaseSpec, problem: str, res: PhaseResult | None = None) -> E
         problem = f"disk full (ENOSPC): {problem}"
     res.error = problem
     res.extra.setdefault("engine", "fio")
-    err = EngineError(f"phase {phase.name}: {problem}")
-    err.partial = res  # type: ignore[attr-defined]
-    return err
+    return EngineError(f"phase {phase.name}: {problem}", partial=res)
 
 
 # fio's status line (--eta=always): "Jobs: 1 (f=1), 0B/s-400MiB/s: [W(1)][42.9%][w=281MiB/s]

@@ -125,7 +125,7 @@ def _collect(
         for c in multiprocessing.connection.wait(list(pending), timeout=POLL_S):
             w = pending.pop(c)
             try:
-                msg = c.recv()
+                msg = conns[w].recv()  # c is conns[w], typed as the connection it is
             except (EOFError, OSError):
                 procs[w].join(1)
                 stats[w] = WorkerStats(origin=0.0)

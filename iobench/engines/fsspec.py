@@ -23,7 +23,7 @@ import posixpath
 from typing import Any
 
 from ..core.datagen import DataPool
-from ..core.errors import EngineError, quoted
+from ..core.errors import EngineError, RequestError, quoted
 from ..result.file import PhaseResult
 from ..result.measured import phase_result
 from ..result.stats import WorkerStats
@@ -116,7 +116,7 @@ class FsspecEngine(Engine):
             raise EngineError(f"phase {phase.name}: {why}")
         try:
             fs, root = open_fs(ctx.run_dir, ctx.storage_options)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - fsspec backends raise what they like
             raise EngineError(
                 f"cannot open {scrub(ctx.run_dir)}: {describe_error(e, '')}"
             ) from None
@@ -188,7 +188,9 @@ class FsspecEngine(Engine):
                 self._seq_loop(fs, phase, w, segments, st, state, pool, part)
 
         def on_error(e: Exception) -> str:  # any backend error ends the phase, recorded
-            return describe_error(e, getattr(e, "iobench_path", ""))
+            if isinstance(e, RequestError):  # the backend's error, on that object
+                return describe_error(e.cause, e.path)
+            return describe_error(e, "")
 
         run_worker(state, w, st, ready, setup, loop, on_error=on_error)
 
@@ -207,8 +209,7 @@ class FsspecEngine(Engine):
             except Stop:
                 raise
             except Exception as e:
-                e.iobench_path = seg.path  # type: ignore[attr-defined]
-                raise
+                raise RequestError(seg.path, e) from e
             return done, reached, t_file, _perf_ns()
 
         seq_passes(phase, w, segments, st, state, one_file)
@@ -298,8 +299,7 @@ class FsspecEngine(Engine):
                 try:
                     got = len(fs.cat_file(seg.path, start=offs[k], end=offs[k] + bs))
                 except Exception as e:
-                    e.iobench_path = seg.path  # type: ignore[attr-defined]
-                    raise
+                    raise RequestError(seg.path, e) from e
                 t1 = _perf_ns()
                 st.add(got, t1 / 1e9, t1 - t0)
                 st.end = t1 / 1e9
@@ -330,8 +330,7 @@ class FsspecEngine(Engine):
                     fs.rm_file(seg.path)
                 t1 = _perf_ns()
             except Exception as e:
-                e.iobench_path = seg.path  # type: ignore[attr-defined]
-                raise
+                raise RequestError(seg.path, e) from e
             st.add(n, t1 / 1e9, t1 - t0)
             st.files += 1
             st.end = t1 / 1e9

@@ -257,6 +257,7 @@ class PosixEngine(Engine):
                 if op == "stat":
                     os.stat(seg.path)
                 elif op == "open_read":
+                    assert view is not None  # a reading phase has its buffer
                     fd = os.open(seg.path, flags)
                     try:
                         while True:
@@ -272,7 +273,7 @@ class PosixEngine(Engine):
             except OSError as e:
                 state.fail(describe_oserror(e, seg.path), e.errno)
                 raise Stop from None
-            if verify:  # blocks as create cut them
+            if verify and view is not None:  # blocks as create cut them (open_read)
                 verified_blocks(view[:n], seg.path, seg.file_id, VERIFY_BLOCK, state)
             rec.add(n, t0, t1)
             moved += n
@@ -377,6 +378,7 @@ class _SeqWorker:
             self.rec,
             self.st,
         )
+        assert view is not None  # a reading phase has its buffer
         bs, per_file, verify = phase.block_size or 0, phase.latency_per == "file", phase.verify
         budget, deadline_ns, rate = self.budget, self.deadline_ns, phase.rate_bps
         done_bytes, should_stop = state.done_bytes, state.should_stop

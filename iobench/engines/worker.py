@@ -187,8 +187,8 @@ def run_phase(
     try:
         stats = coordinate(state, time.perf_counter(), box)
     except Interrupted as e:
-        if box and getattr(e, "partial", None) is None:
-            e.partial = _interrupted(box, state, result)  # type: ignore[attr-defined]
+        if box and e.partial is None:
+            e.partial = _interrupted(box, state, result)
         raise
     finally:
         ctx.progress.update(*state.totals())
@@ -207,7 +207,9 @@ def _interrupted(box: list[WorkerStats], state: PhaseState, result: Callable) ->
     try:
         partial = result(box, state)
     except EngineError as failed:
-        partial = failed.partial  # type: ignore[attr-defined]
+        if failed.partial is None:  # every engine's failure carries it (finish, _failed)
+            raise
+        partial = failed.partial
     partial.status = "partial"
     partial.error = partial.error or "interrupted"
     return partial
@@ -219,10 +221,9 @@ def finish(res: PhaseResult, phase: PhaseSpec, state: PhaseState) -> PhaseResult
     if state.error:
         res.status = "partial" if res.ops else "failed"
         res.error = state.error
-        err = EngineError(f"phase {phase.name}: {state.error}")
-        err.partial = res  # type: ignore[attr-defined]
-        err.errno = state.error_errno  # type: ignore[attr-defined]
-        raise err
+        raise EngineError(
+            f"phase {phase.name}: {state.error}", partial=res, errno=state.error_errno
+        )
     if state.stop_requested():
         res.status = "partial"
         res.error = "interrupted"
@@ -321,7 +322,7 @@ def run_worker(
     try:
         try:
             bufs = setup()
-        except BaseException as e:  # buffers could not be set up: start, then fail
+        except BaseException as e:  # noqa: BLE001 - buffers could not be set up: start, then fail
             state.fail(f"worker setup failed: {e}", None)
         if not ready() or state.has_failed():
             return
@@ -358,7 +359,7 @@ def seq_passes(
     state: PhaseState,
     one_file: FileFn,
     fill_first: bool = False,
-    after_file: Callable[[Segment], None] | None = None,
+    after_file: Callable[[Segment], object] | None = None,
     pending: Callable[[], int] = lambda: 0,
 ) -> None:
     """A sequential phase's passes over the worker's files, until the bytes it moves (``size``)
@@ -444,7 +445,10 @@ def pace(
     """Hold the worker to ``rate`` (bytes/s): sleep until ``moved`` bytes are due, waking
     at once on a stop request or a failure, and never past the phase's deadline (unless
     the phase goes on past it: a time-based write's first pass over its files)."""
-    until = st.start + moved / phase.rate_bps
+    rate = phase.rate_bps
+    if not rate:  # unpaced (callers pace only with a rate)
+        return
+    until = st.start + moved / rate
     if phase.time_s and not past_deadline:
         until = min(until, st.start + phase.time_s)
     pace_until(until, should_stop)

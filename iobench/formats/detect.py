@@ -126,9 +126,9 @@ def walk_local(root: str) -> tuple[list[str], int]:
         rel = stack.pop()
         try:
             entries = list(os.scandir(os.path.join(root, rel) if rel else root))
-        except OSError as e:
+        except OSError as err:
             raise UsageError(
-                f"cannot list {os.path.join(root, rel)}: {e.strerror or e}",
+                f"cannot list {os.path.join(root, rel)}: {err.strerror or err}",
                 hint="give a dataset directory this user can read",
             ) from None
         for e in entries:

@@ -56,14 +56,15 @@ def _central(crc: int, size: int, name: bytes, offset: int) -> bytes:
 def write(f: Any, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:
     total = sum(len(s) for s in samples) + len(samples) * OVERHEAD_PER_SAMPLE
     if len(samples) >= 0xFFFF or total >= _PLAIN_LIMIT:
-        np.savez(f, **{f"s{j:05d}": s for j, s in enumerate(samples)})
+        arrays: dict[str, Any] = {f"s{j:05d}": s for j, s in enumerate(samples)}
+        np.savez(f, **arrays)
         return
     central = []
     offset = 0
     for j, s in enumerate(samples):
         name = f"s{j:05d}.npy".encode()
         header = _npy_header(len(s))
-        data = memoryview(np.ascontiguousarray(s, dtype=np.uint8))
+        data = np.ascontiguousarray(s, dtype=np.uint8).data
         crc = zlib.crc32(data, zlib.crc32(header))
         size = len(header) + len(s)
         local = _local(crc, size, name)
@@ -105,7 +106,7 @@ def frame(
     total = directory_at + directory_len + _END.size
 
     def finish(image: Any) -> None:
-        central = []
+        central: list[bytes] = []
         heads = [zlib.crc32(head) for head in npy]
         known = sample_crcs(heads) if sample_crcs is not None else None
         for name, head, n, start, at in zip(names, npy, sizes, starts, offsets, strict=True):

@@ -59,7 +59,7 @@ def _column_chunk(name: str, start: int, size: int, values: int) -> thrift.Struc
     return thrift.struct((2, thrift.i64(start)), (3, meta))
 
 
-def _footer(rows: int, groups: list[tuple[int, int, list[thrift.Struct]]]) -> bytes:
+def _footer(rows: int, groups: list[tuple[int, int, int, list[thrift.Struct]]]) -> bytes:
     """FileMetaData: the schema (required string ``key``, required binary ``data``) and the
     row groups, each (first byte, bytes, rows, column chunks)."""
     string = thrift.struct((1, thrift.struct()))  # LogicalType{STRING: StringType{}}
@@ -153,7 +153,7 @@ def write(f: Any, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:
     for at, s in zip(offsets, samples, strict=True):
         image[at : at + len(s)] = s
     finish(image)
-    f.write(memoryview(image))
+    f.write(image.data)
 
 
 def _write_with_arrow(f: Any, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:

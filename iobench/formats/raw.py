@@ -29,12 +29,12 @@ def contiguous(samples: Sequence[np.ndarray]) -> memoryview | None:
     first = samples[0]
     base = first.base if isinstance(first.base, np.ndarray) else None
     if base is None:
-        return memoryview(first) if len(samples) == 1 else None
+        return first.data if len(samples) == 1 else None
     lo = base.__array_interface__["data"][0]
     if not (lo <= start and pos <= lo + base.nbytes) or not base.flags.c_contiguous:
         return None
     flat = base.reshape(-1).view(np.uint8)
-    return memoryview(flat[start - lo : pos - lo])
+    return flat[start - lo : pos - lo].data
 
 
 def write(f: Any, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:
@@ -43,7 +43,7 @@ def write(f: Any, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:
         f.write(whole)
         return
     for s in samples:
-        f.write(memoryview(s))
+        f.write(s.data)
 
 
 def decode(data: Any, sizes: Sequence[int] | None = None) -> list[np.ndarray]:

@@ -61,7 +61,7 @@ class SampleSource:
         by_size: dict[int, list[int]] = {}
         for j, n in enumerate(sizes):
             if n < DIRECT_CRC_BELOW:
-                out[j] = zlib.crc32(self.sample(file_index, j, n), starts[j])
+                out[j] = zlib.crc32(self.sample(file_index, j, n).data, starts[j])
             else:
                 by_size.setdefault(int(n), []).append(j)
         for n, js in by_size.items():

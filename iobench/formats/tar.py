@@ -47,7 +47,7 @@ def write(f: Any, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:
     for key, s in zip(keys, samples, strict=True):
         head = header(f"{key}.bin", len(s), cache)
         f.write(head)
-        f.write(memoryview(s))
+        f.write(s.data)
         pad = -len(s) % _BLOCK
         if pad:
             f.write(_ZEROS[:pad])

@@ -123,6 +123,7 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
     while pos < len(buf):
         tag, pos = _varint(buf, pos)
         num, wire = tag >> 3, tag & 7
+        value: int | bytes
         if wire == 0:
             value, pos = _varint(buf, pos)
         elif wire == 2:

@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from ..target import DIRECT_ALIGN, fs_class, is_url, scrub, storage
 from .ahead import Ahead, slots_per_writer
 from .registry import get_format, overhead_bytes
 from .samples import FileBuffer, SampleSource
+
+if TYPE_CHECKING:  # an annotation: the runner sits above
+    from ..run.runner import PhaseRunner
 
 
 def sample_key(file_index: int, j: int) -> str:
@@ -75,7 +78,7 @@ class ImageFile:
         return True
 
     def image(self) -> memoryview:
-        return memoryview(self.buf.array[: self.end])
+        return self.buf.array[: self.end].data
 
 
 def write_image(path: str, image: memoryview, direct: bool) -> int:
@@ -147,7 +150,7 @@ def split_sizes(files: Sequence[FileSpec], samples_per_file: int) -> list[list[i
 
 def write_files(
     params: dict[str, Any],
-    runner: Any,
+    runner: PhaseRunner,
     files: Sequence[FileSpec],
     sample_sizes: Sequence[Sequence[int]] | None = None,
 ) -> tuple[PhaseResult, tuple[FileSpec, ...]]:
@@ -206,7 +209,7 @@ class _Writers:
 
     def __init__(
         self,
-        runner: Any,
+        runner: PhaseRunner,
         fmt: str,
         files: Sequence[FileSpec],
         sizes: list[list[int]],
@@ -328,10 +331,12 @@ class _Writers:
             buf.take(total)
             self.source.file_samples(i, sizes, buf, offsets)
             finish(buf.array[:total])
-            return memoryview(buf.array[:total])
+            return buf.array[:total].data
         samples = self.source.file_samples(i, sizes, buf)
         if self.fmt == "raw":
-            whole = get_format("raw").contiguous(samples)
+            from . import raw
+
+            whole = raw.contiguous(samples)
             if whole is not None:
                 return whole
         img.reset()

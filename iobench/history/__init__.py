@@ -117,7 +117,7 @@ def append(run: RunResult, url: str | None = None) -> str:
         except BaseException:
             try:
                 fs.rm(tmp)
-            except Exception:
+            except Exception:  # noqa: BLE001 - best effort; the original error is re-raised
                 pass
             raise
     except IobenchError:  # StoreError; Interrupted (a second Ctrl-C) is not a failed append

@@ -229,7 +229,7 @@ def _check_footer(fs, path: str, local: bool = False) -> tuple[Any, dict[bytes, 
             schema = pq.ParquetFile(f).schema_arrow
     except NotRegularFile as e:
         raise _Skip(f"it is {e.kind}, not a history file (never opened)") from None
-    except Exception as e:  # corrupt footer, truncated file, I/O error: all mean "skip"
+    except Exception as e:  # noqa: BLE001 - corrupt footer, truncated file, I/O error: all mean "skip"
         raise _Skip(f"cannot read it ({type(e).__name__}: {e})") from None
     meta = schema.metadata or {}
     missing = [c for c in COLUMNS if c not in schema.names and c not in _LATER_COLUMNS]
@@ -302,7 +302,7 @@ def read_history(url: str | None = None) -> tuple[pa.Table, list[str]]:
                 names = pq.ParquetFile(f).schema_arrow.names
                 table = pq.read_table(f, columns=[c for c in COLUMNS if c in names])
             table = _upgrade(table, schema)
-        except Exception as e:  # a corrupt data page shows only now
+        except Exception as e:  # noqa: BLE001 - a corrupt data page shows only now (any reader error)
             _warn(warnings.append, stored.path, f"cannot read it ({type(e).__name__}: {e})")
             continue
         tables.append(table.replace_schema_metadata(None))

@@ -38,7 +38,7 @@ def list_runs(url: str | None = None, *, on_warning: Warn = None) -> list[RunSum
     for stored in _stored_runs(url, on_warning):
         try:
             run = stored.run()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a result that cannot be parsed is skipped and named
             _warn(on_warning, stored.path, f"stored result is unreadable ({e})")
             continue
         out.append(
@@ -78,7 +78,7 @@ def get_run(run_id: str, url: str | None = None, *, on_warning: Warn = None) -> 
         return matches[0].run()
     except UsageError:  # a bad value in it, named with the file
         raise
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - whatever parsing it raised is a StoreError
         raise StoreError(
             f"history file {matches[0].path} holds an unreadable result: {e}"
         ) from None

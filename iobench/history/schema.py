@@ -435,7 +435,9 @@ def metric_rows(run: RunResult) -> list[dict[str, Any]]:
     loader = run.loader_block
     if loader is not None:  # the metrics are dotted keys into the block as written
         repeats = list(loader.repeats or ())
-        rows += _group_rows("loader", "loader", run.loader, repeats, LOADER_METRICS, None, base)
+        rows += _group_rows(
+            "loader", "loader", run.loader or {}, repeats, LOADER_METRICS, None, base
+        )
     if isinstance(run.estimate, dict):
         rows += _group_rows("estimate", "estimate", run.estimate, [], ESTIMATE_METRICS, None, base)
     return rows

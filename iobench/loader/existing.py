@@ -29,6 +29,7 @@ from ..core.errors import EngineError, Interrupted, IobenchError, UsageError
 from ..core.safeio import protect_input, refuse_inside_input, why_missing
 from ..core.units import format_bytes
 from ..formats.detect import DatasetScan, scan
+from ..result.file import RunResult
 from ..result.stats import Histogram
 from ..run.guard import UNARMED, UNGUARDED, RunGuard, StallSetting
 from ..run.outdir import claim_output_dir, output_dir_for, release_output_dir
@@ -195,7 +196,9 @@ def check_plan(job: ExistingJob, plan: DatasetScan) -> list[str]:
 
     notes = []
     limit = read_limit(job.workers)
-    big = sorted((i for i, n in plan.sizes.items() if limit and n > limit), key=plan.sizes.get)
+    big = sorted(
+        (i for i, n in plan.sizes.items() if limit and n > limit), key=lambda i: plan.sizes[i]
+    )
     if big:
         top = big[-1]
         what = (
@@ -257,7 +260,7 @@ def _check_failures(failed: dict[str, Any], transform: str | None = None) -> Non
 
 
 @contextmanager
-def _session(run: Any, tgt: Target, out_dir: Path, stall: StallSetting) -> Iterator[Any]:
+def _session(run: RunResult, tgt: Target, out_dir: Path, stall: StallSetting) -> Iterator[Any]:
     """Signals to a stop flag; an error during the run kept in the session (no run dir);
     the loop watched for stalls (the session's guard, armed by ``--stall-timeout``). Yields
     the session."""

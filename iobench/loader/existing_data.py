@@ -442,7 +442,7 @@ class ExistingDataset(IterableDataset):
         self._at(wid, f, READING)
         try:
             path = storage.join(self.root, rel)
-            moved = None if self.stages is None else lambda: self.stages.bump(wid)  # type: ignore[union-attr]
+            moved = None if (stages := self.stages) is None else lambda: stages.bump(wid)
             data = read_file(
                 path, self.mode, cur[0], self.storage_options, self.limit, self.real_root, moved
             )

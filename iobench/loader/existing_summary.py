@@ -246,7 +246,7 @@ def _extra_terms(
         "cache_read_basis": (
             f"{probe['files']} files read twice after the loop, the second read (from the page "
             "cache) timed, over the measured samples per file"
-            if per_sample is not None
+            if probe and per_sample is not None
             else "not measured (an object store: no page cache)"
         ),
     }

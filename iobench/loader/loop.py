@@ -145,8 +145,9 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
     sampler = cfg.sampler(rank)
     check_stop = stop is not None and not getattr(barrier, "checks_stop", False)
     w = cfg.workers
-    loader = DataLoader(
-        SampleDataset(cfg.index, cfg.mode, cfg.decode), batch_sampler=sampler, num_workers=w,
+    loader: DataLoader[Any] = DataLoader(
+        SampleDataset(cfg.index, cfg.mode, cfg.decode),  # type: ignore[arg-type]  # map-style by duck typing
+        batch_sampler=sampler, num_workers=w,
         collate_fn=collate_samples, pin_memory=False, prefetch_factor=cfg.prefetch if w else None,
         persistent_workers=w > 0, worker_init_fn=_worker_init if w else None,
     )  # fmt: skip
@@ -168,7 +169,7 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
             compute_sum = cpu_sum = read_sum = decode_sum = decode_cpu = 0.0
             samples = nbytes = 0
             for k in range(sampler.steps):
-                if check_stop:
+                if check_stop and stop is not None:
                     stop.check()
                 t0 = time.perf_counter()
                 c0 = time.thread_time()
@@ -228,7 +229,7 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
         if it is not None and hasattr(it, "_shutdown_workers"):
             it._shutdown_workers()
         del it, loader
-    if interrupted:
+    if interrupted and stop is not None:
         stop.check()
     return {"rank": rank, "epochs": epochs}
 
@@ -272,7 +273,7 @@ class Calibration:
         cs = list(calibrations)
         if len(cs) == 1:
             return cs[0]
-        d = {k: float(np.mean([getattr(c, k) for c in cs])) for k in asdict(cs[0])}
+        d: dict[str, Any] = {k: float(np.mean([getattr(c, k) for c in cs])) for k in asdict(cs[0])}
         for k in ("steps", "files"):
             d[k] = int(min(getattr(c, k) for c in cs))
         return cls(**d)

@@ -168,7 +168,7 @@ def _npz_samples(f: IO[bytes]) -> int:
         rows = set()
         for n in members:
             with z.open(n) as m:
-                rows.add(_npy_rows(io.BufferedReader(m)))  # type: ignore[arg-type]
+                rows.add(_npy_rows(io.BufferedReader(m)))  # type: ignore[type-var]  # a ZipExtFile has readinto
     return rows.pop() if len(rows) == 1 else len(members)
 
 
@@ -286,7 +286,7 @@ def _inspect(listing: Listing, fmt: str, pick: list[int]) -> tuple[Any, ...]:
                     size = f.seek(0, io.SEEK_END)
                     f.seek(0)
                 got = count_samples(fmt, f, size)
-        except Exception:  # OSError, a framing error, a format library's own: the file is bad
+        except Exception:  # noqa: BLE001 - OSError, a framing error, a format library's own: the file is bad
             bad.add(i)
             continue
         if isinstance(got, list):

@@ -30,14 +30,14 @@ def _rank_entry(cfg: LoopConfig, rank: int, barrier: Any, conn: Any) -> None:
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
         try:
             barrier.abort()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - best effort; the error below is what counts
             pass
         try:
             text = _last_line(e)
             if not text.startswith(type(e).__name__):
                 text = f"{type(e).__name__}: {text}"
             conn.send(("error", text))
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - the parent is gone: nobody to tell
             pass
     finally:
         conn.close()
@@ -59,7 +59,7 @@ def _run_ranks(cfg: LoopConfig, stop: StopFlag) -> list[dict[str, Any]]:
     """Run ``cfg.gpus`` ranks (in this process when one) and collect their figures."""
     if cfg.gpus == 1:
         return [_loop_here(cfg, 0, None, stop)]
-    ctx = mp.get_context("spawn" if cfg.compute == "gpu" else "fork")
+    ctx = mp.get_context("spawn") if cfg.compute == "gpu" else mp.get_context("fork")
     barrier = ctx.Barrier(cfg.gpus)
     procs: list[Any] = []
     conns: list[Any] = []
@@ -114,7 +114,7 @@ def _collect(
             errors.append(f"loader rank {r}: {payload}")
             try:
                 barrier.abort()  # the others stop at their next step
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - best effort; the error is already recorded
                 pass
     return results, errors
 

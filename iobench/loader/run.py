@@ -266,7 +266,7 @@ def _engine_block() -> dict[str, Any]:
 
 
 def _measure(
-    job: _Job, s: Any, run: Any, tgt: Any, progress_factory: Callable[[], Progress] | None
+    job: _Job, s: Any, run: RunResult, tgt: Any, progress_factory: Callable[[], Progress] | None
 ) -> None:
     """Inside the run session: lay the dataset out, probe, calibrate, run the loop, summarise."""
     prof, coord, w = job.prof, job.coord, job.workers

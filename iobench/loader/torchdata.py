@@ -328,7 +328,7 @@ class RankBatchSampler:
         files_rank = self.n_files // world
         mine = files[: files_rank * world][self.rank :: world]
 
-        def stream(fs: Sequence[int]) -> list[int]:
+        def stream(fs: Sequence[int] | np.ndarray) -> list[int]:
             out: list[int] = []
             for f in fs:
                 out.extend((int(f) * spf + rng.permutation(spf)).tolist())

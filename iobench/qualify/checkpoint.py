@@ -24,6 +24,7 @@ from typing import Any
 from ..checkpoint.rows import dur, goodput_text, pct, recovery_text, stall_text
 from ..core.errors import UsageError
 from ..core.units import format_bytes, parse_duration, parse_percent
+from ..result.file import RunResult
 
 WORKLOAD = "llm-checkpoint"
 
@@ -159,7 +160,7 @@ def step_fields(model: str, ckpt_bytes: int, files: int, quick: bool,
     }
 
 
-def attach(run: Any, params: dict[str, Any], opts: Any, gpus: int | None) -> None:
+def attach(run: RunResult, params: dict[str, Any], opts: Any, gpus: int | None) -> None:
     """The ``checkpoint`` block of a qualify run from its checkpoint step's phases."""
     from ..checkpoint.estimate import Options, build
     from ..checkpoint.spec import load_checkpoint_profile
@@ -208,7 +209,7 @@ _RESTS_ON = {
 }
 
 
-def indicative(run: Any, key: str) -> str | None:
+def indicative(run: RunResult, key: str) -> str | None:
     """Why the figure of ``key`` rests on indicative phases (None when it does not)."""
     from ..result.steady import indicative_reason
 
@@ -220,7 +221,7 @@ def indicative(run: Any, key: str) -> str | None:
     return None
 
 
-def verdict_item(run: Any, r: CkptRequirement) -> tuple[bool, str, dict[str, Any]]:
+def verdict_item(run: RunResult, r: CkptRequirement) -> tuple[bool, str, dict[str, Any]]:
     """(passed, the verdict line, the verdict item) of one checkpoint requirement."""
     block = run.checkpoint or {}
     est = block.get("estimate")
@@ -258,13 +259,14 @@ def verdict_item(run: Any, r: CkptRequirement) -> tuple[bool, str, dict[str, Any
     return passed, line, item
 
 
-def summary_line(run: Any) -> str | None:
+def summary_line(run: RunResult) -> str | None:
     """The checkpoint estimate in one verdict line, when ``--model`` was given but no
     checkpoint requirement (the same figures as the report's)."""
-    est = (run.checkpoint or {}).get("estimate")
+    block = run.checkpoint or {}
+    est = block.get("estimate")
     if not est:
         return None
-    name = run.checkpoint["model"]["name"]
+    name = block["model"]["name"]
     return (
         f"ESTIMATE: checkpoint {name}: stall {stall_text(est['stall'])}; recovery "
         f"{recovery_text(est['recovery'])}; goodput, synchronous: {goodput_text(est['sync'])} "
@@ -272,7 +274,9 @@ def summary_line(run: Any) -> str | None:
     )
 
 
-def verdict_lines(run: Any, reqs: list[Any]) -> tuple[bool, list[str], list[dict[str, Any]], bool]:
+def verdict_lines(
+    run: RunResult, reqs: list[Any]
+) -> tuple[bool, list[str], list[dict[str, Any]], bool]:
     """(all passed, lines, items, rests on indicative phases) of the checkpoint requirements in
     ``reqs``; without one, the estimate's summary line when the run has a checkpoint block."""
     ok, lines, items, rests = True, [], [], False
@@ -284,6 +288,6 @@ def verdict_lines(run: Any, reqs: list[Any]) -> tuple[bool, list[str], list[dict
         lines.append(line)
         items.append(item)
     if not mine:
-        line = summary_line(run)
-        lines += [line] if line else []
+        summary = summary_line(run)
+        lines += [summary] if summary else []
     return ok, lines, items, rests

@@ -23,7 +23,6 @@ from ..core.errors import UsageError
 from ..core.plan import WritePlan, assumed_floors
 from ..core.units import format_bytes, format_rate, format_seconds, parse_size
 from ..engines.registry import get_engine
-from ..model.starvation_inputs import RESAMPLES
 from ..result.file import RunResult
 from ..result.steady import DEFAULT_STEADY
 from ..run.guard import UNARMED, StallSetting
@@ -34,9 +33,10 @@ from ..run.session import RunContext, RunOutcome, new_result, open_run
 from ..spec.workload import MAX_PHASE_TIME_S, Profile, load_profile
 from ..target import Target, apply_layout, check_free_space, is_url, resolve
 from .bound import STEP_START_S, upper_bound_s
+from .checkpoint import CkptRequirement, check_model_options, step_fields
 from .checkpoint import attach as ckpt_attach
-from .checkpoint import check_model_options, step_fields
 from .plan_file import PlanRequirements, load_plan, looks_like_plan
+from .plan_text import ASSUMED_WRITE_BPS, render_plan
 from .verdict import (
     Requirement,
     parse_requirements,
@@ -47,10 +47,6 @@ QUICK_BUDGET_S = 30.0
 DEFAULT_BUDGET_S = 180.0
 DEFAULT_PROFILE = "retinanet-b200"  # light on data: a quick run stays quick
 DEFAULT_CHECKPOINT = 105 * 10**9  # llama3-8b, 8 ranks (MLPerf Storage): the full checkpoint
-
-# Assumed rates for the dry-run's time estimate of size-based steps (labelled as such).
-ASSUMED_WRITE_BPS = 500 << 20
-ASSUMED_READ_BPS = 1 << 30
 
 
 # -- the plan ------------------------------------------------------------------------------------
@@ -267,46 +263,6 @@ def _loader_plan(
     }
 
 
-def render_plan(plan: QualifyPlan, target: Target | None) -> str:
-    """The dry-run text: phases, bytes, space needed and expected time (an estimate)."""
-    lines = [
-        f"iobench qualify plan ({'quick' if plan.quick else 'full'}, budget {format_seconds(plan.budget_s)}) "
-        f"for {plan.profile.name} x {plan.gpus} GPU(s)",
-    ]
-    if target is not None:
-        lines.append(
-            f"target {target.root} [{target.fs_type}], {format_bytes(target.free_bytes)} free"
-        )
-    lines.append("")
-    lines.append(f"  {'step':<12} {'workload':<22} {'expected':>10} {'space':>10}  what")
-    for s in plan.steps:
-        lines.append(
-            f"  {s.name:<12} {s.workload:<22} {format_seconds(s.expected_s):>10} "
-            f"{format_bytes(s.space_bytes):>10}  {s.note}"
-        )
-    ld = plan.loader
-    lines.append(
-        f"  {'loader':<12} {plan.profile.name:<22} {format_seconds(ld['expected_s']):>10} "
-        f"{format_bytes(ld['space_bytes']):>10}  {ld['gpus']} emulated GPU(s), {ld['files']} files, "
-        f"{ld['epochs']} epochs x {ld['steps']} steps"
-    )
-    lines.append(
-        f"  {'estimate':<12} {'starvation model':<22} {'~5 s':>10} {'0 B':>10}  AU vs GPUs from the dataset sweep, "
-        f"{RESAMPLES} bootstrap resamples for its interval"
-    )
-    lines.append("")
-    lines.append(
-        f"free space needed: {format_bytes(plan.space_bytes)} (steps run one after another; each cleans up)"
-    )
-    lines.append(
-        f"expected time: about {format_seconds(plan.expected_s)} (estimate: time-based phases plus "
-        f"size-based ones at an assumed {format_rate(ASSUMED_WRITE_BPS)} write / {format_rate(ASSUMED_READ_BPS)} read)"
-    )
-    lines.append(f"at most: {format_seconds(upper_bound_s(plan))} (the plan line's bound)")
-    lines.append("nothing was written (dry run)")
-    return "\n".join(lines)
-
-
 # -- running ---------------------------------------------------------------------------------------
 
 
@@ -396,7 +352,7 @@ class _Suite:
     budget_s: float
     quick: bool
     ckpt_full: int
-    requirements: list[Requirement]
+    requirements: list[Requirement | CkptRequirement]
     model: str | None = None  # qualify --model: that model's checkpoint step and block
     ckpt_opts: Any = None
     requested_gpus: int | None = None
@@ -426,7 +382,9 @@ def _suite(
 
         gpus_list(gpus)  # the model's bound, refused before any I/O rather than after it
     plan = load_plan(str(require)) if looks_like_plan(require) else None
-    requirements = list(plan.requirements) if plan else parse_requirements(require)
+    requirements: list[Requirement | CkptRequirement] = [
+        *(plan.requirements if plan else parse_requirements(require))
+    ]
     # a plan's profile: its dataset sweep reads the samples the plan's loader figures are about
     name = profile_name or (plan.profile if plan else None) or DEFAULT_PROFILE
     profile = load_profile(name, parse_overrides(sets))
@@ -542,6 +500,7 @@ def _loader_step(
         target_spec, prof, gpus=lp["gpus"], steps=lp["steps"], save=False, keep=keep,
         progress_factory=progress_factory, command=outcome.run.command, coord=coord, stall=stall,
     )  # fmt: skip
+    assert not isinstance(lo, str)  # the plan's text comes only with dry_run
     run = outcome.run
     run.loader = lo.run.loader
     for p in lo.run.phases:
@@ -560,7 +519,7 @@ def _loader_step(
         run.extra["loader_estimate"] = lo.run.estimate
 
 
-def _estimate_step(run: Any, profile: Profile) -> None:
+def _estimate_step(run: RunResult, profile: Profile) -> None:
     """AU vs GPUs from the qualify dataset sweep, with the loader's measured overheads."""
     from ..run.sweep import estimate_for, indicative_sweep, sweep_file_bytes, sweep_from_phases
 
@@ -579,7 +538,7 @@ def _estimate_step(run: Any, profile: Profile) -> None:
     run.estimate = est.to_dict()
 
 
-def _checkpoint_estimate(run: Any, plan: QualifyPlan) -> None:
+def _checkpoint_estimate(run: RunResult, plan: QualifyPlan) -> None:
     """The full checkpoint's save/load time at the measured rate: an estimate, labelled."""
     out = {}
     for name in ("ckpt-save", "ckpt-load"):

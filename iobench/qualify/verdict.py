@@ -6,14 +6,25 @@ the figure, what was required, and whether it rests on an indicative phase.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..core.errors import UsageError
 from ..core.units import format_bytes, format_count, format_rate, parse_rate, parse_size
-from ..result.blocks import FAIL, PASS, PASS_INDICATIVE, EstimateBlock, LoaderBlock, TargetBlock
+from ..result.blocks import (
+    FAIL,
+    PASS,
+    PASS_INDICATIVE,
+    Block,
+    EstimateBlock,
+    LoaderBlock,
+    TargetBlock,
+)
+from ..result.file import RunResult
 from ..spec.workload import Param, Profile, coerce
-from .checkpoint import CKPT_KEYS, normal_key, parse_item
+from .checkpoint import CKPT_KEYS, CkptRequirement, normal_key, parse_item
 from .checkpoint import verdict_lines as ckpt_verdict_lines
+
+_B = TypeVar("_B", bound=Block)
 
 # -- requirements and verdict -------------------------------------------------------------------
 
@@ -49,9 +60,9 @@ class Requirement:
         return f"{self.key} >= {_fmt(self.value, self.unit)}"
 
 
-def parse_requirements(text: str | None) -> list[Requirement]:
+def parse_requirements(text: str | None) -> list[Requirement | CkptRequirement]:
     """``read=5GiB/s,creates=20k/s,au=0.9`` -> requirements (UsageError on anything else)."""
-    out: list[Requirement] = []
+    out: list[Requirement | CkptRequirement] = []
     for item in [s.strip() for s in (text or "").split(",") if s.strip()]:
         key, eq, value = item.partition("=")
         key = key.strip()
@@ -120,12 +131,12 @@ _PHASE_OF: dict[str, tuple[str, str, bool]] = {
 }
 
 
-def figure_phase(run: Any, key: str) -> Any:
+def figure_phase(run: RunResult, key: str) -> Any:
     """The phase a requirement key's figure comes from (None for au/gpus or when missing)."""
     if key in ("samples", "dataset_read"):
         attr = "iops" if key == "samples" else "bandwidth_bps"
         cands = [p for p in run.phases if p.name.startswith(("dataset-read", "dataset-shuffled"))]
-        return max(cands, key=lambda p: getattr(p, attr), default=None)
+        return max(cands, key=lambda p: getattr(p, attr) or 0.0, default=None)
     if key not in _PHASE_OF:
         return None
     name, attr, best = _PHASE_OF[key]
@@ -135,7 +146,7 @@ def figure_phase(run: Any, key: str) -> Any:
     return next((p for p in run.phases if p.name == name and p.ops), None)
 
 
-def measured_figures(run: Any) -> dict[str, float | None]:
+def measured_figures(run: RunResult) -> dict[str, float | None]:
     """The figure each requirement key is compared with, from a qualify result (for ``gpus``
     the estimate's point; the verdict uses its conservative end)."""
     out: dict[str, float | None] = {}
@@ -151,12 +162,12 @@ def measured_figures(run: Any) -> dict[str, float | None]:
     return out
 
 
-def _typed(block: type, d: Any) -> Any:
+def _typed(block: type[_B], d: Any) -> _B:
     """``d`` (a result block as read) typed; an absent block reads as an empty one."""
     return block.from_dict(d if isinstance(d, dict) else {})
 
 
-def _estimate(run: Any) -> EstimateBlock:
+def _estimate(run: RunResult) -> EstimateBlock:
     return _typed(EstimateBlock, run.estimate)
 
 
@@ -169,7 +180,7 @@ def _gpus_item(est: EstimateBlock, r: Requirement, what: str) -> tuple[bool, str
         line = f"FAIL: {what}: not estimated (required >= {r.value:g})"
         return False, line, {"key": r.key, "required": r.value, "estimate": None,
                              "unit": r.unit, "result": "fail"}  # fmt: skip
-    passed = low >= r.value
+    passed = (low if low is not None else point) >= r.value  # a null low: the point
     interval = est.interval if est.interval is not None and not est.interval.empty else None
     span = f"{point} ({low}–{high})" if est.has("max_gpus_low") else f"{point}"
     line = (
@@ -187,8 +198,8 @@ def _gpus_item(est: EstimateBlock, r: Requirement, what: str) -> tuple[bool, str
 
 
 def verdict(
-    run: Any,
-    requirements: list[Requirement],
+    run: RunResult,
+    requirements: list[Requirement | CkptRequirement],
     profile: Profile | None,
     gpus: int | None,
     quick: bool = False,
@@ -208,7 +219,7 @@ def verdict(
         reqs.append(Requirement("gpus", float(gpus), "GPUs"))
         reqs.append(Requirement("au", profile.au_min, "fraction"))
     ckpt_ok, ckpt_reasons, ckpt_items, rests_on_indicative = ckpt_verdict_lines(run, reqs)
-    for r in [r for r in reqs if not normal_key(r.key)]:
+    for r in [r for r in reqs if isinstance(r, Requirement) and not normal_key(r.key)]:
         what = REQUIREMENT_KEYS[r.key][0]
         if r.key == "gpus":
             if profile is not None:
@@ -235,7 +246,7 @@ def verdict(
     status = FAIL if not ok else PASS_INDICATIVE if indicative else PASS
     # what an indicative verdict rests on comes first, before the lines it qualifies
     first, last = _verdict_notes(run, bool(reqs), rests_on_indicative, quick)
-    out = {"status": status, "result": status, "reasons": [*notes, *first, *reasons, *last],
+    out: dict[str, Any] = {"status": status, "result": status, "reasons": [*notes, *first, *reasons, *last],
            "items": items}  # fmt: skip
     if indicative:
         out["indicative"] = True
@@ -245,7 +256,7 @@ def verdict(
 
 
 def _figure_item(
-    run: Any, value: float | None, r: Requirement, what: str
+    run: RunResult, value: float | None, r: Requirement, what: str
 ) -> tuple[bool, str, dict[str, Any]]:
     """(passed, the reason's line, the verdict item) for a measured figure's requirement."""
     from ..result.steady import indicative_reason
@@ -268,7 +279,7 @@ def _figure_item(
 
 
 def _verdict_notes(
-    run: Any, any_reqs: bool, rests_on_indicative: bool, quick: bool
+    run: RunResult, any_reqs: bool, rests_on_indicative: bool, quick: bool
 ) -> tuple[list[str], list[str]]:
     """The verdict's notes: (those on what it rests on, shown first: --quick, indicative
     figures; the closing ones: no requirement, instability)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..core.units import format_bytes, format_count, format_rate, format_seconds, format_spread
 from ..result.blocks import CpuBlock
@@ -66,7 +66,7 @@ def au_cell(ld: Any) -> str:
     return au
 
 
-def _is_num(x: Any) -> bool:
+def _is_num(x: object) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -154,6 +154,8 @@ def _repeat_spread(p: PhaseResult) -> str:
     ops/s where it moved no bytes)."""
     if _value(p, "bandwidth_bps"):
         s = metric_summary(p, "bandwidth_bps")
+        if s is None:
+            return "-"
         return format_spread(s.n, s.min, s.max, s.cv, format_rate, span=_rate_range)
     s = metric_summary(p, "iops")
     return "-" if s is None else format_spread(s.n, s.min, s.max, s.cv, format_count)

@@ -8,10 +8,13 @@ import io
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.units import format_count
 from .cells import _block_short
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 
 @dataclass(frozen=True)
@@ -21,7 +24,7 @@ class _Plot:
     caption: str = ""
 
 
-_RC = {
+_RC: dict[RcKeyType, Any] = {
     "font.size": 9,
     "axes.titlesize": 10,
     "axes.titleweight": "bold",
@@ -61,8 +64,8 @@ _FIGSIZE = (6.4, 3.4)
 _PER_FIGURE = 8  # lines per figure before a group is split, so legends stay readable
 
 
-def _rc() -> dict[str, Any]:
-    from matplotlib import cycler  # matplotlib re-exports its own dependency
+def _rc() -> dict[RcKeyType, Any]:
+    from matplotlib.rcsetup import cycler  # matplotlib.cycler: the validating one
 
     rc = dict(_RC)
     rc["axes.prop_cycle"] = cycler(color=_COLOURS)

@@ -41,13 +41,15 @@ def _series_start(p: PhaseResult) -> Any:
     return extra.series_start_s if extra.has("series_start_s") else 0.0
 
 
-def _au_curves(est: EstimateBlock) -> tuple[list[tuple[float, float]], list[tuple[float, ...]]]:
+def _au_curves(
+    est: EstimateBlock,
+) -> tuple[list[tuple[float, float]], list[tuple[float, float, float]]]:
     """The estimate's AU curve [(GPUs, AU)] and its interval band [(GPUs, low, high)]."""
-    points = [a for a in est.points if _is_num(a.gpus) and a.gpus > 0]
-    curve = sorted((float(a.gpus), float(a.au)) for a in points if _is_num(a.au))
+    points = [(g, a) for a in est.points if _is_num(g := a.gpus) and g > 0]
+    curve = sorted((float(g), float(a.au)) for g, a in points if _is_num(a.au))
     band = sorted(
-        (float(a.gpus), float(a.low), float(a.high))
-        for a in points
+        (float(g), float(a.low), float(a.high))
+        for g, a in points
         if _is_num(a.low) and _is_num(a.high)
     )
     return curve, band
@@ -96,7 +98,7 @@ def _au_marks(ax: Any, est: EstimateBlock) -> set[float]:
             thr, color=_COLOURS[1], linestyle="--", linewidth=1.1, label=f"threshold {_pct(thr)}"
         )
     max_gpus = est.max_gpus
-    if not (_is_num(max_gpus) and max_gpus > 0):
+    if not _is_num(max_gpus) or max_gpus <= 0:
         return set()
     ax.axvline(max_gpus, color="#8c959f", linestyle=":", linewidth=1.0)
     low, high = est.max_gpus_low, est.max_gpus_high
@@ -162,7 +164,7 @@ def _sweep_plots(Figure: Any, run: RunResult, baseline: RunResult | None, add: A
                 title,
                 "Aggregate bandwidth (last done) of each phase in the sweep"
                 + ("; bars: min-max over the repeats" if spread else "")
-                + (f"; dashed: baseline {baseline.run_id}" if base else "")
+                + (f"; dashed: baseline {baseline.run_id}" if baseline and base else "")
                 + ".",
             )
 
@@ -210,7 +212,7 @@ def _concurrency_plots(Figure: Any, run: RunResult, baseline: RunResult | None, 
                 "Latency vs workers",
                 "p50 (solid), p99 (dashed) and p99.9 (dotted) of each op and block size "
                 "measured at several worker counts."
-                + (f" Crosses: baseline {baseline.run_id}'s p99." if base_lat else ""),
+                + (f" Crosses: baseline {baseline.run_id}'s p99." if baseline and base_lat else ""),
             )
 
 

@@ -65,6 +65,10 @@ def _sweep_points(
             bw = _value(p, "bandwidth_bps") or p.bandwidth_bps
             sm = metric_summary(p, "bandwidth_bps")
             lo, hi = (sm.min, sm.max) if sm is not None and sm.n > 1 else (bw, bw)
+            if (
+                bw is None or lo is None or hi is None
+            ):  # none: filtered out above (narrows the types)
+                continue
             by_other.setdefault(getattr(p, other), {}).setdefault(float(x), []).append((bw, lo, hi))
         lines = {k: v for k, v in by_other.items() if len(v) >= 2}
         name = op if sweep == op else f"{sweep} ({op})"

@@ -493,6 +493,8 @@ def _host_text(h: HostBlock) -> str:
 
 
 def _duration(a: str | None, b: str | None) -> float | None:
+    if a is None or b is None:
+        return None
     try:
         return (_dt.datetime.fromisoformat(b) - _dt.datetime.fromisoformat(a)).total_seconds()
     except (TypeError, ValueError):

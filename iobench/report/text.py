@@ -168,7 +168,7 @@ def _terminal_records(
 
 def _terminal_kv(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> list[Any]:
     label_w = min(max(len(_clean(r[0])) for r in t.rows), max(width // 3, 8))
-    out = []
+    out: list[Any] = []
     for label, value in t.rows:
         label = _clean(label)
         if len(label) > label_w:  # never cut: the label on its own line(s), the value under
@@ -187,7 +187,7 @@ def _terminal_kv(t: _Table, indent: int = 2, width: int = TERMINAL_WIDTH) -> lis
 
 
 def _bullets(items: Iterable[str], width: int = TERMINAL_WIDTH) -> list[Any]:
-    out = []
+    out: list[Any] = []
     for item in items:
         out.extend(
             _styled(ln)

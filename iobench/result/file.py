@@ -93,7 +93,7 @@ class PhaseResult:
         """The phase of a result file; a rate it does not hold is None (not measured), never
         the 0.0 a phase that moved nothing records."""
         names = {f.name for f in dataclasses.fields(cls)}
-        absent = dict.fromkeys(k for k in PHASE_RATES if k not in d)
+        absent: dict[str, Any] = dict.fromkeys(k for k in PHASE_RATES if k not in d)
         return cls(**{k: v for k, v in d.items() if k in names}, **absent)
 
     # typed views of the dict fields (iobench.result.blocks), for renderings

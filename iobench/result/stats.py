@@ -259,7 +259,7 @@ class WorkerStats:
         """Bytes this worker had completed ``t_rel`` seconds after the origin (interpolated)."""
         pos = t_rel / SERIES_RESOLUTION_S
         full = int(pos)
-        done = sum(self.slot_bytes[:full])
+        done: float = sum(self.slot_bytes[:full])
         if full < len(self.slot_bytes):
             done += self.slot_bytes[full] * (pos - full)
         return min(float(done), float(self.bytes))

@@ -91,8 +91,8 @@ def steady_advice(phases: list[Any], workload: dict[str, Any], loader: Any = Non
     or None when no phase is indicative. Phases indicative for another reason than their
     length or steadiness (ranks started apart) are named but get no option. A loader run's
     AU per epoch (``loader``, its block) counts as one more phase."""
-    flagged = [(p, indicative_reason(p)) for p in phases]
-    flagged = [(p, why) for p, why in flagged if why is not None]
+    reasons = [(p, indicative_reason(p)) for p in phases]
+    flagged = [(p, why) for p, why in reasons if why is not None]
     generator = str(workload.get("generator") or "")
     params = dict(workload.get("params") or {})
     au = _loader_au(loader, params) if generator == "loader" and loader else None

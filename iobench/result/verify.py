@@ -65,10 +65,10 @@ def _fail(path: str, offset: int, length: int, kind: str, detail: str) -> Verify
         f"data verification failed: {path} at offset {offset} ({length} byte block): "
         f"{kind} mismatch: {detail}",
         hint="the storage returned different data than was written",
+        path=path,
+        offset=offset,
+        kind=kind,
     )
-    err.path = path  # type: ignore[attr-defined]
-    err.offset = offset  # type: ignore[attr-defined]
-    err.kind = kind  # type: ignore[attr-defined]
     return err
 
 

@@ -194,7 +194,7 @@ class PhaseRunner:
         try:
             res = engine.run(spec, ctx)
         except (EngineError, Interrupted) as e:  # a second signal may carry figures too
-            partial = getattr(e, "partial", None)
+            partial = e.partial
             if partial is not None:
                 partial.extra["client_cpu"] = cpu.usage(cpu0, cpu.sample())
                 _note_suspension(partial, self.stop.suspended - suspended)
@@ -309,7 +309,9 @@ def merge_repeats(
 def _merged_phase(runs: list[PhaseResult], cut: list[PhaseResult]) -> PhaseResult:
     """One phase's repeats (``runs`` completed, ``cut`` in flight) as one PhaseResult."""
     if runs:
-        ranked = sorted(range(len(runs)), key=lambda i: runs[i].bandwidth_bps or runs[i].iops)
+        ranked = sorted(
+            range(len(runs)), key=lambda i: runs[i].bandwidth_bps or runs[i].iops or 0.0
+        )
         detail = ranked[len(ranked) // 2]
         chosen = runs[detail]
     else:

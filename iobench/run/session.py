@@ -360,10 +360,7 @@ def _name_disk_full(e: IobenchError) -> IobenchError:
     if cause is None or any(w in e.message for w in ("disk full", "quota exceeded", "inodes")):
         return e
     what = "disk full (ENOSPC)" if cause.errno == errno.ENOSPC else "quota exceeded (EDQUOT)"
-    err = EngineError(f"{what}: {e.message}", hint=e.hint)
-    if getattr(e, "partial", None) is not None:
-        err.partial = e.partial  # type: ignore[attr-defined]
-    return err
+    return EngineError(f"{what}: {e.message}", hint=e.hint, partial=e.partial)
 
 
 def _name_vanished_run_dir(target: Target, e: IobenchError) -> IobenchError:
@@ -374,12 +371,11 @@ def _name_vanished_run_dir(target: Target, e: IobenchError) -> IobenchError:
     handle = getattr(target, "handle", None)
     moved = handle.moved() if handle is not None and handle.alive() else None
     if moved is not None and moved not in e.message:  # renamed or swapped, not removed
-        err = EngineError(
-            f"{moved}: {e.message}", hint="make sure nothing moves the target while iobench runs"
+        return EngineError(
+            f"{moved}: {e.message}",
+            hint="make sure nothing moves the target while iobench runs",
+            partial=e.partial,
         )
-        if getattr(e, "partial", None) is not None:
-            err.partial = e.partial  # type: ignore[attr-defined]
-        return err
     if os.path.isdir(target.run_dir):
         return e
     if isinstance(e, DistributedError):  # ranks remove each other's run dirs on failure
@@ -387,16 +383,13 @@ def _name_vanished_run_dir(target: Target, e: IobenchError) -> IobenchError:
     if getattr(e, "errno", None) != errno.ENOENT and "No such file" not in e.message:
         return e  # a failure of its own kind, whatever happened to the directory later
     gone = target.run_dir if os.path.isdir(target.root) else target.root
-    err = EngineError(
+    return EngineError(
         f"the run directory {target.run_dir} was removed during the run "
         f"({'it' if gone == target.run_dir else 'the target ' + gone} no longer exists): "
         f"{e.message}",
         hint="make sure nothing cleans the target while iobench runs",
+        partial=e.partial,
     )
-    partial = getattr(e, "partial", None)
-    if partial is not None:
-        err.partial = partial  # type: ignore[attr-defined]
-    return err
 
 
 def _honesty_warnings(run: RunResult, target: Target) -> list[str]:

@@ -36,10 +36,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engines.base import Progress
 from . import supervisor
+
+if TYPE_CHECKING:
+    from ..engines.base import PhaseSpec
+    from ..target.model import Target
 
 DEFAULT_STALL_S = 60.0  # no completed I/O for this long while a phase is in flight: a stall
 SAVE_LIMIT_S = 10.0  # writing the partial result may take this long (the output may hang too)
@@ -158,7 +162,7 @@ class Watchdog:
         sp = self.spec
         if sp is None or sp.name != self.phase or sp.op not in _WRITES or sp.direct:
             return False
-        return bool(self.total) and self.totals[0] >= self.total
+        return bool(self.total and self.totals[0] >= self.total)
 
     def idle_s(self) -> float | None:
         """Seconds the phase in flight has made no progress (None: no phase in flight)."""
@@ -290,7 +294,7 @@ def _release_stdio() -> None:
         pass
 
 
-def _where(target: Any) -> str:
+def _where(target: Target) -> str:
     from ..core.redact import redact_url
 
     return redact_url(str(getattr(target, "path_or_url", "") or getattr(target, "root", "?")))
@@ -313,7 +317,9 @@ def _bounded(fn: Callable[[], Any], limit_s: float) -> Any:
     return box[0] if box else None
 
 
-def _stalled_phase(spec: Any, name: str, line: str, done_bytes: int, done_ops: int) -> Any:
+def _stalled_phase(
+    spec: PhaseSpec | None, name: str, line: str, done_bytes: int, done_ops: int
+) -> Any:
     from ..result.file import PhaseResult
 
     res = PhaseResult(name=name, op="?", status="failed", error=line)
@@ -327,7 +333,7 @@ def _stalled_phase(spec: Any, name: str, line: str, done_bytes: int, done_ops: i
 
 
 def _save_partial(
-    s: Any, spec: Any, phase: str, line: str, done_bytes: int, done_ops: int
+    s: Any, spec: PhaseSpec | None, phase: str, line: str, done_bytes: int, done_ops: int
 ) -> str | None:
     from ..result import file as results_mod
 
@@ -344,7 +350,7 @@ def _save_partial(
     return str(results_mod.save(run, s.out_dir, new=True))
 
 
-def _cleanup(target: Any, keep: bool) -> str:
+def _cleanup(target: Target, keep: bool) -> str:
     """Remove the run directory within CLEANUP_LIMIT_S, else leave it to the reaper; what the
     one line says about it."""
     from ..target import remove_run_dir
@@ -356,7 +362,12 @@ def _cleanup(target: Any, keep: bool) -> str:
         handle = copy.copy(handle)
         handle.root_fd, handle.fd = os.dup(handle.root_fd), os.dup(handle.fd)
     try:
-        done = _bounded(lambda: remove_run_dir(target) or True, CLEANUP_LIMIT_S)
+
+        def remove() -> bool:
+            remove_run_dir(target)
+            return True
+
+        done = _bounded(remove, CLEANUP_LIMIT_S)
         if done is True and not target.created:
             return ""
         if target.kind != "posix" or handle is None:

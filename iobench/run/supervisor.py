@@ -28,7 +28,11 @@ import select
 import signal
 import sys
 import threading
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..target.model import Target
 
 ENV = "IOBENCH_SUPERVISE"
 PR_SET_PDEATHSIG = 1
@@ -49,7 +53,7 @@ FORWARDED = tuple(
 _state: dict[str, Any] = {"fd": None, "split": False}
 
 
-def mode_from_env(environ: dict[str, str] | None = None) -> str:
+def mode_from_env(environ: Mapping[str, str] | None = None) -> str:
     """IOBENCH_SUPERVISE, checked: a value that is no mode is a UsageError (a typo never
     silently means "auto"). The commands that run I/O check it before anything is written."""
     env = os.environ if environ is None else environ
@@ -77,7 +81,7 @@ def wanted(fs_type: str, fs_class: str, environ: dict[str, str] | None = None) -
     return fs_type.lower().startswith("fuse") or fs_class in BLOCKING_CLASSES
 
 
-def split_for(target: Any) -> bool:
+def split_for(target: Target) -> bool:
     """Fork once if ``target`` wants a supervising parent; True in the child that carries on
     with the run (the parent never returns)."""
     if _state["split"] or not hasattr(os, "fork"):

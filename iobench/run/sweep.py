@@ -43,7 +43,7 @@ def sweep_point(phase: PhaseResult, readers: int | None = None) -> SweepPoint:
     counts, interval = completions(phase)
     return SweepPoint(
         readers=readers,
-        bandwidth_bps=float(phase.bandwidth_bps),
+        bandwidth_bps=float(phase.bandwidth_bps or 0.0),
         files_per_s=float(phase.iops or 0.0),
         latency_quantiles=quantiles,
         completions=counts,

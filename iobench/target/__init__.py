@@ -55,7 +55,7 @@ from .layout import (  # noqa: F401 - re-exported
     phase_layout,
     read_ceph_layout,
 )
-from .model import (  # noqa: F401 - re-exported
+from .model import (
     RUN_DIR_PREFIX,
     Target,
     is_url,
@@ -75,7 +75,7 @@ from .mounts import (  # noqa: F401 - re-exported
     parse_mountinfo,
     read_mountinfo,
 )
-from .rundir import RunDir  # noqa: F401 - re-exported
+from .rundir import RunDir
 from .signals import (  # noqa: F401 - re-exported
     IGNORED_SIGNALS,
     STOP_SIGNALS,

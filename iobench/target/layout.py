@@ -272,7 +272,7 @@ def _ceph_set_dir_layout(run_dir: str, count: int | None, size: int | None) -> N
             errno.EPERM: "the client needs the 'p' capability (ceph fs authorize FS CLIENT / rwp)",
             errno.EACCES: "the client needs the 'p' capability (ceph fs authorize FS CLIENT / rwp)",
             errno.EINVAL: "stripe_size must divide the object size; stripe_count at least 1",
-        }.get(e.errno, "check the CephFS client")
+        }.get(e.errno or 0, "check the CephFS client")
         raise TargetError(
             f"setting ceph.dir.layout {value!r} on {run_dir} failed: {e.strerror}", hint=hint
         ) from None

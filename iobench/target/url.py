@@ -204,7 +204,7 @@ def _create_url_run_dir(t: Target, run_id: str) -> str:
         fs.pipe_file(run + "/" + URL_MARKER, run_id.encode())
     except TargetError:
         raise
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - botocore/aiohttp errors have no common base
         raise TargetError(
             scrub(_describe_store_error(e, f"run directory {url}", _endpoint(t.storage_options))),
             hint="check write permission on the bucket/prefix",
@@ -242,7 +242,7 @@ def run_dir_visible(t: Target, run_dir_id: str) -> bool:
         try:
             fs.invalidate_cache(posixpath.dirname(peer))
             return bool(fs.exists(peer))
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - unreachable or refused: not visible
             return False
     return os.path.isdir(os.path.join(t.root, name))
 

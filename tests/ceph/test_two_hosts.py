@@ -78,7 +78,7 @@ class Job:
         self.logs = []
         for n, host in enumerate(HOSTS):
             dev = f"iobv{n + 1}"
-            log = open(tmp_path / f"{host}.log", "w")  # noqa: SIM115 - closed in finish()
+            log = open(tmp_path / f"{host}.log", "w")  # closed in finish()
             self.logs.append(log)
             cmd = ["env", f"GLOO_SOCKET_IFNAME={dev}",
                    sys.executable, "-m", "torch.distributed.run", "--nnodes=2",

@@ -29,7 +29,7 @@ def _in_phase() -> bool:
 
 
 def _block() -> None:
-    open(fifo, "rb")  # noqa: SIM115 - never returns: no writer ever opens the FIFO
+    open(fifo, "rb")  # never returns: no writer ever opens the FIFO
 
 
 def _blocking(real):

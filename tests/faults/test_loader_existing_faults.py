@@ -23,7 +23,7 @@ from conftest import iobench_cmd, one_line, snapshot, sub_env
 pytest.importorskip("PIL", reason="Pillow is the images extra")
 pytest.importorskip("pyarrow", reason="pyarrow is the parquet extra")
 
-from existing_datasets import images, npz  # noqa: E402
+from existing_datasets import images, npz
 
 BASE = ["--set", "compute_s=1ms", "--no-history", "--json", "-q"]
 

@@ -21,7 +21,7 @@ import pytest
 from conftest import SEQ, iobench_cmd, one_line, result, sub_env, without_run_notes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_fsspec_engine import moto_endpoint  # noqa: E402,F401 - the session's moto server
+from test_fsspec_engine import moto_endpoint  # noqa: F401 - the session's moto server
 
 RUN = ["--set", "size=1MiB", *SEQ, "-q"]
 

@@ -26,7 +26,7 @@ from iobench.core.redact import escape_controls, for_terminal, redact_text, reda
 from iobench.result.file import RunResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_fsspec_engine import moto_endpoint  # noqa: E402,F401 - the session's moto server
+from test_fsspec_engine import moto_endpoint  # noqa: F401 - the session's moto server
 
 # each secret holds one of the characters the issue names, and one holds them all
 SECRETS = ["Zq7/Vb3Xk9", "Zq7@Vb3Xk9", "Zq7:Vb3Xk9", "Zq7%2FVb3Xk9", "Zq7/Vb:3@Xk%9"]

@@ -133,8 +133,9 @@ def checkpoint(
     )  # fmt: skip
     if not no_history:
         check_history_url(history or "")
+    assert target is not None  # without one, _plans_without_target plans instead
     lead = is_lead_rank()
-    args = dict(ranks=ranks, scale=scale, api=api, baseline=baseline, crc32=crc32, opts=opts,
+    args: dict[str, Any] = dict(ranks=ranks, scale=scale, api=api, baseline=baseline, crc32=crc32, opts=opts,
                 output=output, repeat=repeat, subset=subset)  # fmt: skip
     if dry_run:
         return print_plan(run_checkpoint(target, model, dry_run=True, **args))
@@ -143,6 +144,7 @@ def checkpoint(
         progress_factory=progress_factory(quiet or not lead), coord=coordinator_from_env(),
         stall=stall,
     )  # fmt: skip
+    assert not isinstance(outcome, str)  # the plan's text comes only with dry_run
     if lead and not no_history:
         append_history(outcome, history or "")
     # rank 0 prints the result and, when phases are indicative, the option that helps

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from .common import app, deprecated, out, out_text
+
+if TYPE_CHECKING:
+    from ...result.file import RunResult
 
 
 @app.command()
@@ -48,7 +51,7 @@ def estimate(
     return 0
 
 
-def _render(est: Any, sweep: Any, run: Any) -> str:
+def _render(est: Any, sweep: Any, run: RunResult) -> str:
     """The estimate as a terminal table, labelled model output, with its measured basis."""
     from ...core.units import format_rate
     from ...run.sweep import describe

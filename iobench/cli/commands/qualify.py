@@ -28,6 +28,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
+    from ...result.file import RunResult
     from ...run.session import RunOutcome
 
 
@@ -170,7 +171,7 @@ def _check(
         check_history_url(history)
 
 
-def _exit_status(run: Any, fail_on: str) -> int:
+def _exit_status(run: RunResult, fail_on: str) -> int:
     """1 for a fail (and, with ``--fail-on indicative``, a pass (indicative)), else 0."""
     from ...core.errors import ExitStatus
     from ...qualify.verdict import verdict_fails
@@ -192,7 +193,7 @@ def _run(live_csv: str | None, quiet: bool, target: str, **kwargs: Any) -> Any:
         close_live_csv(live)
 
 
-def _write_report(run: Any, out_dir: Any) -> None:
+def _write_report(run: RunResult, out_dir: Any) -> None:
     """report.html beside result.json (rank 0, from ``run_qualify``); the output layer is
     imported only then, as before the run layer stopped importing it."""
     from ...report import write_report

@@ -21,7 +21,7 @@ import posixpath
 import threading
 import time
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from ...result.measured import phase_result
 from ...result.stats import WorkerStats
 from ...result.steady import rounds_done
 from ...target import drop_file_cache
+
+if TYPE_CHECKING:  # an annotation: the runner sits above
+    from ..runner import PhaseRunner
 
 
 def _small_files(params: dict[str, Any], rank: int = 0) -> tuple[FileSpec, ...]:
@@ -87,7 +90,7 @@ def plan(params: dict[str, Any]) -> Plan:
     return p
 
 
-def run(params: dict[str, Any], runner: Any) -> None:
+def run(params: dict[str, Any], runner: PhaseRunner) -> None:
     if params["metadata"]:
         _metadata(params, runner)
     if params["checkpoint_size"]:
@@ -99,7 +102,7 @@ def run(params: dict[str, Any], runner: Any) -> None:
             _dcp_save_load(params, runner, state)
 
 
-def _metadata(params: dict[str, Any], runner: Any) -> None:
+def _metadata(params: dict[str, Any], runner: PhaseRunner) -> None:
     files = _small_files(params, runner.rank)
     runner.mkdirs(sorted({os.path.dirname(f.path) for f in files}))
     direct = runner.direct(params["direct"])
@@ -150,7 +153,7 @@ def make_state_dict(total: int, shards: int, tensor_size: int, seed: int) -> lis
     return out
 
 
-def _parallel(n: int, fn: Any, runner: Any) -> list[WorkerStats]:
+def _parallel(n: int, fn: Any, runner: PhaseRunner) -> list[WorkerStats]:
     """Run ``fn(i, stats)`` for i in 0..n-1 in threads that start together."""
     runner.coord.before_phase(None)  # many ranks: every rank's checkpoint phase starts together
     origin = time.perf_counter()
@@ -180,7 +183,7 @@ def _parallel(n: int, fn: Any, runner: Any) -> list[WorkerStats]:
 
 
 def _rounds(
-    n: int, fn: Any, runner: Any, params: dict[str, Any], between: Any = None
+    n: int, fn: Any, runner: PhaseRunner, params: dict[str, Any], between: Any = None
 ) -> tuple[list[WorkerStats], dict[str, list[float]]]:
     """``_parallel``, round after round: every thread runs ``fn(i, stats)`` once a round, and
     the next round starts when all have finished, until ``steady.rounds_done`` (``rounds``
@@ -252,7 +255,9 @@ def round_extra(res: Any, rounds: dict[str, list[float]] | None) -> None:
     res.extra["seconds_per_checkpoint"] = float(np.median(rounds["seconds"]))
 
 
-def _record(runner: Any, name: str, op: str, ran: Any, params: dict, cache: str, note: str) -> None:
+def _record(
+    runner: PhaseRunner, name: str, op: str, ran: Any, params: dict, cache: str, note: str
+) -> None:
     stats, rounds = ran
     res = phase_result(
         name, op, stats, concurrency=len(stats), block_size=0, cache=cache,
@@ -270,17 +275,19 @@ def _record(runner: Any, name: str, op: str, ran: Any, params: dict, cache: str,
     runner.stop.check()  # after recording: a completed save is kept when a signal came
 
 
-def _store(runner: Any) -> tuple[Any, str] | None:
+def _store(runner: PhaseRunner) -> tuple[Any, str] | None:
     """(fsspec filesystem, run-dir path) when the target is a URL (an object store), else None."""
     target = getattr(runner, "target", None)
-    if getattr(target, "kind", "posix") != "fsspec":
+    if target is None or getattr(target, "kind", "posix") != "fsspec":
         return None
     from ...target.storage import open_fs
 
     return open_fs(runner.run_dir, target.storage_options)
 
 
-def _torch_save_load(params: dict[str, Any], runner: Any, state: list[dict[str, Any]]) -> None:
+def _torch_save_load(
+    params: dict[str, Any], runner: PhaseRunner, state: list[dict[str, Any]]
+) -> None:
     store = _store(runner)
     if store is not None:
         _torch_save_load_url(params, runner, state, *store)
@@ -331,7 +338,7 @@ def _torch_save_load(params: dict[str, Any], runner: Any, state: list[dict[str, 
 
 
 def _torch_save_load_url(
-    params: dict[str, Any], runner: Any, state: list[dict[str, Any]], fs: Any, base: str
+    params: dict[str, Any], runner: PhaseRunner, state: list[dict[str, Any]], fs: Any, base: str
 ) -> None:
     """torch.save into ``fs.open(path, "wb")`` (a streamed upload) and torch.load from one GET
     of each shard, on an object store: no fsync, no page cache (cache "none")."""
@@ -370,7 +377,7 @@ def _torch_save_load_url(
         fs.rm_file(p)
 
 
-def _dcp_storage(runner: Any, threads: int) -> tuple[Any, Any, Any, str, str] | None:
+def _dcp_storage(runner: PhaseRunner, threads: int) -> tuple[Any, Any, Any, str, str] | None:
     """(make writer, make reader, list (path, size) of the checkpoint, cache, where) for DCP:
     FileSystemWriter/Reader on a directory, FsspecWriter/Reader on a URL target; None (with a
     warning) when this torch has no fsspec storage."""
@@ -432,7 +439,9 @@ def dcp_step(call: Any, listing: Any) -> Any:
     return step
 
 
-def _dcp_save_load(params: dict[str, Any], runner: Any, state: list[dict[str, Any]]) -> None:
+def _dcp_save_load(
+    params: dict[str, Any], runner: PhaseRunner, state: list[dict[str, Any]]
+) -> None:
     import torch
     import torch.distributed.checkpoint as dcp
 

@@ -10,13 +10,16 @@ starvation model is built from.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...core.datagen import dataset_paths, sample_sizes
 from ...core.plan import Plan
 from ...distributed import peer_files, read_source
 from ...engines.base import FileSpec, PhaseSpec
 from ...formats.registry import extension
+
+if TYPE_CHECKING:  # an annotation: the runner sits above
+    from ..runner import PhaseRunner
 
 
 def layout(params: dict[str, Any], prefix: str = "data") -> tuple[FileSpec, ...]:
@@ -48,7 +51,7 @@ def plan(params: dict[str, Any]) -> Plan:
 
 
 def write_dataset(
-    params: dict[str, Any], runner: Any, prefix: str = "data"
+    params: dict[str, Any], runner: PhaseRunner, prefix: str = "data"
 ) -> tuple[FileSpec, ...]:
     """Lay the dataset out (untimed for the read figures), fsynced and dropped from cache."""
     files = layout(params, prefix)
@@ -70,7 +73,7 @@ def write_dataset(
     return files
 
 
-def run(params: dict[str, Any], runner: Any) -> None:
+def run(params: dict[str, Any], runner: PhaseRunner) -> None:
     files = write_dataset(params, runner)
     files = peer_files(files, read_source(runner)[1])  # many ranks: another rank's copy (IOR -C)
     direct = runner.direct(params["direct"])

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,6 +43,9 @@ from ...result.measured import phase_result
 from ...result.stats import WorkerStats
 from ...target import drop_file_cache
 from .checkpoint import _dcp_storage, _metadata, _rounds, dcp_step, round_bound, round_extra
+
+if TYPE_CHECKING:  # an annotation: the runner sits above
+    from ..runner import PhaseRunner
 
 POOL_BYTES = 64 << 20
 BASELINE_BLOCK = 4 << 20
@@ -278,7 +281,7 @@ def make_rank_state(shard: RankShard, tensor_size: int, pool: _Pool) -> list[dic
 # Run
 
 
-def run(params: dict[str, Any], runner: Any) -> None:
+def run(params: dict[str, Any], runner: PhaseRunner) -> None:
     if getattr(runner.target, "kind", "posix") != "posix":
         raise UsageError(
             "llm checkpoints run on a directory target", hint="give a mount point, not a URL"
@@ -330,14 +333,14 @@ def _copy_rate(pool: _Pool) -> float:
     return COPY_BYTES / dt if dt > 0 else 0.0
 
 
-def _paths(runner: Any, sub: str, shard: RankShard) -> list[str]:
+def _paths(runner: PhaseRunner, sub: str, shard: RankShard) -> list[str]:
     """The rank's files, DLIO's names where the model has an architecture."""
     base = os.path.join(runner.run_dir, sub)
     return [os.path.join(base, f.name) for f in shard.file_parts()]
 
 
 def _ranks(
-    n: int, fn: Any, runner: Any, params: dict[str, Any], between: Any = None
+    n: int, fn: Any, runner: PhaseRunner, params: dict[str, Any], between: Any = None
 ) -> tuple[list[WorkerStats], dict[str, Any], dict[str, list[float]]]:
     """``checkpoint._rounds`` (the phase's rounds, each every rank's call), and the client's
     own CPU over it (``extra.client_cpu``, as the engines record it): the share that says
@@ -348,7 +351,8 @@ def _ranks(
 
 
 def _record(
-    runner: Any, name: str, op: str, ran: tuple[list[WorkerStats], dict[str, Any]], cache: str,
+    runner: PhaseRunner, name: str, op: str,
+    ran: tuple[list[WorkerStats], dict[str, Any], dict[str, list[float]]], cache: str,
     api: str, params: dict[str, Any], copy_bps: float | None, mine: list[RankShard],
 ) -> None:  # fmt: skip
     stats, client_cpu, rounds = ran
@@ -393,7 +397,7 @@ def _crc32_options() -> Any:
 
 
 def _torch(
-    params: dict[str, Any], runner: Any, mine: list[RankShard], states: list, copy_bps: Any
+    params: dict[str, Any], runner: PhaseRunner, mine: list[RankShard], states: list, copy_bps: Any
 ) -> None:
     import torch
 
@@ -452,7 +456,7 @@ def _torch(
 
 
 def _dcp(
-    params: dict[str, Any], runner: Any, mine: list[RankShard], states: list, copy_bps: Any
+    params: dict[str, Any], runner: PhaseRunner, mine: list[RankShard], states: list, copy_bps: Any
 ) -> None:
 
     import torch
@@ -492,7 +496,7 @@ def _dcp(
         os.unlink(name)
 
 
-def _baseline(params: dict[str, Any], runner: Any, mine: list[RankShard]) -> None:
+def _baseline(params: dict[str, Any], runner: PhaseRunner, mine: list[RankShard]) -> None:
     """A plain sequential write of the same files by the same writers (threads, as the ranks
     here are; at most ``MAX_META_WORKERS``, the files dealt to them): buffered, fsync per
     file, blocks of at most 4 MiB (each writer's pool is 4 blocks, at least 8 MiB)."""

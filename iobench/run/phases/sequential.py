@@ -8,12 +8,15 @@ same files at ``rand_block_size`` (the IOPS figure). File-per-worker or one shar
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...core.plan import Plan
 from ...distributed import peer_files, read_source
 from ...engines.base import FileSpec, PhaseSpec
 from ...target import check_direct_alignment
+
+if TYPE_CHECKING:  # an annotation: the runner sits above
+    from ..runner import PhaseRunner
 
 
 def _label(n: int) -> str:
@@ -74,7 +77,7 @@ def plan(params: dict[str, Any]) -> Plan:
     return p
 
 
-def run(params: dict[str, Any], runner: Any) -> None:
+def run(params: dict[str, Any], runner: PhaseRunner) -> None:
     direct = runner.direct(params["direct"])
     if direct:  # refused at planning already; here for callers that plan on their own
         check_direct_alignment(direct_sizes(params), runner.target)
