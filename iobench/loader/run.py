@@ -108,7 +108,7 @@ def run_loader(
     Bad input raises UsageError before anything is written; failures during the run come back
     in ``RunOutcome.error`` with the partial result saved and marked, the run dir removed.
     ``announce`` gets the plan line before the first byte; ``dry_run``: the checks and the plan's
-    text only, nothing written; ``during``: a background checkpoint (``loader.during``). """
+    text only, nothing written; ``during``: a background checkpoint (``loader.during``)."""
     prof = profile if isinstance(profile, Profile) else load_profile(profile, parse_overrides(sets))
     coord = coord or SingleProcess()
     gpus = coord.world if gpus is None else gpus
