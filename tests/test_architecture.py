@@ -24,7 +24,7 @@ ORDERS = {
     "spec": ["params", "workload"],
     "model": ["starvation_inputs", "starvation", "interval", "diagnosis_terms", "diagnosis"],
     "result": ["blocks", "steady", "stats", "check", "file", "measured", "verify", "steady_advice"],
-    "checkpoint": ["layout", "daly", "model", "spec", "estimate", "rows"],
+    "checkpoint": ["layout", "daly", "model", "spec", "estimate", "rows", "contention"],
     "loader": [
         "dataset", "torchdata", "loop", "ranks", "calibration", "ckpt_writer", "during", "run",
         "existing_data", "existing_diagnosis", "existing_summary", "existing", "decode_cost",

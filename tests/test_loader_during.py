@@ -12,7 +12,7 @@ import pytest
 from test_loader import no_run_dirs, tiny_profile
 
 from iobench.loader.ckpt_writer import SUBDIR, make_pools, plan_checkpoint, write_checkpoint
-from iobench.loader.during import during_block, window_stats, windows
+from iobench.loader.during import during_block, model_block, window_stats, windows
 from iobench.result.file import RunResult
 from iobench.target import RUN_DIR_PREFIX
 
@@ -27,6 +27,7 @@ def test_the_loader_is_windowed_around_a_background_checkpoint(cli, planted, tmp
     assert r.code == 0, r.err
     res = json.loads(r.out)
     d = res["loader"]["during_checkpoint"]
+    assert d["model_au"] is None or 0 <= d["model_au"]["au_share_rule"] <= 1
     plan = plan_checkpoint("llama3-8b", 0.00002, (3, "steps"), (10, "steps"), None)
     assert (d["bytes"], d["files"], d["writers"]) == (plan.total_bytes, 16, 8)
     assert (d["at"], d["at_unit"], d["every"], d["every_unit"]) == (3, "steps", 10, "steps")
@@ -134,6 +135,13 @@ def test_the_block_compares_the_save_with_the_same_save_alone():
     assert d["summary"]["write_vs_alone"] == pytest.approx(0.5)
     assert d["checkpoints"][0]["start_s"] == pytest.approx(1.0)
     assert np.isclose(d["summary"]["during"]["au"], 0.5)
+    # the contention model over the span: from the windows, and from the separate figures
+    m = model_block(d, demand_bps=20.0, span_au=0.5)
+    assert m["au_from_windows"] == pytest.approx(0.5) and m["au_share_rule"] == pytest.approx(0.5)
+    assert m["from_windows"]["basis_kind"] == "measured"
+    assert m["share_rule"]["basis_kind"] == "independent"
+    assert m["write_s_measured"] == pytest.approx(2.0)
+    assert model_block(d, demand_bps=None, span_au=0.5) is None  # compute 0: no demand
 
 
 @pytest.mark.parametrize(

@@ -163,11 +163,50 @@ def during_block(
     }
 
 
+def model_block(
+    block: dict[str, Any], demand_bps: float | None, span_au: float | None
+) -> dict[str, Any] | None:
+    """The contention model (``checkpoint.contention``) over the loop's span, twice: from the
+    measured windows, and from the separate measurements only (the loader without a write,
+    the save alone) with the independent share rule; beside the AU measured over the span.
+    None without both kinds of window or a demand (compute 0)."""
+    from ..checkpoint.contention import ContentionInputs, contention
+
+    s, alone = block["summary"], block["alone"]
+    wo, du = s.get("without"), s.get("during")
+    if not (wo and du and wo["au"] is not None and du["au"] is not None and demand_bps):
+        return None
+    if not (wo["read_bps"] and du["read_bps"] and alone["write_bps"] and du["seconds"] > 0):
+        return None
+    written = 0.0
+    for c, w in ((c, [x for x in block["windows"] if x["kind"] == "during" and x["checkpoint"] == c["checkpoint"]])
+                 for c in block["checkpoints"]):  # fmt: skip
+        inside = sum(x["seconds"] for x in w)
+        written += c["bytes"] * min(1.0, inside / c["seconds"]) if c["seconds"] > 0 else 0.0
+    tau = wo["seconds"] + du["seconds"]
+    base = {"interval_s": tau, "checkpoint_bytes": max(written, 1.0),
+            "write_alone_bps": alone["write_bps"], "read_alone_bps": wo["read_bps"],
+            "au_alone": wo["au"], "demand_bps": demand_bps}  # fmt: skip
+    measured = contention(ContentionInputs(**base, au_during=du["au"], read_during_bps=du["read_bps"],
+                                           write_during_bps=max(written, 1.0) / du["seconds"]))  # fmt: skip
+    rule = contention(ContentionInputs(**base))
+    return {
+        "au_measured": span_au,
+        "au_from_windows": measured.au_interval,
+        "au_share_rule": rule.au_interval,
+        "write_s_share_rule": rule.write_s,
+        "write_s_measured": du["seconds"],
+        "from_windows": measured.to_dict(),
+        "share_rule": rule.to_dict(),
+    }
+
+
 def measure(
     plan: CheckpointPlan,
     run_dir_fd: int,
     stopped: Callable[[], bool],
     loop: Callable[[StepClock], LoopResult],
+    demand_bps: float | None = None,
 ) -> tuple[LoopResult, dict[str, Any]]:
     """The save alone, then ``loop()`` with the background writer beside it; the loop's result
     and the ``during_checkpoint`` block. Every file goes and comes inside the run directory."""
@@ -191,18 +230,26 @@ def measure(
     finally:
         remove_checkpoint_dir(run_dir_fd, fd)
     timelines = [r["timeline"] for r in res.ranks if "timeline" in r]
-    return res, during_block(plan, alone, records, timelines)
+    block = during_block(plan, alone, records, timelines)
+    spans = [s for tl in timelines for s in tl["spans"]]
+    whole = (
+        window_stats(timelines, [(min(s[0] for s in spans), max(s[1] for s in spans))])
+        if spans
+        else {}
+    )
+    block["model_au"] = model_block(block, demand_bps, whole.get("au"))
+    return res, block
 
 
 def beside(
     plan: CheckpointPlan, tgt: Any, stop: Any, warn: Callable[[str], None],
-    loop: Callable[[StepClock], LoopResult],
+    loop: Callable[[StepClock], LoopResult], demand_bps: float | None = None,
 ) -> tuple[LoopResult, dict[str, Any]]:  # fmt: skip
     """``measure`` in the run directory of ``tgt`` (checked in place first), its notes warned."""
     from ..target import check_run_dir_in_place
 
     check_run_dir_in_place(tgt)
-    res, block = measure(plan, tgt.handle.fd, stop.is_set, loop)
+    res, block = measure(plan, tgt.handle.fd, stop.is_set, loop, demand_bps)
     for note in notes(block):
         warn(note)
     return res, block

@@ -324,8 +324,13 @@ def _measure(
     if job.during is None:
         result, block = run_on_ranks(cfg, coord, s.stop), None
     else:  # the loop beside a background checkpoint write (loader.during)
+        demand = (
+            job.gpus * prof.batch_size * prof.sample_size / prof.compute_s
+            if prof.compute_s > 0
+            else None
+        )
         result, block = beside(job.during, tgt, s.stop, runner.warn,
-                               lambda c: run_on_ranks(replace(cfg, clock=c), coord, s.stop))  # fmt: skip
+                               lambda c: run_on_ranks(replace(cfg, clock=c), coord, s.stop), demand)  # fmt: skip
     run.phases = list(runner.results)
     run.loader, run.estimate, notes = _summarise(
         prof, index, sweep, calib, result, cache, job.compute

@@ -78,6 +78,13 @@ def tables(loader: dict[str, Any] | None) -> list[dict[str, Any]]:
     rows = [_window_row(w, saves) for w in d.windows if isinstance(w, DuringWindowBlock)]
     rows += _pooled(d.summary)
     note = f"Checkpoint: {_config(d)}. " if _is_num(d.scale) else ""
+    m = d.model_au or {}
+    if _is_num(m.get("au_share_rule")):
+        note += (
+            f"Contention model over the loop (estimate): AU {_pct(m.get('au_from_windows'))} from "
+            f"the windows, {_pct(m.get('au_share_rule'))} from the separate measurements alone "
+            f"(independent reads and writes); measured {_pct(m.get('au_measured'))}. "
+        )
     return [{
         "title": TITLE,
         "headers": ["Window", "Time", "Steps", "AU", "Wait p50", "Wait p99", "Read",
