@@ -18,10 +18,11 @@ bandwidth during the write. Two sources for the latter, and the result's ``basis
   together fit (``R + W ≤ C``) both keep them; else the read gets ``C·R/(R+W)``, the write
   ``C·W/(R+W)``. Without a ``C`` the rule is **independent** (reads and writes limited
   separately, as blkio's read and write throttles, or a full-duplex link, limit them): both
-  keep their alone rates. The loader's AU at a read bandwidth ``b`` is the starvation model's
-  rate bound with storage as the only supply term, ``min(AU_cap, b ÷ demand)`` (demand: what
-  the accelerators read per second at AU 1; ``AU_cap`` the loader's own ceiling, its AU alone
-  when storage is not what limits it).
+  keep their alone rates. The loader's AU during is its AU alone moved as the starvation
+  model's rate bound with storage the only supply term, ``bound(b) = min(AU_cap, b ÷ demand)``
+  (demand: what the accelerators read per second at AU 1; ``AU_cap`` the loader's own ceiling),
+  moves from the read bandwidth alone to the read bandwidth during:
+  ``AU_during = AU_alone · bound(read during) ÷ bound(read alone)``.
 
 The asynchronous goodput counting the contention is Daly's exact goodput of the async save
 (stall = snapshot, plus the wait for the previous write when it outlasts the interval; the write
@@ -144,14 +145,20 @@ def contention(inp: ContentionInputs) -> Contention:
     else:
         read_d, write_d = share(inp.read_alone_bps, inp.write_alone_bps, inp.capacity_bps)
         kind = "independent" if inp.capacity_bps is None else "share"
-        au_d = min(inp.au_alone, au_at_bandwidth(read_d, inp.demand_bps, inp.au_cap))
+        # the rate bound's relative change: the AU alone scaled as the bound moves with the
+        # read bandwidth (no read lost: the AU alone, whatever the bound says of it)
+        ratio = au_at_bandwidth(read_d, inp.demand_bps, inp.au_cap) / au_at_bandwidth(
+            inp.read_alone_bps, inp.demand_bps, inp.au_cap
+        )
+        au_d = inp.au_alone * min(1.0, ratio)
         how = (
             "separate measurements; reads and writes limited independently (no combined "
             "bandwidth given): both keep their alone rates"
             if kind == "independent"
             else f"separate measurements; the storage's {inp.capacity_bps:.4g} B/s shared in "
             "proportion to demand (read alone, write alone), each capped by its alone rate; "
-            "AU during = min(AU alone, read during ÷ demand)"
+            "AU during = AU alone × bound(read during) ÷ bound(read alone), bound(b) = "
+            "min(AU cap, b ÷ demand)"
         )
     w = inp.checkpoint_bytes / write_d
     au = au_over_interval(inp.au_alone, au_d, w, inp.interval_s)
