@@ -83,3 +83,11 @@ def test_goodput_counts_the_au_lost_during_the_write():
 def test_bad_inputs_are_usage_errors(kw):
     with pytest.raises(UsageError):
         _inputs(**kw)
+
+
+def test_no_read_lost_keeps_the_au_alone_whatever_the_bound_says():
+    # the loader's AU alone (0.87) sits above its rate bound at the read rate alone (16/20):
+    # a write that takes no read bandwidth must leave it as it was
+    c = contention(_inputs(au_alone=0.87, read_alone_bps=16 * MiB, demand_bps=20 * MiB))
+    assert c.basis_kind == "independent" and c.au_during == pytest.approx(0.87)
+    assert c.au_interval == pytest.approx(0.87)
