@@ -176,3 +176,21 @@ def test_the_plan_says_what_the_checkpoint_writes(cli, planted, tmp_path):
     assert r.code == 0, r.err
     assert "ckpt-alone" in r.out and "ckpt-during" in r.out and "llama3-8b" in r.out
     assert SUBDIR not in os.listdir(planted.path) and planted.unchanged()
+
+
+def test_a_failing_checkpoint_write_fails_the_run_keeps_the_result_and_cleans_up(
+    cli, planted, tmp_path, monkeypatch
+):
+    from iobench.loader import ckpt_writer
+
+    def full(sub_fd, files, rate, stopped, pool, done, errors):
+        errors.append("checkpoint writer: No space left on device writing r0-x")
+
+    monkeypatch.setattr(ckpt_writer, "_write_files", full)
+    r = cli("loader", planted.path, "--profile", tiny_profile(tmp_path), *TINY_CKPT,
+            "--output", tmp_path / "o", "-q")  # fmt: skip
+    assert r.code == 4, r.err
+    assert "No space left on device" in r.err
+    res = json.loads((tmp_path / "o" / "result.json").read_text())
+    assert res["status"] != "complete" and "No space left" in res["error"]
+    assert no_run_dirs(planted.path) and planted.unchanged()

@@ -288,9 +288,13 @@ class BackgroundWriter:
         child.close()
         self.conn = parent
         # the loop starts once the writer's state is staged (its pools built)
-        if not parent.poll(READY_TIMEOUT_S) or parent.recv()[0] != "ready":
+        try:
+            kind, payload = parent.recv() if parent.poll(READY_TIMEOUT_S) else ("error", None)
+        except EOFError:
+            kind, payload = "error", f"checkpoint writer exited (code {self.proc.exitcode})"
+        if kind != "ready":
             self.close()
-            raise EngineError("checkpoint writer did not start")
+            raise EngineError(payload or "checkpoint writer did not start")
 
     def finish(self, timeout_s: float = 600.0) -> list[dict[str, Any]]:
         """Stop the writer (a save under way ends at its next block, marked incomplete), its
