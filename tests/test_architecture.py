@@ -27,10 +27,10 @@ ORDERS = {
     ],
     "result": ["blocks", "steady", "stats", "check", "file", "measured", "verify", "steady_advice"],
     "checkpoint": [
-        "layout", "daly", "model", "spec", "estimate", "rows", "inverse", "cluster",
+        "layout", "daly", "model", "spec", "estimate", "rows", "inverse", "cluster", "contention",
     ],
     "loader": [
-        "dataset", "torchdata", "loop", "ranks", "calibration", "run",
+        "dataset", "torchdata", "loop", "ranks", "calibration", "ckpt_writer", "during", "run",
         "existing_data", "existing_diagnosis", "existing_summary", "existing", "decode_cost",
         "profile",
     ],
@@ -165,7 +165,17 @@ def test_why_not_is_part_of_the_engine_interface():
 # module and function short; ckpt_estimate and the history and compare commands have their long
 # functions split; none of the outputs imports from the front (cmds/, cli, api).
 
-REPORT = ["cells", "checkpoint_plot", "tables", "text", "series", "figures", "plots", "page"]
+REPORT = [
+    "cells",
+    "checkpoint_plot",
+    "during",
+    "tables",
+    "text",
+    "series",
+    "figures",
+    "plots",
+    "page",
+]
 COMPARE = ["options", "noise", "metric", "runs", "render", "trend", "trend_render"]
 HISTORY = ["schema", "files", "query", "export"]
 OUTPUT_PACKAGES = {"report": REPORT, "compare": COMPARE, "history": HISTORY}

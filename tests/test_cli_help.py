@@ -159,6 +159,15 @@ def _check_checkpoint_scale(text: str, monkeypatch) -> None:
     assert float(text) == load_workload("llm-checkpoint").params["scale"]
 
 
+def _during_defaults() -> tuple[float, float]:
+    from iobench.loader.ckpt_writer import DEFAULT_AT_S, DEFAULT_SCALE
+
+    return DEFAULT_SCALE, DEFAULT_AT_S
+
+
+DURING_DEFAULTS = _during_defaults()
+
+
 def _check_stall_default(text: str, monkeypatch) -> None:
     from iobench.core.units import parse_duration
     from iobench.run.stall import DEFAULT_STALL_S
@@ -209,6 +218,9 @@ NAMED_DEFAULTS = {
     ("history", "--format"): "FILE's extension, else csv",
     ("checkpoint", "--ranks"): "the model's",
     ("checkpoint", "--scale"): _check_checkpoint_scale,
+    ("loader", "--checkpoint-scale"): f"{DURING_DEFAULTS[0]:g}",
+    ("loader", "--checkpoint-at"): f"{DURING_DEFAULTS[1]:g}s",
+    ("loader", "--checkpoint-every"): "once",
     ("checkpoint", "--gpus"): "the ranks",
     ("checkpoint", "--output"): _check_output_default,
     ("plan", "--accelerator"): "the profile's",
@@ -291,7 +303,7 @@ def test_durations_and_sizes_show_their_type():
             if DURATION_HELP.search(text) and "--failure-rate" not in p.opts:
                 assert p.metavar == "DURATION", (name, p.opts[0], p.metavar)
                 seen["DURATION"].add(p.opts[0])
-            elif p.opts[0] in ("--write-rate", "--read-rate"):  # a size per second
+            elif p.opts[0] in ("--write-rate", "--read-rate", "--checkpoint-rate"):  # per second
                 assert p.metavar == "BANDWIDTH", (name, p.opts[0], p.metavar)
             elif SIZE_HELP.search(text):
                 assert p.metavar == "SIZE", (name, p.opts[0], p.metavar)

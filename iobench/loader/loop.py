@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -84,6 +85,11 @@ class LoopConfig:
     shard: tuple[int, int] | None = None
     #: the profiled pipeline's decode, spent per sample in the workers (a profile's decode_s)
     decode: DecodeEmulation = DecodeEmulation()
+    #: keep every timed step's clock readings (``timeline`` in the rank's figures): the
+    #: windows of a run beside a background checkpoint write (``loader.during``)
+    timeline: bool = False
+    #: rank 0's progress shared with the background checkpoint writer (``StepClock``)
+    clock: Any = None
 
     def sampler(self, rank: int) -> RankBatchSampler:
         r, world = self.shard or (rank, self.gpus)
@@ -134,7 +140,48 @@ def _rank_loop(
         warnings.filterwarnings(
             "ignore", message="This DataLoader will create", category=UserWarning
         )
-        return _rank_loop_body(cfg, rank, barrier, stop, rank if device is None else device)
+        out = _rank_loop_body(cfg, rank, barrier, stop, rank if device is None else device)
+    if not cfg.timeline:
+        del out["timeline"]
+    return out
+
+
+class StepClock:
+    """Rank 0's progress, readable from another process (the background checkpoint writer,
+    ``loader.ckpt_writer``): when its timed steps began (perf_counter at the end of its first
+    step, 0 until then) and how many steps it has ended, every epoch's counted."""
+
+    def __init__(self) -> None:
+        import multiprocessing as mp
+
+        self.shared = mp.get_context("fork").RawArray("d", 2)
+
+    def tick(self, first: bool, t: float) -> None:
+        if first:
+            self.shared[0] = t
+        self.shared[1] += 1
+
+    @property
+    def started(self) -> float:
+        return float(self.shared[0])
+
+    @property
+    def steps(self) -> int:
+        return int(self.shared[1])
+
+
+def _ticker(cfg: LoopConfig, rank: int) -> Callable[[bool, float], None]:
+    """What each step tells ``cfg.clock``: rank 0's steps; nothing elsewhere."""
+    if cfg.clock is None or rank != 0:
+        return lambda first, t: None
+    return cfg.clock.tick
+
+
+class _Discard:
+    """Where the step timeline goes when the run keeps none (``LoopConfig.timeline``)."""
+
+    def extend(self, _values: Any) -> None:
+        pass
 
 
 def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls between clocks
@@ -157,6 +204,10 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
     epochs = []
     it = None
     interrupted = False
+    # per timed step: perf_counter at the wait's start and end, compute end, step end, bytes
+    steps_t: Any = array("d") if cfg.timeline else _Discard()
+    tick = _ticker(cfg, rank)
+    spans: list[tuple[float, float]] = []
     try:
         for epoch in range(cfg.epochs):
             sampler.set_epoch(epoch)
@@ -182,6 +233,7 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
                     barrier.wait()
                 t3 = time.perf_counter()
                 c3 = time.thread_time()
+                tick(k == 0 and epoch == 0, t3)
                 if k == 0:
                     first_end = t3  # DLIO leaves the first step out
                     continue
@@ -194,8 +246,10 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
                 read_sum += times[0]
                 decode_sum += times[1]
                 decode_cpu += times[2]
+                steps_t.extend((t0, t1, t2, t3, float(times[3])))
                 del data
             t_end = time.perf_counter()
+            spans.append((first_end, t_end))
             timed = max(t_end - first_end, 1e-9)
             n = max(sampler.steps - 1, 0)
             epochs.append(
@@ -231,7 +285,7 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
         del it, loader
     if interrupted and stop is not None:
         stop.check()
-    return {"rank": rank, "epochs": epochs}
+    return {"rank": rank, "epochs": epochs, "timeline": {"steps": steps_t, "spans": spans}}
 
 
 def _last_line(e: BaseException) -> str:

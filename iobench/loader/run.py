@@ -40,6 +40,7 @@ from .calibration import (
     predict,
     storage_supply_s,
 )
+from .ckpt_writer import CheckpointPlan, describe
 from .dataset import (
     PROBE_ALL_BYTES,
     PROBE_TIME_S,
@@ -51,6 +52,7 @@ from .dataset import (
     probe_storage,
     shard_indexes,
 )
+from .during import beside
 from .loop import Calibration, LoopConfig, LoopResult, wait_summary
 from .ranks import run_on_ranks
 from .torchdata import DecodeEmulation, RankBatchSampler, check_workers, own_steps
@@ -94,6 +96,7 @@ def run_loader(
     announce: Callable[[str], None] | None = None,
     dry_run: bool = False,
     stall: StallSetting = UNARMED,
+    during: CheckpointPlan | None = None,
 ) -> RunOutcome | str:
     """``iobench loader``: generate the profile's dataset on ``target``, probe it, run the
     DataLoader with emulated compute on ``gpus`` accelerators, predict the same with the model.
@@ -106,15 +109,15 @@ def run_loader(
 
     Bad input raises UsageError before anything is written; failures during the run come back
     in ``RunOutcome.error`` with the partial result saved and marked, the run dir removed.
-    ``announce``: the plan line before the first byte; ``dry_run``: the plan's text only."""
+    ``announce``: the plan line first; ``dry_run``: its text only; ``during``: a background save."""
     prof = profile if isinstance(profile, Profile) else load_profile(profile, parse_overrides(sets))
     coord = coord or SingleProcess()
     gpus = coord.world if gpus is None else gpus
-    _check_options(gpus, coord.world, workers, steps, epochs, compute)
+    _check_options(gpus, coord.world, workers, steps, epochs, compute, during is not None)
     job = _Job(
         prof, gpus, prof.workers if workers is None else workers,
         prof.epochs if epochs is None else epochs, steps, compute, direct, seed, probe_time_s,
-        coord, *plan_dataset(prof, seed),
+        coord, *plan_dataset(prof, seed), during,
     )  # fmt: skip
     check_workers(job.workers, coord.ranks_per_host * (gpus // coord.world))  # loaders here
     _check_steps(prof, gpus, job.workers)
@@ -149,6 +152,7 @@ class _Job:
     coord: Coordinator
     files: tuple[FileSpec, ...]
     sizes: list[list[int]]
+    during: CheckpointPlan | None = None
 
 
 def _write_plan(job: _Job) -> WritePlan:
@@ -170,6 +174,14 @@ def _write_plan(job: _Job) -> WritePlan:
     p.add("loader", "read", epoch * job.epochs,
           f"{job.epochs} epochs x {steps} steps x {job.gpus} accelerator(s)")  # fmt: skip
     label = f"loader --profile {prof.name}"
+    if job.during is not None:  # the save alone, then during the loop (one on disk at a time)
+        d = job.during
+        p.space_bytes += d.total_bytes
+        p.add("ckpt-alone", "write", d.total_bytes, describe(d), ops=len(d.files))
+        every = f", then every {d.every:g}{d.every_unit}" if d.every else ""
+        p.add("ckpt-during", "write", d.total_bytes, f"at {d.at:g}{d.at_unit}{every} "
+              "while the loop runs, each removed once written", ops=len(d.files))  # fmt: skip
+        label += f" --during-checkpoint {d.model}"
     return write_plan(label, p, overhead_s=job.epochs * steps * prof.compute_s)
 
 
@@ -185,8 +197,9 @@ def _check_target(target: str, job: _Job) -> Target:
     """The resolved target, with room for the whole dataset."""
     tgt = resolve(target)
     # many ranks: the whole dataset; files and their folders (1 per 10,000) as inodes
-    n = len(job.files)
-    check_free_space(tgt, planned_bytes(job.prof, job.files), n + n // 10_000 + 2)
+    n = len(job.files) + (len(job.during.files) + 3 if job.during else 0)
+    extra = job.during.total_bytes if job.during else 0  # one checkpoint on disk at a time
+    check_free_space(tgt, planned_bytes(job.prof, job.files) + extra, n + n // 10_000 + 2)
     return tgt
 
 
@@ -197,8 +210,12 @@ def _check_options(
     steps: int | None,
     epochs: int | None,
     compute: str,
+    during: bool = False,
 ) -> None:
     """UsageError for any option out of range, before anything is written."""
+    if during and world > 1:
+        raise UsageError("--during-checkpoint runs on one host: not yet under torchrun",
+                         hint="run it without torchrun, --gpus N emulates N accelerators")  # fmt: skip
     if gpus < 1:
         raise UsageError(f"--gpus must be at least 1, got {gpus}")
     if world > 1 and gpus != world:
@@ -280,11 +297,8 @@ def _measure(
     use_direct = runner.direct(not remote if job.direct is None else job.direct)
     cache = runner.cache_state(use_direct)
     # client-cache: drop the kernel's pages all the same (the client's own cache stays)
-    mode = (
-        "direct"
-        if use_direct
-        else ("dropped" if cache in ("dropped", "client-cache") else "buffered")
-    )
+    dropped = cache in ("dropped", "client-cache")
+    mode = "direct" if use_direct else ("dropped" if dropped else "buffered")
     local_gpus = job.gpus // coord.world  # loader processes this one runs (1 per torchrun rank)
     index, probe_index, own = _lay_out(job, runner)
     levels = sorted({1, max(w, 1), max(w, 1) * local_gpus})
@@ -303,16 +317,27 @@ def _measure(
         loop_steps, shard = own_steps(coord, own, prof.batch_size, w, job.steps), (0, 1)
     cfg = LoopConfig(
         index, mode, prof.batch_size, w, prof.prefetch, prof.compute_s, job.compute, job.gpus,
-        job.epochs, loop_steps, job.seed, shard, decode,
+        job.epochs, loop_steps, job.seed, shard, decode, job.during is not None,
     )  # fmt: skip
     cpu0 = cpu.sample()  # the client's CPU over the training loop (iobench.core.cpu)
     calib = Calibration.mean(coord.all_gather_object(calib))
-    result = run_on_ranks(cfg, coord, s.stop)
+    if job.during is None:
+        result, block = run_on_ranks(cfg, coord, s.stop), None
+    else:  # the loop beside a background checkpoint write (loader.during)
+        demand = (
+            job.gpus * prof.batch_size * prof.sample_size / prof.compute_s
+            if prof.compute_s > 0
+            else None
+        )
+        result, block = beside(job.during, tgt, s.stop, runner.warn,
+                               lambda c: run_on_ranks(replace(cfg, clock=c), coord, s.stop), demand)  # fmt: skip
     run.phases = list(runner.results)
     run.loader, run.estimate, notes = _summarise(
         prof, index, sweep, calib, result, cache, job.compute
     )
     run.loader["client_cpu"] = cpu.usage(cpu0, cpu.sample())
+    if block is not None:
+        run.loader["during_checkpoint"] = block
     if coord.world > 1:  # the hosts of many clients (a one-client result has no such key)
         run.loader["hosts"] = len(set(coord.hosts))
     _warn(job, runner, notes, index, shared=index is not own, cached=not use_direct and not remote)

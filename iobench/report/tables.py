@@ -51,6 +51,7 @@ from .cells import (
     au_cell,
     metadata_rates,
 )
+from .during import tables as during_tables
 
 
 def _phase_table(run: RunResult) -> _Table:
@@ -573,7 +574,8 @@ def _sections(run: RunResult, baseline: RunResult | None = None) -> list[_Table]
     if baseline is not None:
         sections.append(_baseline_table(run, baseline))
     sections += [t for t in (_ranks_table(run), _metadata_table(run), _loader_table(run)) if t]
-    return sections + _estimate_tables(run) + [_Table(**t) for t in ckpt_tables(run.checkpoint)]
+    more = during_tables(run.loader) + ckpt_tables(run.checkpoint)
+    return sections + _estimate_tables(run) + [_Table(**t) for t in more]
 
 
 def _cache_table(run: RunResult) -> _Table | None:

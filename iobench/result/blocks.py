@@ -258,6 +258,62 @@ class AuPoint(Block):
 
 
 @dataclass(frozen=True, kw_only=True)
+class DuringWindowBlock(Block):
+    """One window of ``loader.during_checkpoint``: before, during or after a save
+    (``loader.during.during_block``); ``summary.without``/``during`` pool one kind's windows."""
+
+    kind: str | None = None  # before | during | after (after save k: until save k+1 starts)
+    checkpoint: int | None = None  # the save it is before, during or after (1 the first)
+    start_s: float | None = None  # from the first timed step
+    end_s: float | None = None
+    seconds: float | None = None  # its time inside the timed steps (the longest rank's)
+    steps: int | None = None  # steps whose midpoint lies in it, every rank's
+    au: float | None = None  # compute inside it ÷ its time, mean over ranks
+    load_wait_s: WaitBlock | None = _sub(WaitBlock)
+    read_bps: float | None = None  # its steps' batch bytes ÷ its time, summed over ranks
+
+
+@dataclass(frozen=True, kw_only=True)
+class DuringSaveBlock(Block):
+    """One background save of ``loader.during_checkpoint``."""
+
+    checkpoint: int | None = None
+    start_s: float | None = None  # first write, from the first timed step
+    end_s: float | None = None  # last fsync (or the stop, when the loop ended first)
+    seconds: float | None = None
+    bytes: int | None = None
+    files: int | None = None
+    write_bps: float | None = None
+    complete: bool | None = None  # False: the loop ended first and the save was stopped
+    vs_alone: float | None = None  # write_bps ÷ the same save's rate alone
+
+
+@dataclass(frozen=True, kw_only=True)
+class DuringCheckpointBlock(Block):
+    """``loader.during_checkpoint``: the loader measured while a checkpoint was written in the
+    background (``iobench loader --during-checkpoint MODEL``)."""
+
+    model: str | None = None
+    scale: float | None = None  # fraction of every rank's shard written
+    at: float | None = None  # the first save: seconds into the timed steps, or steps ended
+    at_unit: str | None = None  # s | steps
+    every: float | None = None  # then again this long after each save started (None: once)
+    every_unit: str | None = None
+    rate_bps: float | None = None  # the paced writer's rate (None: as fast as it can)
+    bytes: int | None = None  # one checkpoint at this scale
+    files: int | None = None
+    ranks: int | None = None  # the model's ranks, whose shards are written
+    writers: int | None = None  # writer threads
+    mode: str | None = None  # async (as fast as it can) | paced
+    alone: Mapping[str, Any] | None = None  # seconds, bytes, write_bps of the save alone
+    checkpoints: tuple[DuringSaveBlock | Any, ...] = _subs(DuringSaveBlock)
+    windows: tuple[DuringWindowBlock | Any, ...] = _subs(DuringWindowBlock)
+    summary: Mapping[str, Any] | None = None  # without, during (windows pooled), write rates
+    model_au: Mapping[str, Any] | None = None  # the contention model's AU for these windows
+    basis: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class LoaderBlock(Block):
     """``loader``: what ``iobench loader`` (and qualify's loader step) measured."""
 
@@ -296,6 +352,7 @@ class LoaderBlock(Block):
     # a run over the user's own dataset (loader --existing): rendered by loader.existing_summary
     existing: Mapping[str, Any] | None = None
     repeats: tuple[Any, ...] = _seq()  # one loader block per repeat
+    during_checkpoint: DuringCheckpointBlock | None = _sub(DuringCheckpointBlock)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -60,6 +60,33 @@ _OUTPUT_OPTION = typer.Option(
     None, "--output", help="Result directory (default ./iobench-results/RUN_ID)."
 )
 _HISTORY_OPTION = typer.Option(None, "--history", help="History URL to append this run to.")
+_DURING_OPTION = typer.Option(
+    None,
+    "--during-checkpoint",
+    help="Write this model's checkpoint (see `iobench workloads`) in the background while the "
+    "loader reads, as an async save does; AU before, during and after each save.",
+)
+_CKPT_SCALE_OPTION = typer.Option(
+    None, "--checkpoint-scale", help="Fraction of every rank's shard written (default 0.001)."
+)
+_CKPT_AT_OPTION = typer.Option(
+    None,
+    "--checkpoint-at",
+    metavar="DURATION",
+    help="When the first save starts: a duration into the timed steps, or Nsteps (default 2s).",
+)
+_CKPT_EVERY_OPTION = typer.Option(
+    None,
+    "--checkpoint-every",
+    metavar="DURATION",
+    help="Save again this long (a duration, or Nsteps) after each save started (default: once).",
+)
+_CKPT_RATE_OPTION = typer.Option(
+    None,
+    "--checkpoint-rate",
+    metavar="BANDWIDTH",
+    help="A plain writer paced at this rate instead of as fast as it can, e.g. 200MiB/s.",
+)
 
 
 @app.command()
@@ -90,19 +117,20 @@ def loader(
     series_csv: str | None = SERIES_CSV_OPTION,
     stall_timeout: str | None = STALL_OPTION,
     dry_run: bool = DRY_RUN_OPTION,
+    during_checkpoint: str | None = _DURING_OPTION,
+    checkpoint_scale: float | None = _CKPT_SCALE_OPTION,
+    checkpoint_at: str | None = _CKPT_AT_OPTION,
+    checkpoint_every: str | None = _CKPT_EVERY_OPTION,
+    checkpoint_rate: str | None = _CKPT_RATE_OPTION,
 ) -> int:
     """Measure the accelerator utilisation a DataLoader reaches on TARGET, and predict it."""
-    from ...api import append_history, check_history_url
+    from ...api import append_history
     from ...distributed import is_lead_rank
 
-    stall = stall_setting(stall_timeout)
-    if existing:  # the dataset is an input: no output of this run may land inside it
-        from ...core.safeio import protect_input
-
-        protect_input(target)
-    check_exports(csv_path, series_csv)
-    if not no_history:
-        check_history_url(history or "")
+    stall = _check_inputs(target, existing, stall_timeout, csv_path, series_csv, history,
+                          no_history)  # fmt: skip
+    during = _during(during_checkpoint, checkpoint_scale, checkpoint_at, checkpoint_every,
+                     checkpoint_rate, existing or bool(fmt or transform))  # fmt: skip
     if existing or fmt or transform:
         _no_dry_run(dry_run)
         from .loader_existing import existing_run
@@ -112,15 +140,30 @@ def loader(
             workers=workers, steps=steps, epochs=epochs, compute=compute, direct=direct,
             output=output, keep=keep, quiet=quiet, stall=stall,
         )  # fmt: skip
-    elif dry_run:
-        return print_plan(_synthetic(target, profile, set_, gpus, workers, steps, epochs,
-                                     compute, direct, output, keep, quiet, stall, dry_run=True))  # fmt: skip
     else:
         outcome = _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute,
-                             direct, output, keep, quiet, stall)  # fmt: skip
+                             direct, output, keep, quiet, stall, dry_run=dry_run, during=during)  # fmt: skip
+        if dry_run:
+            return print_plan(outcome)
     if not no_history and is_lead_rank():
         append_history(outcome, history or "")
     return finish_run(outcome, as_json, quiet, (csv_path, series_csv))
+
+
+def _check_inputs(target, existing, stall_timeout, csv_path, series_csv, history, no_history):
+    """The checks before any work: the watchdog's setting (returned), the input dataset,
+    exports, the history."""
+    from ...api import check_history_url
+
+    stall = stall_setting(stall_timeout)
+    if existing:  # the dataset is an input: no output of this run may land inside it
+        from ...core.safeio import protect_input
+
+        protect_input(target)
+    check_exports(csv_path, series_csv)
+    if not no_history:
+        check_history_url(history or "")
+    return stall
 
 
 def _no_dry_run(dry_run: bool) -> None:
@@ -131,8 +174,44 @@ def _no_dry_run(dry_run: bool) -> None:
                          hint="drop --dry-run")  # fmt: skip
 
 
+def _during(model, scale, at, every, rate, existing):
+    """The background checkpoint's plan (``loader.ckpt_writer``), None without one; its
+    options without --during-checkpoint, or beside --existing, are bad input."""
+    from ...core.errors import UsageError
+    from ...core.units import bounded_duration, parse_duration, parse_rate
+
+    given = [n for n, v in (("--checkpoint-scale", scale), ("--checkpoint-at", at),
+                            ("--checkpoint-every", every), ("--checkpoint-rate", rate)) if v is not None]  # fmt: skip
+    if model is None:
+        if given:
+            raise UsageError(f"{given[0]} needs --during-checkpoint MODEL",
+                             hint="name the model whose checkpoint to write")  # fmt: skip
+        return None
+    if existing:
+        raise UsageError("--during-checkpoint writes a checkpoint; --existing only reads",
+                         hint="drop one of them")  # fmt: skip
+    from ...loader.ckpt_writer import DEFAULT_AT_S, plan_checkpoint
+
+    def when(text, what):  # 20steps, or a duration (500ms, 30s, 5m)
+        if text is None:
+            return None
+        t = str(text).strip()
+        for unit in ("steps", "step"):
+            if t.endswith(unit) and t[: -len(unit)].strip().isdigit():
+                return float(t[: -len(unit)]), "steps"
+        return bounded_duration(parse_duration(t, what=what), what, text), "s"
+
+    bps = None
+    if rate is not None:
+        bps, unit = parse_rate(rate)
+        if unit != "B/s":
+            raise UsageError(f"--checkpoint-rate {rate!r} is not a byte rate", hint="e.g. 200MiB/s")
+    return plan_checkpoint(model, scale, when(at, "--checkpoint-at") or (DEFAULT_AT_S, "s"),
+                           when(every, "--checkpoint-every"), bps)  # fmt: skip
+
+
 def _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute, direct, output,
-               keep, quiet, stall, dry_run=False):  # fmt: skip
+               keep, quiet, stall, dry_run=False, during=None):  # fmt: skip
     from ...core.coordinator import SingleProcess
     from ...core.errors import UsageError
     from ...distributed import coordinator_from_env, is_lead_rank
@@ -146,4 +225,5 @@ def _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute, dir
         progress_factory=progress_factory(quiet or not is_lead_rank()), dry_run=dry_run,
         coord=SingleProcess() if dry_run else coordinator_from_env(),  # a dry run joins no group
         stall=stall,
+        during=during,
     )  # fmt: skip

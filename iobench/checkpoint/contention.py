@@ -1,0 +1,190 @@
+"""The loader and an asynchronous checkpoint on the same storage: the AU over a whole
+checkpoint interval, and the goodput that counts the AU lost while the write runs.
+
+Pure functions. An async save stalls training only for its snapshot; its write then runs in
+the background for ``w`` seconds of every interval ``τ`` (from one save's start to the next's),
+and while it runs the loader reads with the bandwidth the write leaves it. Over the interval
+
+    AU(τ) = ( AU_alone · (τ − w) + AU_during · w ) / τ,        w = min(write time, τ)
+
+where ``AU_alone`` comes with the loader's read bandwidth alone and ``AU_during`` with its read
+bandwidth during the write. Two sources for the latter, and the result's ``basis`` says which:
+
+- **measured**: the during-window of ``iobench loader --during-checkpoint`` (its AU, read and
+  write rates), the figures as they are;
+- **share rule**, from separate measurements only (the loader alone, the write alone): the
+  storage's combined bandwidth ``C`` is shared in proportion to demand, each side capped by
+  its own rate alone. When the loader's read rate alone ``R`` and the write's rate alone ``W``
+  together fit (``R + W ≤ C``) both keep them; else the read gets ``C·R/(R+W)``, the write
+  ``C·W/(R+W)``. Without a ``C`` the rule is **independent** (reads and writes limited
+  separately, as blkio's read and write throttles, or a full-duplex link, limit them): both
+  keep their alone rates. The loader's AU during is its AU alone moved as the starvation
+  model's rate bound with storage the only supply term, ``bound(b) = min(AU_cap, b ÷ demand)``
+  (demand: what the accelerators read per second at AU 1; ``AU_cap`` the loader's own ceiling),
+  moves from the read bandwidth alone to the read bandwidth during:
+  ``AU_during = AU_alone · bound(read during) ÷ bound(read alone)``.
+
+The asynchronous goodput counting the contention is Daly's exact goodput of the async save
+(stall = snapshot, plus the wait for the previous write when it outlasts the interval; the write
+in flight) times ``AU(τ) ÷ AU_alone``: the fraction of the training that an uncontended loader
+would have done which the run really does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..core.errors import UsageError
+from .daly import goodput_exact
+from .model import async_stall
+
+
+def _positive(**values: float | None) -> None:
+    for key, v in values.items():
+        if v is not None and not (v > 0 and math.isfinite(v)):
+            raise UsageError(f"contention model: {key} must be positive, got {v!r}")
+
+
+def _fraction(**values: float | None) -> None:
+    for key, v in values.items():
+        if v is not None and not (0 <= v <= 1):
+            raise UsageError(f"contention model: {key} must be in [0, 1], got {v!r}")
+
+
+def au_over_interval(au_alone: float, au_during: float, write_s: float, interval_s: float) -> float:
+    """``(AU_alone·(τ − w) + AU_during·w) ÷ τ`` with ``w`` the write's time, at most ``τ``."""
+    _positive(interval=interval_s)
+    _fraction(au_alone=au_alone, au_during=au_during)
+    if write_s < 0:
+        raise UsageError(f"contention model: write time must be >= 0, got {write_s!r}")
+    w = min(write_s, interval_s)
+    return (au_alone * (interval_s - w) + au_during * w) / interval_s
+
+
+def share(read_bps: float, write_bps: float, capacity_bps: float | None) -> tuple[float, float]:
+    """(read, write) bandwidth while both run: demand-proportional shares of ``capacity_bps``,
+    each capped by its alone rate; both alone rates when they fit or no capacity is given."""
+    _positive(read=read_bps, write=write_bps, capacity=capacity_bps)
+    if capacity_bps is None or read_bps + write_bps <= capacity_bps:
+        return read_bps, write_bps
+    total = read_bps + write_bps
+    return capacity_bps * read_bps / total, capacity_bps * write_bps / total
+
+
+def au_at_bandwidth(read_bps: float, demand_bps: float, au_cap: float = 1.0) -> float:
+    """The rate bound with storage the only supply term: ``min(AU_cap, read ÷ demand)``."""
+    _positive(read=read_bps, demand=demand_bps)
+    _fraction(au_cap=au_cap)
+    return min(au_cap, read_bps / demand_bps)
+
+
+@dataclass(frozen=True)
+class ContentionInputs:
+    """One interval's loader and checkpoint: alone, and (when measured) during the write."""
+
+    interval_s: float  # τ: one save's start to the next's
+    checkpoint_bytes: float
+    write_alone_bps: float  # the same save with the storage to itself
+    read_alone_bps: float  # the loader's read rate with no write running
+    au_alone: float
+    demand_bps: float  # what the accelerators read per second at AU 1
+    au_cap: float = 1.0  # the loader's own ceiling (its AU alone when storage does not limit it)
+    # the during-window of a mixed run, when there is one: the measured basis
+    au_during: float | None = None
+    read_during_bps: float | None = None
+    write_during_bps: float | None = None
+    # the share rule's combined bandwidth (None: independent reads and writes)
+    capacity_bps: float | None = None
+    snapshot_s: float = 0.0  # the async stall per save (the host copy)
+
+    def __post_init__(self) -> None:
+        _positive(interval=self.interval_s, checkpoint_bytes=self.checkpoint_bytes,
+                  write_alone=self.write_alone_bps, read_alone=self.read_alone_bps,
+                  demand=self.demand_bps, read_during=self.read_during_bps,
+                  write_during=self.write_during_bps, capacity=self.capacity_bps)  # fmt: skip
+        _fraction(au_alone=self.au_alone, au_cap=self.au_cap, au_during=self.au_during)
+        if self.snapshot_s < 0:
+            raise UsageError(f"contention model: snapshot must be >= 0 s, got {self.snapshot_s!r}")
+
+    @property
+    def measured(self) -> bool:
+        return self.au_during is not None and self.write_during_bps is not None
+
+
+@dataclass(frozen=True)
+class Contention:
+    """The interval's AU with the write running beside the loader, and how it was found."""
+
+    au_alone: float
+    au_during: float
+    au_interval: float
+    read_during_bps: float | None
+    write_during_bps: float
+    write_s: float  # the write's time beside the loader
+    overlap: float  # w ÷ τ
+    basis_kind: str  # measured | share | independent
+    basis: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def contention(inp: ContentionInputs) -> Contention:
+    """The AU over one interval: from the measured during-window, else the share rule."""
+    if inp.measured:
+        assert inp.au_during is not None and inp.write_during_bps is not None
+        au_d, read_d, write_d, kind = (
+            inp.au_during,
+            inp.read_during_bps,
+            inp.write_during_bps,
+            "measured",
+        )
+        how = "AU, read and write rates during the save measured (the mixed run's during-window)"
+    else:
+        read_d, write_d = share(inp.read_alone_bps, inp.write_alone_bps, inp.capacity_bps)
+        kind = "independent" if inp.capacity_bps is None else "share"
+        # the rate bound's relative change: the AU alone scaled as the bound moves with the
+        # read bandwidth (no read lost: the AU alone, whatever the bound says of it)
+        ratio = au_at_bandwidth(read_d, inp.demand_bps, inp.au_cap) / au_at_bandwidth(
+            inp.read_alone_bps, inp.demand_bps, inp.au_cap
+        )
+        au_d = inp.au_alone * min(1.0, ratio)
+        how = (
+            "separate measurements; reads and writes limited independently (no combined "
+            "bandwidth given): both keep their alone rates"
+            if kind == "independent"
+            else f"separate measurements; the storage's {inp.capacity_bps:.4g} B/s shared in "
+            "proportion to demand (read alone, write alone), each capped by its alone rate; "
+            "AU during = AU alone × bound(read during) ÷ bound(read alone), bound(b) = "
+            "min(AU cap, b ÷ demand)"
+        )
+    w = inp.checkpoint_bytes / write_d
+    au = au_over_interval(inp.au_alone, au_d, w, inp.interval_s)
+    basis = (
+        f"AU over the interval = (AU alone × (τ − w) + AU during × w) ÷ τ with τ "
+        f"{inp.interval_s:.4g} s, w = {w:.4g} s (checkpoint bytes ÷ write rate during); {how}"
+    )
+    return Contention(inp.au_alone, au_d, au, read_d, write_d, w, min(w, inp.interval_s) / inp.interval_s,
+                      kind, basis)  # fmt: skip
+
+
+def goodput(
+    c: Contention, inp: ContentionInputs, mtbf_s: float, recovery_s: float = 0.0
+) -> dict[str, Any]:
+    """Daly's exact goodput of the async save, and the same counting the AU the write costs."""
+    stall = async_stall(inp.snapshot_s, c.write_s, inp.interval_s)
+    g = goodput_exact(inp.interval_s, stall, mtbf_s, recovery_s, min(c.write_s, inp.interval_s))
+    counted = g * (c.au_interval / c.au_alone) if c.au_alone > 0 else 0.0
+    return {
+        "goodput": g,
+        "goodput_with_contention": counted,
+        "stall_s": stall,
+        "basis": (
+            f"Daly's exact goodput (τ {inp.interval_s:.4g} s, stall {stall:.4g} s, MTBF "
+            f"{mtbf_s:.4g} s, recovery {recovery_s:.4g} s, write in flight {c.write_s:.4g} s), "
+            f"times AU over the interval ÷ AU alone ({c.au_interval:.4f} ÷ {c.au_alone:.4f}): "
+            f"{c.basis_kind}"
+        ),
+    }

@@ -1,0 +1,273 @@
+"""The loader measured during an asynchronous checkpoint write: ``--during-checkpoint MODEL``.
+
+The order of the measurement: once the dataset is laid out, probed and the loader calibrated,
+the checkpoint is written once **alone** (the same files, sizes, writers and pacing: its rate
+with the storage to itself), then the background writer (``ckpt_writer``) starts beside the
+training loop and saves ``at`` into the timed steps (seconds, or steps ended), then ``every``
+after each save started. The loop
+keeps every timed step's clock readings (``LoopConfig.timeline``), on the clock the writer's
+start and end are taken on, so each step falls in a window:
+
+- **before** checkpoint 1, **during** checkpoint k (its first block written to its last file
+  fsynced), **after** checkpoint k (up to the next one's start, or the loop's end).
+
+In each window, from every rank's steps: AU = compute time inside the window ÷ the window's
+time inside the rank's timed spans (each epoch's steps after its first), the mean over ranks;
+load-wait percentiles of the steps whose midpoint lies in it; read bandwidth = the bytes of
+those steps' batches ÷ the window's time, summed over ranks (the rate batches were delivered,
+the read rate in steady state); during a save, its write rate beside the same write alone.
+``summary`` pools the windows of each kind (without a write, during one). Pure functions of
+plain data, but ``measure`` which runs the writer around the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import EngineError
+from ..result.stats import Histogram
+from .ckpt_writer import (
+    BackgroundWriter,
+    CheckpointPlan,
+    checkpoint_dir,
+    close_pools,
+    make_pools,
+    remove_checkpoint_dir,
+    write_checkpoint,
+)
+from .loop import LoopResult, StepClock, wait_summary
+
+Interval = tuple[float, float]
+
+
+def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
+    return max(0.0, min(a1, b1) - max(a0, b0))
+
+
+def windows(records: Sequence[dict[str, Any]], lo: float, hi: float) -> list[dict[str, Any]]:
+    """The windows of the loop's span [lo, hi] around the saves ``records`` (start, end),
+    clipped to the span: kind (before, during, after), the save's number, start and end."""
+    out: list[dict[str, Any]] = []
+    cursor = lo
+    for i, rec in enumerate(sorted(records, key=lambda r: r["start"]), 1):
+        s, e = (min(max(rec[k], lo), hi) for k in ("start", "end"))
+        if s > cursor:
+            out.append({"kind": "before" if i == 1 else "after",
+                        "checkpoint": 1 if i == 1 else i - 1, "start": cursor, "end": s})  # fmt: skip
+        if e > s:
+            out.append({"kind": "during", "checkpoint": i, "start": s, "end": e})
+        cursor = max(cursor, e)
+    if hi > cursor:
+        n = len(records)
+        out.append({"kind": "after" if n else "before", "checkpoint": max(n, 1),
+                    "start": cursor, "end": hi})  # fmt: skip
+    return out
+
+
+def _steps(timeline: dict[str, Any]) -> np.ndarray:
+    """A rank's timed steps as rows (wait start, wait end, compute end, step end, bytes)."""
+    return np.frombuffer(timeline["steps"], dtype=np.float64).reshape(-1, 5)
+
+
+def window_stats(timelines: Sequence[dict[str, Any]], parts: Sequence[Interval]) -> dict[str, Any]:
+    """AU, load wait, read bandwidth and steps over the union of ``parts`` (disjoint)."""
+    au, hist, bps, steps, secs = [], Histogram(), 0.0, 0, 0.0
+    for tl in timelines:
+        t = sum(_overlap(s0, s1, a, b) for s0, s1 in tl["spans"] for a, b in parts)
+        if t <= 0:
+            continue
+        st = _steps(tl)
+        comp = sum(
+            float(np.clip(np.minimum(st[:, 2], b) - np.maximum(st[:, 1], a), 0, None).sum())
+            for a, b in parts
+        )
+        mid = (st[:, 0] + st[:, 3]) / 2
+        sel = np.zeros(len(st), dtype=bool)
+        for a, b in parts:
+            sel |= (mid >= a) & (mid < b)
+        hist.record_array(((st[sel, 1] - st[sel, 0]) * 1e9).astype(np.int64))
+        au.append(min(1.0, comp / t))
+        bps += float(st[sel, 4].sum()) / t
+        steps += int(sel.sum())
+        secs = max(secs, t)
+    return {
+        "seconds": secs, "steps": steps, "au": float(np.mean(au)) if au else None,
+        "load_wait_s": wait_summary(hist), "read_bps": bps if au else None,
+    }  # fmt: skip
+
+
+def _rate(rec: dict[str, Any]) -> float | None:
+    dt = rec["end"] - rec["start"]
+    return rec["bytes"] / dt if dt > 0 and rec["bytes"] else None
+
+
+def during_block(
+    plan: CheckpointPlan,
+    alone: dict[str, Any],
+    records: Sequence[dict[str, Any]],
+    timelines: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
+    """The ``loader.during_checkpoint`` block of result.json."""
+    spans = [s for tl in timelines for s in tl["spans"]]
+    lo = min((s[0] for s in spans), default=0.0)
+    hi = max((s[1] for s in spans), default=lo)
+    alone_bps = _rate(alone)
+    saves = []
+    for rec in records:
+        bps = _rate(rec)
+        saves.append({
+            "checkpoint": rec["index"], "start_s": rec["start"] - lo, "end_s": rec["end"] - lo,
+            "seconds": rec["end"] - rec["start"], "bytes": rec["bytes"], "files": rec["files"],
+            "write_bps": bps, "complete": rec["complete"],
+            "vs_alone": bps / alone_bps if bps and alone_bps else None,
+        })  # fmt: skip
+    wins = []
+    for w in windows(records, lo, hi):
+        row = {"kind": w["kind"], "checkpoint": w["checkpoint"], "start_s": w["start"] - lo,
+               "end_s": w["end"] - lo, **window_stats(timelines, [(w["start"], w["end"])])}  # fmt: skip
+        wins.append(row)
+    by_kind = {
+        kind: [(w["start"], w["end"]) for w in windows(records, lo, hi) if (w["kind"] == "during") == (kind == "during")]
+        for kind in ("without", "during")
+    }  # fmt: skip
+    done = [s for s in saves if s["complete"]]
+    written = sum(s["bytes"] for s in done)
+    took = sum(s["seconds"] for s in done)
+    return {
+        **plan.to_dict(),
+        "alone": {
+            "seconds": alone["end"] - alone["start"],
+            "bytes": alone["bytes"],
+            "write_bps": alone_bps,
+        },  # fmt: skip
+        "checkpoints": saves,
+        "windows": wins,
+        "summary": {
+            "without": window_stats(timelines, by_kind["without"]) if by_kind["without"] else None,
+            "during": window_stats(timelines, by_kind["during"]) if by_kind["during"] else None,
+            "write_bps": written / took if took > 0 else None,
+            "write_vs_alone": written / took / alone_bps if took > 0 and alone_bps else None,
+        },
+        "basis": (
+            "windows cut at the writer's start and end of each save (perf_counter, the loop's "
+            "clock); AU = compute inside the window / the window's time inside each rank's "
+            "timed steps, mean over ranks; load wait and read bandwidth from the steps whose "
+            "midpoint lies in the window (bytes of their batches / window time); write rate = "
+            "bytes / (last fsync - first write) of each save, beside the same save written "
+            "alone before the loop; the saved state is staged random data (no accelerator "
+            "copy is emulated)"
+        ),
+    }
+
+
+def model_block(
+    block: dict[str, Any], demand_bps: float | None, span_au: float | None
+) -> dict[str, Any] | None:
+    """The contention model (``checkpoint.contention``) over the loop's span, twice: from the
+    measured windows, and from the separate measurements only (the loader without a write,
+    the save alone) with the independent share rule; beside the AU measured over the span.
+    None without both kinds of window or a demand (compute 0)."""
+    from ..checkpoint.contention import ContentionInputs, contention
+
+    s, alone = block["summary"], block["alone"]
+    wo, du = s.get("without"), s.get("during")
+    if not (wo and du and wo["au"] is not None and du["au"] is not None and demand_bps):
+        return None
+    if not (wo["read_bps"] and du["read_bps"] and alone["write_bps"] and du["seconds"] > 0):
+        return None
+    written = 0.0
+    for c, w in ((c, [x for x in block["windows"] if x["kind"] == "during" and x["checkpoint"] == c["checkpoint"]])
+                 for c in block["checkpoints"]):  # fmt: skip
+        inside = sum(x["seconds"] for x in w)
+        written += c["bytes"] * min(1.0, inside / c["seconds"]) if c["seconds"] > 0 else 0.0
+    tau = wo["seconds"] + du["seconds"]
+    base = {"interval_s": tau, "checkpoint_bytes": max(written, 1.0),
+            "write_alone_bps": alone["write_bps"], "read_alone_bps": wo["read_bps"],
+            "au_alone": wo["au"], "demand_bps": demand_bps}  # fmt: skip
+    measured = contention(ContentionInputs(**base, au_during=du["au"], read_during_bps=du["read_bps"],
+                                           write_during_bps=max(written, 1.0) / du["seconds"]))  # fmt: skip
+    rule = contention(ContentionInputs(**base))
+    return {
+        "au_measured": span_au,
+        "au_from_windows": measured.au_interval,
+        "au_share_rule": rule.au_interval,
+        "write_s_share_rule": rule.write_s,
+        "write_s_measured": du["seconds"],
+        "from_windows": measured.to_dict(),
+        "share_rule": rule.to_dict(),
+    }
+
+
+def measure(
+    plan: CheckpointPlan,
+    run_dir_fd: int,
+    stopped: Callable[[], bool],
+    loop: Callable[[StepClock], LoopResult],
+    demand_bps: float | None = None,
+) -> tuple[LoopResult, dict[str, Any]]:
+    """The save alone, then ``loop()`` with the background writer beside it; the loop's result
+    and the ``during_checkpoint`` block. Every file goes and comes inside the run directory."""
+    fd = checkpoint_dir(run_dir_fd)
+    clock = StepClock()
+    try:
+        pools = make_pools(plan, 3)
+        try:
+            alone = write_checkpoint(plan, fd, 0, stopped, pools)
+        finally:
+            close_pools(pools)
+        if alone["error"]:
+            raise EngineError(alone["error"])
+        writer = BackgroundWriter(plan, fd)
+        try:
+            writer.start(clock)
+            res = loop(clock)
+            records = writer.finish()
+        finally:
+            writer.close()
+    finally:
+        remove_checkpoint_dir(run_dir_fd, fd)
+    timelines = [r["timeline"] for r in res.ranks if "timeline" in r]
+    block = during_block(plan, alone, records, timelines)
+    spans = [s for tl in timelines for s in tl["spans"]]
+    whole = (
+        window_stats(timelines, [(min(s[0] for s in spans), max(s[1] for s in spans))])
+        if spans
+        else {}
+    )
+    block["model_au"] = model_block(block, demand_bps, whole.get("au"))
+    return res, block
+
+
+def beside(
+    plan: CheckpointPlan, tgt: Any, stop: Any, warn: Callable[[str], None],
+    loop: Callable[[StepClock], LoopResult], demand_bps: float | None = None,
+) -> tuple[LoopResult, dict[str, Any]]:  # fmt: skip
+    """``measure`` in the run directory of ``tgt`` (checked in place first), its notes warned."""
+    from ..target import check_run_dir_in_place
+
+    check_run_dir_in_place(tgt)
+    res, block = measure(plan, tgt.handle.fd, stop.is_set, loop, demand_bps)
+    for note in notes(block):
+        warn(note)
+    return res, block
+
+
+def notes(block: dict[str, Any]) -> list[str]:
+    """Warnings worth a line: no save during the loop, a save cut off by the loop's end."""
+    out = []
+    if not block["checkpoints"]:
+        out.append(
+            f"no checkpoint started during the loop (--checkpoint-at {block['at']:g}"
+            f"{block['at_unit']}): "
+            "the during-window is empty; lower --checkpoint-at or raise --steps/--epochs"
+        )
+    cut = [c["checkpoint"] for c in block["checkpoints"] if not c["complete"]]
+    if cut:
+        out.append(
+            f"checkpoint {cut[0]} was still being written when the loop ended: stopped, its "
+            "write rate covers the part written"
+        )
+    return out

@@ -1,0 +1,94 @@
+"""The loader during a background checkpoint (``loader.during_checkpoint``) as report tables:
+one row per window (before, during, after each save) and the pooled comparison, the one
+formatting of its figures that the terminal, markdown and HTML renderings share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.units import format_bytes, format_rate, format_seconds
+from ..result.blocks import DuringCheckpointBlock, DuringWindowBlock, LoaderBlock, WaitBlock
+from .cells import _is_num, _pct
+
+TITLE = "Data loader during a checkpoint write (measured)"
+
+
+def _rate(x: Any) -> str:
+    return format_rate(float(x)) if _is_num(x) else "-"
+
+
+def _secs(x: Any) -> str:
+    return format_seconds(float(x)) if _is_num(x) else "-"
+
+
+def _wait(w: WaitBlock | None, key: str) -> str:
+    return _secs(getattr(w, key, None)) if w is not None else "-"
+
+
+def _times(x: Any) -> str:
+    return f"{float(x):.2f}×" if _is_num(x) else "-"
+
+
+def _window_row(w: DuringWindowBlock, saves: dict[Any, Any]) -> list[str]:
+    save = saves.get(w.checkpoint) if w.kind == "during" else None
+    return [
+        f"{w.kind} {w.checkpoint}" if w.kind else "-",
+        f"{_secs(w.start_s)}–{_secs(w.end_s)}",
+        str(w.steps) if _is_num(w.steps) else "-",
+        _pct(w.au),
+        _wait(w.load_wait_s, "p50"),
+        _wait(w.load_wait_s, "p99"),
+        _rate(w.read_bps),
+        _rate(save.write_bps) if save is not None else "",
+        _times(save.vs_alone) if save is not None else "",
+    ]
+
+
+def _pooled(summary: Any) -> list[list[str]]:
+    """Without a write vs during one, each kind's windows pooled."""
+    rows = []
+    for kind, label in (("without", "no save running"), ("during", "a save running")):
+        s = (summary or {}).get(kind)
+        if isinstance(s, dict):
+            w = WaitBlock.from_dict(s.get("load_wait_s"))
+            rows.append([f"pooled: {label}", _secs(s.get("seconds")), str(s.get("steps", "-")),
+                         _pct(s.get("au")), _wait(w, "p50"), _wait(w, "p99"),
+                         _rate(s.get("read_bps")), "", ""])  # fmt: skip
+    return rows
+
+
+def _config(d: DuringCheckpointBlock) -> str:
+    every = f", again every {d.every:g}{d.every_unit}" if _is_num(d.every) else ", once"
+    how = f"paced at {_rate(d.rate_bps)}" if _is_num(d.rate_bps) else "as fast as it can"
+    alone = d.alone or {}
+    size = format_bytes(float(d.bytes)) if _is_num(d.bytes) else "-"
+    return (
+        f"{d.model} at scale {d.scale:g}: {size} in {d.files} files, {d.writers} writers, "
+        f"{how}; first at {d.at:g}{d.at_unit}{every}; alone {_rate(alone.get('write_bps'))}"
+    )
+
+
+def tables(loader: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The during-checkpoint table (``report._Table`` fields), [] without the block."""
+    ld = LoaderBlock.from_dict(loader) if isinstance(loader, dict) else None
+    d = ld.during_checkpoint if ld is not None else None
+    if d is None:
+        return []
+    saves = {s.checkpoint: s for s in d.checkpoints if hasattr(s, "checkpoint")}
+    rows = [_window_row(w, saves) for w in d.windows if isinstance(w, DuringWindowBlock)]
+    rows += _pooled(d.summary)
+    note = f"Checkpoint: {_config(d)}. " if _is_num(d.scale) else ""
+    m = d.model_au or {}
+    if _is_num(m.get("au_share_rule")):
+        note += (
+            f"Contention model over the loop (estimate): AU {_pct(m.get('au_from_windows'))} from "
+            f"the windows, {_pct(m.get('au_share_rule'))} from the separate measurements alone "
+            f"(independent reads and writes); measured {_pct(m.get('au_measured'))}. "
+        )
+    return [{
+        "title": TITLE,
+        "headers": ["Window", "Time", "Steps", "AU", "Wait p50", "Wait p99", "Read",
+                    "Write", "vs alone"],
+        "rows": rows, "align": "llrrrrrrr", "kv": False,
+        "note": note + (d.basis or ""),
+    }]  # fmt: skip

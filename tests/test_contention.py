@@ -1,0 +1,93 @@
+"""The contention model (issue 27): the loader's AU over a checkpoint interval with an async
+save's write running beside it, and the goodput that counts it."""
+
+from __future__ import annotations
+
+import pytest
+
+from iobench.checkpoint.contention import (
+    ContentionInputs,
+    au_at_bandwidth,
+    au_over_interval,
+    contention,
+    goodput,
+    share,
+)
+from iobench.checkpoint.daly import goodput_exact
+from iobench.core.errors import UsageError
+
+MiB = 1 << 20
+
+
+def test_no_write_is_the_au_alone_and_a_write_all_interval_long_the_au_during():
+    assert au_over_interval(0.9, 0.4, 0.0, 60.0) == pytest.approx(0.9)
+    assert au_over_interval(0.9, 0.4, 60.0, 60.0) == pytest.approx(0.4)
+    assert au_over_interval(0.9, 0.4, 600.0, 60.0) == pytest.approx(0.4)  # capped at τ
+    assert au_over_interval(0.9, 0.4, 15.0, 60.0) == pytest.approx((0.9 * 45 + 0.4 * 15) / 60)
+
+
+def test_the_share_rule_splits_the_capacity_by_demand_capped_by_the_alone_rates():
+    assert share(100.0, 50.0, None) == (100.0, 50.0)  # independent
+    assert share(100.0, 50.0, 200.0) == (100.0, 50.0)  # both fit
+    r, w = share(300.0, 100.0, 200.0)
+    assert (r, w) == pytest.approx((150.0, 50.0)) and r + w == pytest.approx(200.0)
+
+
+def test_au_at_a_bandwidth_is_the_rate_bound():
+    assert au_at_bandwidth(50.0, 100.0) == pytest.approx(0.5)
+    assert au_at_bandwidth(500.0, 100.0, au_cap=0.95) == pytest.approx(0.95)
+
+
+def _inputs(**kw):
+    base = {"interval_s": 100.0, "checkpoint_bytes": 1000 * MiB, "write_alone_bps": 100 * MiB,
+            "read_alone_bps": 200 * MiB, "au_alone": 1.0, "demand_bps": 200 * MiB}  # fmt: skip
+    return ContentionInputs(**{**base, **kw})
+
+
+def test_the_measured_during_window_is_the_basis_when_there_is_one():
+    c = contention(_inputs(au_during=0.5, read_during_bps=100 * MiB, write_during_bps=50 * MiB))
+    assert c.basis_kind == "measured" and c.write_s == pytest.approx(20.0)
+    assert c.au_interval == pytest.approx((1.0 * 80 + 0.5 * 20) / 100)
+    assert "measured" in c.basis
+
+
+def test_separate_measurements_use_the_stated_share_rule():
+    # 300 MiB/s of storage for 200 read + 100 write: it all fits, nothing is lost
+    fits = contention(_inputs(capacity_bps=300 * MiB))
+    assert fits.basis_kind == "share" and fits.au_interval == pytest.approx(1.0)
+    # 200 MiB/s: read gets 2/3 of it (133 MiB/s), write 67 MiB/s: w = 15 s at AU 2/3
+    c = contention(_inputs(capacity_bps=200 * MiB))
+    assert c.read_during_bps == pytest.approx(200 * MiB * 2 / 3)
+    assert c.write_s == pytest.approx(1000 / (200 / 3))
+    assert c.au_during == pytest.approx(2 / 3)
+    assert c.au_interval == pytest.approx(1 - (1 / 3) * c.write_s / 100)
+    assert "proportion to demand" in c.basis
+    free = contention(_inputs())  # no capacity: independent limits, nothing lost
+    assert free.basis_kind == "independent" and free.au_interval == pytest.approx(1.0)
+
+
+def test_goodput_counts_the_au_lost_during_the_write():
+    inp = _inputs(capacity_bps=200 * MiB, snapshot_s=2.0)
+    c = contention(inp)
+    g = goodput(c, inp, mtbf_s=86400.0)
+    plain = goodput_exact(100.0, 2.0, 86400.0, 0.0, c.write_s)
+    assert g["goodput"] == pytest.approx(plain)
+    assert g["goodput_with_contention"] == pytest.approx(plain * c.au_interval)
+    assert g["goodput_with_contention"] < g["goodput"]
+
+
+@pytest.mark.parametrize(
+    "kw", [{"interval_s": 0.0}, {"au_alone": 1.5}, {"write_alone_bps": -1.0},
+           {"capacity_bps": float("nan")}, {"snapshot_s": -1.0}],
+)  # fmt: skip
+def test_bad_inputs_are_usage_errors(kw):
+    with pytest.raises(UsageError):
+        _inputs(**kw)
+
+
+def test_no_read_lost_keeps_the_au_alone_whatever_the_bound_says():
+    # the loader's AU alone (0.87) sits above its rate bound at the read rate alone (16/20):
+    # a write that takes no read bandwidth must leave it as it was
+    c = contention(_inputs(au_alone=0.87, read_alone_bps=16 * MiB, demand_bps=20 * MiB))
+    assert c.basis_kind == "independent" and c.au_during == pytest.approx(0.87)
+    assert c.au_interval == pytest.approx(0.87)

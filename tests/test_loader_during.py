@@ -1,0 +1,196 @@
+"""``iobench loader --during-checkpoint MODEL`` (issue 27): the loader measured while a
+checkpoint is written in the background, windowed before, during and after each save."""
+
+from __future__ import annotations
+
+import json
+import os
+from array import array
+
+import numpy as np
+import pytest
+from test_loader import no_run_dirs, tiny_profile
+
+from iobench.loader.ckpt_writer import SUBDIR, make_pools, plan_checkpoint, write_checkpoint
+from iobench.loader.during import during_block, model_block, window_stats, windows
+from iobench.result.file import RunResult
+from iobench.target import RUN_DIR_PREFIX
+
+# llama3-8b at this scale: 16 files, ~2.1 MiB, 8 writers
+TINY_CKPT = ("--during-checkpoint", "llama3-8b", "--checkpoint-scale", "0.00002")
+
+
+def test_the_loader_is_windowed_around_a_background_checkpoint(cli, planted, tmp_path):
+    prof = tiny_profile(tmp_path, files=96, compute_s=0.02)  # 24 steps of 20 ms
+    r = cli("loader", planted.path, "--profile", prof, *TINY_CKPT, "--checkpoint-at", "3steps",
+            "--checkpoint-every", "10steps", "--output", tmp_path / "out", "--json", "-q")  # fmt: skip
+    assert r.code == 0, r.err
+    res = json.loads(r.out)
+    d = res["loader"]["during_checkpoint"]
+    assert d["model_au"] is None or 0 <= d["model_au"]["au_share_rule"] <= 1
+    plan = plan_checkpoint("llama3-8b", 0.00002, (3, "steps"), (10, "steps"), None)
+    assert (d["bytes"], d["files"], d["writers"]) == (plan.total_bytes, 16, 8)
+    assert (d["at"], d["at_unit"], d["every"], d["every_unit"]) == (3, "steps", 10, "steps")
+    # the same save alone, before the loop: every byte written
+    assert d["alone"]["bytes"] == plan.total_bytes and d["alone"]["write_bps"] > 0
+    saves = d["checkpoints"]
+    assert saves and saves[0]["checkpoint"] == 1 and saves[0]["bytes"] > 0
+    assert all(s["complete"] for s in saves[:-1])  # only the last can be cut off by the end
+    kinds = [w["kind"] for w in d["windows"]]
+    assert kinds[0] == "before" and "during" in kinds
+    during = [w for w in d["windows"] if w["kind"] == "during"]
+    assert sum(w["steps"] for w in during) > 0
+    assert d["summary"]["during"]["steps"] > 0 and d["summary"]["without"]["steps"] > 0
+    # every timed step falls in exactly one window
+    assert sum(w["steps"] for w in d["windows"]) == res["loader"]["load_wait_s"]["steps"]
+    for w in d["windows"]:
+        assert w["end_s"] >= w["start_s"] >= 0
+        if w["steps"]:
+            assert 0 <= w["au"] <= 1 and w["read_bps"] > 0
+    # the step timeline stays out of result.json; the text report has the table
+    assert "timeline" not in json.dumps(res["loader"]["ranks"])
+    from iobench.report.text import render_terminal
+
+    text = render_terminal(RunResult.from_dict(res), width=160)
+    assert "during a checkpoint write" in text and "pooled: a save running" in text
+    assert no_run_dirs(planted.path) and planted.unchanged()
+
+
+def test_the_writer_writes_real_data_inside_the_run_dir_and_removes_it(tmp_path):
+    plan = plan_checkpoint("llama3-8b", 0.00002, (0, "s"), None, None)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    seen: dict[str, bytes] = {}
+
+    def stopped() -> bool:  # called before every block: look at what is on disk by then
+        for name in os.listdir(tmp_path / "1"):
+            data = (tmp_path / "1" / name).read_bytes()
+            if data:
+                seen[name] = data
+        return False
+
+    try:
+        rec = write_checkpoint(plan, fd, 1, stopped, make_pools(plan, 5))
+    finally:
+        os.close(fd)
+    assert rec["complete"] and rec["error"] is None
+    assert (rec["bytes"], rec["files"]) == (plan.total_bytes, len(plan.files))
+    assert rec["end"] > rec["start"]
+    assert seen and all(name.startswith("r") for name in seen)
+    for data in seen.values():  # incompressible, page-stamped: never zeros, no page repeated
+        pages = [data[i : i + 4096] for i in range(0, len(data) - 4095, 4096)]
+        assert any(data) and len(set(pages)) == len(pages)
+    assert os.listdir(tmp_path) == []  # the checkpoint's folder and files are gone
+
+
+def test_a_stopped_save_is_marked_incomplete_and_removed(tmp_path):
+    plan = plan_checkpoint("llama3-8b", 0.00002, (0, "s"), None, None)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        rec = write_checkpoint(plan, fd, 2, lambda: True, make_pools(plan, 1))
+    finally:
+        os.close(fd)
+    assert not rec["complete"] and rec["bytes"] < plan.total_bytes
+    assert os.listdir(tmp_path) == []
+
+
+def _timeline(steps: list[tuple[float, float, float, float, float]], span: tuple[float, float]):
+    return {"steps": array("d", [x for s in steps for x in s]), "spans": [span]}
+
+
+def test_windows_cut_the_span_at_each_save():
+    recs = [{"start": 2.0, "end": 3.0}, {"start": 5.0, "end": 12.0}]
+    got = [(w["kind"], w["checkpoint"], w["start"], w["end"]) for w in windows(recs, 1.0, 10.0)]
+    assert got == [
+        ("before", 1, 1.0, 2.0), ("during", 1, 2.0, 3.0), ("after", 1, 3.0, 5.0),
+        ("during", 2, 5.0, 10.0),
+    ]  # fmt: skip
+    assert [w["kind"] for w in windows([], 0.0, 4.0)] == ["before"]
+
+
+def test_window_stats_are_the_au_and_waits_of_the_steps_inside():
+    # four steps of 1 s: wait 0.5 s then compute 0.5 s; bytes 100 each
+    steps = [(k, k + 0.5, k + 1.0, k + 1.0, 100.0) for k in range(4)]
+    tl = _timeline(steps, (0.0, 4.0))
+    whole = window_stats([tl], [(0.0, 4.0)])
+    assert whole["au"] == pytest.approx(0.5) and whole["steps"] == 4
+    assert whole["read_bps"] == pytest.approx(100.0)
+    assert whole["load_wait_s"]["p50"] == pytest.approx(0.5, rel=0.05)
+    first_two = window_stats([tl], [(0.0, 2.0)])
+    assert first_two["steps"] == 2 and first_two["au"] == pytest.approx(0.5)
+    # a window inside one step's compute: AU 1; inside its wait: AU 0
+    assert window_stats([tl], [(1.6, 1.9)])["au"] == pytest.approx(1.0)
+    assert window_stats([tl], [(1.1, 1.4)])["au"] == pytest.approx(0.0)
+
+
+def test_the_block_compares_the_save_with_the_same_save_alone():
+    plan = plan_checkpoint("llama3-8b", 0.00002, (1, "s"), None, None)
+    n = plan.total_bytes
+    alone = {"start": 0.0, "end": 1.0, "bytes": n, "files": 16, "complete": True}
+    save = {"index": 1, "start": 11.0, "end": 13.0, "bytes": n, "files": 16, "complete": True,
+            "error": None}  # fmt: skip
+    steps = [(10 + k, 10.5 + k, 11 + k, 11 + k, 10.0) for k in range(5)]
+    d = during_block(plan, alone, [save], [_timeline(steps, (10.0, 15.0))])
+    assert [w["kind"] for w in d["windows"]] == ["before", "during", "after"]
+    assert d["checkpoints"][0]["vs_alone"] == pytest.approx(0.5)
+    assert d["summary"]["write_vs_alone"] == pytest.approx(0.5)
+    assert d["checkpoints"][0]["start_s"] == pytest.approx(1.0)
+    assert np.isclose(d["summary"]["during"]["au"], 0.5)
+    # the contention model over the span: from the windows, and from the separate figures
+    m = model_block(d, demand_bps=20.0, span_au=0.5)
+    assert m["au_from_windows"] == pytest.approx(0.5) and m["au_share_rule"] == pytest.approx(0.5)
+    assert m["from_windows"]["basis_kind"] == "measured"
+    assert m["share_rule"]["basis_kind"] == "independent"
+    assert m["write_s_measured"] == pytest.approx(2.0)
+    assert model_block(d, demand_bps=None, span_au=0.5) is None  # compute 0: no demand
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--during-checkpoint", "no-such-model"], "no-such-model"),
+        ([*TINY_CKPT[:2], "--checkpoint-scale", "1e-15"], "leaves nothing"),
+        ([*TINY_CKPT[:2], "--checkpoint-scale", "2"], "--checkpoint-scale must be in (0, 1]"),
+        (["--during-checkpoint", "llama3-405b", "--checkpoint-scale", "1"], "free"),
+        (["--checkpoint-at", "5s"], "needs --during-checkpoint"),
+        ([*TINY_CKPT, "--checkpoint-rate", "20k"], "not a byte rate"),
+        ([*TINY_CKPT, "--checkpoint-at", "soon"], "--checkpoint-at"),
+    ],
+)
+def test_bad_during_checkpoint_input_is_one_line_exit_2_nothing_written(
+    cli, planted, tmp_path, args, message
+):
+    r = cli("loader", planted.path, "--profile", tiny_profile(tmp_path), "--output",
+            tmp_path / "o", *args)  # fmt: skip
+    assert r.code == 2, r.err
+    assert r.err.startswith("iobench: error: ") and message in r.err
+    assert len(r.err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+    assert not [p for p in os.listdir(planted.path) if p.startswith(RUN_DIR_PREFIX)
+                and p != ".iobench-20200101T000000Z-abcdef"]  # fmt: skip
+    assert planted.unchanged()
+
+
+def test_the_plan_says_what_the_checkpoint_writes(cli, planted, tmp_path):
+    r = cli("loader", planted.path, "--profile", tiny_profile(tmp_path), *TINY_CKPT,
+            "--checkpoint-every", "30s", "--dry-run")  # fmt: skip
+    assert r.code == 0, r.err
+    assert "ckpt-alone" in r.out and "ckpt-during" in r.out and "llama3-8b" in r.out
+    assert SUBDIR not in os.listdir(planted.path) and planted.unchanged()
+
+
+def test_a_failing_checkpoint_write_fails_the_run_keeps_the_result_and_cleans_up(
+    cli, planted, tmp_path, monkeypatch
+):
+    from iobench.loader import ckpt_writer
+
+    def full(sub_fd, files, rate, stopped, pool, done, errors):
+        errors.append("checkpoint writer: No space left on device writing r0-x")
+
+    monkeypatch.setattr(ckpt_writer, "_write_files", full)
+    r = cli("loader", planted.path, "--profile", tiny_profile(tmp_path), *TINY_CKPT,
+            "--output", tmp_path / "o", "-q")  # fmt: skip
+    assert r.code == 4, r.err
+    assert "No space left on device" in r.err
+    res = json.loads((tmp_path / "o" / "result.json").read_text())
+    assert res["status"] != "complete" and "No space left" in res["error"]
+    assert no_run_dirs(planted.path) and planted.unchanged()
