@@ -159,7 +159,17 @@ def test_why_not_is_part_of_the_engine_interface():
 # module and function short; ckpt_estimate and the history and compare commands have their long
 # functions split; none of the outputs imports from the front (cmds/, cli, api).
 
-REPORT = ["cells", "checkpoint_plot", "tables", "text", "series", "figures", "plots", "page"]
+REPORT = [
+    "cells",
+    "svgplot",
+    "checkpoint_plot",
+    "tables",
+    "text",
+    "series",
+    "figures",
+    "plots",
+    "page",
+]
 COMPARE = ["options", "noise", "metric", "runs", "render"]
 HISTORY = ["schema", "files", "query", "export"]
 OUTPUT_PACKAGES = {"report": REPORT, "compare": COMPARE, "history": HISTORY}

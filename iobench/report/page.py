@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import re
 from pathlib import Path
 from typing import Any
@@ -10,7 +9,6 @@ from typing import Any
 from ..checkpoint.rows import tables as ckpt_tables
 from ..result.file import RunResult, atomic_write_bytes
 from .cells import (
-    PLOT_HINT,
     _delta_style,
     _errors,
     _indicative_note,
@@ -18,7 +16,9 @@ from .cells import (
     _phase_warnings,
     _Table,
 )
+from .figures import _Plot
 from .plots import _build_plots
+from .svgplot import esc
 from .tables import (
     _baseline_table,
     _cache_table,
@@ -85,6 +85,11 @@ figure { margin: 0; border: 1px solid var(--line); border-radius: 8px; padding: 
          background: #fff; break-inside: avoid; }
 figure svg { width: 100%; height: auto; display: block; }
 figcaption { color: var(--muted); font-size: 12px; margin-top: 4px; }
+figure.numbers h3 { margin: 2px 0 8px; }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 3px 14px; margin: 0;
+           font-size: 13px; }
+dl.facts dt { font-weight: 600; overflow-wrap: anywhere; }
+dl.facts dd { margin: 0; }
 ul.warnings { padding-left: 0; list-style: none; margin: 0; }
 ul.warnings li { border-left: 3px solid var(--warn); background: #fff8c5; padding: 6px 12px;
                  margin: 0 0 6px; border-radius: 0 4px 4px 0; }
@@ -98,10 +103,8 @@ footer { color: var(--muted); font-size: 12px; margin-top: 40px; border-top: 1px
 
 def _e(text: Any) -> str:
     """Every text of the HTML page: credentials masked and control characters escaped as on
-    the terminal (iobench.core.redact), then HTML-escaped."""
-    from ..core.redact import for_terminal
-
-    return html.escape(for_terminal(text), quote=True)
+    the terminal (iobench.core.redact), then HTML-escaped (as every text in a plot)."""
+    return esc(text)
 
 
 def _html_table(t: _Table, status_col: int | None = None, wide: bool = False) -> str:
@@ -151,8 +154,8 @@ def _html_banner(run: RunResult) -> str:
 
 
 def _plot_id(title: str) -> str:
-    """An element id for a plot: ``plot-latency-tail-read`` (not unique when a group is
-    split over several figures: a test or a reader looks for the kind)."""
+    """An element id for a plot: ``plot-latency-tail-read`` (titles are unique; the page
+    numbers a repeat all the same)."""
     return "plot-" + re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
 
@@ -248,22 +251,30 @@ def _html_checkpoint(run: RunResult) -> list[str]:
             "</div></section>"]  # fmt: skip
 
 
+def _figure(p: _Plot, fid: str) -> str:
+    """One figure: its SVG, or its figures as numbers (a phase too short to plot)."""
+    cap = f"<figcaption>{_e(p.caption)}</figcaption>" if p.caption else ""
+    facts = ""
+    if p.facts:
+        rows = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in p.facts)
+        facts = f'<dl class="facts">{rows}</dl>'
+    head = "" if p.svg else f"<h3>{_e(p.title)}</h3>"
+    cls = "" if p.svg else ' class="numbers"'
+    return (f'<figure id="{fid}"{cls} aria-label="{_e(p.title)}">{p.svg}{head}{facts}{cap}'
+            "</figure>")  # fmt: skip
+
+
 def _html_plots(run: RunResult, baseline: RunResult | None) -> list[str]:
-    """The Plots section, or the install hint without matplotlib."""
+    """The Plots section: one figure per plot, each with an id of its own."""
     plots = _build_plots(run, baseline)
-    if plots is None:
-        return [
-            f'<section id="plots"><h2>Plots</h2><p class="note">{_e(PLOT_HINT)}</p>',
-            "</section>",
-        ]
     if not plots:
         return []
     parts = ['<section id="plots"><h2>Plots</h2><div class="plots">']
+    seen: dict[str, int] = {}
     for p in plots:
-        cap = f"<figcaption>{_e(p.caption)}</figcaption>" if p.caption else ""
-        parts.append(
-            f'<figure id="{_plot_id(p.title)}" aria-label="{_e(p.title)}">{p.svg}{cap}</figure>'
-        )
+        fid = _plot_id(p.title)
+        seen[fid] = seen.get(fid, 0) + 1
+        parts.append(_figure(p, fid if seen[fid] == 1 else f"{fid}-{seen[fid]}"))
     parts.append("</div></section>")
     return parts
 

@@ -8,13 +8,22 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..result.file import PhaseResult, metric_summary
+from ..result.stats import is_indicative
 from .cells import METADATA_OPS, _block, _is_num, _value
 
 
 def sweep_series(phases: Sequence[PhaseResult], axis: str) -> dict[str, list[tuple[float, float]]]:
     """Bandwidth sweeps along ``axis``: label -> [(x, bytes/s)] (see :func:`_sweep_points`)."""
     return {
-        label: [(x, sum(v) / len(v)) for x, v in ((x, [b for b, _, _ in bs]) for x, bs in pts)]
+        label: [(x, sum(v) / len(v)) for x, v in ((x, [b[0] for b in bs]) for x, bs in pts)]
+        for label, pts in _sweep_points(phases, axis).items()
+    }
+
+
+def sweep_indicative(phases: Sequence[PhaseResult], axis: str) -> dict[str, list[bool]]:
+    """label -> per point of :func:`sweep_series`: whether a phase at it is indicative."""
+    return {
+        label: [any(b[3] for b in bs) for _, bs in pts]
         for label, pts in _sweep_points(phases, axis).items()
     }
 
@@ -25,7 +34,7 @@ def sweep_spread(
     """label -> [(x, min, max)] over the repeats of the sweep points measured more than once."""
     out = {}
     for label, pts in _sweep_points(phases, axis).items():
-        bars = [(x, min(lo for _, lo, _ in bs), max(hi for _, _, hi in bs)) for x, bs in pts]
+        bars = [(x, min(b[1] for b in bs), max(b[2] for b in bs)) for x, bs in pts]
         bars = [b for b in bars if b[2] > b[1]]
         if bars:
             out[label] = bars
@@ -34,10 +43,10 @@ def sweep_spread(
 
 def _sweep_points(
     phases: Sequence[PhaseResult], axis: str
-) -> dict[str, list[tuple[float, list[tuple[float, float, float]]]]]:
-    """Bandwidth sweeps along ``axis`` ("block_size" or "concurrency"): label -> [(x, bytes/s)].
+) -> dict[str, list[tuple[float, list[tuple[float, float, float, bool]]]]]:
+    """Bandwidth sweeps along ``axis`` ("block_size" or "concurrency").
 
-    label -> [(x, [(median bytes/s, repeat min, repeat max) of each phase at x])].
+    label -> [(x, [(median bytes/s, repeat min, repeat max, indicative) of each phase at x])].
     Phases are grouped by ``params["sweep"]`` and op (phases without a sweep tag are not sweep
     points; "base" joins both the block-size and the jobs sweep); within a group, those that
     share the other parameter and differ along ``axis`` form one series (>= 2 distinct points).
@@ -55,9 +64,9 @@ def _sweep_points(
         # the base configuration is a point of every sweep it anchors
         for tag in ("block_size", "jobs") if sweep_tag == "base" else (sweep_tag,):
             groups.setdefault((tag, p.op), []).append(p)
-    out: dict[str, list[tuple[float, list[tuple[float, float, float]]]]] = {}
+    out: dict[str, list[tuple[float, list[tuple[float, float, float, bool]]]]] = {}
     for (sweep, op), members in groups.items():
-        by_other: dict[Any, dict[float, list[tuple[float, float, float]]]] = {}
+        by_other: dict[Any, dict[float, list[tuple[float, float, float, bool]]]] = {}
         for p in members:
             x = getattr(p, axis)
             if not _is_num(x) or x <= 0:
@@ -65,7 +74,8 @@ def _sweep_points(
             bw = _value(p, "bandwidth_bps") or p.bandwidth_bps
             sm = metric_summary(p, "bandwidth_bps")
             lo, hi = (sm.min, sm.max) if sm is not None and sm.n > 1 else (bw, bw)
-            by_other.setdefault(getattr(p, other), {}).setdefault(float(x), []).append((bw, lo, hi))
+            point = (bw, lo, hi, p.status != "ok" or is_indicative(p))
+            by_other.setdefault(getattr(p, other), {}).setdefault(float(x), []).append(point)
         lines = {k: v for k, v in by_other.items() if len(v) >= 2}
         name = op if sweep == op else f"{sweep} ({op})"
         for k, xs in sorted(lines.items(), key=lambda kv: str(kv[0])):

@@ -206,9 +206,13 @@ def arm_watchdog(value: str | None) -> None:
     watchdog.configure(check_stall_timeout(seconds, text=value))
 
 
-def progress_factory(quiet: bool):
-    from ..progress import TqdmProgress
+def progress_factory(quiet: bool, lines: bool = False):
+    """A bar per phase on a terminal; with ``lines``, where stderr is no terminal (a pipe, a
+    log), one line per phase as it finishes instead of silence."""
+    from ..progress import PhaseLines, TqdmProgress
 
+    if lines and not quiet and not sys.stderr.isatty():
+        return PhaseLines
     return lambda: TqdmProgress(enabled=not quiet)
 
 
