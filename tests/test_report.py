@@ -473,7 +473,7 @@ def test_chromium_draws_the_new_plots(tmp_path, chromium, rich_page):
     draw something: a page holding only them is not blank and shows the first line colour."""
     from matplotlib.image import imread
 
-    ids = ["plot-latency-tail-write", "plot-latency-tail-read", "plot-latency-vs-workers"]
+    ids = ["plot-latency-tail-write-1-of-2", "plot-latency-tail-read", "plot-latency-vs-workers"]
     figures = []
     for fid in ids:
         m = re.search(rf'<figure id="{fid}".*?</figure>', rich_page, flags=re.S)

@@ -166,7 +166,7 @@ def _cdf_plot(
     lines = []
     for i, (label, pts) in enumerate(curves):
         # start each curve at zero so that a narrow distribution still reads as a step
-        lines.append(Series(label, ((pts[0][0], 0.0), *pts), _colour(i), step=True, width=1.5))
+        lines.append(Series(label, ((pts[0][0], 0.0), *pts), _colour(i), step=True, width=1.8))
     over = {k: [(v[0][0], 0.0), *v] for k, v in (base or {}).items() if v}
     lines += _overlay(lines, over, step=True)
     rules = tuple(Rule("y", q, colour=AXIS_RULE) for q in (0.5, 0.99))
@@ -196,7 +196,7 @@ def _tail_plot(
         tail = _tail(pts)
         if tail:
             floor = min(floor, tail[-1][1])
-            lines.append(Series(label, tuple(tail), _colour(i), step=True, width=1.5))
+            lines.append(Series(label, tuple(tail), _colour(i), step=True, width=1.8))
     lines += _overlay(lines, {k: _tail(v) for k, v in (base or {}).items() if v}, step=True)
     bottom = max(min(floor, 1e-4) / 2, 1e-7)
     rules = tuple(Rule("y", 1 - q, text=name, colour=AXIS_RULE)

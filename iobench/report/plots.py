@@ -15,7 +15,7 @@ from typing import Any
 from ..result.blocks import EstimateBlock, LoaderBlock
 from ..result.file import PhaseResult, RunResult
 from ..result.stats import is_indicative
-from .cells import METADATA_OPS, _is_num, _pct, _rate, _secs, metadata_rates
+from .cells import METADATA_OPS, _count, _is_num, _pct, _rate, _secs, metadata_rates
 from .figures import (
     _COLOURS,
     MIN_LINE_POINTS,
@@ -259,10 +259,11 @@ def _time_curves(
 
 
 def _short_fact(p: PhaseResult, n: int, dt: float, ops: bool) -> tuple[str, str]:
-    rate = f"{p.iops:,.0f} ops/s" if ops else _rate(p.bandwidth_bps)
+    rate = _count(p.iops, " ops/s") if ops else _rate(p.bandwidth_bps)
     took = _secs(p.elapsed_s) if p.elapsed_s else "-"
-    return (p.name, f"{rate} over {took}: {n} interval{'s' if n != 1 else ''} of {dt:g} s, "
-                    "too short to draw over time")  # fmt: skip
+    span = (f"{n} interval{'s' if n != 1 else ''} of {dt:g} s" if n
+            else f"under half of one {dt:g} s interval")  # fmt: skip
+    return (p.name, f"{rate} over {took}: {span}, too short to draw over time")
 
 
 def _time_plots(run: RunResult, baseline: RunResult | None, add: Add) -> None:

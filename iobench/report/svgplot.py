@@ -65,7 +65,7 @@ class Series:
     marker: str = ""
     line: bool = True
     step: bool = False
-    width: float = 1.6
+    width: float = 1.8
     opacity: float = 1.0
     legend: bool = True
     hollow: tuple[bool, ...] = ()  # per point: drawn hollow (an indicative point)
