@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """How long does ``iobench report --html`` take, against the text report of the same result?
 
-For each result (default: the checked-in ``qualify --quick`` result,
-``tests/golden/qualify-quick.result.json.gz``; add a full ``qualify``'s with ``--result``) it
+For each result (default: the checked-in ``qualify --quick`` and full ``qualify`` results of
+this VM, ``tests/golden/qualify-{quick,full}.result.json.gz``; others with ``--result``) it
 measures, side by side in alternating rounds:
 
 - the command: ``iobench report RESULT`` (the text report, which sets the floor: Python's
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURE = REPO / "tests" / "golden" / "qualify-quick.result.json.gz"
+FIXTURES = [REPO / "tests" / "golden" / f"qualify-{k}.result.json.gz" for k in ("quick", "full")]
 
 
 def _plain(path: Path, tmp: Path) -> Path:
@@ -126,7 +126,7 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="iobench-bench-report-") as d:
         tmp = Path(d)
-        for given in args.result or [FIXTURE]:
+        for given in args.result or FIXTURES:
             path = _plain(given, tmp)
             times = measure(path, args.rounds, tmp, args.old)
             times["phases"] = [float(len(load(path).phases))]

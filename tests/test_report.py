@@ -309,6 +309,8 @@ PLOT_TITLES = [
     "Latency tail: read",
     "Latency tail: randread",
     "Latency tail: metadata",
+    "Latency histogram: read",
+    "Latency histogram: metadata",
     "Latency vs workers",
     "Bandwidth over time: write (1 of 2)",
     "Bandwidth over time: write (2 of 2)",
@@ -364,10 +366,10 @@ def test_html_single_phase_draws_only_what_it_has():
     p.warnings = None
     run.loader = {"gpus": 2, "au": 0.8}  # measured AU without any estimate
     page = report.render_html(run)
-    for title in ("Latency CDF: write", "Latency tail: write", "Bandwidth over time: write",
-                  "AU vs GPUs"):  # fmt: skip
+    for title in ("Latency CDF: write", "Latency tail: write", "Latency histogram: write",
+                  "Bandwidth over time: write", "AU vs GPUs"):  # fmt: skip
         assert f'id="{report._plot_id(title)}" aria-label="{title}"><svg' in page
-    assert page.count("<svg") == 4  # no sweep, latency-vs-workers or metadata plot
+    assert page.count("<svg") == 5  # no sweep, latency-vs-workers, metadata plot or timeline
     assert 'id="estimate"' not in page
     _assert_offline(page)
 

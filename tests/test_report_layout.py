@@ -163,3 +163,43 @@ def test_chromium_measurement_catches_a_table_too_wide(tmp_path, chromium):
     page = page.replace(run.phases[0].name, "x" * 400)
     got = measure(chromium, page, tmp_path)
     assert any(t["scroll"] > t["client"] or t["right"] > t["inner"] for t in got["tables"])
+
+
+# -- the plots drawn from what a result already records ----------------------------------------
+
+
+def test_latency_bins_rebin_the_stored_buckets_into_shares():
+    run = rich_run()
+    p = run.phase("seq-read-bs1m")
+    bins = report.latency_bins(p.histogram)
+    assert sum(s for _, _, s in bins) == pytest.approx(1.0)
+    assert all(hi == pytest.approx(lo * 10**0.1) for lo, hi, _ in bins)  # 10 bins a decade
+    assert all(b[1] == pytest.approx(n[0]) for b, n in zip(bins, bins[1:], strict=False))
+    median = p.latency_s["p50"]
+    peak = max(bins, key=lambda b: b[2])
+    assert peak[0] / 2 < median < peak[1] * 2
+    assert report.latency_bins({}) == [] and report.latency_bins({"buckets": "x"}) == []
+
+
+def test_timeline_puts_every_phase_on_one_axis_with_first_and_last_done():
+    run = quick_run()
+    rows = report.timeline_rows(run.phases)
+    assert len(rows) == len(run.phases)
+    assert rows[0][1] == 0.0 and all(s <= f <= e for _, s, f, e in rows)
+    starts = [s for _, s, _, _ in rows]
+    assert starts == sorted(starts)  # in the order they ran
+    page = report.render_html(run)
+    fig = re.search(r'<figure id="plot-run-timeline".*?</figure>', page, re.S).group(0)
+    assert fig.count("<rect") >= len(rows) and ">loader-dataset-shuffled-r8</text>" in fig
+    # a phase without epochs (an older result) is left out, not drawn at 0
+    del run.phases[3].extra["start_epoch"]
+    assert len(report.timeline_rows(run.phases)) == len(run.phases) - 1
+
+
+def test_latency_histogram_plot_per_op_with_the_baseline_dashed():
+    run, base = rich_run(), rich_run()
+    base.run_id = "base-run"
+    page = report.render_html(run, baseline=base)
+    fig = re.search(r'<figure id="plot-latency-histogram-read".*?</figure>', page, re.S).group(0)
+    assert "seq-read-bs1m (baseline)" in fig and 'stroke-dasharray="6 4"' in fig
+    assert "from the stored histogram buckets" in fig

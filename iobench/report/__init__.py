@@ -31,11 +31,13 @@ from .plots import _au_plot, _build_plots
 from .series import (
     PARTIAL_MIN_SHARE,
     _cdf,
+    latency_bins,
     latency_series,
     sweep_indicative,
     sweep_series,
     sweep_spread,
     time_points,
+    timeline_rows,
 )
 from .tables import (
     _baseline_table,
@@ -75,6 +77,8 @@ __all__ = [
     "sweep_series",
     "sweep_spread",
     "sweep_indicative",
+    "latency_bins",
+    "timeline_rows",
     "latency_series",
     "PARTIAL_MIN_SHARE",
     "time_points",

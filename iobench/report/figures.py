@@ -69,7 +69,11 @@ def _pct_tick(v: float) -> str:
 
 
 def _count_tick(v: float) -> str:
-    return format_count(v) if v else "0"
+    """An axis tick of a count: 0, 250, 1.5k, 100k, 2M."""
+    for div, unit in ((1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:.3g}{unit}"
+    return f"{v:.3g}"
 
 
 def _rate_tick(v: float) -> str:
@@ -261,6 +265,26 @@ def _time_plot(
     return Chart(title, Axis("time since phase start (s)", lo=0.0), y_axis, tuple(lines))
 
 
+def _histogram_plot(
+    curves: list[tuple[str, list[tuple[float, float, float]]]],
+    base: dict[str, list[tuple[float, float, float]]] | None = None,
+    title: str = "Latency histogram",
+) -> Chart:
+    """Each phase's share of operations per latency bin (log x, 10 bins a decade), drawn as
+    an outline so that four phases stay readable on one axis."""
+
+    def outline(bins: list[tuple[float, float, float]]) -> tuple[tuple[float, float], ...]:
+        pts = [(bins[0][0], 0.0)] + [(lo, share) for lo, _, share in bins]
+        return (*pts, (bins[-1][1], bins[-1][2]), (bins[-1][1], 0.0))
+
+    lines = [Series(label, outline(bins), _colour(i), step=True, width=1.6)
+             for i, (label, bins) in enumerate(curves) if bins]  # fmt: skip
+    over = {k: list(outline(v)) for k, v in (base or {}).items() if v}
+    lines += _overlay(lines, over, step=True)
+    y = Axis("share of operations", zero=True, fmt=lambda v: f"{v * 100:.3g}%")
+    return Chart(title, _lat_axis("latency per operation"), y, tuple(lines))
+
+
 def _metadata_plot(bars: list[tuple[str, float]], indicative: Sequence[bool] = ()) -> Bars:
     """Each metadata operation's rate; a log axis when the rates differ by more than 10x (a
     create at 200/s beside a stat at 17k/s would not show on a linear one)."""
@@ -268,5 +292,5 @@ def _metadata_plot(bars: list[tuple[str, float]], indicative: Sequence[bool] = (
     log = _spans(values)
     axis = Axis("operations per second" + (" (log scale)" if log else ""), log=log, zero=not log,
                 fmt=_count_tick)  # fmt: skip
-    return Bars("Metadata operation rates", tuple(bars), axis, value_fmt=_count_tick,
+    return Bars("Metadata operation rates", tuple(bars), axis, value_fmt=format_count,
                 hollow=tuple(indicative))  # fmt: skip

@@ -21,6 +21,7 @@ from .figures import (
     MIN_LINE_POINTS,
     _cdf_plot,
     _chunks,
+    _histogram_plot,
     _latency_concurrency_plot,
     _metadata_plot,
     _Plot,
@@ -33,13 +34,26 @@ from .series import (
     _by_op,
     _cdf,
     _plot_group,
+    latency_bins,
     latency_series,
     sweep_indicative,
     sweep_series,
     sweep_spread,
     time_points,
+    timeline_rows,
 )
-from .svgplot import Axis, Band, Bars, Chart, Rule, Series, render, render_bars
+from .svgplot import (
+    Axis,
+    Band,
+    Bars,
+    Chart,
+    Rule,
+    Series,
+    Timeline,
+    render,
+    render_bars,
+    render_timeline,
+)
 from .tables import _level, _loader_points
 
 #: A latency histogram of fewer operations than this draws no CDF: its p50/p99/max are shown.
@@ -193,15 +207,20 @@ def _latency_plots(run: RunResult, baseline: RunResult | None, add: Add) -> None
         parts = _chunks(drawn)
         note = _indicative_caption(drawn)
         facts = tuple(_latency_facts(p) for p in few)
-        for kind, fn, cap in (
-            ("Latency CDF", _cdf_plot, "From the merged per-operation latency histogram."),
-            ("Latency tail", _tail_plot, "Share of operations slower than each latency "
-             "(log-log): the p99 to p99.99 a linear CDF hides; dotted lines at p50, p99, "
+        base_bins = {p.name: latency_bins(p.histogram) for p in (baseline.phases if baseline
+                                                                   else [])}  # fmt: skip
+        for kind, fn, data, base, cap in (
+            ("Latency CDF", _cdf_plot, _cdf, base_cdf,
+             "From the merged per-operation latency histogram."),
+            ("Latency tail", _tail_plot, _cdf, base_cdf, "Share of operations slower than each "
+             "latency (log-log): the p99 to p99.99 a linear CDF hides; dotted lines at p50, p99, "
              "p99.9 and p99.99."),
+            ("Latency histogram", _histogram_plot, latency_bins, base_bins, "Share of the "
+             "operations in each latency bin (10 a decade), from the stored histogram buckets."),
         ):  # fmt: skip
             charts = [
-                fn([(_label(p, mixed), _cdf(p.histogram)) for p in part],
-                   {_label(p, mixed): base_cdf[p.name] for p in part if p.name in base_cdf},
+                fn([(_label(p, mixed), data(p.histogram)) for p in part],
+                   {_label(p, mixed): base[p.name] for p in part if base.get(p.name)},
                    title=f"{kind}: {op}")
                 for part in parts
             ]  # fmt: skip
@@ -321,7 +340,36 @@ def _other_plots(run: RunResult, baseline: RunResult | None, add: Add) -> None:
             add(chart, caption, "Checkpoint goodput vs interval")
 
 
-_SECTIONS = (_sweep_plots, _latency_plots, _concurrency_plots, _time_plots, _other_plots)
+_STATUS_COLOUR = {"ok": _COLOURS[0], "indicative": "#9a6700", "partial": _COLOURS[1],
+                  "failed": _COLOURS[1]}  # fmt: skip
+
+
+def _timeline_plot(run: RunResult, baseline: RunResult | None, add: Add) -> None:
+    """Every phase on one time axis, from the epochs its result records: solid to the first
+    worker's end (first done), light to the last one's (last done)."""
+    rows = timeline_rows(run.phases)
+    if len(rows) < 2:
+        return
+    drawn = []
+    for p, start, first, last in rows:
+        status = "indicative" if _indicative(p) else p.status
+        drawn.append((p.name, start, first, last, _STATUS_COLOUR.get(status, _COLOURS[1]),
+                      status == "indicative"))  # fmt: skip
+    chart = Timeline("Run timeline", tuple(drawn), Axis("seconds since the first phase's start"))
+    add(chart, "Each phase from its start to its first worker's end (first done, solid) and "
+        "its last worker's (last done, light); hollow: indicative, red: partial or failed. "
+        "Gaps are the run's own work between phases (dataset layout, cache drops, the loader's "
+        "start-up).")  # fmt: skip
+
+
+_SECTIONS = (
+    _timeline_plot,
+    _sweep_plots,
+    _latency_plots,
+    _concurrency_plots,
+    _time_plots,
+    _other_plots,
+)
 
 
 def _build_plots(run: RunResult, baseline: RunResult | None = None) -> list[_Plot]:
@@ -329,13 +377,15 @@ def _build_plots(run: RunResult, baseline: RunResult | None = None) -> list[_Plo
     dashed in the same colours."""
     plots: list[_Plot] = []
 
-    def add(chart: Chart | Bars | None, caption: str = "", title: str | None = None,
+    def add(chart: Chart | Bars | Timeline | None, caption: str = "", title: str | None = None,
             facts: tuple[tuple[str, str], ...] = ()) -> None:  # fmt: skip
         uid = f"iob{len(plots)}"
         if chart is None:
             svg = ""
         elif isinstance(chart, Bars):
             svg = render_bars(chart, uid)
+        elif isinstance(chart, Timeline):
+            svg = render_timeline(chart, uid)
         else:
             svg = render(chart, uid) if title is None else render(_titled(chart, title), uid)
         plots.append(_Plot(title or chart.title, svg, caption, facts))

@@ -164,6 +164,60 @@ def _cdf(histogram: dict[str, Any]) -> list[tuple[float, float]]:
 
     try:
         pts = Histogram.from_dict(histogram).cdf_points()
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, AttributeError):
         return []
     return [(max(x, 1e-9), y) for x, y in pts]
+
+
+HIST_BINS_PER_DECADE = 10
+
+
+def latency_bins(
+    histogram: dict[str, Any], per_decade: int = HIST_BINS_PER_DECADE
+) -> list[tuple[float, float, float]]:
+    """A stored latency histogram re-binned for drawing: [(low s, high s, share of the
+    operations)] over contiguous log-spaced bins (``per_decade`` a decade) from the fastest
+    operation's bin to the slowest's; each stored bucket counts in the bin of its midpoint.
+    [] when the histogram is unreadable or empty."""
+    import math
+
+    from ..result.stats import Histogram, bucket_bounds
+
+    try:
+        h = Histogram.from_dict(histogram)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return []
+    if not h.count:
+        return []
+    by_bin: dict[int, int] = {}
+    for i, n in enumerate(h.counts):
+        if n:
+            lo, hi = bucket_bounds(i)
+            mid = max((lo + hi) / 2, 1.0) / 1e9
+            k = math.floor(math.log10(mid) * per_decade + 1e-9)
+            by_bin[k] = by_bin.get(k, 0) + n
+    first, last = min(by_bin), max(by_bin)
+    return [(10 ** (k / per_decade), 10 ** ((k + 1) / per_decade), by_bin.get(k, 0) / h.count)
+            for k in range(first, last + 1)]  # fmt: skip
+
+
+def timeline_rows(phases: Sequence[PhaseResult]) -> list[tuple[PhaseResult, float, float, float]]:
+    """(phase, start, first done, last done) in seconds since the first phase's start, for
+    every phase whose result records its epochs (``extra.start_epoch`` / ``end_epoch``; the
+    first done from ``first_end_epoch``, else the stonewall time)."""
+    got = []
+    for p in phases:
+        e = p.extra or {}
+        start, end = e.get("start_epoch"), e.get("end_epoch")
+        if not (_is_num(start) and _is_num(end)) or end < start:
+            continue
+        first = e.get("first_end_epoch")
+        if not _is_num(first) and _is_num(p.stonewall_s):
+            first = start + p.stonewall_s
+        if not _is_num(first) or not start <= first <= end:
+            first = end
+        got.append((p, float(start), float(first), float(end)))
+    if not got:
+        return []
+    t0 = min(s for _, s, _, _ in got)
+    return [(p, s - t0, f - t0, e - t0) for p, s, f, e in got]

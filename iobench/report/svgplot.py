@@ -465,3 +465,42 @@ def render_bars(chart: Bars, uid: str) -> str:
     body.append(f'<path d="M{_f(left)} {top}V{_f(bottom)}" stroke="{AXIS}"/>')
     body.append(_text((left + right) / 2, bottom + 32, chart.axis.label, colour="#1f2328"))
     return _svg(uid, chart.title, body, bottom + 42)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Phases on one time axis: per row (label, start, first done, last done, colour, hollow);
+    from start to first done solid, from first done to last done (the stragglers) light."""
+
+    title: str
+    rows: tuple[tuple[str, float, float, float, str, bool], ...]
+    axis: Axis
+
+
+def render_timeline(chart: Timeline, uid: str) -> str:
+    """A timeline as an inline ``<svg>``: one row per phase, labels on the left."""
+    n = len(chart.rows)
+    label_w = min(max((len(r[0]) for r in chart.rows), default=4) * CHAR_W + 12, 250)
+    left, right, row, top = label_w + 8, WIDTH - RIGHT, 18, TOP
+    bottom = top + row * n + 6
+    lo, hi, major, _ = _extent(chart.axis, [v for r in chart.rows for v in r[1:4]])
+    sx = _Scale(lo, hi, False, left, right)
+    body = []
+    for v in major:
+        body.append(f'<line x1="{_f(sx(v))}" x2="{_f(sx(v))}" y1="{top}" y2="{_f(bottom)}" '
+                    f'stroke="{GRID}"/>')  # fmt: skip
+        body.append(_text(sx(v), bottom + 15, chart.axis.fmt(v)))
+    for i, (label, start, first, last, colour, hollow) in enumerate(chart.rows):
+        y = top + 3 + i * row
+        body.append(_text(left - 8, y + 11, label, anchor="end", colour="#1f2328"))
+        a, b, c = sx(start), sx(max(first, start)), sx(max(last, first, start))
+        fill = "#fff" if hollow else colour
+        body.append(f'<rect x="{_f(a)}" y="{_f(y)}" width="{_f(max(b - a, 1.0))}" height="12" '
+                    f'fill="{fill}" stroke="{colour}" stroke-width="1.2"/>')  # fmt: skip
+        if c - b >= 0.5:
+            body.append(f'<rect x="{_f(b)}" y="{_f(y + 3)}" width="{_f(c - b)}" height="6" '
+                        f'fill="{colour}" fill-opacity="0.35"/>')  # fmt: skip
+    body.append(f'<path d="M{_f(left)} {top}V{_f(bottom)}H{_f(right)}" fill="none" '
+                f'stroke="{AXIS}"/>')  # fmt: skip
+    body.append(_text((left + right) / 2, bottom + 32, chart.axis.label, colour="#1f2328"))
+    return _svg(uid, chart.title, body, bottom + 42)
