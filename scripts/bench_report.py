@@ -8,9 +8,11 @@ measures, side by side in alternating rounds:
 - the command: ``iobench report RESULT`` (the text report, which sets the floor: Python's
   start-up, the imports, reading the result) and ``iobench report RESULT --html FILE``, each
   as a fresh process, wall time;
-- the rendering alone, in this process: ``render_terminal`` and ``render_html``.
+- the rendering alone, in this process: ``render_terminal`` and ``render_html``, CPU time.
 
-and prints medians over ``--rounds`` (5) with the HTML/text ratio, as a markdown table. With
+and prints medians over ``--rounds`` (5) with the HTML/text ratio, as a markdown table; each
+command's CPU seconds (user + system) beside its wall time, since a shared machine inflates the
+wall time more. With
 ``--old TREE`` (a checkout of an older commit, e.g. ``git worktree add /tmp/old 764a5c7``) the
 old tree's ``report --html`` is timed in the same rounds (its own imports, its own plots).
 
@@ -23,6 +25,7 @@ import argparse
 import gzip
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -43,22 +46,31 @@ def _plain(path: Path, tmp: Path) -> Path:
     return out
 
 
-def _cli(tree: Path, *args: str) -> float:
-    """Wall seconds of ``python -m iobench ARGS`` run from ``tree``."""
+CPU: dict[str, list[float]] = {}  # way -> CPU seconds (user + system) of each command
+
+
+def _cli(tree: Path, *args: str, way: str = "") -> float:
+    """Wall seconds of ``python -m iobench ARGS`` run from ``tree`` (its CPU seconds, which a
+    loaded machine inflates less, kept under ``way`` in :data:`CPU`)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "iobench", *args], env=env, cwd=tree,
                           capture_output=True, text=True)  # fmt: skip
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"iobench {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    CPU.setdefault(way, []).append(cpu)
     return wall
 
 
 def _timed(fn) -> float:
-    t0 = time.perf_counter()
+    """CPU seconds of ``fn()`` in this process (its wall time is the machine's load's)."""
+    t0 = time.process_time()
     fn()
-    return time.perf_counter() - t0
+    return time.process_time() - t0
 
 
 def measure(result: Path, rounds: int, tmp: Path, old: Path | None) -> dict[str, list[float]]:
@@ -72,14 +84,18 @@ def measure(result: Path, rounds: int, tmp: Path, old: Path | None) -> dict[str,
         times["old_html"] = []
     for i in range(rounds):
         out = tmp / f"r{i}.html"
-        times["text"].append(_cli(REPO, "report", str(result)))
-        times["html"].append(_cli(REPO, "report", str(result), "--html", str(out)))
+        times["text"].append(_cli(REPO, "report", str(result), way=f"{result}:text"))
+        times["html"].append(_cli(REPO, "report", str(result), "--html", str(out),
+                                  way=f"{result}:html"))  # fmt: skip
         times["render_text"].append(_timed(lambda: report.render_terminal(run)))
         times["render_html"].append(_timed(lambda: report.render_html(run)))
         if old is not None:
             times["old_html"].append(
                 _cli(old, "report", str(result), "--html", str(tmp / "o.html"))
             )
+    for way in ("text", "html", "old"):
+        if f"{result}:{way}" in CPU:
+            times[f"cpu_{way}"] = CPU[f"{result}:{way}"]
     times["size"] = [float(len(report.render_html(run).encode()))]
     times["plots"] = [float(report.render_html(run).count("<svg"))]
     return times
@@ -91,7 +107,8 @@ def _med(v: list[float]) -> float:
 
 def table(rows: list[tuple[str, dict[str, list[float]]]], old: bool) -> str:
     head = ("| result | phases | plots | page | `report` (text) | `report --html` | ratio "
-            "| render text | render html |" + (" old `--html` | old / new |" if old else ""))  # fmt: skip
+            "| CPU text | CPU html | render text (CPU) | render html (CPU) |"
+            + (" old `--html` | old CPU | old / new |" if old else ""))  # fmt: skip
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, t in rows:
         cells = [
@@ -102,6 +119,8 @@ def table(rows: list[tuple[str, dict[str, list[float]]]], old: bool) -> str:
             f"{_med(t['text']):.2f} s",
             f"{_med(t['html']):.2f} s",
             f"{_med(t['html']) / _med(t['text']):.2f}",
+            f"{_med(t['cpu_text']):.2f} s",
+            f"{_med(t['cpu_html']):.2f} s",
             f"{_med(t['render_text']) * 1000:.0f} ms",
             f"{_med(t['render_html']) * 1000:.0f} ms",
         ]

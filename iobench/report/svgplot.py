@@ -134,7 +134,10 @@ class Bars:
 
 
 def _finite(v: float) -> bool:
-    return isinstance(v, (int, float)) and math.isfinite(v)
+    try:
+        return math.isfinite(v)
+    except TypeError:  # None, a string: not a number to draw
+        return False
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
@@ -178,10 +181,26 @@ class _Scale:
 
     def __call__(self, v: float) -> float:
         if self.log:
-            t = (math.log10(v) - math.log10(self.lo)) / (math.log10(self.hi) - math.log10(self.lo))
+            lo, hi = math.log10(self.lo), math.log10(self.hi)
+            return self.a + (math.log10(v) - lo) / (hi - lo) * (self.b - self.a)
+        return self.a + (v - self.lo) / (self.hi - self.lo) * (self.b - self.a)
+
+    def many(self, values: Sequence[float]) -> list[float]:
+        """Pixels of ``values``; NaN for a value this axis cannot place (not a number, or
+        not positive on a log axis)."""
+        out = []
+        span = self.b - self.a
+        if self.log:
+            lo = math.log10(self.lo)
+            k = span / (math.log10(self.hi) - lo)
+            for v in values:
+                ok = _finite(v) and v > 0
+                out.append(self.a + (math.log10(v) - lo) * k if ok else math.nan)
         else:
-            t = (v - self.lo) / (self.hi - self.lo)
-        return self.a + t * (self.b - self.a)
+            k = span / (self.hi - self.lo)
+            for v in values:
+                out.append(self.a + (v - self.lo) * k if _finite(v) else math.nan)
+        return out
 
 
 def _extent(axis: Axis, values: Sequence[float]) -> tuple[float, float, list[float], list[float]]:
@@ -228,10 +247,14 @@ def _f(v: float) -> str:
 def _path(pts: Sequence[tuple[float, float]], step: bool) -> str:
     """An SVG path through the pixel points; a non-finite point breaks the line."""
     out, pen = [], False
+    last = (math.nan, math.nan)
     for x, y in pts:
         if not (math.isfinite(x) and math.isfinite(y)):
             pen = False
             continue
+        if pen and abs(x - last[0]) < 0.25 and abs(y - last[1]) < 0.25:
+            continue  # the same pixel: nothing to draw (a CDF holds hundreds of such)
+        last = (x, y)
         if not pen:
             out.append(f"M{_f(x)} {_f(y)}")
             pen = True
@@ -353,8 +376,8 @@ def _in(s: _Scale, v: float) -> bool:
 
 
 def _draw_series(s: Series, sx: _Scale, sy: _Scale) -> list[str]:
-    pts = [(sx(x), sy(y)) if _in(sx, x) and _in(sy, y) else (math.nan, math.nan)
-           for x, y in s.points]  # fmt: skip
+    pts = list(zip(sx.many([p[0] for p in s.points]), sy.many([p[1] for p in s.points]),
+                   strict=True))  # fmt: skip
     out = []
     op = f' opacity="{s.opacity:g}"' if s.opacity < 1 else ""
     if s.line and len(pts) > 1:
