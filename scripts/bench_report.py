@@ -127,6 +127,7 @@ def table(rows: list[tuple[str, dict[str, list[float]]]], old: bool) -> str:
         if old:
             cells += [
                 f"{_med(t['old_html']):.1f} s",
+                f"{_med(t['cpu_old']):.1f} s",
                 f"{_med(t['old_html']) / _med(t['html']):.0f}x",
             ]
         lines.append("| " + " | ".join(cells) + " |")

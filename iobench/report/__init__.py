@@ -19,7 +19,6 @@ from ..core.textfit import MIN_TERMINAL_WIDTH, TERMINAL_WIDTH, stdout_format, te
 from .cells import (
     _CACHE_MEANING,
     METADATA_OPS,
-    PLOT_HINT,
     _block_short,
     _Table,
     _value,
@@ -54,7 +53,6 @@ from .text import colour_compare, render_markdown, render_terminal
 __all__ = [
     "METADATA_OPS",
     "TERMINAL_WIDTH",
-    "PLOT_HINT",
     "_CACHE_MEANING",
     "_Table",
     "_block_short",
