@@ -91,7 +91,7 @@ def measure(result: Path, rounds: int, tmp: Path, old: Path | None) -> dict[str,
         times["render_html"].append(_timed(lambda: report.render_html(run)))
         if old is not None:
             times["old_html"].append(
-                _cli(old, "report", str(result), "--html", str(tmp / "o.html"))
+                _cli(old, "report", str(result), "--html", str(tmp / "o.html"), way=f"{result}:old")
             )
     for way in ("text", "html", "old"):
         if f"{result}:{way}" in CPU:
