@@ -167,6 +167,7 @@ def test_why_not_is_part_of_the_engine_interface():
 
 REPORT = [
     "cells",
+    "svgplot",
     "checkpoint_plot",
     "during",
     "tables",

@@ -66,11 +66,12 @@ def _bound_s(line: str) -> float:
 
 
 def test_small_qualify_fails_an_impossible_requirement(cli, planted, tmp_path):
-    """... and took no longer than its plan line's bound (the wall time measured here)."""
+    """... and took no longer than its plan line's bound (the wall time measured here); into
+    a pipe (no terminal: no bars) it says each phase as it finishes."""
     out = tmp_path / "q"
     t0 = time.perf_counter()
     r = cli(
-        "qualify", planted.path, "--quick", "--budget", "6s", "--output", out, "-q",
+        "qualify", planted.path, "--quick", "--budget", "6s", "--output", out,
         "--require", "read=1PiB/s,stats=1/s",
     )  # fmt: skip
     wall = time.perf_counter() - t0
@@ -86,6 +87,9 @@ def test_small_qualify_fails_an_impossible_requirement(cli, planted, tmp_path):
     assert any(x.startswith("PASS: stats per second") for x in v["reasons"])
     names = {p["name"] for p in res["phases"]}
     assert {"seq-write", "seq-read", "rand-read", "ckpt-create", "ckpt-save"} <= names
+    done = re.findall(r"^iobench: phase (\S+) done: .+ in .+$", r.err, flags=re.M)
+    assert done[:3] == ["seq-write", "seq-read", "seq-write-bs128k"], r.err
+    assert {"rand-read", "ckpt-create", "ckpt-stat"} <= set(done)
     assert any(n.startswith("dataset-shuffled-r") for n in names)
     assert res["loader"]["au"] > 0 and res["loader"]["predicted_au"] is not None
     assert res["estimate"]["au_at"] and "basis" in res["estimate"]
@@ -131,3 +135,25 @@ def test_plan_gives_phases_time_to_reach_steady_state():
     quick = plan_qualify(prof, 1, budget_s=30, quick=True, free_bytes=50 << 30)
     assert quick.steps[2].params["time"] == QUICK_DATASET_LIMIT_S > need
     assert "until steady or 3.0 s" in quick.steps[2].note
+
+
+def test_phase_lines_say_each_phase_as_it_finishes():
+    """Where stderr is no terminal, qualify's progress is one line per phase, written (and
+    flushed) when the phase closes; ``-q`` prints none."""
+    import io
+
+    from iobench.cli.commands.common import progress_factory
+    from iobench.cli.progress import PhaseLines, TqdmProgress
+
+    clock = iter([10.0, 12.0]).__next__
+    buf = io.StringIO()
+    p = PhaseLines(clock=clock, file=buf)
+    p.start("seq-write", 4 << 20, None)
+    p.update(2 << 20, 2)
+    assert buf.getvalue() == ""
+    p.close()
+    assert buf.getvalue() == "iobench: phase seq-write done: 2.0 MiB in 2.00 s (1.0 MiB/s)\n"
+    p.close()  # a second close says nothing more
+    assert buf.getvalue().count("\n") == 1
+    assert progress_factory(False, lines=True) is PhaseLines  # pytest's stderr is no terminal
+    assert isinstance(progress_factory(True, lines=True)(), TqdmProgress)  # -q: silent

@@ -62,12 +62,12 @@ def test_older_estimate_without_interval_renders_the_point():
 
 
 def test_au_plot_draws_the_band():
-    pytest.importorskip("matplotlib")
-    from matplotlib.figure import Figure
+    from iobench.report.svgplot import render
 
-    fig = report._au_plot(Figure, _run())
-    ax = fig.axes[0]
-    assert len(ax.collections) == 1  # the fill_between band
-    labels = ax.get_legend_handles_labels()[1]
+    chart = report._au_plot(_run())
+    assert len(chart.bands) == 1
+    labels = chart.legend_labels()
     assert "90% interval" in labels and "estimate (model)" in labels
-    assert any("max 6 (5–7) GPUs (estimate)" in t.get_text() for t in ax.texts)
+    assert any("max 6 (5–7) GPUs (estimate)" in r.text for r in chart.rules)
+    svg = render(chart, "au")
+    assert 'fill-opacity="0.18"' in svg and "max 6 (5–7) GPUs (estimate)" in svg

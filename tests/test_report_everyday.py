@@ -12,6 +12,7 @@ import pytest
 from iobench import report
 from iobench.core import cpu
 from iobench.core.redact import for_terminal_styled
+from iobench.report.svgplot import render
 from iobench.result.file import PhaseResult, RunResult, save
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -134,30 +135,70 @@ def test_a_measured_phase_records_where_its_series_starts():
     assert p.elapsed_s == pytest.approx(0.38)
 
 
-def test_two_point_series_is_markers_not_a_line():
-    pytest.importorskip("matplotlib")
-    from matplotlib.figure import Figure
+def test_a_phase_too_short_to_plot_is_shown_as_its_figures():
+    """A phase of one or two intervals draws no one-dot plot: its rate is shown as a number
+    (beside the plot of the longer phases of its op, or alone when none is longer)."""
+    run = minimal_run()
+    run.phases[0].series = [5e8]  # one interval
+    run.phases[0].series_interval_s = 0.1
+    run.phases[0].elapsed_s = 0.1
+    page = report.render_html(run)
+    fig = re.search(r'<figure id="plot-bandwidth-over-time-write".*?</figure>', page, re.S)
+    assert fig and "<svg" not in fig.group(0)
+    assert "seq-write" in fig.group(0) and "1 interval of 0.1 s, too short to draw" in fig.group(0)
+    long = PhaseResult(name="long", op="write", bandwidth_bps=1e8, series=[1e8] * 5,
+                       series_interval_s=0.1)  # fmt: skip
+    run.phases.append(long)
+    page = report.render_html(run)
+    fig = re.search(r'<figure id="plot-bandwidth-over-time-write".*?</figure>', page, re.S)
+    assert "<svg" in fig.group(0) and "too short to draw" in fig.group(0)
+    assert "<title id=" in fig.group(0) and ">seq-write</text>" not in fig.group(0)  # no dot
 
-    fig, ax = report._time_plot(
-        Figure, [("short", [(0.1, 5e8), (0.2, 6e8)]), ("long", [(0.1, 1e8)] * 4)], ops=False
-    )
-    lines = {ln.get_label(): ln for ln in ax.get_lines()}
-    assert lines["short"].get_linestyle() == "None" and lines["short"].get_marker() == "o"
-    assert lines["long"].get_linestyle() == "-"
+
+def test_charts_keep_to_four_series_with_distinct_titles_and_colours():
+    run = rich_run()
+    plots = report._build_plots(run)
+    titles = [p.title for p in plots]
+    assert len(titles) == len(set(titles))
+    from iobench.report.figures import _cdf_plot
+
+    curves = [(f"p{i}", report._cdf(run.phases[0].histogram)) for i in range(4)]
+    chart = _cdf_plot(curves)
+    assert len({s.colour for s in chart.series}) == 4
+
+
+def test_rates_apart_by_more_than_ten_times_get_a_log_axis():
+    from iobench.report.figures import _metadata_plot, _time_plot
+
+    assert _metadata_plot([("create", 196.0), ("stat", 16_900.0)]).axis.log
+    assert not _metadata_plot([("create", 196.0), ("stat", 900.0)]).axis.log
+    chart = _time_plot([("a", [(0.1, 1e6)] * 3), ("b", [(0.1, 1e8)] * 3)], ops=False)
+    assert chart.y.log
+    assert not _time_plot([("a", [(0.1, 1e6)] * 3)], ops=False).y.log
+
+
+def test_indicative_sweep_points_are_hollow():
+    run = rich_run()
+    run.phases[0].steady = False  # seq-write-bs128k: not steady, so indicative
+    flags = report.sweep_indicative(run.phases, "block_size")
+    assert flags["seq-bs (write)"] == [True, False, False]
+    page = report.render_html(run)
+    fig = re.search(r'<figure id="plot-bandwidth-vs-block-size".*?</figure>', page, re.S)
+    assert fig.group(0).count('fill="#fff" stroke="#0969da"') == 1
+    assert "hollow points: indicative" in fig.group(0)
 
 
 # -- latency tails -----------------------------------------------------------------------------
 
 
 def test_tail_plot_marks_the_percentiles_on_a_log_axis():
-    pytest.importorskip("matplotlib")
-    from matplotlib.figure import Figure
-
     run = rich_run()
     p = run.phase("seq-read-bs1m")
-    fig, ax = report._tail_plot(Figure, [(p.name, report._cdf(p.histogram))])
-    assert ax.get_yscale() == "log" and ax.get_xscale() == "log"
-    assert {t.get_text() for t in ax.texts} >= {"p50", "p99", "p99.9"}
+    chart = report._tail_plot([(p.name, report._cdf(p.histogram))])
+    assert chart.y.log and chart.x.log
+    assert {r.text for r in chart.rules} >= {"p50", "p99", "p99.9"}
+    svg = render(chart, "t")
+    assert ">p99.9</text>" in svg and ">seq-read-bs1m</text>" in svg
 
 
 def test_latency_against_concurrency_uses_the_table_figures():
@@ -262,7 +303,6 @@ def test_baseline_table_gives_deltas_and_names_what_differs():
 
 
 def test_baseline_overlays_every_plot_kind():
-    pytest.importorskip("matplotlib")
     run, base = _pair()
     page = report.render_html(run, baseline=base)
     assert 'id="baseline"' in page and "Against baseline base-run" in page

@@ -7,9 +7,10 @@ carries its CSS and its SVG plots inline: it opens offline and can be mailed as 
 
 The package is layered, each module importing only those before it: ``cells`` (the table type,
 cell formatters) → ``tables`` (the content: every table as data) → ``text`` (terminal and
-markdown) → ``series`` (the data behind the plots) → ``figures`` (one matplotlib figure per
-kind) → ``plots`` (every plot a run supports) → ``page`` (the HTML page). The names other
-modules and the tests use are re-exported here.
+markdown) → ``series`` (the data behind the plots) → ``figures`` (one chart per kind, as
+data) → ``plots`` (every plot a run supports) → ``page`` (the HTML page). ``svgplot`` draws
+the charts as hand-written SVG (no matplotlib: a page renders in milliseconds). The names
+other modules and the tests use are re-exported here.
 """
 
 from __future__ import annotations
@@ -18,16 +19,25 @@ from ..core.textfit import MIN_TERMINAL_WIDTH, TERMINAL_WIDTH, stdout_format, te
 from .cells import (
     _CACHE_MEANING,
     METADATA_OPS,
-    PLOT_HINT,
     _block_short,
     _Table,
     _value,
     metadata_rates,
 )
-from .figures import _FIGSIZE, BASELINE_SUFFIX, MIN_LINE_POINTS, _tail_plot, _time_plot
+from .figures import BASELINE_SUFFIX, MIN_LINE_POINTS, _cdf_plot, _tail_plot, _time_plot
 from .page import _CSS, _e, _plot_id, render_html, write_report
 from .plots import _au_plot, _build_plots
-from .series import PARTIAL_MIN_SHARE, _cdf, latency_series, sweep_series, sweep_spread, time_points
+from .series import (
+    PARTIAL_MIN_SHARE,
+    _cdf,
+    latency_bins,
+    latency_series,
+    sweep_indicative,
+    sweep_series,
+    sweep_spread,
+    time_points,
+    timeline_rows,
+)
 from .tables import (
     _baseline_table,
     _cache_table,
@@ -43,7 +53,6 @@ from .text import colour_compare, render_markdown, render_terminal
 __all__ = [
     "METADATA_OPS",
     "TERMINAL_WIDTH",
-    "PLOT_HINT",
     "_CACHE_MEANING",
     "_Table",
     "_block_short",
@@ -65,11 +74,14 @@ __all__ = [
     "render_markdown",
     "sweep_series",
     "sweep_spread",
+    "sweep_indicative",
+    "latency_bins",
+    "timeline_rows",
     "latency_series",
     "PARTIAL_MIN_SHARE",
     "time_points",
     "_cdf",
-    "_FIGSIZE",
+    "_cdf_plot",
     "BASELINE_SUFFIX",
     "_tail_plot",
     "MIN_LINE_POINTS",

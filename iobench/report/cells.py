@@ -17,9 +17,6 @@ from ..result.steady import DEFAULT_STEADY, MIN_PHASE_S, is_indicative
 METADATA_OPS = ("create", "stat", "open_read", "delete")
 
 
-PLOT_HINT = "plots need matplotlib (pip install iobench[plot])"
-
-
 # Keys under PhaseResult.extra that may hold {operation: ops/s} for a combined metadata phase.
 _EXTRA_RATE_KEYS = ("metadata_rates", "rates", "ops_per_s")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import re
 from pathlib import Path
 from typing import Any
@@ -10,22 +9,24 @@ from typing import Any
 from ..checkpoint.rows import tables as ckpt_tables
 from ..result.file import RunResult, atomic_write_bytes
 from .cells import (
-    PLOT_HINT,
     _delta_style,
     _errors,
     _indicative_note,
     _is_delta,
     _phase_warnings,
+    _status_cell,
     _Table,
 )
+from .figures import _Plot
 from .plots import _build_plots
+from .svgplot import esc
 from .tables import (
     _baseline_table,
     _cache_table,
     _estimate_tables,
     _loader_table,
     _metadata_table,
-    _phase_detail_table,
+    _phase_detail_tables,
     _ranks_table,
     _run_info,
     _verdict,
@@ -53,18 +54,23 @@ dl.meta dd { margin: 0; }
 .banner { border-radius: 8px; padding: 14px 20px; margin: 20px 0 8px; color: #fff; }
 .banner.pass { background: var(--pass); }
 .banner.fail { background: var(--fail); }
+.banner.rests-indicative { border-left: 12px solid var(--indicative); }
 .banner.warn { background: var(--warn); }
 .banner.indicative { background: var(--indicative); color: #1f2328; }
 .banner .word { font-size: 28px; font-weight: 750; letter-spacing: 0.06em; }
 .banner .label { font-size: 12px; text-transform: uppercase; letter-spacing: 0.08em;
                  opacity: 0.85; }
 .banner ul { margin: 6px 0 0; padding-left: 20px; }
+.banner .basis { font-size: 13px; font-weight: 600; margin-top: 2px; }
 .scroll { overflow-x: auto; }
-table { border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: 12.5px; }
+table { border-collapse: collapse; font-variant-numeric: tabular-nums; font-size: 12.5px;
+        max-width: 100%; }
 table.wide { width: 100%; }
 th, td { padding: 5px 7px; border-bottom: 1px solid var(--line); text-align: left;
          vertical-align: top; }
-table.grid td, table.grid th { white-space: nowrap; }
+table.grid td.r, table.grid th.r { white-space: nowrap; }
+table.grid td:first-child { overflow-wrap: anywhere; min-width: 7em; }
+table.grid td { overflow-wrap: break-word; }
 th { background: var(--alt); font-weight: 600; border-bottom: 1px solid #afb8c1; }
 th.r, td.r { text-align: right; }
 tr.bad td { background: #fff1f0; }
@@ -85,6 +91,11 @@ figure { margin: 0; border: 1px solid var(--line); border-radius: 8px; padding: 
          background: #fff; break-inside: avoid; }
 figure svg { width: 100%; height: auto; display: block; }
 figcaption { color: var(--muted); font-size: 12px; margin-top: 4px; }
+figure.numbers h3 { margin: 2px 0 8px; }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 3px 14px; margin: 0;
+           font-size: 13px; }
+dl.facts dt { font-weight: 600; overflow-wrap: anywhere; }
+dl.facts dd { margin: 0; }
 ul.warnings { padding-left: 0; list-style: none; margin: 0; }
 ul.warnings li { border-left: 3px solid var(--warn); background: #fff8c5; padding: 6px 12px;
                  margin: 0 0 6px; border-radius: 0 4px 4px 0; }
@@ -98,10 +109,8 @@ footer { color: var(--muted); font-size: 12px; margin-top: 40px; border-top: 1px
 
 def _e(text: Any) -> str:
     """Every text of the HTML page: credentials masked and control characters escaped as on
-    the terminal (iobench.core.redact), then HTML-escaped."""
-    from ..core.redact import for_terminal
-
-    return html.escape(for_terminal(text), quote=True)
+    the terminal (iobench.core.redact), then HTML-escaped (as every text in a plot)."""
+    return esc(text)
 
 
 def _html_table(t: _Table, status_col: int | None = None, wide: bool = False) -> str:
@@ -129,17 +138,42 @@ def _html_table(t: _Table, status_col: int | None = None, wide: bool = False) ->
     )
 
 
+def _rests_on(run: RunResult) -> str:
+    """What the verdict rests on: its phases by status (``22 phases: 3 ok, 19 indicative``),
+    and whether it was a smoke test."""
+    counts: dict[str, int] = {}
+    for p in run.phases:
+        cell = _status_cell(p)
+        counts[cell] = counts.get(cell, 0) + 1
+    if not counts:
+        return ""
+    n = len(run.phases)
+    text = f"Rests on {n} phase{'s' if n != 1 else ''}: " + ", ".join(
+        f"{v} {k}" for k, v in counts.items()
+    )
+    v = run.verdict_block
+    if v is not None and v.smoke_test:
+        text += "; a smoke test (--quick)"
+    return text
+
+
 def _html_banner(run: RunResult) -> str:
     verdict = _verdict(run)
     if verdict:
         result, reasons = verdict
+        # coloured by what it rests on: a pass on indicative phases is amber, never green
         kind = {"PASS": "pass", "PASS (INDICATIVE)": "indicative", "FAIL": "fail"}.get(
             result, "warn"
         )
         items = "".join(f"<li>{_e(r)}</li>" for r in reasons)
+        basis = _rests_on(run)
+        basis = f'<div class="basis">{_e(basis)}</div>' if basis else ""
+        if kind == "fail" and run.verdict_block is not None and run.verdict_block.indicative:
+            kind += " rests-indicative"  # a fail on indicative phases: an amber edge
         return (
             f'<section class="banner {kind}" id="verdict"><div class="label">Verdict</div>'
-            f'<div class="word">{_e(result)}</div>{f"<ul>{items}</ul>" if items else ""}</section>'
+            f'<div class="word">{_e(result)}</div>{basis}'
+            f"{f'<ul>{items}</ul>' if items else ''}</section>"
         )
     if run.status != "complete":
         msg = f"<ul><li>{_e(run.error)}</li></ul>" if run.error else ""
@@ -151,8 +185,8 @@ def _html_banner(run: RunResult) -> str:
 
 
 def _plot_id(title: str) -> str:
-    """An element id for a plot: ``plot-latency-tail-read`` (not unique when a group is
-    split over several figures: a test or a reader looks for the kind)."""
+    """An element id for a plot: ``plot-latency-tail-read`` (titles are unique; the page
+    numbers a repeat all the same)."""
     return "plot-" + re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
 
@@ -179,20 +213,22 @@ def _html_header(run: RunResult) -> list[str]:
 
 
 def _html_summary(run: RunResult) -> list[str]:
-    """The Summary section: every phase in detail."""
+    """The Summary section: every phase, status second, then their volume, time and spread."""
     if not run.phases:
         return []
+    summary, volume = _phase_detail_tables(run)
     parts = ['<section id="phases"><h2>Summary</h2>']
-    detail = _phase_detail_table(run)
-    parts.append(_html_table(detail, status_col=len(detail.headers) - 1, wide=True))
+    parts.append(_html_table(summary, status_col=1, wide=True))
     parts.append(
         '<p class="note">Bandwidth is all bytes over first start to last end (last done); '
-        "first done is the figure when the first worker finished."
-        + (f" {_e(detail.note)}" if detail.note else "")
-        + "</p>"
+        "first done is the figure when the first worker finished.</p>"
     )
     if _indicative_note(run):
         parts.append(f'<p class="note">{_e(_indicative_note(run))}</p>')
+    parts.append(f"<h3>{_e(volume.title)}</h3>")
+    parts.append(_html_table(volume))
+    if volume.note:
+        parts.append(f'<p class="note">{_e(volume.note)}</p>')
     parts.append("</section>")
     return parts
 
@@ -248,22 +284,30 @@ def _html_checkpoint(run: RunResult) -> list[str]:
             "</div></section>"]  # fmt: skip
 
 
+def _figure(p: _Plot, fid: str) -> str:
+    """One figure: its SVG, or its figures as numbers (a phase too short to plot)."""
+    cap = f"<figcaption>{_e(p.caption)}</figcaption>" if p.caption else ""
+    facts = ""
+    if p.facts:
+        rows = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in p.facts)
+        facts = f'<dl class="facts">{rows}</dl>'
+    head = "" if p.svg else f"<h3>{_e(p.title)}</h3>"
+    cls = "" if p.svg else ' class="numbers"'
+    return (f'<figure id="{fid}"{cls} aria-label="{_e(p.title)}">{p.svg}{head}{facts}{cap}'
+            "</figure>")  # fmt: skip
+
+
 def _html_plots(run: RunResult, baseline: RunResult | None) -> list[str]:
-    """The Plots section, or the install hint without matplotlib."""
+    """The Plots section: one figure per plot, each with an id of its own."""
     plots = _build_plots(run, baseline)
-    if plots is None:
-        return [
-            f'<section id="plots"><h2>Plots</h2><p class="note">{_e(PLOT_HINT)}</p>',
-            "</section>",
-        ]
     if not plots:
         return []
     parts = ['<section id="plots"><h2>Plots</h2><div class="plots">']
+    seen: dict[str, int] = {}
     for p in plots:
-        cap = f"<figcaption>{_e(p.caption)}</figcaption>" if p.caption else ""
-        parts.append(
-            f'<figure id="{_plot_id(p.title)}" aria-label="{_e(p.title)}">{p.svg}{cap}</figure>'
-        )
+        fid = _plot_id(p.title)
+        seen[fid] = seen.get(fid, 0) + 1
+        parts.append(_figure(p, fid if seen[fid] == 1 else f"{fid}-{seen[fid]}"))
     parts.append("</div></section>")
     return parts
 

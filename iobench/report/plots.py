@@ -1,4 +1,10 @@
-"""Every plot a run's data supports (:func:`_build_plots`), with a baseline's curves dashed."""
+"""Every plot a run's data supports (:func:`_build_plots`), with a baseline's curves dashed.
+
+One plot per question, at most :data:`~.figures._PER_FIGURE` series each: a larger group is
+drawn as small multiples on shared axes ("(1 of 2)"), so that no two figures share a title. A
+phase too short to draw (one interval, a handful of operations) is shown as its figures, not
+as a one-dot plot.
+"""
 
 from __future__ import annotations
 
@@ -8,31 +14,50 @@ from typing import Any
 
 from ..result.blocks import EstimateBlock, LoaderBlock
 from ..result.file import PhaseResult, RunResult
-from .cells import METADATA_OPS, _is_num, _pct, metadata_rates
+from ..result.steady import is_indicative
+from .cells import METADATA_OPS, _count, _is_num, _pct, _rate, _secs, metadata_rates
 from .figures import (
     _COLOURS,
-    _FIGSIZE,
+    MIN_LINE_POINTS,
     _cdf_plot,
     _chunks,
+    _histogram_plot,
     _latency_concurrency_plot,
     _metadata_plot,
     _Plot,
-    _rc,
-    _svg,
     _sweep_plot,
     _tail_plot,
     _time_plot,
+    share_axes,
 )
 from .series import (
     _by_op,
     _cdf,
     _plot_group,
+    latency_bins,
     latency_series,
+    sweep_indicative,
     sweep_series,
     sweep_spread,
     time_points,
+    timeline_rows,
+)
+from .svgplot import (
+    Axis,
+    Band,
+    Bars,
+    Chart,
+    Rule,
+    Series,
+    Timeline,
+    render,
+    render_bars,
+    render_timeline,
 )
 from .tables import _level, _loader_points
+
+#: A latency histogram of fewer operations than this draws no CDF: its p50/p99/max are shown.
+MIN_CDF_OPS = 20
 
 
 def _series_start(p: PhaseResult) -> Any:
@@ -41,98 +66,40 @@ def _series_start(p: PhaseResult) -> Any:
     return extra.series_start_s if extra.has("series_start_s") else 0.0
 
 
+def _indicative(p: PhaseResult) -> bool:
+    return p.status == "ok" and is_indicative(p)
+
+
 def _au_curves(
     est: EstimateBlock,
 ) -> tuple[list[tuple[float, float]], list[tuple[float, float, float]]]:
     """The estimate's AU curve [(GPUs, AU)] and its interval band [(GPUs, low, high)]."""
-    points = [(g, a) for a in est.points if _is_num(g := a.gpus) and g > 0]
-    curve = sorted((float(g), float(a.au)) for g, a in points if _is_num(a.au))
+    points = [a for a in est.points if _is_num(a.gpus) and a.gpus > 0]
+    curve = sorted((float(a.gpus or 0), float(a.au)) for a in points if _is_num(a.au))
     band = sorted(
-        (float(g), float(a.low), float(a.high))
-        for g, a in points
+        (float(a.gpus or 0), float(a.low), float(a.high))
+        for a in points
         if _is_num(a.low) and _is_num(a.high)
     )
     return curve, band
 
 
-def _au_lines(ax: Any, est: EstimateBlock, curve: list, band: list, measured: list) -> None:
-    """The interval band, the estimated curve and the measured points."""
-    if len(band) > 1:
-        level = _level(est)
-        ax.fill_between(
-            [x for x, _, _ in band],
-            [lo for _, lo, _ in band],
-            [hi for _, _, hi in band],
-            color=_COLOURS[0],
-            alpha=0.18,
-            linewidth=0,
-            label=f"{level:.0%} interval" if _is_num(level) else "interval",
-        )
-    if curve:
-        ax.plot(
-            [x for x, _ in curve],
-            [y for _, y in curve],
-            marker="o",
-            markersize=3.5,
-            color=_COLOURS[0],
-            label="estimate (model)",
-        )
-    if measured:
-        ax.plot(
-            [x for x, _ in measured],
-            [y for _, y in measured],
-            linestyle="none",
-            marker="D",
-            markersize=7,
-            color=_COLOURS[2],
-            label="measured (loader)",
-            zorder=5,
-        )
-
-
-def _au_marks(ax: Any, est: EstimateBlock) -> set[float]:
-    """The threshold line and the estimated maximum GPU count; returns that count's x."""
+def _au_marks(est: EstimateBlock) -> list[Rule]:
+    """The threshold line and the estimated maximum GPU count."""
+    rules = []
     thr = est.threshold
     if _is_num(thr):
-        ax.axhline(
-            thr, color=_COLOURS[1], linestyle="--", linewidth=1.1, label=f"threshold {_pct(thr)}"
-        )
+        rules.append(Rule("y", float(thr), colour=_COLOURS[1], dash="dashed",
+                          label=f"threshold {_pct(thr)}"))  # fmt: skip
     max_gpus = est.max_gpus
-    if not _is_num(max_gpus) or max_gpus <= 0:
-        return set()
-    ax.axvline(max_gpus, color="#8c959f", linestyle=":", linewidth=1.0)
-    low, high = est.max_gpus_low, est.max_gpus_high
-    span = f" ({low:g}–{high:g})" if _is_num(low) and _is_num(high) else ""
-    ax.annotate(
-        f"max {max_gpus:g}{span} GPUs (estimate)",
-        (max_gpus, 0.04),
-        xytext=(4, 0),
-        textcoords="offset points",
-        fontsize=8,
-        color="#59636e",
-    )
-    return {float(max_gpus)}
+    if _is_num(max_gpus) and max_gpus > 0:
+        low, high = est.max_gpus_low, est.max_gpus_high
+        span = f" ({low:g}–{high:g})" if _is_num(low) and _is_num(high) else ""
+        rules.append(Rule("x", float(max_gpus), text=f"max {max_gpus:g}{span} GPUs (estimate)"))
+    return rules
 
 
-def _au_axes(ax: Any, xs_all: set[float], title: str) -> None:
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator, PercentFormatter
-
-    ax.set_xscale("log", base=2)
-    ticks = sorted(xs_all)
-    if len(ticks) > 12:  # keep labels legible: powers of two only
-        ticks = [t for t in ticks if math.log2(t).is_integer()] or ticks
-    ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: f"{x:g}"))
-    ax.set_ylim(0, 1.05)
-    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
-    ax.set_xlabel("number of GPUs")
-    ax.set_ylabel("accelerator utilisation (AU)")
-    ax.set_title(title, loc="left")
-    ax.legend(loc="lower left")
-
-
-def _au_plot(Figure: Callable[..., Any], run: RunResult) -> Any:
+def _au_plot(run: RunResult) -> Chart | None:
     """AU against the GPU count: the estimate (with its interval), the loader's measured points,
     the threshold and the estimated maximum; None when there is neither curve nor point."""
     est = run.estimate_block or EstimateBlock()
@@ -140,41 +107,88 @@ def _au_plot(Figure: Callable[..., Any], run: RunResult) -> Any:
     measured = [(float(g), a) for g, a in _loader_points(run) if g > 0]
     if not curve and not measured:
         return None
-    fig = Figure(figsize=_FIGSIZE, layout="constrained")
-    ax = fig.add_subplot()
-    _au_lines(ax, est, curve, band, measured)
-    xs_all = {x for x, _ in curve} | {x for x, _ in measured} | _au_marks(ax, est)
+    bands: tuple[Band, ...] = ()
+    if len(band) > 1:
+        level = _level(est)
+        label = f"{level:.0%} interval" if _is_num(level) else "interval"
+        bands = (Band(label, tuple(band), _COLOURS[0]),)
+    lines = []
+    if curve:
+        lines.append(Series("estimate (model)", tuple(curve), _COLOURS[0], marker="o"))
+    if measured:
+        lines.append(Series("measured (loader)", tuple(measured), _COLOURS[2], line=False,
+                            marker="diamond"))  # fmt: skip
+    rules = _au_marks(est)
+    xs = sorted({x for x, _ in curve} | {x for x, _ in measured}
+                | {r.value for r in rules if r.axis == "x"})  # fmt: skip
+    if len(xs) > 12:
+        xs = [t for t in xs if math.log2(t).is_integer()] or xs
     profile = est.profile or (run.loader_block or LoaderBlock()).profile
-    _au_axes(ax, xs_all, "AU vs GPUs" + (f" ({profile})" if profile else ""))
-    return fig
+    title = "AU vs GPUs" + (f" ({profile})" if profile else "")
+    x = Axis("number of GPUs", log=True, ticks=tuple(xs), fmt=lambda v: f"{v:g}")
+    y = Axis("accelerator utilisation (AU)", lo=0.0, hi=1.05, ticks=(0, 0.25, 0.5, 0.75, 1.0),
+             fmt=lambda v: f"{v * 100:.0f}%")  # fmt: skip
+    return Chart(title, x, y, tuple(lines), bands=bands, rules=tuple(rules))
 
 
-Add = Callable[..., None]  # add(fig, title, caption="")
-
-
-def _sweep_plots(Figure: Any, run: RunResult, baseline: RunResult | None, add: Add) -> None:
-    for axis in ("block_size", "concurrency"):
-        series = sweep_series(run.phases, axis)
-        if series:
-            base = sweep_series(baseline.phases, axis) if baseline else None
-            spread = sweep_spread(run.phases, axis)
-            fig, title = _sweep_plot(Figure, series, axis, base, spread)
-            add(
-                fig,
-                title,
-                "Aggregate bandwidth (last done) of each phase in the sweep"
-                + ("; bars: min-max over the repeats" if spread else "")
-                + (f"; dashed: baseline {baseline.run_id}" if baseline and base else "")
-                + ".",
-            )
+Add = Callable[..., None]  # add(chart, caption="", title=None, facts=())
 
 
 def _dashed(baseline: RunResult | None) -> str:
     return f" Dashed: baseline {baseline.run_id}." if baseline else ""
 
 
-def _latency_plots(Figure: Any, run: RunResult, baseline: RunResult | None, add: Add) -> None:
-    """Each op's latency CDF and tail, from the merged histograms."""
+def _indicative_caption(members: list[PhaseResult]) -> str:
+    flags = [_indicative(p) for p in members]
+    if all(flags):
+        return " Every phase drawn is indicative (not steady, or too short): read the shape, not the figure."
+    if any(flags):
+        return " Labels marked (indicative): not steady, or too short."
+    return ""
+
+
+def _label(p: PhaseResult, mixed: bool) -> str:
+    return p.name + (" (indicative)" if mixed and _indicative(p) else "")
+
+
+def _parts(title: str, charts: list[Chart]) -> list[tuple[str, Chart]]:
+    """Small multiples on shared axes, titled "(k of n)" so that no two figures share a title."""
+    charts = share_axes(charts)
+    if len(charts) == 1:
+        return [(title, charts[0])]
+    n = len(charts)
+    return [(f"{title} ({k} of {n})", c) for k, c in enumerate(charts, 1)]
+
+
+def _sweep_plots(run: RunResult, baseline: RunResult | None, add: Add) -> None:
+    for axis in ("block_size", "concurrency"):
+        series = sweep_series(run.phases, axis)
+        if series:
+            base = sweep_series(baseline.phases, axis) if baseline else None
+            spread = sweep_spread(run.phases, axis)
+            flags = sweep_indicative(run.phases, axis)
+            chart, title = _sweep_plot(series, axis, base, spread, flags)
+            hollow = any(any(f) for f in flags.values())
+            add(
+                chart,
+                "Aggregate bandwidth (last done) of each phase in the sweep"
+                + ("; hollow points: indicative (not steady or too short)" if hollow else "")
+                + ("; bars: min-max over the repeats" if spread else "")
+                + (f"; dashed: baseline {baseline.run_id}" if base and baseline else "")
+                + ".",
+            )
+
+
+def _latency_facts(p: PhaseResult) -> tuple[str, str]:
+    lat = p.latency
+    count = (p.histogram or {}).get("count") or 0
+    return (p.name, f"{count} operations: p50 {_secs(lat.p50)}, p99 {_secs(lat.p99)}, "
+                    f"max {_secs(lat.max)}; too few to draw a distribution")  # fmt: skip
+
+
+def _latency_plots(run: RunResult, baseline: RunResult | None, add: Add) -> None:
+    """Each op's latency CDF and tail, from the merged histograms; a phase of a handful of
+    operations as its figures."""
     hist_phases = [p for p in run.phases if (p.histogram or {}).get("count")]
     base_cdf = {
         p.name: c
@@ -183,36 +197,53 @@ def _latency_plots(Figure: Any, run: RunResult, baseline: RunResult | None, add:
     }
     dashed = _dashed(baseline)
     for op, members in _by_op(hist_phases).items():
-        curves = [(p.name, _cdf(p.histogram)) for p in members]
-        curves = [(n, c) for n, c in curves if c]
-        for part in _chunks(curves):
-            if not part:
-                continue
-            fig, ax = _cdf_plot(Figure, list(part), base_cdf)
-            ax.set_title(f"Latency CDF: {op}", loc="left")
-            cap = "From the merged per-operation latency histogram." + dashed
-            add(fig, f"Latency CDF: {op}", cap)
-            fig, ax = _tail_plot(Figure, list(part), base_cdf)
-            ax.set_title(f"Latency tail: {op}", loc="left")
-            add(
-                fig,
-                f"Latency tail: {op}",
-                "Share of operations slower than each latency (log-log): the p99 to p99.99 "
-                "a linear CDF hides; dotted lines at p50, p99, p99.9 and p99.99." + dashed,
-            )
+        few = [p for p in members if (p.histogram or {}).get("count", 0) < MIN_CDF_OPS]
+        drawn = [p for p in members if p not in few and _cdf(p.histogram)]
+        if few and not drawn:
+            add(None, "Operations too few to draw a distribution.", f"Latency: {op}",
+                tuple(_latency_facts(p) for p in few))  # fmt: skip
+            continue
+        if not drawn:
+            continue
+        mixed = len({_indicative(p) for p in drawn}) > 1
+        parts = _chunks(drawn)
+        note = _indicative_caption(drawn)
+        facts = tuple(_latency_facts(p) for p in few)
+        base_bins = {p.name: latency_bins(p.histogram) for p in (baseline.phases if baseline
+                                                                   else [])}  # fmt: skip
+        kinds: tuple[tuple[str, Any, Any, Any, str], ...] = (  # three plots of one shape
+            ("Latency CDF", _cdf_plot, _cdf, base_cdf,
+             "From the merged per-operation latency histogram."),
+            ("Latency tail", _tail_plot, _cdf, base_cdf, "Share of operations slower than each "
+             "latency (log-log): the p99 to p99.99 a linear CDF hides; dotted lines at p50, p99, "
+             "p99.9 and p99.99."),
+            ("Latency histogram", _histogram_plot, latency_bins, base_bins, "Share of the "
+             "operations in each latency bin (10 a decade), from the stored histogram buckets."),
+        )  # fmt: skip
+        for kind, fn, data, base, cap in kinds:
+            charts = [
+                fn([(_label(p, mixed), data(p.histogram)) for p in part],
+                   {_label(p, mixed): base[p.name] for p in part if base.get(p.name)},
+                   title=f"{kind}: {op}")
+                for part in parts
+            ]  # fmt: skip
+            for title, chart in _parts(f"{kind}: {op}", charts):
+                add(chart, cap + note + dashed, title, facts if kind == "Latency CDF" else ())
 
 
-def _concurrency_plots(Figure: Any, run: RunResult, baseline: RunResult | None, add: Add) -> None:
+def _concurrency_plots(run: RunResult, baseline: RunResult | None, add: Add) -> None:
     lat = latency_series(run.phases)
     base_lat = latency_series(baseline.phases) if baseline else {}
     if lat:
-        for part in _chunks(list(lat.items()), 2):  # three or four lines per series
+        charts = [_latency_concurrency_plot(dict(part), base_lat)
+                  for part in _chunks(list(lat.items()), 2)]  # three or four lines per series  # fmt: skip
+        for title, chart in _parts("Latency vs workers", charts):
             add(
-                _latency_concurrency_plot(Figure, dict(part), base_lat),
-                "Latency vs workers",
+                chart,
                 "p50 (solid), p99 (dashed) and p99.9 (dotted) of each op and block size "
                 "measured at several worker counts."
-                + (f" Crosses: baseline {baseline.run_id}'s p99." if baseline and base_lat else ""),
+                + (f" Crosses: baseline {baseline.run_id}'s p99." if base_lat and baseline else ""),
+                title,
             )
 
 
@@ -235,81 +266,141 @@ def _baseline_time_points(
 
 def _time_curves(
     run: RunResult, ops: bool
-) -> dict[str, list[tuple[str, list[tuple[float, float]], float]]]:
+) -> dict[str, list[tuple[PhaseResult, list[tuple[float, float]], float]]]:
     """Per plot group, (phase, points, interval) of each phase's rate (ops/s when ``ops``)."""
-    timed: dict[str, list[tuple[str, list[tuple[float, float]], float]]] = {}
+    timed: dict[str, list[tuple[PhaseResult, list[tuple[float, float]], float]]] = {}
     for p in run.phases:
         is_meta = p.op in METADATA_OPS or (not p.bytes and bool(p.ops))
         values = p.ops_series if ops else p.series
         if is_meta == ops and values and p.series_interval_s > 0:
             dt = float(p.series_interval_s)
             off = _series_start(p)
-            curve = (p.name, time_points(_clean_series(values), dt, p.elapsed_s, off), dt)
-            if curve[1]:  # one partial interval alone is no rate to draw
-                timed.setdefault(_plot_group(p), []).append(curve)
+            curve = (p, time_points(_clean_series(values), dt, p.elapsed_s, off), dt)
+            timed.setdefault(_plot_group(p), []).append(curve)
     return timed
 
 
-def _time_plots(Figure: Any, run: RunResult, baseline: RunResult | None, add: Add) -> None:
-    """Bandwidth, then operations, over time: one figure per group of phases."""
+def _short_fact(p: PhaseResult, n: int, dt: float, ops: bool) -> tuple[str, str]:
+    rate = _count(p.iops, " ops/s") if ops else _rate(p.bandwidth_bps)
+    took = _secs(p.elapsed_s) if p.elapsed_s else "-"
+    span = (f"{n} interval{'s' if n != 1 else ''} of {dt:g} s" if n
+            else f"under half of one {dt:g} s interval")  # fmt: skip
+    return (p.name, f"{rate} over {took}: {span}, too short to draw over time")
+
+
+def _time_plots(run: RunResult, baseline: RunResult | None, add: Add) -> None:
+    """Bandwidth, then operations, over time: one figure per group of phases; a phase of
+    fewer than :data:`MIN_LINE_POINTS` intervals as its figures."""
     dashed = _dashed(baseline)
     for ops in (False, True):
         base_t = _baseline_time_points(baseline, ops)
-        timed = _time_curves(run, ops)
         what = "Operations over time" if ops else "Bandwidth over time"
-        for op, curves in timed.items():
-            for part in _chunks(curves):
-                fig, ax = _time_plot(Figure, [(n, pts) for n, pts, _ in part], ops, base_t)
-                ax.set_title(f"{what}: {op}", loc="left")
-                caption = (
-                    f"Per-interval rate ({part[0][2]:g} s intervals); the first and last, "
-                    "partial intervals over the time the phase covered (left out under "
-                    "half an interval)." + dashed
-                )
-                add(fig, f"{what}: {op}", caption)
+        for op, curves in _time_curves(run, ops).items():
+            long = [c for c in curves if len(c[1]) >= MIN_LINE_POINTS]
+            facts = tuple(_short_fact(p, len(pts), dt, ops) for p, pts, dt in curves
+                          if len(pts) < MIN_LINE_POINTS)  # fmt: skip
+            if not long:
+                add(None, "Every phase here is too short to draw over time.", f"{what}: {op}",
+                    facts)  # fmt: skip
+                continue
+            members = [p for p, _, _ in long]
+            mixed = len({_indicative(p) for p in members}) > 1
+            charts = []
+            for part in _chunks(long):
+                base = {_label(p, mixed): base_t[p.name] for p, _, _ in part if p.name in base_t}
+                pts = [(_label(p, mixed), pts) for p, pts, _ in part]
+                charts.append(_time_plot(pts, ops, base, title=f"{what}: {op}"))
+            caption = (
+                f"Per-interval rate ({long[0][2]:g} s intervals); the first and last, "
+                "partial intervals over the time the phase covered (left out under "
+                "half an interval)." + _indicative_caption(members) + dashed
+            )
+            for title, chart in _parts(f"{what}: {op}", charts):
+                add(chart, caption, title, facts)
+                facts = ()
 
 
-def _other_plots(Figure: Any, run: RunResult, baseline: RunResult | None, add: Add) -> None:
+def _other_plots(run: RunResult, baseline: RunResult | None, add: Add) -> None:
     """Metadata rates, AU against GPUs and the checkpoint goodput, when the run has them."""
-    bars = [
-        (f"{p.name} ({op})" if op != p.name else op, r)
-        for p in run.phases
-        for op, r in metadata_rates(p).items()
-    ]
+    bars, flags = [], []
+    for p in run.phases:
+        for op, r in metadata_rates(p).items():
+            bars.append((f"{p.name} ({op})" if op != p.name else op, r))
+            flags.append(_indicative(p))
     if bars:
-        add(_metadata_plot(Figure, bars), "Metadata operation rates")
-    fig = _au_plot(Figure, run)
-    if fig is not None:
-        caption = (
-            "Line: model estimate; diamonds: measured with the data loader; dashed: threshold."
-        )
-        add(fig, "AU vs GPUs", caption)
+        add(_metadata_plot(bars, flags),
+            "Hollow bars: indicative phases." if any(flags) else "")  # fmt: skip
+    chart = _au_plot(run)
+    if chart is not None:
+        add(chart, "Line: model estimate; diamonds: measured with the data loader; "
+                   "dashed: threshold.", "AU vs GPUs")  # fmt: skip
     if run.checkpoint:
         from .checkpoint_plot import goodput_figure
 
-        fig = goodput_figure(Figure, run.checkpoint)
-        if fig is not None:
+        chart = goodput_figure(run.checkpoint)
+        if chart is not None:
             caption = "Estimate (checkpoint model); dots: the best interval (Daly)."
-            add(fig, "Checkpoint goodput vs interval", caption)
+            add(chart, caption, "Checkpoint goodput vs interval")
 
 
-_SECTIONS = (_sweep_plots, _latency_plots, _concurrency_plots, _time_plots, _other_plots)
+_STATUS_COLOUR = {"ok": _COLOURS[0], "indicative": "#9a6700", "partial": _COLOURS[1],
+                  "failed": _COLOURS[1]}  # fmt: skip
 
 
-def _build_plots(run: RunResult, baseline: RunResult | None = None) -> list[_Plot] | None:
+def _timeline_plot(run: RunResult, baseline: RunResult | None, add: Add) -> None:
+    """Every phase on one time axis, from the epochs its result records: solid to the first
+    worker's end (first done), light to the last one's (last done)."""
+    rows = timeline_rows(run.phases)
+    if len(rows) < 2:
+        return
+    drawn = []
+    for p, start, first, last in rows:
+        status = "indicative" if _indicative(p) else p.status
+        drawn.append((p.name, start, first, last, _STATUS_COLOUR.get(status, _COLOURS[1]),
+                      status == "indicative"))  # fmt: skip
+    chart = Timeline("Run timeline", tuple(drawn), Axis("seconds since the first phase's start"))
+    add(chart, "Each phase from its start to its first worker's end (first done, solid) and "
+        "its last worker's (last done, light); hollow: indicative, red: partial or failed. "
+        "Gaps are the run's own work between phases (dataset layout, cache drops, the loader's "
+        "start-up).")  # fmt: skip
+
+
+_SECTIONS = (
+    _timeline_plot,
+    _sweep_plots,
+    _latency_plots,
+    _concurrency_plots,
+    _time_plots,
+    _other_plots,
+)
+
+
+def _build_plots(run: RunResult, baseline: RunResult | None = None) -> list[_Plot]:
     """Every plot the run's data supports, with ``baseline``'s curves of the same phases
-    dashed in the same colours; None when matplotlib is not installed."""
-    try:
-        import matplotlib
-        from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global state
-    except ImportError:
-        return None
+    dashed in the same colours."""
     plots: list[_Plot] = []
 
-    def add(fig: Any, title: str, caption: str = "") -> None:
-        plots.append(_Plot(title, _svg(fig, f"iobench-{run.run_id}-{len(plots)}"), caption))
+    def add(chart: Chart | Bars | Timeline | None, caption: str = "", title: str | None = None,
+            facts: tuple[tuple[str, str], ...] = ()) -> None:  # fmt: skip
+        uid = f"iob{len(plots)}"
+        if chart is None:
+            svg = ""
+        elif isinstance(chart, Bars):
+            svg = render_bars(chart, uid)
+        elif isinstance(chart, Timeline):
+            svg = render_timeline(chart, uid)
+        else:
+            svg = render(chart, uid) if title is None else render(_titled(chart, title), uid)
+        plots.append(
+            _Plot(title or (chart.title if chart is not None else ""), svg, caption, facts)
+        )
 
-    with matplotlib.rc_context(_rc()):
-        for section in _SECTIONS:
-            section(Figure, run, baseline, add)
+    for section in _SECTIONS:
+        section(run, baseline, add)
     return plots
+
+
+def _titled(chart: Chart, title: str) -> Chart:
+    from dataclasses import replace
+
+    return replace(chart, title=title)

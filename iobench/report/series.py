@@ -8,13 +8,22 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..result.file import PhaseResult, metric_summary
+from ..result.steady import is_indicative
 from .cells import METADATA_OPS, _block, _is_num, _value
 
 
 def sweep_series(phases: Sequence[PhaseResult], axis: str) -> dict[str, list[tuple[float, float]]]:
     """Bandwidth sweeps along ``axis``: label -> [(x, bytes/s)] (see :func:`_sweep_points`)."""
     return {
-        label: [(x, sum(v) / len(v)) for x, v in ((x, [b for b, _, _ in bs]) for x, bs in pts)]
+        label: [(x, sum(v) / len(v)) for x, v in ((x, [b[0] for b in bs]) for x, bs in pts)]
+        for label, pts in _sweep_points(phases, axis).items()
+    }
+
+
+def sweep_indicative(phases: Sequence[PhaseResult], axis: str) -> dict[str, list[bool]]:
+    """label -> per point of :func:`sweep_series`: whether a phase at it is indicative."""
+    return {
+        label: [any(b[3] for b in bs) for _, bs in pts]
         for label, pts in _sweep_points(phases, axis).items()
     }
 
@@ -25,7 +34,7 @@ def sweep_spread(
     """label -> [(x, min, max)] over the repeats of the sweep points measured more than once."""
     out = {}
     for label, pts in _sweep_points(phases, axis).items():
-        bars = [(x, min(lo for _, lo, _ in bs), max(hi for _, _, hi in bs)) for x, bs in pts]
+        bars = [(x, min(b[1] for b in bs), max(b[2] for b in bs)) for x, bs in pts]
         bars = [b for b in bars if b[2] > b[1]]
         if bars:
             out[label] = bars
@@ -34,10 +43,10 @@ def sweep_spread(
 
 def _sweep_points(
     phases: Sequence[PhaseResult], axis: str
-) -> dict[str, list[tuple[float, list[tuple[float, float, float]]]]]:
-    """Bandwidth sweeps along ``axis`` ("block_size" or "concurrency"): label -> [(x, bytes/s)].
+) -> dict[str, list[tuple[float, list[tuple[float, float, float, bool]]]]]:
+    """Bandwidth sweeps along ``axis`` ("block_size" or "concurrency").
 
-    label -> [(x, [(median bytes/s, repeat min, repeat max) of each phase at x])].
+    label -> [(x, [(median bytes/s, repeat min, repeat max, indicative) of each phase at x])].
     Phases are grouped by ``params["sweep"]`` and op (phases without a sweep tag are not sweep
     points; "base" joins both the block-size and the jobs sweep); within a group, those that
     share the other parameter and differ along ``axis`` form one series (>= 2 distinct points).
@@ -55,9 +64,9 @@ def _sweep_points(
         # the base configuration is a point of every sweep it anchors
         for tag in ("block_size", "jobs") if sweep_tag == "base" else (sweep_tag,):
             groups.setdefault((tag, p.op), []).append(p)
-    out: dict[str, list[tuple[float, list[tuple[float, float, float]]]]] = {}
+    out: dict[str, list[tuple[float, list[tuple[float, float, float, bool]]]]] = {}
     for (sweep, op), members in groups.items():
-        by_other: dict[Any, dict[float, list[tuple[float, float, float]]]] = {}
+        by_other: dict[Any, dict[float, list[tuple[float, float, float, bool]]]] = {}
         for p in members:
             x = getattr(p, axis)
             if not _is_num(x) or x <= 0:
@@ -65,11 +74,10 @@ def _sweep_points(
             bw = _value(p, "bandwidth_bps") or p.bandwidth_bps
             sm = metric_summary(p, "bandwidth_bps")
             lo, hi = (sm.min, sm.max) if sm is not None and sm.n > 1 else (bw, bw)
-            if (
-                bw is None or lo is None or hi is None
-            ):  # none: filtered out above (narrows the types)
+            if bw is None or lo is None or hi is None:  # none: filtered out above (the types)
                 continue
-            by_other.setdefault(getattr(p, other), {}).setdefault(float(x), []).append((bw, lo, hi))
+            point = (bw, lo, hi, p.status != "ok" or is_indicative(p))
+            by_other.setdefault(getattr(p, other), {}).setdefault(float(x), []).append(point)
         lines = {k: v for k, v in by_other.items() if len(v) >= 2}
         name = op if sweep == op else f"{sweep} ({op})"
         for k, xs in sorted(lines.items(), key=lambda kv: str(kv[0])):
@@ -158,6 +166,60 @@ def _cdf(histogram: dict[str, Any]) -> list[tuple[float, float]]:
 
     try:
         pts = Histogram.from_dict(histogram).cdf_points()
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, AttributeError):
         return []
     return [(max(x, 1e-9), y) for x, y in pts]
+
+
+HIST_BINS_PER_DECADE = 10
+
+
+def latency_bins(
+    histogram: dict[str, Any], per_decade: int = HIST_BINS_PER_DECADE
+) -> list[tuple[float, float, float]]:
+    """A stored latency histogram re-binned for drawing: [(low s, high s, share of the
+    operations)] over contiguous log-spaced bins (``per_decade`` a decade) from the fastest
+    operation's bin to the slowest's; each stored bucket counts in the bin of its midpoint.
+    [] when the histogram is unreadable or empty."""
+    import math
+
+    from ..result.stats import Histogram, bucket_bounds
+
+    try:
+        h = Histogram.from_dict(histogram)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return []
+    if not h.count:
+        return []
+    by_bin: dict[int, int] = {}
+    for i, n in enumerate(h.counts):
+        if n:
+            lo, hi = bucket_bounds(i)
+            mid = max((lo + hi) / 2, 1.0) / 1e9
+            k = math.floor(math.log10(mid) * per_decade + 1e-9)
+            by_bin[k] = by_bin.get(k, 0) + n
+    first, last = min(by_bin), max(by_bin)
+    return [(10 ** (k / per_decade), 10 ** ((k + 1) / per_decade), by_bin.get(k, 0) / h.count)
+            for k in range(first, last + 1)]  # fmt: skip
+
+
+def timeline_rows(phases: Sequence[PhaseResult]) -> list[tuple[PhaseResult, float, float, float]]:
+    """(phase, start, first done, last done) in seconds since the first phase's start, for
+    every phase whose result records its epochs (``extra.start_epoch`` / ``end_epoch``; the
+    first done from ``first_end_epoch``, else the stonewall time)."""
+    got = []
+    for p in phases:
+        e = p.extra or {}
+        start, end = e.get("start_epoch"), e.get("end_epoch")
+        if not (_is_num(start) and _is_num(end)) or end < start:
+            continue
+        first = e.get("first_end_epoch")
+        if not _is_num(first) and _is_num(p.stonewall_s):
+            first = start + p.stonewall_s
+        if not _is_num(first) or not start <= first <= end:
+            first = end
+        got.append((p, float(start), float(first), float(end)))
+    if not got:
+        return []
+    t0 = min(s for _, s, _, _ in got)
+    return [(p, s - t0, f - t0, e - t0) for p, s, f, e in got]

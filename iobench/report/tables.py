@@ -102,66 +102,53 @@ def _phase_table(run: RunResult) -> _Table:
     return _Table("Phases", headers, rows, align, note=note, row_classes=classes)
 
 
-def _phase_detail_table(run: RunResult) -> _Table:
-    """The wider HTML table: adds volume, time, first-done bandwidth, spread and tail latency."""
-    headers = [
-        "Phase",
-        "Op",
-        "Jobs",
-        "Block",
-        "Moved",
-        "Elapsed",
-        "Bandwidth",
-        "First done",
-        "Worker spread",
-        "Ops/s",
-        "p50",
-        "p99",
-        "p99.9",
-        "Cache",
-        "Status",
-    ]
-    repeated = _has_repeats(run)
-    cpu = _has_cpu(run)
-    if cpu:
-        headers.insert(-2, "Client CPU")
-    if repeated:
-        headers.insert(7, _SPREAD_HEADER)
+def _phase_detail_tables(run: RunResult) -> list[_Table]:
+    """The HTML page's phases, in two tables that fit its width (none scrolls, no column is
+    hidden): the summary, status second, then each phase's volume, time and spreads."""
+    headers = ["Phase", "Status", "Op", "Jobs", "Block", "Bandwidth", "First done", "Ops/s",
+               "p50", "p99", "p99.9", "Cache"]  # fmt: skip
     rows, classes = [], []
+    for p in run.phases:
+        rows.append([
+            p.name,
+            _status_cell(p),
+            p.op,
+            str(p.concurrency),
+            _block(p.block_size),
+            _rate(_value(p, "bandwidth_bps")),
+            _rate(_value(p, "bandwidth_stonewall_bps")),
+            _count(_value(p, "iops")),
+            _secs(_value(p, "latency_s.p50")),
+            _secs(_value(p, "latency_s.p99")),
+            _secs(_value(p, "latency_s.p999")),
+            p.cache or "-",
+        ])  # fmt: skip
+        classes.append("" if p.status == "ok" else "bad")
+    summary = _Table("Phases", headers, rows, "lllrrrrrrrrl", row_classes=classes)
+    return [summary, _phase_volume_table(run, classes)]
+
+
+def _phase_volume_table(run: RunResult, classes: list[str]) -> _Table:
+    """Each phase's bytes (or operations), time, the workers' spread, the repeats' spread and
+    the client's CPU (the last two when the run has them)."""
+    repeated, cpu = _has_repeats(run), _has_cpu(run)
+    headers = ["Phase", "Moved", "Elapsed", "Worker spread"]
+    headers += [_SPREAD_HEADER] if repeated else []
+    headers += ["Client CPU"] if cpu else []
+    rows = []
     for p in run.phases:
         pw = p.worker_spread
         spread = "-"
         if _is_num(pw.min) and _is_num(pw.max) and pw.max > 0:
             spread = _rate_range(pw.min, pw.max)
         moved = format_bytes(p.bytes) if p.bytes else (f"{p.ops:,} ops" if p.ops else "-")
-        ops = _count(_value(p, "iops"))
-        row = [
-            p.name,
-            p.op,
-            str(p.concurrency),
-            _block(p.block_size),
-            moved,
-            _secs(p.elapsed_s) if p.elapsed_s else "-",
-            _rate(_value(p, "bandwidth_bps")),
-            _rate(_value(p, "bandwidth_stonewall_bps")),
-            spread,
-            ops,
-            _secs(_value(p, "latency_s.p50")),
-            _secs(_value(p, "latency_s.p99")),
-            _secs(_value(p, "latency_s.p999")),
-            p.cache or "-",
-            _status_cell(p),
-        ]
-        if cpu:
-            row.insert(-2, _cpu_cell(p))
-        if repeated:
-            row.insert(7, _repeat_spread(p))
+        row = [p.name, moved, _secs(p.elapsed_s) if p.elapsed_s else "-", spread]
+        row += [_repeat_spread(p)] if repeated else []
+        row += [_cpu_cell(p)] if cpu else []
         rows.append(row)
-        classes.append("" if p.status == "ok" else "bad")
-    align = ("llrrrrrrrrrrrr" if repeated else "llrrrrrrrrrrr") + ("r" if cpu else "") + "ll"
-    # the indicative note follows the table in HTML
     note = " ".join(n for n in (_SPREAD_NOTE if repeated else "", _cpu_note(run)) if n)
-    return _Table("Phases", headers, rows, align, note=note, row_classes=classes)
+    return _Table("Volume, time and spread", headers, rows, "l" + "r" * (len(headers) - 1),
+                  note=note, row_classes=classes)  # fmt: skip
 
 
 def _metadata_table(run: RunResult) -> _Table | None:

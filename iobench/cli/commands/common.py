@@ -210,9 +210,13 @@ def stall_setting(value: str | None) -> StallSetting:
     return StallSetting(armed=True, timeout_s=check_stall_timeout(seconds, text=value))
 
 
-def progress_factory(quiet: bool):
-    from ..progress import TqdmProgress
+def progress_factory(quiet: bool, lines: bool = False):
+    """A bar per phase on a terminal; with ``lines``, where stderr is no terminal (a pipe, a
+    log), one line per phase as it finishes instead of silence."""
+    from ..progress import PhaseLines, TqdmProgress
 
+    if lines and not quiet and not sys.stderr.isatty():
+        return PhaseLines
     return lambda: TqdmProgress(enabled=not quiet)
 
 

@@ -186,7 +186,7 @@ def _run(live_csv: str | None, quiet: bool, target: str, **kwargs: Any) -> Any:
 
     live = None if kwargs["dry_run"] else open_live_csv(live_csv)
     try:
-        factory = with_live_csv(progress_factory(quiet), live)
+        factory = with_live_csv(progress_factory(quiet, lines=True), live)
         return run_qualify(target, progress_factory=factory, write_report=_write_report,
                            announce=announce, **kwargs)  # fmt: skip
     finally:
