@@ -38,6 +38,7 @@ from .worker import (
     data_pool,
     describe_oserror,
     finish,
+    meta_passes,
     pace,
     perf_ns,
     run_phase,
@@ -230,7 +231,7 @@ class PosixEngine(Engine):
         flags = os.O_RDONLY | (os.O_DIRECT if phase.direct else 0)
         verify = op == "open_read" and phase.verify
         moved = 0
-        for seg in segments:
+        for seg in meta_passes(phase, segments, st):
             if state.should_stop():
                 raise Stop
             n = 0

@@ -237,7 +237,7 @@ def _figure_item(
     run: Any, value: float | None, r: Requirement, what: str
 ) -> tuple[bool, str, dict[str, Any]]:
     """(passed, the reason's line, the verdict item) for a measured figure's requirement."""
-    from ..result.stats import indicative_reason
+    from ..result.stats import indicative_reason, one_pass_reason
 
     passed = value is not None and value >= r.value
     status = "pass" if passed else "fail"
@@ -250,6 +250,9 @@ def _figure_item(
     if why:
         line += f" [indicative: {phase.name} {why}]"
         item["indicative"] = f"{phase.name} {why}"
+    elif phase is not None and one_pass_reason(phase):
+        line += f" [one pass: {phase.name}, not judged for steady state]"
+        item["one_pass"] = f"{phase.name} {one_pass_reason(phase)}"
     return passed, line, item
 
 

@@ -42,7 +42,15 @@ from ...engines.base import FileSpec, PhaseSpec
 from ...result.measured import phase_result
 from ...result.stats import WorkerStats
 from ...target import drop_file_cache
-from .checkpoint import _dcp_storage, _metadata, _rounds, dcp_step, round_bound, round_extra
+from .checkpoint import (
+    META_TIMED,
+    _dcp_storage,
+    _metadata,
+    _rounds,
+    dcp_step,
+    round_bound,
+    round_extra,
+)
 
 POOL_BYTES = 64 << 20
 BASELINE_BLOCK = 4 << 20
@@ -202,9 +210,9 @@ def plan(params: dict[str, Any]) -> Plan:
         k = per * jobs
         small, many = 4096 * k, f"{k} files"
         p.add("ckpt-create", "create", small, f"{many} of {n} ranks, {jobs} workers", ops=k)
-        p.add("ckpt-stat", "stat", 0, many, ops=k)
-        p.add("ckpt-open_read", "open_read", small, many, ops=k)
-        p.add("ckpt-delete", "delete", 0, many, ops=k)
+        for name, op, moved in META_TIMED:  # time-based passes, as checkpoint-smallfile's
+            p.add(name, op, small if moved else 0, many, params.get("time"), ops=k)
+        p.add("ckpt-delete", "delete", 0, f"{many}, one pass", ops=k)
     if params["baseline"]:
         p.add("ckpt-baseline-write", "write", total, f"{n} writers, buffered + fsync",
               params.get("time"))  # fmt: skip
@@ -289,7 +297,7 @@ def run(params: dict[str, Any], runner: Any) -> None:
         meta = {
             "files": per, "file_sizes": [4096], "jobs": jobs,
             "seed": params["seed"], "direct": params["direct"], "verify": False,
-            "fsync": "file",
+            "fsync": "file", "time": params.get("time"),
         }  # fmt: skip
         _metadata(meta, runner)
     if params["baseline"]:  # before the state exists: its writers need memory of their own
