@@ -86,11 +86,29 @@ def test_advice_for_a_short_create_is_more_files_and_a_short_stat_more_time():
     wl = {"generator": "checkpoint", "params": {"files": 256, "time": 20.0, "steady": True}}
     create = {"name": "ckpt-create", "op": "create", "elapsed_s": 0.5, "steady": False}
     assert steady_advice([create], wl).endswith("add --set files=2560")
+    unsteady = {**create, "elapsed_s": 10.7}  # long, but its fsyncs' rate drifted: twice the files
+    assert steady_advice([unsteady], wl).endswith("add --set files=512")
     stat = {"name": "ckpt-stat", "op": "stat", "elapsed_s": 20.0, "steady": False}
     assert steady_advice([stat], wl).endswith("add --set time=40s")
     delete = {"name": "ckpt-delete", "op": "delete", "elapsed_s": 0.05, "steady": None,
               "extra": {"one_pass": "one pass: ..."}}  # fmt: skip
     assert steady_advice([delete], wl) is None
+
+
+def test_a_buffered_open_read_drops_each_file_after_reading_it_pass_after_pass(tmp_path):
+    """Time-based passes over buffered files would read the page cache from the second pass
+    on: each file is dropped after its read (outside the timed call), as a dataset's reads."""
+    from unittest import mock
+
+    files = tuple(FileSpec(f"f{i}", 4096) for i in range(4))
+    for f in files:
+        (tmp_path / f.path).write_bytes(b"x" * 4096)
+    spec = PhaseSpec("ckpt-open_read", "open_read", files, jobs=1, block_size=0, time_s=0.3,
+                     drop_cache_after=True, latency_per="file")  # fmt: skip
+    with mock.patch("iobench.engines.posix.drop_file_cache") as drop:
+        res = PosixEngine("threads").run(spec, EngineContext(str(tmp_path), StopFlag()))
+    assert res.ops > len(files) and drop.call_count == res.ops
+    assert res.cache == "dropped"
 
 
 def test_the_table_calls_a_delete_one_pass(cli, tmp_path):

@@ -230,6 +230,7 @@ class PosixEngine(Engine):
         view = memoryview(buf) if buf is not None else None
         flags = os.O_RDONLY | (os.O_DIRECT if phase.direct else 0)
         verify = op == "open_read" and phase.verify
+        drop = op == "open_read" and phase.drop_cache_after
         moved = 0
         for seg in meta_passes(phase, segments, st):
             if state.should_stop():
@@ -263,6 +264,8 @@ class PosixEngine(Engine):
             st.end = t1 / 1e9
             state.done_ops[w] = st.ops + rec.n
             state.done_bytes[w] = moved
+            if drop:  # a buffered read's next pass reads the storage again, not the cache
+                drop_file_cache(seg.path)
 
 
 class _SeqWorker:

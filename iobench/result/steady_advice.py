@@ -65,7 +65,8 @@ def _option(phase: Any, generator: str, params: dict[str, Any]) -> str | None:
         files = int(params.get("files") or 0)
         if not files or elapsed <= 0:
             return None
-        return f"--set files={math.ceil(files * TARGET_S / elapsed)}"
+        # too short: files for TARGET_S at this run's rate; long but unsteady: twice the files
+        return f"--set files={math.ceil(files * max(TARGET_S / elapsed, 2.0))}"
     if generator not in TIMED and not (generator in ROUNDS and op in REPEATABLE_META):
         return None
     limit = params.get("time")

@@ -196,7 +196,7 @@ class PhaseRunner:
         check_run_dir_in_place(self.target)  # never write through a name that moved
         if self.steady is not None and spec.time_s and spec.steady is None:
             spec = dataclasses.replace(spec, steady=self.steady)
-        reading = spec.op in ("read", "randread", "open_read", "stat")
+        reading = spec.op in ("read", "randread", "open_read")  # a stat reads no file data
         if reading and not spec.direct:
             self.drop_cache(spec)  # outside the timed region
         ctx = EngineContext(

@@ -128,8 +128,16 @@ def _metadata(params: dict[str, Any], runner: Any) -> None:
     # whole-file reads: O_DIRECT takes any file size (the last block is read whole, the
     # kernel returns the file's bytes), so small files of any size are read direct
     runner.execute(
-        PhaseSpec("ckpt-open_read", "open_read", files, direct=direct, time_s=timed, **common)
-    )
+        PhaseSpec(
+            "ckpt-open_read",
+            "open_read",
+            files,
+            direct=direct,
+            time_s=timed,
+            drop_cache_after=bool(timed) and not direct,
+            **common,
+        )  # fmt: skip
+    )  # buffered, pass after pass: each file dropped after its read (untimed), as a dataset's
     runner.execute(PhaseSpec("ckpt-delete", "delete", files, **common))
 
 
