@@ -6,6 +6,7 @@ engine (``PhaseRunner``), every repeat merged (``merge_repeats``).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -440,6 +441,8 @@ def _checker(
             )
         plan = plan_workload(workload)
         check_free_space(target, plan.space_bytes, plan.inodes)
+        for name in plan.imports:  # before the plan line: its wall-time bound starts there
+            importlib.import_module(name)  # (torch's import: 3 s here idle, 34 s loaded)
         # direct I/O that cannot be aligned: refused before anything is written, at the
         # device's logical block size; again below at what the run directory's probe measured
         check_direct_alignment(plan.direct_sizes, target)

@@ -94,6 +94,11 @@ def plan(params: dict[str, Any]) -> Plan:
             p.add("ckpt-dcp-save", "ckpt_save", ck, "torch.distributed.checkpoint", save)
             p.add("ckpt-dcp-load", "ckpt_load", ck, "torch.distributed.checkpoint", load)
     p.space_bytes = max(total, ck * (2 if params["dcp"] else 1))
+    p.built_bytes = ck  # the state dict, random bytes made before the first save
+    if ck:
+        p.imports = ("torch", "torch.distributed.checkpoint") if params["dcp"] else ("torch",)
+    if params["metadata"] and not params["direct"]:  # the read's files dropped from the cache
+        p.drops = params["files"] * params["jobs"]
     # small files and their folders, or the shards (and a DCP checkpoint's files), at most
     small = params["files"] * params["jobs"] * 2 if params["metadata"] else 0
     p.inodes = 4 + max(small, (params["shards"] + 2) * (2 if params["dcp"] else 1) if ck else 0)

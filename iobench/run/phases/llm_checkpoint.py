@@ -224,6 +224,10 @@ def plan(params: dict[str, Any]) -> Plan:
         p.add(f"{pre}-load", "ckpt_load", total, f"{n} ranks",
               round_bound(params, total, "ckpt_load"))  # fmt: skip
     p.space_bytes = total_all
+    p.built_bytes = total  # every rank's state, built before its first save
+    p.imports = ("torch", "torch.distributed.checkpoint") if "dcp" in apis else ("torch",)
+    if params["metadata"] and not params["direct"]:  # the read's files dropped from the cache
+        p.drops = k
     return p
 
 
