@@ -247,14 +247,20 @@ CLIENT_BOUND_NOTE = (
 
 
 def client_ceiling(run: Any) -> float | None:
-    """The most AU the loader reaches on this host whatever the storage: its compute over its
-    step on cached data (compute + the calibration's overhead: workers decoding, collating,
-    the main loop, on this host's CPUs); None without a calibration."""
+    """The most AU the loader reaches on this host whatever the storage, from its calibration
+    on cached data (the terms the estimate's model uses): compute over the longer of its step
+    (compute + the loader's overhead: the main loop, collation) and its workers' decode of a
+    batch (batch x decode seconds a sample / workers, on this host's CPUs); None without one."""
     ld = run.loader if isinstance(run.loader, dict) else {}
-    compute, over = ld.get("compute_s"), (ld.get("calibration") or {}).get("overhead_s")
+    cal = ld.get("calibration") or {}
+    compute, over = ld.get("compute_s"), cal.get("overhead_s")
     if not isinstance(compute, (int, float)) or not isinstance(over, (int, float)) or compute <= 0:
         return None
-    return compute / (compute + max(over, 0.0))
+    step = compute + max(over, 0.0)
+    decode, batch, workers = cal.get("decode_s_per_sample"), ld.get("batch_size"), ld.get("workers")
+    if all(isinstance(x, (int, float)) for x in (decode, batch, workers)) and workers > 0:
+        step = max(step, batch * decode / workers)
+    return compute / step
 
 
 def _client_bound_item(
