@@ -338,7 +338,8 @@ def test_s3_checkpoint_small_objects_and_torch(cli, s3, tmp_path):
     phases = {p["name"]: p for p in json.loads(text)["phases"]}
     for name, op in [("ckpt-create", "create"), ("ckpt-stat", "stat"),
                      ("ckpt-open_read", "open_read"), ("ckpt-delete", "delete")]:  # fmt: skip
-        assert phases[name]["op"] == op and phases[name]["ops"] == 16
+        assert phases[name]["op"] == op and phases[name]["ops"] >= 16
+        assert phases[name]["ops"] == 16 or op in ("stat", "open_read")  # passes until steady
         assert phases[name]["iops"] > 0 and phases[name]["latency_s"]["p99"] > 0
     for name in ("ckpt-save", "ckpt-load", "ckpt-dcp-save", "ckpt-dcp-load"):
         assert phases[name]["status"] == "ok" and phases[name]["cache"] == "none"

@@ -90,6 +90,62 @@ def test_write_plan_bounds_time_based_and_size_based_phases():
     assert isinstance(wp.phases[0], PlannedPhase)
 
 
+def test_the_wall_time_bound_adds_what_no_phase_times():
+    """The phases' bound, plus the start-up, each phase's set-up, the data built before it is
+    written and the cache drops and removals at the floor rates (``plan.untimed_s``)."""
+    from iobench.core.plan import FLOOR_BUILD_BPS, FLOOR_META_OPS, PHASE_GAP_S, START_S
+
+    p = Plan(space_bytes=1 << 30, built_bytes=200 << 20, drops=1000, inodes=500)
+    p.add("w", "write", 1 << 30, "", 20.0)
+    p.add("r", "read", 1 << 30, "", 20.0)
+    wp = write_plan("run x", p)
+    untimed = START_S + 2 * PHASE_GAP_S + (200 << 20) / FLOOR_BUILD_BPS + 1500 / FLOOR_META_OPS
+    assert wp.wall_s == pytest.approx(wp.upper_s + untimed) and wp.upper_s == 40
+    line = plan_line(wp, "/mnt/x", "ext4", 5 << 30)
+    assert line.endswith(
+        f"; wall time at most about {wp.wall_s:.2f} s (the phases, 20 s start-up, 2 s set-up a "
+        "phase, 200.0 MiB of data built at 20.0 MiB/s, 1500 cache drops and removals at 1000/s)"
+    )
+
+
+def _wall_bound_s(err: str) -> float:
+    import re
+
+    m = re.search(r"; wall time at most about ([0-9.]+) (s|min) \(", err.splitlines()[0])
+    assert m, err
+    return float(m.group(1)) * (60 if m.group(2) == "min" else 1)
+
+
+@pytest.mark.parametrize("cmd", ["run", "loader"])
+def test_a_real_run_ends_within_its_printed_wall_time_bound(cmd, planted, tmp_path):
+    """From the plan line to the process's end, as a user times it: at most the line's bound
+    (the checks and imports before the line, torch's included, are done when it is printed)."""
+    import subprocess
+    import sys
+    import time
+
+    from test_loader import tiny_profile
+
+    if cmd == "run":  # the shipped defaults: time-based, steady; stat/open_read pass after pass
+        args = ["run", "checkpoint-smallfile", planted.path, "--set", "files=8", "--set",
+                "jobs=2", "--set", "checkpoint_size=4MiB", "--set", "shards=2",
+                "--set", "tensor_size=1MiB", "--set", "dcp=false"]  # fmt: skip
+    else:
+        args = ["loader", planted.path, "--profile", tiny_profile(tmp_path), "--epochs", "2"]
+    with subprocess.Popen([sys.executable, "-m", "iobench", *map(str, args), "-q",
+                           "--no-history", "--output", str(tmp_path / "out")],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:  # fmt: skip
+        line = proc.stderr.readline()
+        t0 = time.perf_counter()
+        rest = proc.stderr.read()
+        code = proc.wait(timeout=600)
+    wall = time.perf_counter() - t0
+    assert code == 0, line + rest
+    assert line.startswith(f"iobench: plan: {cmd} ")
+    assert wall <= _wall_bound_s(line), (line, wall)
+    assert planted.unchanged()
+
+
 def test_qualify_plan_line_gives_a_bound_of_every_step():
     """Its bound counts every step's phases at their bound, the loader and the start-up: more
     than the old estimate (29 s for --quick, which took 86 s), and each part raises it."""
@@ -106,14 +162,15 @@ def test_qualify_plan_line_gives_a_bound_of_every_step():
     assert line.startswith("iobench: plan: qualify (quick) writes at least ")
     assert "phases at most about" in line and "not a bound" not in line
     assert f"{STEP_START_S:g} s start-up per step" in line
-    assert wp.bound and wp.upper_s == upper_bound_s(plan) > plan.expected_s
+    assert wp.bound and wp.wall_s == upper_bound_s(plan) > wp.upper_s > plan.expected_s
     from iobench.run.phases import get_generator
 
     phases = sum(phase_time_bound(p) for s in plan.steps
                  for p in get_generator(s.generator).plan(s.params).phases)  # fmt: skip
-    assert wp.upper_s > phases + STEP_START_S * (len(plan.steps) + 1)  # + the loader's
+    assert wp.upper_s > phases  # + the loader's
+    assert wp.wall_s > wp.upper_s + STEP_START_S * (len(plan.steps) + 1)
     two = replace(plan, ranks=2)  # every rank's bytes through one target
-    assert upper_bound_s(two) > wp.upper_s
+    assert upper_bound_s(two) > wp.wall_s
 
 
 # -- the loader's AU against its profile's pass line (au_min) ---------------------------------

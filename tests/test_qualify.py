@@ -59,8 +59,9 @@ def test_requirements_parse():
 
 
 def _bound_s(line: str) -> float:
-    """The seconds of a plan line's ``at most about 86.53 s`` / ``4.0 min``."""
-    m = re.search(r"at most about ([0-9.]+) (s|min) ", line)
+    """The seconds of a plan line's wall-time bound, ``wall time at most about 86.53 s`` /
+    ``4.0 min``."""
+    m = re.search(r"wall time at most about ([0-9.]+) (s|min) ", line)
     assert m, line
     return float(m.group(1)) * (60 if m.group(2) == "min" else 1)
 

@@ -219,7 +219,7 @@ def test_cpu_usage_between_two_samples():
     b = cpu.CpuSample(wall_s=12.0, self_s=3.0, children_s=1.1)
     u = cpu.usage(a, b, cpus=2)
     assert u == {"cpu_s": 2.6, "self_s": 2.0, "children_s": 0.6, "wall_s": 2.0, "cpus": 2,
-                 "share": 0.65}  # fmt: skip
+                 "share": 0.65, "host_share": None}  # fmt: skip
     assert not cpu.saturated(u)
     assert cpu.saturated(cpu.usage(a, cpu.CpuSample(11.0, 2.0, 1.5), cpus=2))  # 2 s on 2 x 1 s
     assert cpu.usage(a, a, cpus=4)["share"] is None  # no wall time

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 SATURATED_SHARE = 0.8  # at or above this share of the usable CPUs the client may be the limit
+# at or above this share of the host's CPUs busy (any process: iobench's or another job's), a
+# CPU-bound client had no CPU to spare: what it measured was the host's cores
+HOST_BUSY_SHARE = 0.9
 
 
 def physical_memory() -> int:
@@ -54,11 +57,27 @@ class CpuSample:
     wall_s: float
     self_s: float  # user + system of this process
     children_s: float  # user + system of the children it has waited for
+    host_busy: int = 0  # the host's CPU time busy, all processes (/proc/stat, clock ticks)
+    host_total: int = 0  # and in all (0: not known)
+
+
+def _host_ticks() -> tuple[int, int]:
+    """(busy, total) clock ticks of every CPU of the host since boot (/proc/stat's ``cpu``
+    line: idle and iowait are not busy); (0, 0) where the system does not say."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    total = sum(fields[:8])  # user nice system idle iowait irq softirq steal (guest in user)
+    idle = sum(fields[3:5])
+    return total - idle, total
 
 
 def sample() -> CpuSample:
     t = os.times()
-    return CpuSample(t.elapsed, t.user + t.system, t.children_user + t.children_system)
+    busy, total = _host_ticks()
+    return CpuSample(t.elapsed, t.user + t.system, t.children_user + t.children_system, busy, total)
 
 
 def usable_cpus() -> int:
@@ -76,6 +95,8 @@ def usage(before: CpuSample, after: CpuSample, cpus: int | None = None) -> dict[
     own = max(after.self_s - before.self_s, 0.0)
     kids = max(after.children_s - before.children_s, 0.0)
     share = min((own + kids) / (wall * cpus), 1.0) if wall > 0 else None
+    ticks = after.host_total - before.host_total
+    host = (after.host_busy - before.host_busy) / ticks if ticks > 0 else None
     return {
         "cpu_s": round(own + kids, 3),
         "self_s": round(own, 3),
@@ -83,6 +104,7 @@ def usage(before: CpuSample, after: CpuSample, cpus: int | None = None) -> dict[
         "wall_s": round(wall, 3),
         "cpus": cpus,
         "share": None if share is None else round(share, 4),
+        "host_share": None if host is None else round(min(max(host, 0.0), 1.0), 4),
     }
 
 
@@ -90,3 +112,14 @@ def saturated(client_cpu: Any) -> bool:
     """Whether a recorded ``extra["client_cpu"]`` reached :data:`SATURATED_SHARE`."""
     share = client_cpu.get("share") if isinstance(client_cpu, dict) else None
     return isinstance(share, (int, float)) and share >= SATURATED_SHARE
+
+
+def client_bound(client_cpu: Any) -> bool:
+    """Whether the client had no CPU to spare over a recorded ``client_cpu``: it used
+    :data:`SATURATED_SHARE` of its CPUs, or the host's CPUs were :data:`HOST_BUSY_SHARE` busy
+    (other jobs included). A CPU-bound measurement (the loader's emulation) then measured the
+    host's cores."""
+    if not isinstance(client_cpu, dict):
+        return False
+    host = client_cpu.get("host_share")
+    return saturated(client_cpu) or (isinstance(host, (int, float)) and host >= HOST_BUSY_SHARE)

@@ -27,6 +27,12 @@ class Plan:
     # sizes (bytes) that reach O_DIRECT reads or writes as lengths or offsets, by parameter
     # name: each must be a multiple of the target's O_DIRECT alignment (checked at planning)
     direct_sizes: dict[str, int] = field(default_factory=dict)
+    # what no phase times, for the wall-time bound (``untimed_s``): bytes of data built before
+    # the phases that write them (samples, state dicts) and files whose cache is dropped
+    built_bytes: int = 0
+    drops: int = 0
+    # modules the run imports (torch): imported before the plan line, whose bound starts there
+    imports: tuple[str, ...] = ()
 
     def add(
         self,
@@ -53,6 +59,15 @@ WRITE_OPS = ("write", "create", "ckpt_save")
 FLOOR_WRITE_BPS = 100 << 20
 FLOOR_READ_BPS = 200 << 20
 FLOOR_META_OPS = 1000.0  # creates, stats, opens, deletes per second
+# The wall-time bound adds what no phase times (``untimed_s``), measured on the project VM (2
+# shared cores, docs/validation/defaults.md): a process's start-up (imports, torch's, the run
+# directory, the report: 2-7 s), each phase's set-up (forked workers, buffers, the result's
+# figures: up to 1.8 s), data built before it is written (numpy's random bytes, encoded
+# samples), the page-cache drops before buffered reads (an fdatasync each: up to 13 ms) and
+# the clean-up of every file it made (its inodes), both at the floor metadata rate.
+START_S = 20.0
+PHASE_GAP_S = 2.0
+FLOOR_BUILD_BPS = 20 << 20
 
 
 @dataclass(frozen=True)
@@ -71,6 +86,26 @@ class WritePlan:
     rewrites: bool = False
     phases: tuple[PlannedPhase, ...] = ()
     bound: bool = True  # False: upper_s is an estimate of the time, not a bound (qualify's)
+    wall_s: float | None = None  # the bound of the command's wall time (``untimed_s`` added)
+    wall_basis: str = ""
+
+
+def untimed_s(plan: Plan) -> float:
+    """Seconds a run of ``plan`` may spend outside its phases, at most: START_S, PHASE_GAP_S
+    per phase, its built bytes at FLOOR_BUILD_BPS, its cache drops and the removal of the
+    files it holds (``inodes``) at FLOOR_META_OPS."""
+    return (START_S + PHASE_GAP_S * len(plan.phases) + plan.built_bytes / FLOOR_BUILD_BPS
+            + (plan.drops + plan.inodes) / FLOOR_META_OPS)  # fmt: skip
+
+
+def untimed_basis(plan: Plan, starts: int = 1) -> str:
+    """How ``untimed_s`` was reckoned, for the plan line."""
+    out = f"{START_S:g} s start-up{' per step' if starts > 1 else ''}, {PHASE_GAP_S:g} s set-up a phase"
+    if plan.built_bytes:
+        out += f", {format_bytes(plan.built_bytes)} of data built at {format_rate(FLOOR_BUILD_BPS)}"
+    if plan.drops or plan.inodes:
+        out += f", {plan.drops + plan.inodes} cache drops and removals at {FLOOR_META_OPS:g}/s"
+    return out
 
 
 def phase_time_bound(p: PlannedPhase) -> float:
@@ -93,14 +128,17 @@ def write_plan(command: str, plan: Plan, overhead_s: float = 0.0) -> WritePlan:
         basis = f"{len(timed)} time-based phases at their {each} limit"
         if len(timed) < len(plan.phases):
             basis += f", the rest {assumed_floors()}"
+    upper = overhead_s + sum(phase_time_bound(p) for p in plan.phases)
     return WritePlan(
         command,
         sum(p.bytes_moved for p in plan.phases if p.op in WRITE_OPS),
-        overhead_s + sum(phase_time_bound(p) for p in plan.phases),
+        upper,
         basis,
         plan.space_bytes,
         rewrites=any(p.time_s and p.op in WRITE_OPS for p in plan.phases),
         phases=tuple(plan.phases),
+        wall_s=upper + untimed_s(plan),
+        wall_basis=f"the phases, {untimed_basis(plan)}",
     )
 
 
@@ -118,11 +156,14 @@ def plan_line(wp: WritePlan, root: str, fs_type: str, free_bytes: int | None) ->
         what = f"writes at least {format_bytes(wp.write_bytes)} (its files once; time-based "
         what += "writes rewrite them until steady or their limit)"
     free = format_bytes(free_bytes) if free_bytes is not None else "unknown"
+    wall = ""
+    if wp.wall_s is not None:
+        wall = f"; wall time at most about {format_seconds(wp.wall_s)} ({wp.wall_basis})"
     return (
         f"iobench: plan: {wp.command} {what} to {root} [{fs_type}], {free} free; "
         f"phases {'at most about' if wp.bound else 'expected about'} "
         f"{format_seconds(wp.upper_s)} "
-        f"({wp.basis})"
+        f"({wp.basis})" + wall
     )
 
 

@@ -39,6 +39,7 @@ from .worker import (
     block_len,
     data_pool,
     finish,
+    meta_passes,
     pace,
     perf_ns,
     run_phase,
@@ -312,7 +313,7 @@ class FsspecEngine(Engine):
 
     def _meta_loop(self, fs, phase, w, segments, st, state, pool) -> None:
         op = phase.op
-        for seg in segments:
+        for seg in meta_passes(phase, segments, st):
             if state.should_stop():
                 raise Stop
             data = _object_bytes(pool, seg) if op == "create" else None

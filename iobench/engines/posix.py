@@ -45,6 +45,7 @@ from .worker import (
     data_pool,
     describe_oserror,
     finish,
+    meta_passes,
     pace,
     perf_ns,
     run_phase,
@@ -247,8 +248,9 @@ class PosixEngine(Engine):
         view = memoryview(buf) if buf is not None else None
         flags = os.O_RDONLY | (os.O_DIRECT if phase.direct else 0)
         verify = op == "open_read" and phase.verify
+        drop = op == "open_read" and phase.drop_cache_after
         moved = 0
-        for seg in segments:
+        for seg in meta_passes(phase, segments, st):
             if state.should_stop():
                 raise Stop
             n = 0
@@ -281,6 +283,8 @@ class PosixEngine(Engine):
             st.end = t1 / 1e9
             state.done_ops[w] = st.ops + rec.n
             state.done_bytes[w] = moved
+            if drop:  # a buffered read's next pass reads the storage again, not the cache
+                drop_file_cache(seg.path)
 
 
 class _SeqWorker:

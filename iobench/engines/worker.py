@@ -37,6 +37,7 @@ from ..core.errors import EngineError, Interrupted, VerifyError
 from ..result import verify as verify_mod
 from ..result.file import PhaseResult
 from ..result.stats import SERIES_RESOLUTION_S, WorkerStats
+from ..result.steady import REPEATABLE_META
 from ..target import out_of_inodes
 from .base import WRITE_BLOCK_CAP, EngineContext, PhaseSpec, Segment, SteadyWatch, pace_until
 
@@ -398,6 +399,21 @@ def seq_passes(
             return
         if not deadline and (budget is None or moved >= budget):
             return
+
+
+def meta_passes(phase: PhaseSpec, segments: list[Segment], st: WorkerStats) -> Any:
+    """The files a metadata loop goes over, in order: once, or for a time-based ``stat`` or
+    ``open_read`` (``steady.REPEATABLE_META``) pass after pass until its deadline (``st.start + time_s``, looked at after
+    each file by its end, ``st.end``). A steady or stop flag ends the loop as before."""
+    if not (phase.time_s and phase.op in REPEATABLE_META):
+        yield from segments
+        return
+    deadline = st.start + phase.time_s
+    while segments:
+        for seg in segments:
+            yield seg
+            if st.end >= deadline:
+                return
 
 
 def block_len(phase: PhaseSpec, pos: int, end: int, moved: int) -> int:

@@ -161,7 +161,7 @@ def _write_plan(job: _Job) -> WritePlan:
     as though no read overlapped it: an upper bound)."""
     prof = job.prof
     total = planned_bytes(prof, job.files)
-    p = Plan(space_bytes=total)
+    p = Plan(space_bytes=total, built_bytes=total)  # its samples made (encoded) as written
     p.add("dataset-write", "write", total, f"{len(job.files)} files", ops=len(job.files))
     levels = sorted({1, max(job.workers, 1), max(job.workers, 1) * (job.gpus // job.coord.world)})
     timed = total > PROBE_ALL_BYTES and job.probe_time_s is None

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..core.coordinator import Coordinator, SingleProcess
 from ..core.errors import UsageError
-from ..core.plan import WritePlan, assumed_floors
+from ..core.plan import Plan, WritePlan, assumed_floors, untimed_basis
 from ..core.units import format_bytes, format_rate, format_seconds, parse_size
 from ..engines.registry import get_engine
 from ..result.file import RunResult
@@ -32,7 +32,7 @@ from ..run.runner import PhaseRunner
 from ..run.session import RunContext, RunOutcome, new_result, open_run
 from ..spec.workload import MAX_PHASE_TIME_S, Profile, load_profile
 from ..target import Target, apply_layout, check_free_space, is_url, resolve
-from .bound import STEP_START_S, upper_bound_s
+from .bound import bounds_s
 from .checkpoint import CkptRequirement, check_model_options, step_fields
 from .checkpoint import attach as ckpt_attach
 from .plan_file import PlanRequirements, load_plan, looks_like_plan
@@ -331,15 +331,18 @@ def run_qualify(
 def _write_plan(target: Target, plan: QualifyPlan) -> WritePlan:
     """The suite's plan line: every step's files (and the loader's dataset), its bound."""
     written = sum(s.space_bytes for s in plan.steps) * plan.ranks
+    phases, wall = bounds_s(plan)
     return WritePlan(
         f"qualify ({'quick' if plan.quick else 'full'})",
         written + plan.loader.get("space_bytes", 0),
-        upper_bound_s(plan),
-        f"in all, every step's phases at their time limit or {assumed_floors()}, the loader's "
-        f"epochs and compute in full, {STEP_START_S:g} s start-up per step; "
-        f"the {format_seconds(plan.budget_s)} budget sizes the phases",
+        phases,
+        f"every step's phases at their time limit or {assumed_floors()}, the loader's "
+        f"epochs and compute in full; the {format_seconds(plan.budget_s)} budget sizes the phases",
         plan.space_bytes,
         rewrites=True,
+        wall_s=wall,
+        wall_basis=f"the phases, {untimed_basis(Plan(), starts=2)} and for the loader, "
+        "and the data each builds",
     )
 
 

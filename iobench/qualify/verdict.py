@@ -219,6 +219,7 @@ def verdict(
         reqs.append(Requirement("gpus", float(gpus), "GPUs"))
         reqs.append(Requirement("au", profile.au_min, "fraction"))
     ckpt_ok, ckpt_reasons, ckpt_items, rests_on_indicative = ckpt_verdict_lines(run, reqs)
+    client_bound: list[str] = []  # the requirements the host's cores decided
     for r in [r for r in reqs if isinstance(r, Requirement) and not normal_key(r.key)]:
         what = REQUIREMENT_KEYS[r.key][0]
         if r.key == "gpus":
@@ -229,6 +230,9 @@ def verdict(
         else:
             passed, line, item = _figure_item(run, got.get(r.key), r, what)
             rests_on_indicative |= "indicative" in item
+        if r.key in ("au", "gpus") and not passed:  # the host's cores, not the storage?
+            passed, line, item = _client_bound_item(run, r, line, item)
+            client_bound += [r.key] if item["result"] == CLIENT_BOUND else []
         ok &= passed
         reasons.append(line)
         items.append(item)
@@ -242,24 +246,81 @@ def verdict(
 
     if not reqs:  # a pass then means every phase completed: it rests on all of them
         rests_on_indicative |= any(indicative_reason(p) for p in run.phases if p.ops)
-    indicative = rests_on_indicative or quick
+    indicative = rests_on_indicative or quick or bool(client_bound)
     status = FAIL if not ok else PASS_INDICATIVE if indicative else PASS
     # what an indicative verdict rests on comes first, before the lines it qualifies
-    first, last = _verdict_notes(run, bool(reqs), rests_on_indicative, quick)
+    first, last = _verdict_notes(run, bool(reqs), rests_on_indicative, quick, bool(client_bound))
     out: dict[str, Any] = {"status": status, "result": status, "reasons": [*notes, *first, *reasons, *last],
            "items": items}  # fmt: skip
-    if indicative:
-        out["indicative"] = True
-    if quick:
-        out["smoke_test"] = True
+    flags = {"indicative": indicative, "smoke_test": quick, "client_bound": client_bound}
+    out.update({k: v for k, v in flags.items() if v})
     return out
+
+
+#: An AU requirement's result when the loader fell short on a host with no CPU to spare.
+CLIENT_BOUND = "client-bound"
+CLIENT_BOUND_NOTE = (
+    "NOTE: the loader is client-CPU-bound on this host: its CPUs cannot run the profile's "
+    "loader (workers decoding and collating samples, the main loop) at the pass line, so the "
+    "AU and the GPU estimate measured the host's cores, not the storage, and are not judged "
+    "here; judge them on a host with the training nodes' cores (the storage's own figures "
+    "are the sequential, random, checkpoint and dataset lines)"
+)
+
+
+def client_ceiling(run: Any) -> float | None:
+    """The most AU the loader reaches on this host whatever the storage, from its calibration
+    on cached data (the terms the estimate's model uses): compute over the longer of its step
+    (compute + the loader's overhead: the main loop, collation) and its workers' decode of a
+    batch (batch x decode seconds a sample / workers, on this host's CPUs); None without one."""
+    ld = run.loader if isinstance(run.loader, dict) else {}
+    cal = ld.get("calibration") or {}
+    compute, over = ld.get("compute_s"), cal.get("overhead_s")
+    if not isinstance(compute, (int, float)) or not isinstance(over, (int, float)) or compute <= 0:
+        return None
+    step = compute + max(over, 0.0)
+    decode, batch, workers = cal.get("decode_s_per_sample"), ld.get("batch_size"), ld.get("workers")
+    nums = [x for x in (decode, batch, workers) if isinstance(x, (int, float))]
+    if len(nums) == 3 and nums[2] > 0:  # decode, batch, workers
+        step = max(step, nums[1] * nums[0] / nums[2])
+    return compute / step
+
+
+def _client_bound_item(
+    run: Any, r: Requirement, line: str, item: dict[str, Any]
+) -> tuple[bool, str, dict[str, Any]]:
+    """A failed AU or GPU-count line when the loader could not reach the pass line on this
+    host even from cached data (``client_ceiling``), or (the AU) its own diagnosis names its
+    CPU or the host had no CPU to spare (``cpu.client_bound``): ``client-bound``, not a fail
+    of the storage (a verdict resting on it is a pass (indicative)), saying why; else as it
+    was."""
+    from ..core.cpu import client_bound
+
+    ld = run.loader if isinstance(run.loader, dict) else {}
+    ceiling = client_ceiling(run)
+    line_of = ld.get("au_min") if r.key == "gpus" else r.value
+    low = ceiling is not None and isinstance(line_of, (int, float)) and ceiling < line_of
+    used = ld.get("client_cpu")
+    if not (low or (r.key == "au" and (ld.get("bound") == "cpu" or client_bound(used)))):
+        return False, line, item
+    why = []
+    if ceiling is not None:
+        why.append(f"on cached data, storage aside, the loader reached AU {ceiling:.1%} at most")
+    if isinstance(used, dict) and isinstance(used.get("host_share"), (int, float)):
+        why.append(f"the host's {used.get('cpus')} CPUs were {used['host_share']:.0%} busy over it")
+    line = (
+        f"CLIENT-BOUND: {line.split(': ', 1)[1]}: {'; '.join(why) or 'bound by its CPU'}; it "
+        "measured this host's cores, not the storage"
+    )
+    item.update(result=CLIENT_BOUND, client_ceiling=ceiling, client_cpu=used)
+    return True, line, item
 
 
 def _figure_item(
     run: RunResult, value: float | None, r: Requirement, what: str
 ) -> tuple[bool, str, dict[str, Any]]:
     """(passed, the reason's line, the verdict item) for a measured figure's requirement."""
-    from ..result.steady import indicative_reason
+    from ..result.steady import indicative_reason, one_pass_reason
 
     passed = value is not None and value >= r.value
     status = "pass" if passed else "fail"
@@ -275,17 +336,24 @@ def _figure_item(
     if why:
         line += f" [indicative: {phase.name} {why}]"
         item["indicative"] = f"{phase.name} {why}"
+    elif phase is not None and one_pass_reason(phase):
+        line += f" [one pass: {phase.name}, not judged for steady state]"
+        item["one_pass"] = f"{phase.name} {one_pass_reason(phase)}"
     return passed, line, item
 
 
 def _verdict_notes(
-    run: RunResult, any_reqs: bool, rests_on_indicative: bool, quick: bool
+    run: RunResult,
+    any_reqs: bool,
+    rests_on_indicative: bool,
+    quick: bool,
+    client_bound: bool = False,
 ) -> tuple[list[str], list[str]]:
-    """The verdict's notes: (those on what it rests on, shown first: --quick, indicative
-    figures; the closing ones: no requirement, instability)."""
+    """The verdict's notes: (those on what it rests on, shown first: a client-bound AU,
+    --quick, indicative figures; the closing ones: no requirement, instability)."""
     from ..result.steady import indicative_reason
 
-    first: list[str] = []
+    first: list[str] = [CLIENT_BOUND_NOTE] if client_bound else []
     last: list[str] = []
     if quick:
         first.append(

@@ -12,7 +12,7 @@ from typing import Any, TypeGuard
 from ..core.units import format_bytes, format_count, format_rate, format_seconds, format_spread
 from ..result.blocks import CpuBlock
 from ..result.file import PhaseResult, RunResult, metric_summary, metric_value
-from ..result.steady import DEFAULT_STEADY, MIN_PHASE_S, is_indicative
+from ..result.steady import DEFAULT_STEADY, MIN_PHASE_S, is_indicative, one_pass_reason
 
 METADATA_OPS = ("create", "stat", "open_read", "delete")
 
@@ -215,14 +215,23 @@ def _status_cell(p: PhaseResult) -> str:
     """A phase's status; "indicative" for a complete phase whose figures are (stats)."""
     if p.status == "ok" and is_indicative(p):
         return "indicative"
+    if p.status == "ok" and one_pass_reason(p):
+        return "one-pass"
     return _STATUS_MARK.get(p.status, p.status.upper())
 
 
 def _indicative_note(run: RunResult) -> str:
-    """The phases table's note on "indicative" (empty when no phase is)."""
+    """The phases table's note on "indicative" and "one-pass" (empty when no phase is)."""
+    note = ""
+    once = [p.name for p in run.phases if p.status == "ok" and one_pass_reason(p)]
+    if once:
+        note = (
+            f"one-pass: {', '.join(once)} went over its files once by nature (a delete removes "
+            "each file once): the rate of that pass, not judged for steady state. "
+        )
     if not any(p.status == "ok" and is_indicative(p) for p in run.phases):
-        return ""
-    return (
+        return note.rstrip()
+    return note + (
         f"indicative: the phase did not reach steady state ({DEFAULT_STEADY.describe()}, "
         f"fio's steadystate manner) or ran under {MIN_PHASE_S:g} s, or its ranks started too far "
         "apart: its figures show the order of magnitude, not a figure to rely on."

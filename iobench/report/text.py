@@ -19,6 +19,7 @@ from .tables import _run_info, _sections, _verdict
 _STATUS_STYLE = {
     "ok": "green",
     "indicative": "yellow",
+    "one-pass": "cyan",
     "PARTIAL": "bold red",
     "FAILED": "bold red",
     "PASS": "bold green",

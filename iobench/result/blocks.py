@@ -214,6 +214,7 @@ class CpuBlock(Block):
     wall_s: float | None = None
     cpus: int | None = None
     share: float | None = None  # 0..1 of wall x usable CPUs; None without wall time
+    host_share: float | None = None  # 0..1: the host's CPUs busy, every process (/proc/stat)
 
 
 @dataclass(frozen=True, kw_only=True)

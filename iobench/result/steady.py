@@ -234,12 +234,40 @@ def indicative(steady: bool | None, elapsed_s: float) -> bool:
     return steady is False or elapsed_s < MIN_PHASE_S
 
 
+#: Metadata operations a time-based phase repeats over its files until its limit (or steady
+#: state: engines.worker.meta_passes): a stat or a whole-file read leaves the file as it was.
+#: ``create`` makes each file once (a one-pass layout, judged by its series; more files make
+#: it longer) and ``delete`` removes each once (``ONE_PASS``).
+REPEATABLE_META = ("stat", "open_read")
+#: Operations that go over their files once by nature, whatever the time: a delete removes
+#: each file the phase made, once. Its figure is the rate of that one pass (mdtest's manner),
+#: never judged for steady state nor called steady: the result says so (``extra.one_pass``).
+ONE_PASS = {
+    "delete": (
+        "one pass: it removes each file its run made, once (mdtest's manner); the rate over "
+        "that pass, not judged for steady state (more files make it longer: --set files=N)"
+    ),
+}
+
+
+def one_pass_reason(res: Any) -> str | None:
+    """Why a phase is one pass over its files, not judged for steady state (None when it is
+    judged): ``extra.one_pass``, as ``mark_steady`` recorded it."""
+    get = res.get if isinstance(res, dict) else lambda k, d=None: getattr(res, k, d)
+    return (get("extra") or {}).get("one_pass")
+
+
 def mark_steady(res: Any, criterion: SteadyCriterion | None = None) -> None:
     """Record on a PhaseResult whether its series reached steady state (``judge_phase``).
 
     An engine that ended the phase because its live progress series met the criterion
     (``extra["steady_live_at_s"]``, engines.base.SteadyWatch) has it steady from then, when
-    the recorded series, binned by completion time, misses the limit by its own noise."""
+    the recorded series, binned by completion time, misses the limit by its own noise.
+    A one-pass operation (``ONE_PASS``) is not judged: ``steady`` None, ``extra.one_pass``."""
+    if getattr(res, "op", None) in ONE_PASS:
+        res.steady, res.steady_at_s, res.steady_criterion = None, None, None
+        res.extra["one_pass"] = ONE_PASS[res.op]
+        return
     rounds = (res.extra or {}).get("rounds")
     if rounds:  # a phase of whole rounds (checkpoint saves, loads): judged over its rounds
         ss = rounds_steady(rounds["seconds"], rounds["bps"])
@@ -263,15 +291,17 @@ def is_indicative(res: Any) -> bool:
 
 
 def indicative_reason(res: Any) -> str | None:
-    """Why a phase's figures are indicative (None when they are not)."""
+    """Why a phase's figures are indicative (None when they are not). A one-pass phase
+    (``one_pass_reason``) is not: its figure is its one pass, labelled so, not a steady one."""
     get = res.get if isinstance(res, dict) else lambda k, d=None: getattr(res, k, d)
     elapsed = float(get("elapsed_s") or 0.0)
-    if get("steady") is False:
+    one_pass = one_pass_reason(res) is not None
+    if get("steady") is False and not one_pass:
         return (
             f"did not reach steady state in {elapsed:.2f} s "
             f"({get('steady_criterion') or DEFAULT_STEADY.describe()})"
         )
-    if elapsed < MIN_PHASE_S:
+    if elapsed < MIN_PHASE_S and not one_pass:
         return f"ran {elapsed:.2f} s, under the {MIN_PHASE_S:g} s minimum"
     skew = (get("extra") or {}).get("start_skew") or {}
     if skew.get("flagged"):

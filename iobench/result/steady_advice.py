@@ -12,6 +12,7 @@ from typing import Any
 from .steady import (
     DEFAULT_STEADY,
     RAMP_ROUNDS,
+    REPEATABLE_META,
     WINDOW_ROUNDS,
     epochs_steady,
     indicative_reason,
@@ -57,12 +58,16 @@ def _option(phase: Any, generator: str, params: dict[str, Any]) -> str | None:
     rounds = (_get(phase, "extra") or {}).get("rounds")
     if generator in ROUNDS and rounds:
         return _rounds_option(rounds, params)
-    if generator == "dataset" and _get(phase, "name") == LAYOUT:
+    op = _get(phase, "op")
+    if (generator == "dataset" and _get(phase, "name") == LAYOUT) or (
+        generator in ROUNDS and op == "create"
+    ):  # one pass over its files (files once, fsynced): more files make it longer
         files = int(params.get("files") or 0)
         if not files or elapsed <= 0:
             return None
-        return f"--set files={math.ceil(files * TARGET_S / elapsed)}"
-    if generator not in TIMED:
+        # too short: files for TARGET_S at this run's rate; long but unsteady: twice the files
+        return f"--set files={math.ceil(files * max(TARGET_S / elapsed, 2.0))}"
+    if generator not in TIMED and not (generator in ROUNDS and op in REPEATABLE_META):
         return None
     limit = params.get("time")
     if not limit:  # size-based: make it time-based, ending once steady

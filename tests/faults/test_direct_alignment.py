@@ -149,7 +149,7 @@ def test_whole_files_of_any_size_are_read_direct(cli, planted, tmp_path):
     assert ds[1]["cache"] == "direct" and ds[1]["bytes"] == ds[0]["bytes"]
     assert ds[1]["bytes"] % 512  # sizes drawn from a distribution, not rounded
     r = cli("run", "checkpoint-smallfile", planted.path, "--set", "files=4",
-            "--set", "file_sizes=[1000,3000]", "--set", "checkpoint_size=0", "--jobs", "2", "-q",
+            "--set", "file_sizes=[1000,3000]", "--set", "checkpoint_size=0", "--set", "time=none", "--jobs", "2", "-q",
             "--output", tmp_path / "c")  # fmt: skip
     assert r.code == 0, r.err
     ck = {p["name"]: p for p in result(tmp_path / "c")["phases"]}

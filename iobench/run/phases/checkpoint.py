@@ -62,6 +62,18 @@ def round_bound(params: dict[str, Any], nbytes: int, op: str) -> float | None:
     return math.ceil(bound * 10) / 10
 
 
+#: The small-file phases that go over their files again and again while ``time`` lasts
+#: (``worker.meta_passes``; with ``steady``, until steady): (name, op, reads the files' bytes).
+#: ``ckpt-create`` and ``ckpt-delete`` make and remove each file once: one pass.
+META_TIMED = (("ckpt-stat", "stat", False), ("ckpt-open_read", "open_read", True))
+
+
+def _passes(params: dict[str, Any]) -> str:
+    if not params.get("time"):
+        return "one pass"
+    return "passes until steady or the limit" if params.get("steady") else "passes for its time"
+
+
 def plan(params: dict[str, Any]) -> Plan:
     p = Plan()
     if params["metadata"]:
@@ -69,9 +81,10 @@ def plan(params: dict[str, Any]) -> Plan:
         total = int(np.mean(sizes) * params["files"] * params["jobs"])
         n = params["files"] * params["jobs"]
         p.add("ckpt-create", "create", total, f"{n} files", ops=n)
-        p.add("ckpt-stat", "stat", 0, f"{n} files", ops=n)
-        p.add("ckpt-open_read", "open_read", total, f"{n} files", ops=n)
-        p.add("ckpt-delete", "delete", 0, f"{n} files", ops=n)
+        for name, op, moved in META_TIMED:
+            p.add(name, op, total if moved else 0, f"{n} files, {_passes(params)}",
+                  params.get("time"), ops=n)  # fmt: skip
+        p.add("ckpt-delete", "delete", 0, f"{n} files, one pass", ops=n)
     else:
         total = 0
     ck = params["checkpoint_size"]
@@ -84,6 +97,11 @@ def plan(params: dict[str, Any]) -> Plan:
             p.add("ckpt-dcp-save", "ckpt_save", ck, "torch.distributed.checkpoint", save)
             p.add("ckpt-dcp-load", "ckpt_load", ck, "torch.distributed.checkpoint", load)
     p.space_bytes = max(total, ck * (2 if params["dcp"] else 1))
+    p.built_bytes = ck  # the state dict, random bytes made before the first save
+    if ck:
+        p.imports = ("torch", "torch.distributed.checkpoint") if params["dcp"] else ("torch",)
+    if params["metadata"] and not params["direct"]:  # the read's files dropped from the cache
+        p.drops = params["files"] * params["jobs"]
     # small files and their folders, or the shards (and a DCP checkpoint's files), at most
     small = params["files"] * params["jobs"] * 2 if params["metadata"] else 0
     p.inodes = 4 + max(small, (params["shards"] + 2) * (2 if params["dcp"] else 1) if ck else 0)
@@ -112,10 +130,22 @@ def _metadata(params: dict[str, Any], runner: PhaseRunner) -> None:
     )  # fmt: skip
     fsync = "file" if params["fsync"] != "never" else "never"
     runner.execute(PhaseSpec("ckpt-create", "create", files, fsync=fsync, **common))
-    runner.execute(PhaseSpec("ckpt-stat", "stat", files, **common))
+    # time-based (META_TIMED): passes over the files until steady or ``time``; else once
+    timed = params.get("time")
+    runner.execute(PhaseSpec("ckpt-stat", "stat", files, time_s=timed, **common))
     # whole-file reads: O_DIRECT takes any file size (the last block is read whole, the
     # kernel returns the file's bytes), so small files of any size are read direct
-    runner.execute(PhaseSpec("ckpt-open_read", "open_read", files, direct=direct, **common))
+    runner.execute(
+        PhaseSpec(
+            "ckpt-open_read",
+            "open_read",
+            files,
+            direct=direct,
+            time_s=timed,
+            drop_cache_after=bool(timed) and not direct,
+            **common,
+        )  # fmt: skip
+    )  # buffered, pass after pass: each file dropped after its read (untimed), as a dataset's
     runner.execute(PhaseSpec("ckpt-delete", "delete", files, **common))
 
 

@@ -47,6 +47,10 @@ def plan(params: dict[str, Any]) -> Plan:
                   params["time"])  # fmt: skip
     p.space_bytes = int(total * 1.1)  # format overhead (npz headers, tar blocks)
     p.inodes = 1 + len(files) + len({os.path.dirname(f.path) for f in files})
+    if params["format"] != "raw":  # samples encoded before they are written
+        p.built_bytes = total
+    if not params["direct"]:  # every read phase's files dropped from the cache before it
+        p.drops = len(files) * (len(p.phases) - 1)
     return p
 
 

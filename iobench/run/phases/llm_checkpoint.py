@@ -42,7 +42,15 @@ from ...engines.base import FileSpec, PhaseSpec
 from ...result.measured import phase_result
 from ...result.stats import WorkerStats
 from ...target import drop_file_cache
-from .checkpoint import _dcp_storage, _metadata, _rounds, dcp_step, round_bound, round_extra
+from .checkpoint import (
+    META_TIMED,
+    _dcp_storage,
+    _metadata,
+    _rounds,
+    dcp_step,
+    round_bound,
+    round_extra,
+)
 
 if TYPE_CHECKING:  # an annotation: the runner sits above
     from ..runner import PhaseRunner
@@ -205,9 +213,9 @@ def plan(params: dict[str, Any]) -> Plan:
         k = per * jobs
         small, many = 4096 * k, f"{k} files"
         p.add("ckpt-create", "create", small, f"{many} of {n} ranks, {jobs} workers", ops=k)
-        p.add("ckpt-stat", "stat", 0, many, ops=k)
-        p.add("ckpt-open_read", "open_read", small, many, ops=k)
-        p.add("ckpt-delete", "delete", 0, many, ops=k)
+        for name, op, moved in META_TIMED:  # time-based passes, as checkpoint-smallfile's
+            p.add(name, op, small if moved else 0, many, params.get("time"), ops=k)
+        p.add("ckpt-delete", "delete", 0, f"{many}, one pass", ops=k)
     if params["baseline"]:
         p.add("ckpt-baseline-write", "write", total, f"{n} writers, buffered + fsync",
               params.get("time"))  # fmt: skip
@@ -219,6 +227,10 @@ def plan(params: dict[str, Any]) -> Plan:
         p.add(f"{pre}-load", "ckpt_load", total, f"{n} ranks",
               round_bound(params, total, "ckpt_load"))  # fmt: skip
     p.space_bytes = total_all
+    p.built_bytes = total  # every rank's state, built before its first save
+    p.imports = ("torch", "torch.distributed.checkpoint") if "dcp" in apis else ("torch",)
+    if params["metadata"] and not params["direct"]:  # the read's files dropped from the cache
+        p.drops = k
     return p
 
 
@@ -292,7 +304,7 @@ def run(params: dict[str, Any], runner: PhaseRunner) -> None:
         meta = {
             "files": per, "file_sizes": [4096], "jobs": jobs,
             "seed": params["seed"], "direct": params["direct"], "verify": False,
-            "fsync": "file",
+            "fsync": "file", "time": params.get("time"),
         }  # fmt: skip
         _metadata(meta, runner)
     if params["baseline"]:  # before the state exists: its writers need memory of their own
