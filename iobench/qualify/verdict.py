@@ -156,7 +156,7 @@ def measured_figures(run: RunResult) -> dict[str, float | None]:
         p = figure_phase(run, key)
         attr = {"samples": "iops", "dataset_read": "bandwidth_bps"}.get(key) or _PHASE_OF[key][1]
         out[key] = getattr(p, attr) if p is not None else None
-    out["free"] = _typed(TargetBlock, run.target).free_bytes
+    out["free"] = _typed(TargetBlock, getattr(run, "target", None)).free_bytes  # may be absent
     out["au"] = _typed(LoaderBlock, run.loader).au
     out["gpus"] = _estimate(run).max_gpus
     return out
