@@ -32,6 +32,7 @@ SMALL = {
     "checkpoint-smallfile": [
         "--set", "files=8", "--set", "jobs=2", "--set", "file_sizes=[4KiB,64KiB]",
         "--set", "checkpoint_size=4MiB", "--set", "shards=2", "--set", "tensor_size=1MiB",
+        *SIZE_BASED,  # one pass a phase: the shipped 20 s until steady is for real storage
     ],
     "dataset-read": [
         "--set", "files=32", "--set", "file_size=32KiB", "--set", "size_sd=8KiB",

@@ -124,7 +124,8 @@ def test_advice_names_more_rounds_or_more_time():
 
 def test_a_checkpoint_run_records_and_judges_its_rounds(cli, tmp_path):
     r = cli("run", "checkpoint-smallfile", tmp_path, *SMALL["checkpoint-smallfile"],
-            "--set", "metadata=false", "--set", "dcp=false", "--set", "rounds=5", "-q", "--json",
+            "--set", "metadata=false", "--set", "dcp=false", "--set", "rounds=5", "--set", "time=20s",
+            "-q", "--json",
             "--output", tmp_path / "out", "--no-history")  # fmt: skip
     assert r.code == 0, r.err
     phases = {p["name"]: p for p in json.loads(r.out)["phases"]}

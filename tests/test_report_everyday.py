@@ -354,7 +354,8 @@ def test_compare_table_colours_regressions_and_improvements_only():
 
 def test_cli_report_baseline_latest_is_the_run_before(cli, tmp_path):
     (tmp_path / "t").mkdir()
-    args = ("--set", "size=2MiB", "--set", "block_sizes=1MiB", "--set", "jobs_sweep=1", "-q")
+    args = ("--set", "size=2MiB", "--set", "block_sizes=1MiB", "--set", "jobs_sweep=1",
+            "--set", "time=none", "-q")  # fmt: skip
     ids = []
     for name in ("a", "b"):
         res = cli("run", "sequential-write", tmp_path / "t", *args, "--output", tmp_path / name)
