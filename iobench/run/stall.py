@@ -448,13 +448,6 @@ class WatchedProgress(Progress):
         return getattr(self.inner, name)
 
 
-def beat(progress: Any) -> None:
-    """Tell ``progress``'s watchdog (if it has one) that I/O is moving."""
-    fn = getattr(progress, "beat", None)
-    if fn is not None:
-        fn()
-
-
 def _reaper_main(argv: list[str]) -> int:
     """The detached reaper: ROOT NAME ROOT_FD FD DEV INO LIMIT_S (the descriptors inherited
     from the run). SIGALRM (default action: the process ends) after LIMIT_S ends it even
