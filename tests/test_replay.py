@@ -157,10 +157,70 @@ def test_a_profile_without_decode_hashes_as_before(cli, planted, tmp_path):
     assert r.code == 0, r.err
     res = json.loads(r.out)
     params = res["workload"]["params"]
-    assert not {"decode_s", "decode_wall_s", "decoded_size", "open_s"} & set(params)  # old hash
+    assert not {"decode_s", "decode_wall_s", "decoded_size", "open_s", "collate"} & set(params)
     d = res["loader"]["decode"]
     assert d["profile_cpu_s"] == 0 and "no decode cost to emulate" in d["basis"]
     assert d["cpu_s_per_sample"] < 0.002
+
+
+def test_images_of_different_sizes_are_handed_on_one_tensor_per_sample(cli, tmp_path):
+    """A batch of decoded images of different shapes does not stack: the real pipeline hands on
+    one tensor per sample (a shared-memory move each), and the profile says so, with the
+    decoded size each is moved at; images of one shape stack and the profile keeps the old
+    keys."""
+    root = tmp_path / "mixed"
+    for i in range(6):
+        (root / f"c{i % 2}").mkdir(parents=True, exist_ok=True)
+        (root / f"c{i % 2}" / f"{i}.jpg").write_bytes(_photo(40 + 4 * i, 64, i))
+    p, _ = profile_dataset(str(root))
+    assert p.decode is not None and p.decode.collate == "list"
+    assert "one tensor per sample" in p.decode.basis()
+    out = tmp_path / "mixed.toml"
+    assert cli("profile", root, "--output", out).code == 0
+    data = tomllib.loads(out.read_text())
+    assert data["collate"] == "list" and data["decoded_size"] == p.decode.decoded_bytes
+    prof = load_profile(str(out))
+    assert (prof.collate, prof.decoded_size) == ("list", p.decode.decoded_bytes)
+
+
+def test_one_shape_stacks_and_the_profile_keeps_its_keys(jpegs, tmp_path):
+    p, _ = profile_dataset(str(jpegs))
+    assert p.decode is not None and p.decode.collate == "stack"
+    assert decode_cost.collate_kind([np.zeros((2, 3)), np.zeros((2, 3))]) == "stack"
+    assert decode_cost.collate_kind([np.zeros((2, 3)), np.zeros((3, 3))]) == "list"
+    assert decode_cost.collate_kind([np.zeros(4)]) == "stack"  # one sample: nothing to tell
+
+
+def test_the_replay_hands_a_batch_on_as_the_profile_says(tmp_path):
+    """collate = list: a worker hands the main process one shared-memory tensor per sample,
+    at the decoded size, as the real pipeline's collate does."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from iobench.loader.torchdata import collate_samples
+
+    idx = _raw_index(tmp_path)
+    ds = SampleDataset(idx, "cached", DecodeEmulation(size=10_000, per_sample=True))
+    loader = DataLoader(
+        ds, batch_size=3, num_workers=1,
+        collate_fn=lambda b: collate_samples(b, per_sample=True),
+    )  # fmt: skip
+    data, sizes, times = next(iter(loader))
+    assert isinstance(data, list) and len(data) == 3 == len(sizes)
+    assert all(isinstance(t, torch.Tensor) and t.numel() == 10_000 for t in data)
+    assert all(t.is_shared() for t in data)  # each moved through shared memory
+    assert sizes == [10_000] * 3 and times[3] == 3 * 4096  # the stored bytes still count
+    one, sizes1, _ = collate_samples([ds[0], ds[1]])  # the default: one tensor a batch
+    assert isinstance(one, torch.Tensor) and one.numel() == 20_000 and sizes1 == [10_000] * 2
+
+
+def test_a_list_profile_replays_with_its_own_hash(cli, planted, tmp_path):
+    prof = _profile(tmp_path, decoded_size="32KiB", collate="list")
+    r = cli("loader", planted.path, "--profile", prof, "--output", tmp_path / "o", "--json", "-q")
+    assert r.code == 0, r.err
+    params = json.loads(r.out)["workload"]["params"]
+    assert params["collate"] == "list" and params["decoded_size"] == 32 << 10
+    assert planted.unchanged()
 
 
 # ---- the jpeg sample format (MLPerf retinanet's) ------------------------------------------

@@ -31,6 +31,10 @@ DECODE_BYTES = 256 << 20
 #: half as long again (measured 1.9–4.7 ms for the same kind of JPEG), and a mean over 32
 #: single decodes came out 10–25 % above what the same files cost the real run's workers.
 REPEATS = 3
+#: Decoded samples (the first of each file measured) collated together to see how a batch of
+#: them is handed on, and the bytes they may hold at most.
+COLLATE_PROBE = 8
+COLLATE_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -44,15 +48,19 @@ class DecodeCost:
     files: int
     samples: int
     cpu_range: tuple[float, float]  # per file: the least and most CPU per sample
+    #: how the loader --existing collate hands on a batch of these samples: "stack" (one
+    #: tensor) or "list" (one tensor per sample: their shapes differ), tried on COLLATE_PROBE
+    collate: str = "stack"
 
     def basis(self) -> str:
         lo, hi = self.cpu_range
+        handed = "one tensor a batch" if self.collate == "stack" else "one tensor per sample"
         return (
             f"CPU {format_seconds(self.cpu_s)} (wall {format_seconds(self.wall_s)}) per sample, "
             f"mean over {self.samples:,} samples of {self.files} files (per file "
             f"{format_seconds(lo)}–{format_seconds(hi)}); decoded {format_bytes(self.decoded_bytes)}"
-            f" per sample; open {format_seconds(self.open_s)} per file; one process, "
-            "the loader --existing reader"
+            f" per sample, handed on as {handed}; open {format_seconds(self.open_s)} per file; "
+            "one process, the loader --existing reader"
         )
 
 
@@ -74,11 +82,13 @@ def _checks(reader: Any) -> float:
     return counter[0] if counter else 0.0
 
 
-def _decode_file(reader: Any, data: bytes, name: str) -> tuple[int, float, float, int, bool]:
-    """(samples, CPU s, wall s, decoded bytes, any sample failed) of one whole file."""
+def _decode_file(reader: Any, data: bytes, name: str) -> tuple[int, float, float, int, bool, Any]:
+    """(samples, CPU s, wall s, decoded bytes, any sample failed, its first good sample) of
+    one whole file."""
     n = decoded = 0
     cpu = wall = 0.0
     bad = False
+    first: Any = None
     gen = reader.samples(data, name)
     while True:
         t0, c0, k0 = time.perf_counter(), time.thread_time(), _checks(reader)
@@ -92,9 +102,25 @@ def _decode_file(reader: Any, data: bytes, name: str) -> tuple[int, float, float
         if isinstance(sample, Exception):
             bad = True
             continue
+        if not n:
+            first = sample
         n += 1
         decoded += nbytes(sample)
-    return n, cpu, wall, decoded, bad
+    return n, cpu, wall, decoded, bad, first
+
+
+def collate_kind(samples: Sequence[Any]) -> str:
+    """ "stack" when the loader --existing collate (torch's default_collate) makes one tensor
+    of these samples, else "list" (one tensor per sample, their shapes differing)."""
+    if len(samples) < 2:
+        return "stack"
+    from .existing_data import collate
+
+    try:
+        out = collate(list(samples))
+    except RuntimeError:
+        return "stack"  # not tensors at all: the real run fails on them the same way
+    return "list" if isinstance(out, list) else "stack"
 
 
 def measure(
@@ -116,7 +142,8 @@ def measure(
     opens: list[float] = []
     per_file: list[tuple[int, float, float, int]] = []
     failed: set[int] = set()
-    read = 0
+    probe: list[Any] = []
+    read = probe_bytes = 0
     for k, i in enumerate(picks[:DECODE_FILES]):
         if k and read >= DECODE_BYTES:
             break
@@ -129,7 +156,7 @@ def measure(
             if k == 0:
                 _decode_file(reader, data, name_of(i))  # the decoder's start-up, untimed
             runs = [_decode_file(reader, data, name_of(i)) for _ in range(REPEATS)]
-            n, _, _, decoded, bad = runs[0]
+            n, _, _, decoded, bad, first = runs[0]
             cpu = statistics.median(r[1] for r in runs)
             wall = statistics.median(r[2] for r in runs)
         except ImportError:
@@ -141,6 +168,9 @@ def measure(
             failed.add(i)
         if n:
             per_file.append((n, cpu, wall, decoded))
+            if len(probe) < COLLATE_PROBE and probe_bytes + nbytes(first) <= COLLATE_BYTES:
+                probe.append(first)
+                probe_bytes += nbytes(first)
     if not per_file:
         return None, f"not measured: none of the {len(opens)} files opened decoded", failed
     samples = sum(p[0] for p in per_file)
@@ -152,5 +182,6 @@ def measure(
         files=len(per_file),
         samples=samples,
         cpu_range=(min(p[1] / p[0] for p in per_file), max(p[1] / p[0] for p in per_file)),
+        collate=collate_kind(probe),
     )
     return cost, cost.basis(), failed

@@ -17,6 +17,7 @@ import warnings
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -195,7 +196,7 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
     loader: DataLoader[Any] = DataLoader(
         SampleDataset(cfg.index, cfg.mode, cfg.decode),  # type: ignore[arg-type]  # map-style by duck typing
         batch_sampler=sampler, num_workers=w,
-        collate_fn=collate_samples, pin_memory=False, prefetch_factor=cfg.prefetch if w else None,
+        collate_fn=partial(collate_samples, per_sample=cfg.decode.per_sample), pin_memory=False, prefetch_factor=cfg.prefetch if w else None,
         persistent_workers=w > 0, worker_init_fn=_worker_init if w else None,
     )  # fmt: skip
     compute: Callable[[float], None] = time.sleep

@@ -433,15 +433,26 @@ def render_toml(
         lines.append(
             "# decode_s (CPU per sample) is spent by the replay's workers as a CPU burn; "
             "decode_wall_s and open_s (the profiled storage's; the replay's target pays its own) "
-            "are for comparison. The decoded size is not replayed unless set (--set "
-            f"decoded_size={p.decode.decoded_bytes}: each sample handed on at that size; "
-            "docs/validation/replay.md measured it 3-4 AU points below the plain burn)"
+            "are for comparison."
         )
         values.update(
             decode_s=round(p.decode.cpu_s, 7),
             decode_wall_s=round(p.decode.wall_s, 7),
             open_s=round(p.decode.open_s, 7),
         )
+        if p.decode.collate == "list":
+            lines.append(
+                "# collate = list: the decoded samples' shapes differ, so a training job's "
+                "default_collate hands a batch on as one tensor per sample, each moved through "
+                "shared memory at its decoded size; the replay does the same (decoded_size)"
+            )
+            values.update(collate="list", decoded_size=p.decode.decoded_bytes)
+        else:
+            lines.append(
+                "# The decoded samples stack into one tensor a batch; the decoded size is not "
+                f"replayed unless set (--set decoded_size={p.decode.decoded_bytes}; "
+                "docs/validation/replay.md measured it 3-4 AU points below the plain burn)"
+            )
     values.update(sets)
     lines.append(
         "# batch_size, compute_s, workers, prefetch, epochs: not the dataset's; the defaults "

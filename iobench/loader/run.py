@@ -28,7 +28,13 @@ from ..run.guard import UNARMED, StallSetting
 from ..run.runner import PhaseRunner
 from ..run.session import RunOutcome, open_run, physical_memory
 from ..run.session import dry_run as session_dry_run
-from ..spec.workload import PROFILE_OPTIONAL, Profile, load_profile, parse_overrides
+from ..spec.workload import (
+    PROFILE_OPTIONAL,
+    PROFILE_PARAMS,
+    Profile,
+    load_profile,
+    parse_overrides,
+)
 from ..target import Target, check_free_space, fs_class, resolve
 from .calibration import (
     COMPUTE_BOUND_AU,
@@ -257,7 +263,8 @@ def _workload(job: _Job) -> dict[str, Any]:
         **{
             k: v
             for k, v in prof.to_dict().items()
-            if k not in ("name", "path", "description") and (v or k not in PROFILE_OPTIONAL)
+            if k not in ("name", "path", "description")
+            and (k not in PROFILE_OPTIONAL or v != PROFILE_PARAMS[k].default)
         },
         "gpus": job.gpus,
         "workers": job.workers,
@@ -307,7 +314,7 @@ def _measure(
     )
     s.stop.check()
     coord.barrier()  # every rank calibrates at once, as they will load at once
-    decode = DecodeEmulation(prof.decode_s, prof.decoded_size)
+    decode = DecodeEmulation(prof.decode_s, prof.decoded_size, prof.collate == "list")
     calib = calibrate(
         own, batch_size=prof.batch_size, workers=w, prefetch=prof.prefetch, gpus=local_gpus,
         seed=job.seed, stop=s.stop, decode=decode,

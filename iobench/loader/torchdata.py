@@ -159,6 +159,8 @@ class DecodeEmulation:
 
     cpu_s: float = 0.0
     size: int = 0
+    #: hand a batch on as one tensor per sample (a profile's ``collate = "list"``)
+    per_sample: bool = False
 
     @property
     def active(self) -> bool:
@@ -234,6 +236,7 @@ class SampleDataset:
 
 def collate_samples(
     batch: list[tuple[np.ndarray, float, float, float, int]],
+    per_sample: bool = False,
 ) -> tuple[Any, list[int], tuple[float, float, float, int]]:
     """(uint8 tensor of the samples back to back, their sizes, (read_s, decode_s,
     decode_cpu_s, stored bytes)): decode_s includes the collation, decode_cpu_s is the
@@ -241,6 +244,9 @@ def collate_samples(
 
     In a worker the output lives in shared memory, so handing it to the main process moves a
     file descriptor, not the bytes (what torch's default collate does for tensors).
+    ``per_sample``: a list of one tensor per sample instead, as torch's default_collate
+    leaves samples whose shapes differ; each is moved into shared memory when the worker
+    hands the batch on and rebuilt in the main process, as the real pipeline's are.
     """
     import torch
     from torch.utils.data import get_worker_info
@@ -248,17 +254,21 @@ def collate_samples(
     t0 = time.perf_counter()
     sizes = [len(b[0]) for b in batch]
     total = sum(sizes)
-    if get_worker_info() is not None:
+    if per_sample:
+        # a decoder's output is a fresh, writable array (a stored sample may be a read-only view)
+        out: Any = [torch.from_numpy(b[0] if b[0].flags.writeable else b[0].copy()) for b in batch]
+    elif get_worker_info() is not None:
         elem = torch.empty(0, dtype=torch.uint8)
         storage = elem._typed_storage()._new_shared(total, device="cpu")
         out = elem.new(storage).resize_(total)
     else:
         out = torch.empty(total, dtype=torch.uint8)
-    flat = out.numpy()
-    pos = 0
-    for arr, n in zip((b[0] for b in batch), sizes, strict=True):
-        flat[pos : pos + n] = arr
-        pos += n
+    if not per_sample:
+        flat = out.numpy()
+        pos = 0
+        for arr, n in zip((b[0] for b in batch), sizes, strict=True):
+            flat[pos : pos + n] = arr
+            pos += n
     read_s = sum(b[1] for b in batch)
     decode_s = sum(b[2] for b in batch) + (time.perf_counter() - t0)
     cpu_s = sum(b[3] for b in batch)

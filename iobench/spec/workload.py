@@ -519,10 +519,20 @@ PROFILE_PARAMS: dict[str, Param] = {
         "the profiled dataset's seconds per file open (for comparison)",
         maximum=60.0,
     ),
+    # How a batch reaches the training loop: "stack" (one tensor, what torch's default_collate
+    # makes of samples of one shape) or "list" (one tensor per sample: what it leaves when the
+    # shapes differ, e.g. decoded images of different sizes); each tensor a worker hands on
+    # is moved into shared memory and rebuilt in the main process, a cost per tensor.
+    "collate": Param(
+        "choice",
+        "stack",
+        "a batch handed on as one tensor (stack) or one tensor per sample (list)",
+        ("stack", "list"),
+    ),
 }
 
 #: Profile keys that are part of a run's spec only when set (older runs' hashes stay theirs).
-PROFILE_OPTIONAL = ("decode_s", "decode_wall_s", "decoded_size", "open_s")
+PROFILE_OPTIONAL = ("decode_s", "decode_wall_s", "decoded_size", "open_s", "collate")
 
 
 @dataclass(frozen=True)
@@ -549,6 +559,7 @@ class Profile:
     decode_wall_s: float = 0.0
     decoded_size: int = 0
     open_s: float = 0.0
+    collate: str = "stack"
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
