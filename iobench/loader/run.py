@@ -185,11 +185,13 @@ def _write_plan(job: _Job) -> WritePlan:
     return write_plan(label, p, overhead_s=job.epochs * steps * prof.compute_s)
 
 
-def loader_write_plan(prof: Profile, gpus: int, steps: int, seed: int = 1) -> WritePlan:
-    """The plan a default ``run_loader(profile=prof, gpus=, steps=)`` announces (``_write_plan``):
-    qualify's bound of its loader step."""
+def loader_write_plan(
+    prof: Profile, gpus: int, steps: int, seed: int = 1, during: CheckpointPlan | None = None
+) -> WritePlan:
+    """The plan a default ``run_loader(profile=prof, gpus=, steps=, during=)`` announces
+    (``_write_plan``): qualify's bound of its loader step (and of its run beside a save)."""
     job = _Job(prof, gpus, prof.workers, prof.epochs, steps, "sleep", None, seed, None,
-               SingleProcess(), *plan_dataset(prof, seed))  # fmt: skip
+               SingleProcess(), *plan_dataset(prof, seed), during)  # fmt: skip
     return _write_plan(job)
 
 

@@ -78,6 +78,16 @@ def tables(loader: dict[str, Any] | None) -> list[dict[str, Any]]:
     rows = [_window_row(w, saves) for w in d.windows if isinstance(w, DuringWindowBlock)]
     rows += _pooled(d.summary)
     note = f"Checkpoint: {_config(d)}. " if _is_num(d.scale) else ""
+    loop = d.loop or {}
+    if loop:
+        note += (f"From a separate loader run of {loop.get('epochs')} epochs × {loop.get('steps')} "
+                 f"steps (AU {_pct(loop.get('au'))} over it), the save sized from "
+                 f"{loop.get('sized_from')}: {loop.get('basis')}. ")  # fmt: skip
+    mi = d.model_interval or {}
+    if _is_num(mi.get("au_interval")):
+        note += (f"Contention model over {mi.get('interval_from')} "
+                 f"({_secs(mi.get('interval_s'))}, estimate): AU {_pct(mi['au_interval'])}, the "
+                 f"full checkpoint's write {_secs(mi.get('write_s'))} of it. ")  # fmt: skip
     m = d.model_au or {}
     if _is_num(m.get("au_share_rule")):
         note += (

@@ -312,6 +312,10 @@ class DuringCheckpointBlock(Block):
     summary: Mapping[str, Any] | None = None  # without, during (windows pooled), write rates
     model_au: Mapping[str, Any] | None = None  # the contention model's AU for these windows
     basis: str | None = None
+    # qualify --profile --model: the separate loop the windows come from, and the model over
+    # the checkpoint interval (the full checkpoint of the estimate)
+    loop: Mapping[str, Any] | None = None
+    model_interval: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
