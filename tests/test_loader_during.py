@@ -194,3 +194,62 @@ def test_a_failing_checkpoint_write_fails_the_run_keeps_the_result_and_cleans_up
     res = json.loads((tmp_path / "o" / "result.json").read_text())
     assert res["status"] != "complete" and "No space left" in res["error"]
     assert no_run_dirs(planted.path) and planted.unchanged()
+
+
+# -- --beside: another job on the same storage ------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", ["writer:max", "reader:40MiB/s"])
+def test_another_job_runs_beside_the_loop_and_its_rate_is_windowed(cli, planted, tmp_path, spec):
+    from iobench.loader.beside import SUBDIR as JOB_DIR
+
+    prof = tiny_profile(tmp_path, files=96, compute_s=0.02)
+    r = cli("loader", planted.path, "--profile", prof, *TINY_CKPT, "--checkpoint-at", "3steps",
+            "--beside", spec, "--output", tmp_path / "out", "--json", "-q")  # fmt: skip
+    assert r.code == 0, r.err
+    d = json.loads(r.out)["loader"]["during_checkpoint"]
+    b = d["beside"]
+    assert b["kind"] == spec.split(":")[0] and b["alone_bps"] > 0 and b["bytes"] > 0
+    assert b["achieved_bps"] > 0 and b["vs_alone"] == pytest.approx(
+        b["achieved_bps"] / b["alone_bps"]
+    )
+    if spec.startswith("reader"):  # paced: never faster than its rate (a block of slack)
+        assert b["rate_bps"] == 40 << 20 and b["alone_bps"] <= (40 << 20) * 1.2
+    assert any(w["beside_bps"] for w in d["windows"])
+    assert b["without_bps"] is not None
+    from iobench.report.text import render_terminal
+
+    res = RunResult.from_dict(json.loads(r.out))
+    assert "Beside it another job" in " ".join(render_terminal(res, width=160).split())
+    assert JOB_DIR not in os.listdir(planted.path)
+    assert no_run_dirs(planted.path) and planted.unchanged()
+
+
+def test_the_other_jobs_rate_in_a_window_is_interpolated_between_samples():
+    from iobench.loader.beside import rate_between, whole_rate
+
+    samples = [(0.0, 0), (1.0, 100), (2.0, 100), (3.0, 400)]
+    assert rate_between(samples, 0.0, 1.0) == pytest.approx(100.0)
+    assert rate_between(samples, 1.0, 2.0) == pytest.approx(0.0)
+    assert rate_between(samples, 0.5, 2.5) == pytest.approx((250 - 50) / 2.0)
+    assert whole_rate(samples) == pytest.approx(400 / 3)
+    assert rate_between(samples, 2.0, 2.0) is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--beside", "writer:max"], "--beside needs --during-checkpoint"),
+        ([*TINY_CKPT, "--beside", "copier:max"], "expected writer:RATE or reader:RATE"),
+        ([*TINY_CKPT, "--beside", "writer:fast"], "not a byte rate"),
+        ([*TINY_CKPT, "--beside", "reader:0MiB/s"], "not a byte rate above 0"),
+        ([*TINY_CKPT, "--beside", "reader:20k"], "not a byte rate"),
+    ],
+)
+def test_bad_beside_input_is_one_line_exit_2_nothing_written(cli, planted, tmp_path, args, message):
+    r = cli("loader", planted.path, "--profile", tiny_profile(tmp_path), "--output",
+            tmp_path / "o", *args)  # fmt: skip
+    assert r.code == 2, r.err
+    assert r.err.startswith("iobench: error: ") and message in r.err
+    assert len(r.err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists() and planted.unchanged()

@@ -33,6 +33,7 @@ from ..core.datagen import DataPool
 from ..core.errors import EngineError, UsageError
 from ..core.units import format_bytes
 from ..target import worker_signals
+from .beside import BesideJob
 from .loop import StepClock
 from .torchdata import _die_with_parent
 
@@ -60,6 +61,7 @@ class CheckpointPlan:
     ranks: int
     at_unit: str = "s"  # s | steps
     every_unit: str = "s"
+    beside: BesideJob | None = None  # --beside: another job on the same storage (loader.beside)
 
     @property
     def total_bytes(self) -> int:

@@ -29,6 +29,15 @@ import numpy as np
 
 from ..core.errors import EngineError
 from ..result.stats import Histogram
+from .beside import (
+    ALONE_S,
+    BesideProcess,
+    beside_block,
+    job_dir,
+    lay_out,
+    remove_job_dir,
+    run_job,
+)
 from .ckpt_writer import (
     BackgroundWriter,
     CheckpointPlan,
@@ -201,18 +210,42 @@ def model_block(
     }
 
 
+class _Stop:
+    """``stopped`` as the event a job in this process waits on."""
+
+    def __init__(self, stopped: Callable[[], bool]):
+        self.stopped = stopped
+
+    def is_set(self) -> bool:
+        return self.stopped()
+
+    def wait(self, s: float) -> bool:
+        import time
+
+        time.sleep(s)
+        return self.stopped()
+
+
 def measure(
     plan: CheckpointPlan,
     run_dir_fd: int,
     stopped: Callable[[], bool],
     loop: Callable[[StepClock], LoopResult],
     demand_bps: float | None = None,
+    direct: bool = True,
 ) -> tuple[LoopResult, dict[str, Any]]:
-    """The save alone, then ``loop()`` with the background writer beside it; the loop's result
-    and the ``during_checkpoint`` block. Every file goes and comes inside the run directory."""
+    """The save alone (and ``plan.beside``, the other job, alone), then ``loop()`` with the background writer (and the
+    other job) beside it; the loop's result and the ``during_checkpoint`` block. Every file
+    goes and comes inside the run directory."""
+    import time
+
+    job = plan.beside
     fd = checkpoint_dir(run_dir_fd)
+    jfd = job_dir(run_dir_fd) if job else None
     clock = StepClock()
     try:
+        if job and jfd is not None:
+            lay_out(job, jfd)
         pools = make_pools(plan, 3)
         try:
             alone = write_checkpoint(plan, fd, 0, stopped, pools)
@@ -220,36 +253,49 @@ def measure(
             close_pools(pools)
         if alone["error"]:
             raise EngineError(alone["error"])
+        job_alone = (
+            run_job(job, jfd, _Stop(stopped), time.perf_counter() + ALONE_S, direct)
+            if job and jfd is not None
+            else []
+        )
         writer = BackgroundWriter(plan, fd)
+        other = BesideProcess(job, jfd, direct) if job and jfd is not None else None
         try:
             writer.start(clock)
+            if other is not None:
+                other.start()
             res = loop(clock)
             records = writer.finish()
+            samples = other.finish() if other is not None else []
         finally:
             writer.close()
+            if other is not None:
+                other.close()
     finally:
         remove_checkpoint_dir(run_dir_fd, fd)
+        if jfd is not None:
+            remove_job_dir(run_dir_fd, jfd)
     timelines = [r["timeline"] for r in res.ranks if "timeline" in r]
     block = during_block(plan, alone, records, timelines)
     spans = [s for tl in timelines for s in tl["spans"]]
-    whole = (
-        window_stats(timelines, [(min(s[0] for s in spans), max(s[1] for s in spans))])
-        if spans
-        else {}
-    )
+    lo, hi = (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else (0.0, 0.0)
+    whole = window_stats(timelines, [(lo, hi)]) if spans else {}
     block["model_au"] = model_block(block, demand_bps, whole.get("au"))
+    if job is not None:
+        block["beside"] = beside_block(job, job_alone, samples, block["windows"], lo, hi)
     return res, block
 
 
 def beside(
     plan: CheckpointPlan, tgt: Any, stop: Any, warn: Callable[[str], None],
     loop: Callable[[StepClock], LoopResult], demand_bps: float | None = None,
+    direct: bool = True,
 ) -> tuple[LoopResult, dict[str, Any]]:  # fmt: skip
     """``measure`` in the run directory of ``tgt`` (checked in place first), its notes warned."""
     from ..target import check_run_dir_in_place
 
     check_run_dir_in_place(tgt)
-    res, block = measure(plan, tgt.handle.fd, stop.is_set, loop, demand_bps)
+    res, block = measure(plan, tgt.handle.fd, stop.is_set, loop, demand_bps, direct)
     for note in notes(block):
         warn(note)
     return res, block

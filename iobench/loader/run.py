@@ -30,6 +30,7 @@ from ..run.session import RunOutcome, open_run, physical_memory
 from ..run.session import dry_run as session_dry_run
 from ..spec.workload import PROFILE_OPTIONAL, Profile, load_profile, parse_overrides
 from ..target import Target, check_free_space, fs_class, resolve
+from .beside import ALONE_S as BESIDE_ALONE_S
 from .calibration import (
     COMPUTE_BOUND_AU,
     bound_of,
@@ -182,6 +183,10 @@ def _write_plan(job: _Job) -> WritePlan:
         p.add("ckpt-during", "write", d.total_bytes, f"at {d.at:g}{d.at_unit}{every} "
               "while the loop runs, each removed once written", ops=len(d.files))  # fmt: skip
         label += f" --during-checkpoint {d.model}"
+        if (o := d.beside) is not None:  # another job: alone for a while, then beside the loop
+            p.space_bytes += o.space_bytes
+            p.add("beside-job", "write", o.space_bytes, f"{o.describe()}: its files, "
+                  f"{BESIDE_ALONE_S:g} s alone, then as long as the loop", BESIDE_ALONE_S, o.files)  # fmt: skip
     return write_plan(label, p, overhead_s=job.epochs * steps * prof.compute_s)
 
 
@@ -201,6 +206,7 @@ def _check_target(target: str, job: _Job) -> Target:
     # many ranks: the whole dataset; files and their folders (1 per 10,000) as inodes
     n = len(job.files) + (len(job.during.files) + 3 if job.during else 0)
     extra = job.during.total_bytes if job.during else 0  # one checkpoint on disk at a time
+    extra += job.during.beside.space_bytes if job.during and job.during.beside else 0
     check_free_space(tgt, planned_bytes(job.prof, job.files) + extra, n + n // 10_000 + 2)
     return tgt
 
@@ -332,7 +338,8 @@ def _measure(
             else None
         )
         result, block = beside(job.during, tgt, s.stop, runner.warn,
-                               lambda c: run_on_ranks(replace(cfg, clock=c), coord, s.stop), demand)  # fmt: skip
+                               lambda c: run_on_ranks(replace(cfg, clock=c), coord, s.stop), demand,
+                               use_direct)  # fmt: skip
     run.phases = list(runner.results)
     run.loader, run.estimate, notes = _summarise(
         prof, index, sweep, calib, result, cache, job.compute

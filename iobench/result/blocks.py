@@ -272,6 +272,7 @@ class DuringWindowBlock(Block):
     au: float | None = None  # compute inside it ÷ its time, mean over ranks
     load_wait_s: WaitBlock | None = _sub(WaitBlock)
     read_bps: float | None = None  # its steps' batch bytes ÷ its time, summed over ranks
+    beside_bps: float | None = None  # --beside: the other job's rate in it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -316,6 +317,7 @@ class DuringCheckpointBlock(Block):
     # the checkpoint interval (the full checkpoint of the estimate)
     loop: Mapping[str, Any] | None = None
     model_interval: Mapping[str, Any] | None = None
+    beside: Mapping[str, Any] | None = None  # --beside: the other job (loader.beside)
 
 
 @dataclass(frozen=True, kw_only=True)
