@@ -253,3 +253,64 @@ def test_bad_beside_input_is_one_line_exit_2_nothing_written(cli, planted, tmp_p
     assert r.err.startswith("iobench: error: ") and message in r.err
     assert len(r.err.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists() and planted.unchanged()
+
+
+# -- under torchrun: every rank its shard, the saves merged -----------------------------------
+
+
+def test_the_ranks_records_of_a_save_merge_into_one():
+    from iobench.loader.during import merge_saves
+
+    r0 = [{"index": 1, "start": 10.0, "end": 12.0, "bytes": 100, "files": 2, "complete": True,
+           "error": None}]  # fmt: skip
+    r1 = [{"index": 1, "start": 10.1, "end": 13.1, "bytes": 60, "files": 1, "complete": True,
+           "error": None}]  # fmt: skip
+    (m,) = merge_saves([r0, r1])
+    assert (m["start"], m["end"], m["bytes"], m["files"]) == (10.0, 13.1, 160, 3)
+    assert m["slowest_s"] == pytest.approx(3.0) and m["skew_s"] == pytest.approx(0.1)
+    assert m["complete"] and m["ranks"] == 2
+    # a rank whose part never started: the save is incomplete
+    (m,) = merge_saves([r0, []])
+    assert not m["complete"] and m["ranks"] == 1
+
+
+def test_every_rank_writes_the_shard_of_its_model_ranks():
+    from iobench.loader.ckpt_writer import shard_plan
+
+    plan = plan_checkpoint("llama3-8b", 0.00002, (0, "s"), None, None)  # 8 model ranks
+    parts = [shard_plan(plan, k, 3) for k in range(3)]
+    assert sorted(f for p in parts for f in p.files) == sorted(plan.files)
+    assert {f[0] for f in parts[1].files} == {1, 4, 7}
+    assert sum(p.total_bytes for p in parts) == plan.total_bytes
+
+
+@pytest.mark.slow
+def test_torchrun_two_ranks_each_write_their_shard_beside_their_loop(tmp_path):
+    from test_distributed import _env, _torchrun, _user_target
+
+    target, before = _user_target(tmp_path)
+    prof = tiny_profile(tmp_path, files=96, compute_s=0.02, workers=1)
+    out = tmp_path / "out"
+    args = ["loader", str(target), "--profile", str(prof), *TINY_CKPT, "--checkpoint-at",
+            "3steps", "--beside", "writer:max", "--output", str(out), "--no-history", "-q"]  # fmt: skip
+    proc = _torchrun(args, _env(), 2)
+    log, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, log[-3000:]
+    res = json.loads((out / "result.json").read_text())
+    assert res["status"] == "complete", res.get("error")
+    d = res["loader"]["during_checkpoint"]
+    plan = plan_checkpoint("llama3-8b", 0.00002, (3, "steps"), None, None)
+    # the two ranks' shards together are the whole save, alone and during the loop
+    assert d["alone"]["bytes"] == plan.total_bytes
+    (save,) = d["checkpoints"]
+    assert save["ranks"] == 2 and save["files"] == len(plan.files)
+    assert save["bytes"] == plan.total_bytes or not save["complete"]
+    # its rate: the bytes over the slowest rank's time; the starts together (the step barrier)
+    assert save["write_bps"] == pytest.approx(save["bytes"] / save["slowest_s"])
+    assert save["slowest_s"] <= save["seconds"] + 1e-9 and 0 <= save["skew_s"] < 1.0
+    assert d["torchrun"]["ranks"] == 2
+    assert d["beside"]["kind"] == "writer" and d["beside"]["achieved_bps"] > 0  # rank 0's job
+    # every rank's timed steps fall in the windows
+    assert sum(w["steps"] for w in d["windows"]) == res["loader"]["load_wait_s"]["steps"]
+    assert d["summary"]["during"]["steps"] > 0
+    assert set(os.listdir(target)) == before

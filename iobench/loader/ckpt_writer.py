@@ -124,6 +124,14 @@ def plan_checkpoint(
     )  # fmt: skip
 
 
+def shard_plan(plan: CheckpointPlan, rank: int, world: int) -> CheckpointPlan:
+    """The files torchrun rank ``rank`` of ``world`` writes: those of the model's ranks
+    ``r`` with ``r mod world == rank`` (none when the model has fewer ranks than ``world``)."""
+    from dataclasses import replace
+
+    return replace(plan, files=tuple(f for f in plan.files if f[0] % world == rank))
+
+
 def _deal(plan: CheckpointPlan) -> list[list[tuple[str, int]]]:
     """The files dealt to the writers: rank r's files to writer r mod writers."""
     ranks = sorted({f[0] for f in plan.files})

@@ -114,7 +114,7 @@ def run_loader(
     prof = profile if isinstance(profile, Profile) else load_profile(profile, parse_overrides(sets))
     coord = coord or SingleProcess()
     gpus = coord.world if gpus is None else gpus
-    _check_options(gpus, coord.world, workers, steps, epochs, compute, during is not None)
+    _check_options(gpus, coord.world, workers, steps, epochs, compute, during is not None and len(set(coord.hosts)) > 1)  # fmt: skip
     job = _Job(
         prof, gpus, prof.workers if workers is None else workers,
         prof.epochs if epochs is None else epochs, steps, compute, direct, seed, probe_time_s,
@@ -218,12 +218,12 @@ def _check_options(
     steps: int | None,
     epochs: int | None,
     compute: str,
-    during: bool = False,
+    during: bool = False,  # --during-checkpoint across hosts
 ) -> None:
     """UsageError for any option out of range, before anything is written."""
-    if during and world > 1:
-        raise UsageError("--during-checkpoint runs on one host: not yet under torchrun",
-                         hint="run it without torchrun, --gpus N emulates N accelerators")  # fmt: skip
+    if during:  # across hosts: the ranks' clocks differ (their saves' windows would not line up)
+        raise UsageError("--during-checkpoint under torchrun runs on one host: not yet across hosts",
+                         hint="launch the ranks on one host (torchrun --standalone)")  # fmt: skip
     if gpus < 1:
         raise UsageError(f"--gpus must be at least 1, got {gpus}")
     if world > 1 and gpus != world:
@@ -339,7 +339,7 @@ def _measure(
         )
         result, block = beside(job.during, tgt, s.stop, runner.warn,
                                lambda c: run_on_ranks(replace(cfg, clock=c), coord, s.stop), demand,
-                               use_direct)  # fmt: skip
+                               use_direct, coord)  # fmt: skip
     run.phases = list(runner.results)
     run.loader, run.estimate, notes = _summarise(
         prof, index, sweep, calib, result, cache, job.compute

@@ -329,7 +329,7 @@ def run_qualify(
         target = resolve(target_spec)
         plan = plan_qualify(suite.profile, suite.gpus, budget_s=suite.budget_s, quick=quick,
                             free_bytes=target.free_bytes, checkpoint_full_bytes=suite.ckpt_full,
-                            ranks=coord.world, model=suite.model, during=suite.during)  # fmt: skip
+                            ranks=coord.world, model=suite.model, during=suite.during and len(set(coord.hosts)) == 1)  # fmt: skip
         check_free_space(target, plan.space_bytes, plan.inodes)
         return target, plan
 
@@ -499,6 +499,9 @@ def _after_io(
         _loader_step(outcome, target_spec, plan, keep, progress_factory, coord, suite.stall)
     if outcome.error is None and plan.during is not None:
         run_beside(outcome, target_spec, plan, keep, progress_factory, coord, suite.stall)
+    elif suite.during:  # across hosts the ranks' saves would not line up: said, not run
+        outcome.run.warnings.append("the loader during a checkpoint write runs on one host: "
+                                    "not measured across hosts")  # fmt: skip
     _estimate_step(outcome.run, suite.profile)
     # a plan's requirements are exactly what is judged: no gpus/au line of the profile's
     outcome.run.verdict = verdict(
