@@ -314,3 +314,12 @@ def test_torchrun_two_ranks_each_write_their_shard_beside_their_loop(tmp_path):
     assert sum(w["steps"] for w in d["windows"]) == res["loader"]["load_wait_s"]["steps"]
     assert d["summary"]["during"]["steps"] > 0
     assert set(os.listdir(target)) == before
+
+
+def test_the_plan_says_what_the_other_job_writes(cli, planted, tmp_path):
+    r = cli("loader", planted.path, "--profile", tiny_profile(tmp_path), *TINY_CKPT,
+            "--beside", "reader:20MiB/s", "--dry-run")  # fmt: skip
+    assert r.code == 0, r.err
+    flat = " ".join(r.out.split())
+    assert "beside-job" in flat and "another job's reader of its own files, 20.0 MiB/s" in flat
+    assert "64.0 MiB" in flat and planted.unchanged()
