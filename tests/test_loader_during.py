@@ -309,6 +309,10 @@ def test_torchrun_two_ranks_each_write_their_shard_beside_their_loop(tmp_path):
     assert save["write_bps"] == pytest.approx(save["bytes"] / save["slowest_s"])
     assert save["slowest_s"] <= save["seconds"] + 1e-9 and 0 <= save["skew_s"] < 1.0
     assert d["torchrun"]["ranks"] == 2
+    from iobench.report.text import render_terminal
+
+    text = " ".join(render_terminal(RunResult.from_dict(res), width=160).split())
+    assert "Under torchrun: 2 ranks, each writing its shard" in text
     assert d["beside"]["kind"] == "writer" and d["beside"]["achieved_bps"] > 0  # rank 0's job
     # every rank's timed steps fall in the windows
     assert sum(w["steps"] for w in d["windows"]) == res["loader"]["load_wait_s"]["steps"]

@@ -98,6 +98,10 @@ def tables(loader: dict[str, Any] | None) -> list[dict[str, Any]]:
                  f"{_rate(other.get('rate_bps')) if _is_num(other.get('rate_bps')) else 'max'}, "
                  f"alone {_rate(other.get('alone_bps'))}, achieved {_rate(other.get('achieved_bps'))} "
                  f"over the loop ({_times(other.get('vs_alone'))} alone; column Other). ")  # fmt: skip
+    tr = d.torchrun or {}
+    if tr:
+        note += (f"Under torchrun: {tr.get('ranks')} ranks, each writing its shard; their "
+                 f"saves' starts within {_secs(tr.get('start_skew_s'))}. ")  # fmt: skip
     m = d.model_au or {}
     if _is_num(m.get("au_share_rule")):
         note += (

@@ -318,6 +318,7 @@ class DuringCheckpointBlock(Block):
     loop: Mapping[str, Any] | None = None
     model_interval: Mapping[str, Any] | None = None
     beside: Mapping[str, Any] | None = None  # --beside: the other job (loader.beside)
+    torchrun: Mapping[str, Any] | None = None  # ranks, the spread of their saves' starts
 
 
 @dataclass(frozen=True, kw_only=True)
