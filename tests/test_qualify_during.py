@@ -64,6 +64,13 @@ def test_the_plan_names_the_run_beside_the_save_only_with_a_profile_and_a_model(
     assert both.space_bytes >= both.loader["space_bytes"] + both.during.total_bytes
     assert both.expected_s > model_only.expected_s
     assert both.spec_hash() != model_only.spec_hash()
+    from iobench.qualify.bound import upper_bound_s
+    from iobench.qualify.plan_text import render_plan
+
+    assert upper_bound_s(both) > upper_bound_s(model_only)  # the plan line's bound covers it
+    assert "beside-ckpt" in render_plan(both, None) and "beside-ckpt" not in render_plan(
+        model_only, None
+    )
 
 
 def test_the_save_is_sized_from_the_measured_rate_capped_by_the_step():
