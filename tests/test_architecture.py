@@ -30,7 +30,7 @@ ORDERS = {
         "layout", "daly", "model", "spec", "estimate", "rows", "inverse", "cluster", "contention",
     ],
     "loader": [
-        "dataset", "torchdata", "loop", "ranks", "calibration", "ckpt_writer", "during", "run",
+        "dataset", "torchdata", "loop", "ranks", "calibration", "beside", "ckpt_writer", "during", "run",
         "existing_data", "existing_diagnosis", "existing_summary", "existing", "decode_cost",
         "profile",
     ],
@@ -47,7 +47,7 @@ ORDERS = {
         "base", "registry", "worker", "forked", "ceiling", "posix", "fsspec", "fio_job", "fio",
     ],
     "run": ["supervisor", "stall", "guard", "outdir", "session", "phases", "runner", "sweep", "checkpoint"],
-    "qualify": ["checkpoint", "verdict", "plan_file", "bound", "plan_text", "suite"],
+    "qualify": ["checkpoint", "during", "verdict", "plan_file", "bound", "plan_text", "suite"],
     "cli": ["progress", "livecsv", "commands", "app"],
 }  # fmt: skip
 LOADER, FORMATS, TARGET, ENGINES = (ORDERS[k] for k in ("loader", "formats", "target", "engines"))

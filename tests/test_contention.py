@@ -91,3 +91,17 @@ def test_no_read_lost_keeps_the_au_alone_whatever_the_bound_says():
     c = contention(_inputs(au_alone=0.87, read_alone_bps=16 * MiB, demand_bps=20 * MiB))
     assert c.basis_kind == "independent" and c.au_during == pytest.approx(0.87)
     assert c.au_interval == pytest.approx(0.87)
+
+
+def test_the_loader_beside_another_job_on_one_limit_by_hand():
+    from iobench.checkpoint.contention import au_beside
+
+    # the loader reads 20 alone (AU 0.5, demand 40), another job 20, one limit of 20: the
+    # loader's share 20·20/40 = 10, its AU 0.5 × (10/40 ÷ 20/40) = 0.25
+    assert au_beside(0.5, 20.0, 20.0, 20.0, 40.0) == pytest.approx((0.25, 10.0))
+    # they fit (10 + 5 <= 20): nothing lost
+    assert au_beside(0.9, 10.0, 5.0, 20.0, 10.0) == pytest.approx((0.9, 10.0))
+    # a compute-bound loader (cap 0.98 reached at 9.8 of demand 10) keeps its AU while its
+    # share stays above what it needs: 30·12/(12+24) = 10 ≥ 9.8
+    au, read = au_beside(0.98, 12.0, 24.0, 30.0, 10.0, au_cap=0.98)
+    assert read == pytest.approx(10.0) and au == pytest.approx(0.98)

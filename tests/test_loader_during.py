@@ -194,3 +194,136 @@ def test_a_failing_checkpoint_write_fails_the_run_keeps_the_result_and_cleans_up
     res = json.loads((tmp_path / "o" / "result.json").read_text())
     assert res["status"] != "complete" and "No space left" in res["error"]
     assert no_run_dirs(planted.path) and planted.unchanged()
+
+
+# -- --beside: another job on the same storage ------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", ["writer:max", "reader:40MiB/s"])
+def test_another_job_runs_beside_the_loop_and_its_rate_is_windowed(cli, planted, tmp_path, spec):
+    from iobench.loader.beside import SUBDIR as JOB_DIR
+
+    prof = tiny_profile(tmp_path, files=96, compute_s=0.02)
+    r = cli("loader", planted.path, "--profile", prof, *TINY_CKPT, "--checkpoint-at", "3steps",
+            "--beside", spec, "--output", tmp_path / "out", "--json", "-q")  # fmt: skip
+    assert r.code == 0, r.err
+    d = json.loads(r.out)["loader"]["during_checkpoint"]
+    b = d["beside"]
+    assert b["kind"] == spec.split(":")[0] and b["alone_bps"] > 0 and b["bytes"] > 0
+    assert b["achieved_bps"] > 0 and b["vs_alone"] == pytest.approx(
+        b["achieved_bps"] / b["alone_bps"]
+    )
+    if spec.startswith("reader"):  # paced: never faster than its rate (a block of slack)
+        assert b["rate_bps"] == 40 << 20 and b["alone_bps"] <= (40 << 20) * 1.2
+    assert any(w["beside_bps"] for w in d["windows"])
+    assert b["without_bps"] is not None
+    from iobench.report.text import render_terminal
+
+    res = RunResult.from_dict(json.loads(r.out))
+    assert "Beside it another job" in " ".join(render_terminal(res, width=160).split())
+    assert JOB_DIR not in os.listdir(planted.path)
+    assert no_run_dirs(planted.path) and planted.unchanged()
+
+
+def test_the_other_jobs_rate_in_a_window_is_interpolated_between_samples():
+    from iobench.loader.beside import rate_between, whole_rate
+
+    samples = [(0.0, 0), (1.0, 100), (2.0, 100), (3.0, 400)]
+    assert rate_between(samples, 0.0, 1.0) == pytest.approx(100.0)
+    assert rate_between(samples, 1.0, 2.0) == pytest.approx(0.0)
+    assert rate_between(samples, 0.5, 2.5) == pytest.approx((250 - 50) / 2.0)
+    assert whole_rate(samples) == pytest.approx(400 / 3)
+    assert rate_between(samples, 2.0, 2.0) is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--beside", "writer:max"], "--beside needs --during-checkpoint"),
+        ([*TINY_CKPT, "--beside", "copier:max"], "expected writer:RATE or reader:RATE"),
+        ([*TINY_CKPT, "--beside", "writer:fast"], "not a byte rate"),
+        ([*TINY_CKPT, "--beside", "reader:0MiB/s"], "not a byte rate above 0"),
+        ([*TINY_CKPT, "--beside", "reader:20k"], "not a byte rate"),
+    ],
+)
+def test_bad_beside_input_is_one_line_exit_2_nothing_written(cli, planted, tmp_path, args, message):
+    r = cli("loader", planted.path, "--profile", tiny_profile(tmp_path), "--output",
+            tmp_path / "o", *args)  # fmt: skip
+    assert r.code == 2, r.err
+    assert r.err.startswith("iobench: error: ") and message in r.err
+    assert len(r.err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists() and planted.unchanged()
+
+
+# -- under torchrun: every rank its shard, the saves merged -----------------------------------
+
+
+def test_the_ranks_records_of_a_save_merge_into_one():
+    from iobench.loader.during import merge_saves
+
+    r0 = [{"index": 1, "start": 10.0, "end": 12.0, "bytes": 100, "files": 2, "complete": True,
+           "error": None}]  # fmt: skip
+    r1 = [{"index": 1, "start": 10.1, "end": 13.1, "bytes": 60, "files": 1, "complete": True,
+           "error": None}]  # fmt: skip
+    (m,) = merge_saves([r0, r1])
+    assert (m["start"], m["end"], m["bytes"], m["files"]) == (10.0, 13.1, 160, 3)
+    assert m["slowest_s"] == pytest.approx(3.0) and m["skew_s"] == pytest.approx(0.1)
+    assert m["complete"] and m["ranks"] == 2
+    # a rank whose part never started: the save is incomplete
+    (m,) = merge_saves([r0, []])
+    assert not m["complete"] and m["ranks"] == 1
+
+
+def test_every_rank_writes_the_shard_of_its_model_ranks():
+    from iobench.loader.ckpt_writer import shard_plan
+
+    plan = plan_checkpoint("llama3-8b", 0.00002, (0, "s"), None, None)  # 8 model ranks
+    parts = [shard_plan(plan, k, 3) for k in range(3)]
+    assert sorted(f for p in parts for f in p.files) == sorted(plan.files)
+    assert {f[0] for f in parts[1].files} == {1, 4, 7}
+    assert sum(p.total_bytes for p in parts) == plan.total_bytes
+
+
+@pytest.mark.slow
+def test_torchrun_two_ranks_each_write_their_shard_beside_their_loop(tmp_path):
+    from test_distributed import _env, _torchrun, _user_target
+
+    target, before = _user_target(tmp_path)
+    prof = tiny_profile(tmp_path, files=96, compute_s=0.02, workers=1)
+    out = tmp_path / "out"
+    args = ["loader", str(target), "--profile", str(prof), *TINY_CKPT, "--checkpoint-at",
+            "3steps", "--beside", "writer:max", "--output", str(out), "--no-history", "-q"]  # fmt: skip
+    proc = _torchrun(args, _env(), 2)
+    log, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, log[-3000:]
+    res = json.loads((out / "result.json").read_text())
+    assert res["status"] == "complete", res.get("error")
+    d = res["loader"]["during_checkpoint"]
+    plan = plan_checkpoint("llama3-8b", 0.00002, (3, "steps"), None, None)
+    # the two ranks' shards together are the whole save, alone and during the loop
+    assert d["alone"]["bytes"] == plan.total_bytes
+    (save,) = d["checkpoints"]
+    assert save["ranks"] == 2 and save["files"] == len(plan.files)
+    assert save["bytes"] == plan.total_bytes or not save["complete"]
+    # its rate: the bytes over the slowest rank's time; the starts together (the step barrier)
+    assert save["write_bps"] == pytest.approx(save["bytes"] / save["slowest_s"])
+    assert save["slowest_s"] <= save["seconds"] + 1e-9 and 0 <= save["skew_s"] < 1.0
+    assert d["torchrun"]["ranks"] == 2
+    from iobench.report.text import render_terminal
+
+    text = " ".join(render_terminal(RunResult.from_dict(res), width=160).split())
+    assert "Under torchrun: 2 ranks, each writing its shard" in text
+    assert d["beside"]["kind"] == "writer" and d["beside"]["achieved_bps"] > 0  # rank 0's job
+    # every rank's timed steps fall in the windows
+    assert sum(w["steps"] for w in d["windows"]) == res["loader"]["load_wait_s"]["steps"]
+    assert d["summary"]["during"]["steps"] > 0
+    assert set(os.listdir(target)) == before
+
+
+def test_the_plan_says_what_the_other_job_writes(cli, planted, tmp_path):
+    r = cli("loader", planted.path, "--profile", tiny_profile(tmp_path), *TINY_CKPT,
+            "--beside", "reader:20MiB/s", "--dry-run")  # fmt: skip
+    assert r.code == 0, r.err
+    flat = " ".join(r.out.split())
+    assert "beside-job" in flat and "another job's reader of its own files, 20.0 MiB/s" in flat
+    assert "64.0 MiB" in flat and planted.unchanged()

@@ -40,10 +40,12 @@ def why_unavailable(path: str) -> str | None:
 
 
 @contextlib.contextmanager
-def throttled(path: str, read_bps: int, write_bps: int) -> Iterator[Path]:
+def throttled(
+    path: str, read_bps: int, write_bps: int, prefix: str = "iobench-test"
+) -> Iterator[Path]:
     """A cgroup throttling the device under ``path``; yields the group's directory."""
     dev = device_of(path)
-    group = BLKIO / f"iobench-test-{uuid.uuid4().hex[:8]}"
+    group = BLKIO / f"{prefix}-{uuid.uuid4().hex[:8]}"
     group.mkdir()
     try:
         (group / "blkio.throttle.read_bps_device").write_text(f"{dev} {read_bps}\n")

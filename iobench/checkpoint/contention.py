@@ -80,6 +80,20 @@ def au_at_bandwidth(read_bps: float, demand_bps: float, au_cap: float = 1.0) -> 
     return min(au_cap, read_bps / demand_bps)
 
 
+def au_beside(
+    au_alone: float, read_alone_bps: float, other_bps: float, capacity_bps: float,
+    demand_bps: float, au_cap: float = 1.0,
+) -> tuple[float, float]:  # fmt: skip
+    """(AU, read bandwidth) of the loader beside another job that draws on the same limit
+    ``capacity_bps`` at ``other_bps`` (its rate alone, or its pace): the share rule's read
+    (``share``), and the AU alone moved by the rate bound's ratio, as ``contention`` does."""
+    read_d, _ = share(read_alone_bps, other_bps, capacity_bps)
+    ratio = au_at_bandwidth(read_d, demand_bps, au_cap) / au_at_bandwidth(
+        read_alone_bps, demand_bps, au_cap
+    )
+    return au_alone * min(1.0, ratio), read_d
+
+
 @dataclass(frozen=True)
 class ContentionInputs:
     """One interval's loader and checkpoint: alone, and (when measured) during the write."""

@@ -33,6 +33,7 @@ from ..core.datagen import DataPool
 from ..core.errors import EngineError, UsageError
 from ..core.units import format_bytes
 from ..target import worker_signals
+from .beside import BesideJob
 from .loop import StepClock
 from .torchdata import _die_with_parent
 
@@ -60,6 +61,7 @@ class CheckpointPlan:
     ranks: int
     at_unit: str = "s"  # s | steps
     every_unit: str = "s"
+    beside: BesideJob | None = None  # --beside: another job on the same storage (loader.beside)
 
     @property
     def total_bytes(self) -> int:
@@ -120,6 +122,14 @@ def plan_checkpoint(
         model, scale, at[0], every[0] if every else None, rate_bps, tuple(files), spec.ranks,
         at[1], every[1] if every else "s",
     )  # fmt: skip
+
+
+def shard_plan(plan: CheckpointPlan, rank: int, world: int) -> CheckpointPlan:
+    """The files torchrun rank ``rank`` of ``world`` writes: those of the model's ranks
+    ``r`` with ``r mod world == rank`` (none when the model has fewer ranks than ``world``)."""
+    from dataclasses import replace
+
+    return replace(plan, files=tuple(f for f in plan.files if f[0] % world == rank))
 
 
 def _deal(plan: CheckpointPlan) -> list[list[tuple[str, int]]]:

@@ -29,6 +29,15 @@ import numpy as np
 
 from ..core.errors import EngineError
 from ..result.stats import Histogram
+from .beside import (
+    ALONE_S,
+    BesideProcess,
+    beside_block,
+    job_dir,
+    lay_out,
+    remove_job_dir,
+    run_job,
+)
 from .ckpt_writer import (
     BackgroundWriter,
     CheckpointPlan,
@@ -36,6 +45,7 @@ from .ckpt_writer import (
     close_pools,
     make_pools,
     remove_checkpoint_dir,
+    shard_plan,
     write_checkpoint,
 )
 from .loop import LoopResult, StepClock, wait_summary
@@ -100,7 +110,8 @@ def window_stats(timelines: Sequence[dict[str, Any]], parts: Sequence[Interval])
 
 
 def _rate(rec: dict[str, Any]) -> float | None:
-    dt = rec["end"] - rec["start"]
+    """A save's bytes over its time (under torchrun the slowest rank's, ``merge_saves``)."""
+    dt = rec.get("slowest_s") or rec["end"] - rec["start"]
     return rec["bytes"] / dt if dt > 0 and rec["bytes"] else None
 
 
@@ -123,6 +134,7 @@ def during_block(
             "seconds": rec["end"] - rec["start"], "bytes": rec["bytes"], "files": rec["files"],
             "write_bps": bps, "complete": rec["complete"],
             "vs_alone": bps / alone_bps if bps and alone_bps else None,
+            **({k: rec[k] for k in ("slowest_s", "skew_s", "ranks")} if rec.get("ranks", 1) > 1 else {}),
         })  # fmt: skip
     wins = []
     for w in windows(records, lo, hi):
@@ -135,11 +147,11 @@ def during_block(
     }  # fmt: skip
     done = [s for s in saves if s["complete"]]
     written = sum(s["bytes"] for s in done)
-    took = sum(s["seconds"] for s in done)
+    took = sum(s.get("slowest_s", s["seconds"]) for s in done)
     return {
         **plan.to_dict(),
         "alone": {
-            "seconds": alone["end"] - alone["start"],
+            "seconds": alone.get("slowest_s") or alone["end"] - alone["start"],
             "bytes": alone["bytes"],
             "write_bps": alone_bps,
         },  # fmt: skip
@@ -201,55 +213,173 @@ def model_block(
     }
 
 
+class _Stop:
+    """``stopped`` as the event a job in this process waits on."""
+
+    def __init__(self, stopped: Callable[[], bool]):
+        self.stopped = stopped
+
+    def is_set(self) -> bool:
+        return self.stopped()
+
+    def wait(self, s: float) -> bool:
+        import time
+
+        time.sleep(s)
+        return self.stopped()
+
+
+def merge_saves(per_rank: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Every torchrun rank's records of each save as one: from the first rank's first block
+    to the last rank's last fsync, every rank's bytes and files, ``slowest_s`` the slowest
+    rank's own time (the save's rate is its bytes over that), ``skew_s`` the spread of the
+    ranks' starts; complete only when every rank's part is."""
+    ranks = len(per_rank)
+    out = []
+    for k in sorted({r["index"] for recs in per_rank for r in recs}):
+        parts = [r for recs in per_rank for r in recs if r["index"] == k]
+        out.append({
+            "index": k, "start": min(p["start"] for p in parts),
+            "end": max(p["end"] for p in parts), "bytes": sum(p["bytes"] for p in parts),
+            "files": sum(p["files"] for p in parts),
+            "complete": len(parts) == ranks and all(p["complete"] for p in parts),
+            "error": next((p["error"] for p in parts if p["error"]), None),
+            "slowest_s": max(p["end"] - p["start"] for p in parts),
+            "skew_s": max(p["start"] for p in parts) - min(p["start"] for p in parts),
+            "ranks": len(parts),
+        })  # fmt: skip
+    return out
+
+
+def _gathered(coord: Any, value: Any) -> list[Any]:
+    return [value] if coord is None or coord.world == 1 else coord.all_gather_object(value)
+
+
+def _block(plan: CheckpointPlan, alone: dict[str, Any], records: list[dict[str, Any]],
+           res: LoopResult, demand_bps: float | None) -> dict[str, Any]:  # fmt: skip
+    """The block of the windows, with the model over the loop's span."""
+    timelines = [r["timeline"] for r in res.ranks if "timeline" in r]
+    block = during_block(plan, alone, records, timelines)
+    whole = window_stats(timelines, [_span(res)]) if timelines else {}
+    block["model_au"] = model_block(block, demand_bps, whole.get("au"))
+    return block
+
+
+def _span(res: LoopResult) -> Interval:
+    """The loop's span: the first rank's first timed step to the last one's last."""
+    spans = [s for r in res.ranks if "timeline" in r for s in r["timeline"]["spans"]]
+    return (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else (0.0, 0.0)
+
+
+def _torchrun_note(world: int, records: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "ranks": world, "start_skew_s": max((r["skew_s"] for r in records), default=None),
+        "basis": "every rank wrote its shard (the model's ranks r with r mod ranks = its "
+        "rank); the ranks' saves started together at the loop's step barrier; each save's "
+        "window from the first rank's first block to the last rank's last fsync, its rate "
+        "its bytes over the slowest rank's time; AU per window the mean over ranks",
+    }  # fmt: skip
+
+
+def _save_alone(mine: CheckpointPlan, fd: int, stopped: Callable[[], bool], rank: int,
+                coord: Any) -> dict[str, Any]:  # fmt: skip
+    """The save alone (every torchrun rank's shard at once), merged; EngineError on a failure."""
+    pools = make_pools(mine, 3 + rank)
+    try:
+        if coord is not None and coord.world > 1:
+            coord.barrier()  # every rank's shard alone, at once: the whole save alone
+        rec = write_checkpoint(mine, fd, 0, stopped, pools)
+    finally:
+        close_pools(pools)
+    alone = merge_saves([[a] for a in _gathered(coord, rec)])[0]
+    if alone["error"]:
+        raise EngineError(alone["error"])
+    return alone
+
+
+def _saves(writer: BackgroundWriter, coord: Any) -> list[dict[str, Any]]:
+    """Every rank's writer stopped, its records gathered (a failure raised on every rank)."""
+    try:
+        got: tuple[list[dict[str, Any]], str | None] = (writer.finish(), None)
+    except EngineError as e:
+        got = ([], str(e))
+    gathered = _gathered(coord, got)
+    failed = next((err for _, err in gathered if err), None)
+    if failed:
+        raise EngineError(failed)
+    return merge_saves([recs for recs, _ in gathered])
+
+
 def measure(
     plan: CheckpointPlan,
     run_dir_fd: int,
     stopped: Callable[[], bool],
     loop: Callable[[StepClock], LoopResult],
     demand_bps: float | None = None,
+    direct: bool = True,
+    coord: Any = None,
 ) -> tuple[LoopResult, dict[str, Any]]:
-    """The save alone, then ``loop()`` with the background writer beside it; the loop's result
-    and the ``during_checkpoint`` block. Every file goes and comes inside the run directory."""
+    """The save alone (and ``plan.beside``, the other job, alone), then ``loop()`` with the
+    background writer (and the other job) beside it; the loop's result and the
+    ``during_checkpoint`` block. Every file goes and comes inside the run directory.
+
+    Under torchrun (``coord``, one host) every rank writes its shard (``shard_plan``) alone,
+    all at once, then beside its own loop; the step barrier keeps the ranks' steps, and so
+    their saves' starts, together; each save's records are merged (``merge_saves``), and
+    rank 0 alone runs the other job."""
+    import time
+
+    world, rank = (coord.world, coord.rank) if coord is not None else (1, 0)
+    mine = shard_plan(plan, rank, world) if world > 1 else plan
+    job = plan.beside if rank == 0 else None
     fd = checkpoint_dir(run_dir_fd)
+    jfd = job_dir(run_dir_fd) if job else None
     clock = StepClock()
     try:
-        pools = make_pools(plan, 3)
-        try:
-            alone = write_checkpoint(plan, fd, 0, stopped, pools)
-        finally:
-            close_pools(pools)
-        if alone["error"]:
-            raise EngineError(alone["error"])
-        writer = BackgroundWriter(plan, fd)
+        if job and jfd is not None:
+            lay_out(job, jfd)
+        alone = _save_alone(mine, fd, stopped, rank, coord)
+        job_alone = (
+            run_job(job, jfd, _Stop(stopped), time.perf_counter() + ALONE_S, direct)
+            if job and jfd is not None
+            else []
+        )
+        writer = BackgroundWriter(mine, fd)
+        other = BesideProcess(job, jfd, direct) if job and jfd is not None else None
         try:
             writer.start(clock)
+            if other is not None:
+                other.start()
             res = loop(clock)
-            records = writer.finish()
+            records = _saves(writer, coord)
+            samples = other.finish() if other is not None else []
         finally:
             writer.close()
+            if other is not None:
+                other.close()
     finally:
         remove_checkpoint_dir(run_dir_fd, fd)
-    timelines = [r["timeline"] for r in res.ranks if "timeline" in r]
-    block = during_block(plan, alone, records, timelines)
-    spans = [s for tl in timelines for s in tl["spans"]]
-    whole = (
-        window_stats(timelines, [(min(s[0] for s in spans), max(s[1] for s in spans))])
-        if spans
-        else {}
-    )
-    block["model_au"] = model_block(block, demand_bps, whole.get("au"))
+        if jfd is not None:
+            remove_job_dir(run_dir_fd, jfd)
+    block = _block(plan, alone, records, res, demand_bps)
+    if job is not None:
+        block["beside"] = beside_block(job, job_alone, samples, block["windows"], *_span(res))
+    if world > 1:
+        block["torchrun"] = _torchrun_note(world, records)
+        block = coord.broadcast_object(block)  # rank 0's (it alone ran the other job)
     return res, block
 
 
 def beside(
     plan: CheckpointPlan, tgt: Any, stop: Any, warn: Callable[[str], None],
     loop: Callable[[StepClock], LoopResult], demand_bps: float | None = None,
+    direct: bool = True, coord: Any = None,
 ) -> tuple[LoopResult, dict[str, Any]]:  # fmt: skip
     """``measure`` in the run directory of ``tgt`` (checked in place first), its notes warned."""
     from ..target import check_run_dir_in_place
 
     check_run_dir_in_place(tgt)
-    res, block = measure(plan, tgt.handle.fd, stop.is_set, loop, demand_bps)
+    res, block = measure(plan, tgt.handle.fd, stop.is_set, loop, demand_bps, direct, coord)
     for note in notes(block):
         warn(note)
     return res, block

@@ -91,6 +91,9 @@ class LoopConfig:
     timeline: bool = False
     #: rank 0's progress shared with the background checkpoint writer (``StepClock``)
     clock: Any = None
+    #: the rank whose steps ``clock`` counts: 0 on one client (its loop processes share the
+    #: clock), every torchrun rank its own (each beside its own writer)
+    clock_rank: int = 0
 
     def sampler(self, rank: int) -> RankBatchSampler:
         r, world = self.shard or (rank, self.gpus)
@@ -172,8 +175,8 @@ class StepClock:
 
 
 def _ticker(cfg: LoopConfig, rank: int) -> Callable[[bool, float], None]:
-    """What each step tells ``cfg.clock``: rank 0's steps; nothing elsewhere."""
-    if cfg.clock is None or rank != 0:
+    """What each step tells ``cfg.clock``: ``cfg.clock_rank``'s steps; nothing elsewhere."""
+    if cfg.clock is None or rank != cfg.clock_rank:
         return lambda first, t: None
     return cfg.clock.tick
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import signal
 import sys
+from dataclasses import replace
 from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
@@ -199,6 +200,7 @@ def _run_distributed(cfg: LoopConfig, coord: Coordinator, stop: StopFlag) -> lis
     """This rank's loop under torchrun, every rank's figures gathered (collective)."""
     from ..distributed import StepBarrier
 
+    cfg = replace(cfg, clock_rank=coord.rank)  # this rank's steps on its own writer's clock
     mine = _loop_here(cfg, coord.rank, StepBarrier(coord, stop), stop, coord.local_rank)
     mine["host"] = coord.hostname
     return coord.all_gather_object(mine)

@@ -36,6 +36,7 @@ from ..spec.workload import (
     parse_overrides,
 )
 from ..target import Target, check_free_space, fs_class, resolve
+from .beside import ALONE_S as BESIDE_ALONE_S
 from .calibration import (
     COMPUTE_BOUND_AU,
     bound_of,
@@ -119,7 +120,7 @@ def run_loader(
     prof = profile if isinstance(profile, Profile) else load_profile(profile, parse_overrides(sets))
     coord = coord or SingleProcess()
     gpus = coord.world if gpus is None else gpus
-    _check_options(gpus, coord.world, workers, steps, epochs, compute, during is not None)
+    _check_options(gpus, coord.world, workers, steps, epochs, compute, during is not None and len(set(coord.hosts)) > 1)  # fmt: skip
     job = _Job(
         prof, gpus, prof.workers if workers is None else workers,
         prof.epochs if epochs is None else epochs, steps, compute, direct, seed, probe_time_s,
@@ -188,14 +189,20 @@ def _write_plan(job: _Job) -> WritePlan:
         p.add("ckpt-during", "write", d.total_bytes, f"at {d.at:g}{d.at_unit}{every} "
               "while the loop runs, each removed once written", ops=len(d.files))  # fmt: skip
         label += f" --during-checkpoint {d.model}"
+        if (o := d.beside) is not None:  # another job: alone for a while, then beside the loop
+            p.space_bytes += o.space_bytes
+            p.add("beside-job", "write", o.space_bytes, f"{o.describe()}: its files, "
+                  f"{BESIDE_ALONE_S:g} s alone, then as long as the loop", BESIDE_ALONE_S, o.files)  # fmt: skip
     return write_plan(label, p, overhead_s=job.epochs * steps * prof.compute_s)
 
 
-def loader_write_plan(prof: Profile, gpus: int, steps: int, seed: int = 1) -> WritePlan:
-    """The plan a default ``run_loader(profile=prof, gpus=, steps=)`` announces (``_write_plan``):
-    qualify's bound of its loader step."""
+def loader_write_plan(
+    prof: Profile, gpus: int, steps: int, seed: int = 1, during: CheckpointPlan | None = None
+) -> WritePlan:
+    """The plan a default ``run_loader(profile=prof, gpus=, steps=, during=)`` announces
+    (``_write_plan``): qualify's bound of its loader step (and of its run beside a save)."""
     job = _Job(prof, gpus, prof.workers, prof.epochs, steps, "sleep", None, seed, None,
-               SingleProcess(), *plan_dataset(prof, seed))  # fmt: skip
+               SingleProcess(), *plan_dataset(prof, seed), during)  # fmt: skip
     return _write_plan(job)
 
 
@@ -205,6 +212,7 @@ def _check_target(target: str, job: _Job) -> Target:
     # many ranks: the whole dataset; files and their folders (1 per 10,000) as inodes
     n = len(job.files) + (len(job.during.files) + 3 if job.during else 0)
     extra = job.during.total_bytes if job.during else 0  # one checkpoint on disk at a time
+    extra += job.during.beside.space_bytes if job.during and job.during.beside else 0
     check_free_space(tgt, planned_bytes(job.prof, job.files) + extra, n + n // 10_000 + 2)
     return tgt
 
@@ -216,12 +224,12 @@ def _check_options(
     steps: int | None,
     epochs: int | None,
     compute: str,
-    during: bool = False,
+    during: bool = False,  # --during-checkpoint across hosts
 ) -> None:
     """UsageError for any option out of range, before anything is written."""
-    if during and world > 1:
-        raise UsageError("--during-checkpoint runs on one host: not yet under torchrun",
-                         hint="run it without torchrun, --gpus N emulates N accelerators")  # fmt: skip
+    if during:  # across hosts: the ranks' clocks differ (their saves' windows would not line up)
+        raise UsageError("--during-checkpoint under torchrun runs on one host: not yet across hosts",
+                         hint="launch the ranks on one host (torchrun --standalone)")  # fmt: skip
     if gpus < 1:
         raise UsageError(f"--gpus must be at least 1, got {gpus}")
     if world > 1 and gpus != world:
@@ -337,7 +345,8 @@ def _measure(
             else None
         )
         result, block = beside(job.during, tgt, s.stop, runner.warn,
-                               lambda c: run_on_ranks(replace(cfg, clock=c), coord, s.stop), demand)  # fmt: skip
+                               lambda c: run_on_ranks(replace(cfg, clock=c), coord, s.stop), demand,
+                               use_direct, coord)  # fmt: skip
     run.phases = list(runner.results)
     run.loader, run.estimate, notes = _summarise(
         prof, index, sweep, calib, result, cache, job.compute

@@ -35,6 +35,10 @@ def bounds_s(plan: Any) -> tuple[float, float]:
     lw = loader_write_plan(prof, ld["gpus"], ld["steps"])
     phases += lw.upper_s
     untimed += (lw.wall_s or lw.upper_s) - lw.upper_s
+    if getattr(plan, "during", None) is not None:  # the loader again, beside the model's save
+        lw = loader_write_plan(prof, ld["gpus"], ld["steps"], during=plan.during)
+        phases += lw.upper_s
+        untimed += (lw.wall_s or lw.upper_s) - lw.upper_s
     return phases, phases + untimed
 
 

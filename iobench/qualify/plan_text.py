@@ -40,6 +40,14 @@ def render_plan(plan: QualifyPlan, target: Target | None) -> str:
         f"{format_bytes(ld['space_bytes']):>10}  {ld['gpus']} emulated GPU(s), {ld['files']} files, "
         f"{ld['epochs']} epochs x {ld['steps']} steps"
     )
+    if plan.during is not None:
+        d = plan.during
+        lines.append(
+            f"  {'beside-ckpt':<12} {d.model:<22} {format_seconds(ld['expected_s']):>10} "
+            f"{format_bytes(ld['space_bytes'] + d.total_bytes):>10}  the loader again beside an "
+            f"async save of at most {format_bytes(d.total_bytes)} (sized from ckpt-save's rate), "
+            f"at {d.at:g} steps: AU during it vs au_min"
+        )
     lines.append(
         f"  {'estimate':<12} {'starvation model':<22} {'~5 s':>10} {'0 B':>10}  AU vs GPUs from the dataset sweep, "
         f"{RESAMPLES} bootstrap resamples for its interval"

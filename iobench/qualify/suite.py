@@ -23,6 +23,7 @@ from ..core.errors import UsageError
 from ..core.plan import Plan, WritePlan, assumed_floors, untimed_basis
 from ..core.units import format_bytes, format_rate, format_seconds, parse_size
 from ..engines.registry import get_engine
+from ..loader.ckpt_writer import CheckpointPlan
 from ..result.file import RunResult
 from ..result.steady import DEFAULT_STEADY
 from ..run.guard import UNARMED, StallSetting
@@ -35,6 +36,7 @@ from ..target import Target, apply_layout, check_free_space, is_url, resolve
 from .bound import bounds_s
 from .checkpoint import CkptRequirement, check_model_options, step_fields
 from .checkpoint import attach as ckpt_attach
+from .during import run_beside, sized
 from .plan_file import PlanRequirements, load_plan, looks_like_plan
 from .plan_text import ASSUMED_WRITE_BPS, render_plan
 from .verdict import (
@@ -75,11 +77,18 @@ class QualifyPlan:
     loader: dict[str, Any] = field(default_factory=dict)
     checkpoint_full_bytes: int = DEFAULT_CHECKPOINT
     ranks: int = 1  # torchrun clients, each running every I/O step on its own files
+    during: CheckpointPlan | None = None  # --profile and --model: the loader again beside a save
 
     @property
     def space_bytes(self) -> int:
         steps = [s.space_bytes * self.ranks for s in self.steps]
-        return max(steps + [self.loader.get("space_bytes", 0)])
+        beside = self.loader.get("space_bytes", 0) + self.during_bytes
+        return max(steps + [self.loader.get("space_bytes", 0), beside])
+
+    @property
+    def during_bytes(self) -> int:
+        """The during run's save at most (its size cap: the checkpoint step's), 0 without."""
+        return self.during.total_bytes if self.during else 0
 
     @property
     def inodes(self) -> int:
@@ -88,17 +97,21 @@ class QualifyPlan:
         from ..run.phases import get_generator
 
         steps = [get_generator(s.generator).plan(s.params).inodes * self.ranks for s in self.steps]
-        return max(steps + [self.loader.get("files", 0) * self.ranks + 2])
+        files = self.loader.get("files", 0) + (len(self.during.files) + 3 if self.during else 0)
+        return max(steps + [files * self.ranks + 2])
 
     @property
     def expected_s(self) -> float:
-        return sum(s.expected_s for s in self.steps) + self.loader.get("expected_s", 0.0)
+        loader = self.loader.get("expected_s", 0.0)
+        beside = loader + 2 * self.during_bytes / ASSUMED_WRITE_BPS if self.during else 0.0
+        return sum(s.expected_s for s in self.steps) + loader + beside
 
     def spec_hash(self) -> str:
         blob = json.dumps(
             {"steps": [(s.name, s.generator, s.params) for s in self.steps], "loader": self.loader,
              "profile": self.profile.to_dict(), "gpus": self.gpus,
-             **({"ranks": self.ranks} if self.ranks > 1 else {})},
+             **({"ranks": self.ranks} if self.ranks > 1 else {}),
+             **({"during": self.during.to_dict()} if self.during else {})},
             sort_keys=True, default=str,
         )  # fmt: skip
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -121,8 +134,12 @@ def plan_qualify(
     checkpoint_full_bytes: int = DEFAULT_CHECKPOINT,
     ranks: int = 1,
     model: str | None = None,
+    during: bool = False,
 ) -> QualifyPlan:
     """Size every step to the time budget (and to a tenth of the free space).
+
+    ``during`` (a profile and a ``model`` both given): the loader plan runs once more beside
+    an asynchronous save of the model, at most the checkpoint step's size (``qualify.during``).
 
     ``ranks`` > 1 (torchrun): every rank runs each I/O step on its own files, so the space
     needed is ``ranks`` times a step's, and the loader runs one emulated accelerator per rank.
@@ -142,7 +159,14 @@ def plan_qualify(
     plan.steps.append(_checkpoint_step(scale, quick, cap, model))
     plan.steps.append(_dataset_step(profile, budget_s, scale, quick, cap))
     plan.loader = _loader_plan(profile, gpus, quick, scale, ranks)
+    if during and model:
+        plan.during = sized(model, plan.loader, profile.compute_s, _ckpt_bytes(scale, cap), None)
     return plan
+
+
+def _ckpt_bytes(scale: float, cap: Callable[[int], int]) -> int:
+    """The checkpoint step's size: 256 MiB at the full budget, 16 to 512 MiB, whole MiB."""
+    return max(16 << 20, min(512 << 20, cap(int((256 << 20) * scale)))) // (1 << 20) << 20
 
 
 def _sequential_step(budget_s: float, scale: float, quick: bool, cap: Callable[[int], int]) -> Step:
@@ -168,7 +192,7 @@ def _checkpoint_step(
 ) -> Step:
     """Small files and metadata, then a sharded checkpoint scaled to fit."""
     files = max(16, int(256 * scale)) if not quick else 32
-    ckpt = max(16 << 20, min(512 << 20, cap(int((256 << 20) * scale)))) // (1 << 20) << 20
+    ckpt = _ckpt_bytes(scale, cap)
     # each save/load phase repeats its rounds until steady or this limit (steady.rounds_steady)
     rounds = {"rounds": 10, "time": QUICK_CKPT_LIMIT_S if quick else max(3.0, 9 * scale),
               "steady": True}  # fmt: skip
@@ -294,7 +318,7 @@ def run_qualify(
     With a torchrun ``coord`` (many ranks) every rank runs each I/O step on its own files, in
     step, and the phases are the ranks' aggregates; the loader runs one accelerator per rank;
     rank 0 writes the result, the report (``write_report``) and the verdict (alike on all ranks)."""
-    suite = _suite(target_spec, profile_name, gpus, require, quick, budget, checkpoint, sets)
+    suite = _suite(target_spec, profile_name, gpus, require, quick, budget, checkpoint, sets, model)
     ckpt_full = check_model_options(model, checkpoint, ckpt_opts, list(suite.requirements))
     suite = replace(suite, ckpt_full=ckpt_full or suite.ckpt_full, model=model, stall=stall,
                     ckpt_opts=ckpt_opts, requested_gpus=gpus, write_report=write_report)  # fmt: skip
@@ -305,7 +329,7 @@ def run_qualify(
         target = resolve(target_spec)
         plan = plan_qualify(suite.profile, suite.gpus, budget_s=suite.budget_s, quick=quick,
                             free_bytes=target.free_bytes, checkpoint_full_bytes=suite.ckpt_full,
-                            ranks=coord.world, model=suite.model)  # fmt: skip
+                            ranks=coord.world, model=suite.model, during=suite.during and len(set(coord.hosts)) == 1)  # fmt: skip
         check_free_space(target, plan.space_bytes, plan.inodes)
         return target, plan
 
@@ -362,6 +386,7 @@ class _Suite:
     write_report: Callable[[RunResult, Path], Any] | None = None  # the command's report.html
     stall: StallSetting = UNARMED  # the command's --stall-timeout (every session's watchdog)
     plan: PlanRequirements | None = None  # qualify --require PLAN.json: exactly its requirements
+    during: bool = False  # --profile and --model: the loader measured during the model's save
 
 
 def _suite(
@@ -373,6 +398,7 @@ def _suite(
     budget: str | None,
     checkpoint: str | None,
     sets: list[str] | None,
+    model: str | None = None,
 ) -> _Suite:
     """The options checked (UsageError before anything is written) and settled."""
     from ..core.units import parse_duration
@@ -418,7 +444,10 @@ def _suite(
             "qualify runs on a mounted directory",
             hint="use iobench run with the fsspec engine for URLs",
         )
-    return _Suite(profile, gpus or 1, budget_s, quick, ckpt_full, requirements, plan=plan)
+    # a profile and a model both named: the loader once more, beside the model's save
+    named = profile_name is not None or bool(plan and plan.profile)
+    return _Suite(profile, gpus or 1, budget_s, quick, ckpt_full, requirements, plan=plan,
+                  during=named and model is not None)  # fmt: skip
 
 
 def _workload_block(suite: _Suite, plan: QualifyPlan) -> dict[str, Any]:
@@ -468,6 +497,11 @@ def _after_io(
     coord, plan = ctx.coord, ctx.checked
     if outcome.error is None:
         _loader_step(outcome, target_spec, plan, keep, progress_factory, coord, suite.stall)
+    if outcome.error is None and plan.during is not None:
+        run_beside(outcome, target_spec, plan, keep, progress_factory, coord, suite.stall)
+    elif suite.during:  # across hosts the ranks' saves would not line up: said, not run
+        outcome.run.warnings.append("the loader during a checkpoint write runs on one host: "
+                                    "not measured across hosts")  # fmt: skip
     _estimate_step(outcome.run, suite.profile)
     # a plan's requirements are exactly what is judged: no gpus/au line of the profile's
     outcome.run.verdict = verdict(

@@ -23,6 +23,8 @@ from ..result.file import RunResult
 from ..spec.workload import Param, Profile, coerce
 from .checkpoint import CKPT_KEYS, CkptRequirement, normal_key, parse_item
 from .checkpoint import verdict_lines as ckpt_verdict_lines
+from .during import KEY as DURING_KEY
+from .during import verdict_item as during_item
 
 _B = TypeVar("_B", bound=Block)
 
@@ -236,6 +238,8 @@ def verdict(
         ok &= passed
         reasons.append(line)
         items.append(item)
+    if profile is not None and gpus:  # qualify --profile --model: the loader during a save
+        ok &= _during_line(run, profile, reasons, items, client_bound)
     ok &= ckpt_ok
     reasons += ckpt_reasons
     items += ckpt_items
@@ -255,6 +259,24 @@ def verdict(
     flags = {"indicative": indicative, "smoke_test": quick, "client_bound": client_bound}
     out.update({k: v for k, v in flags.items() if v})
     return out
+
+
+def _during_line(run: RunResult, profile: Profile, reasons: list[str], items: list[dict[str, Any]],
+                 client_bound: list[str]) -> bool:  # fmt: skip
+    """The AU during a checkpoint write against the profile's au_min, its own line (none
+    without the during run); client-bound as the AU's is. Whether it passed."""
+    got = during_item(run, profile.au_min)
+    if got is None:
+        return True
+    passed, line, item = got
+    if not passed:
+        passed, line, item = _client_bound_item(
+            run, Requirement("au", profile.au_min, "fraction"), line, item
+        )
+        client_bound += [DURING_KEY] if item["result"] == CLIENT_BOUND else []
+    reasons.append(line)
+    items.append(item)
+    return passed
 
 
 #: An AU requirement's result when the loader fell short on a host with no CPU to spare.

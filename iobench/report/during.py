@@ -29,9 +29,9 @@ def _times(x: Any) -> str:
     return f"{float(x):.2f}×" if _is_num(x) else "-"
 
 
-def _window_row(w: DuringWindowBlock, saves: dict[Any, Any]) -> list[str]:
+def _window_row(w: DuringWindowBlock, saves: dict[Any, Any], other: bool) -> list[str]:
     save = saves.get(w.checkpoint) if w.kind == "during" else None
-    return [
+    row = [
         f"{w.kind} {w.checkpoint}" if w.kind else "-",
         f"{_secs(w.start_s)}–{_secs(w.end_s)}",
         str(w.steps) if _is_num(w.steps) else "-",
@@ -42,9 +42,10 @@ def _window_row(w: DuringWindowBlock, saves: dict[Any, Any]) -> list[str]:
         _rate(save.write_bps) if save is not None else "",
         _times(save.vs_alone) if save is not None else "",
     ]
+    return row + ([_rate(w.beside_bps)] if other else [])
 
 
-def _pooled(summary: Any) -> list[list[str]]:
+def _pooled(summary: Any, other: dict[str, Any] | None) -> list[list[str]]:
     """Without a write vs during one, each kind's windows pooled."""
     rows = []
     for kind, label in (("without", "no save running"), ("during", "a save running")):
@@ -53,7 +54,8 @@ def _pooled(summary: Any) -> list[list[str]]:
             w = WaitBlock.from_dict(s.get("load_wait_s"))
             rows.append([f"pooled: {label}", _secs(s.get("seconds")), str(s.get("steps", "-")),
                          _pct(s.get("au")), _wait(w, "p50"), _wait(w, "p99"),
-                         _rate(s.get("read_bps")), "", ""])  # fmt: skip
+                         _rate(s.get("read_bps")), "", "",
+                         *([_rate(other.get(f"{kind}_bps"))] if other else [])])  # fmt: skip
     return rows
 
 
@@ -75,9 +77,31 @@ def tables(loader: dict[str, Any] | None) -> list[dict[str, Any]]:
     if d is None:
         return []
     saves = {s.checkpoint: s for s in d.checkpoints if hasattr(s, "checkpoint")}
-    rows = [_window_row(w, saves) for w in d.windows if isinstance(w, DuringWindowBlock)]
-    rows += _pooled(d.summary)
+    other = dict(d.beside) if d.beside else None
+    rows = [
+        _window_row(w, saves, bool(other)) for w in d.windows if isinstance(w, DuringWindowBlock)
+    ]
+    rows += _pooled(d.summary, other)
     note = f"Checkpoint: {_config(d)}. " if _is_num(d.scale) else ""
+    loop = d.loop or {}
+    if loop:
+        note += (f"From a separate loader run of {loop.get('epochs')} epochs × {loop.get('steps')} "
+                 f"steps (AU {_pct(loop.get('au'))} over it), the save sized from "
+                 f"{loop.get('sized_from')}: {loop.get('basis')}. ")  # fmt: skip
+    mi = d.model_interval or {}
+    if _is_num(mi.get("au_interval")):
+        note += (f"Contention model over {mi.get('interval_from')} "
+                 f"({_secs(mi.get('interval_s'))}, estimate): AU {_pct(mi['au_interval'])}, the "
+                 f"full checkpoint's write {_secs(mi.get('write_s'))} of it. ")  # fmt: skip
+    if other:
+        note += (f"Beside it another job: {other.get('kind')} "
+                 f"{_rate(other.get('rate_bps')) if _is_num(other.get('rate_bps')) else 'max'}, "
+                 f"alone {_rate(other.get('alone_bps'))}, achieved {_rate(other.get('achieved_bps'))} "
+                 f"over the loop ({_times(other.get('vs_alone'))} alone; column Other). ")  # fmt: skip
+    tr = d.torchrun or {}
+    if tr:
+        note += (f"Under torchrun: {tr.get('ranks')} ranks, each writing its shard; their "
+                 f"saves' starts within {_secs(tr.get('start_skew_s'))}. ")  # fmt: skip
     m = d.model_au or {}
     if _is_num(m.get("au_share_rule")):
         note += (
@@ -88,7 +112,7 @@ def tables(loader: dict[str, Any] | None) -> list[dict[str, Any]]:
     return [{
         "title": TITLE,
         "headers": ["Window", "Time", "Steps", "AU", "Wait p50", "Wait p99", "Read",
-                    "Write", "vs alone"],
-        "rows": rows, "align": "llrrrrrrr", "kv": False,
+                    "Write", "vs alone", *(["Other"] if other else [])],
+        "rows": rows, "align": "llrrrrrrr" + ("r" if other else ""), "kv": False,
         "note": note + (d.basis or ""),
     }]  # fmt: skip

@@ -272,6 +272,7 @@ class DuringWindowBlock(Block):
     au: float | None = None  # compute inside it ÷ its time, mean over ranks
     load_wait_s: WaitBlock | None = _sub(WaitBlock)
     read_bps: float | None = None  # its steps' batch bytes ÷ its time, summed over ranks
+    beside_bps: float | None = None  # --beside: the other job's rate in it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -312,6 +313,12 @@ class DuringCheckpointBlock(Block):
     summary: Mapping[str, Any] | None = None  # without, during (windows pooled), write rates
     model_au: Mapping[str, Any] | None = None  # the contention model's AU for these windows
     basis: str | None = None
+    # qualify --profile --model: the separate loop the windows come from, and the model over
+    # the checkpoint interval (the full checkpoint of the estimate)
+    loop: Mapping[str, Any] | None = None
+    model_interval: Mapping[str, Any] | None = None
+    beside: Mapping[str, Any] | None = None  # --beside: the other job (loader.beside)
+    torchrun: Mapping[str, Any] | None = None  # ranks, the spread of their saves' starts
 
 
 @dataclass(frozen=True, kw_only=True)

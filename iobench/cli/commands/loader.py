@@ -87,6 +87,14 @@ _CKPT_RATE_OPTION = typer.Option(
     metavar="BANDWIDTH",
     help="A plain writer paced at this rate instead of as fast as it can, e.g. 200MiB/s.",
 )
+_BESIDE_OPTION = typer.Option(
+    None,
+    "--beside",
+    metavar="KIND:RATE",
+    help="With --during-checkpoint: another job on the same storage beside the loop, "
+    "writer:RATE (a sequential writer) or reader:RATE (a reader of its own files); RATE a "
+    "bandwidth or max.",
+)
 
 
 @app.command()
@@ -122,6 +130,7 @@ def loader(
     checkpoint_at: str | None = _CKPT_AT_OPTION,
     checkpoint_every: str | None = _CKPT_EVERY_OPTION,
     checkpoint_rate: str | None = _CKPT_RATE_OPTION,
+    beside: str | None = _BESIDE_OPTION,
 ) -> int:
     """Measure the accelerator utilisation a DataLoader reaches on TARGET, and predict it."""
     from ...api import append_history
@@ -130,7 +139,7 @@ def loader(
     stall = _check_inputs(target, existing, stall_timeout, csv_path, series_csv, history,
                           no_history)  # fmt: skip
     during = _during(during_checkpoint, checkpoint_scale, checkpoint_at, checkpoint_every,
-                     checkpoint_rate, existing or bool(fmt or transform))  # fmt: skip
+                     checkpoint_rate, existing or bool(fmt or transform), beside)  # fmt: skip
     if existing or fmt or transform:
         _no_dry_run(dry_run)
         from .loader_existing import existing_run
@@ -174,14 +183,15 @@ def _no_dry_run(dry_run: bool) -> None:
                          hint="drop --dry-run")  # fmt: skip
 
 
-def _during(model, scale, at, every, rate, existing):
+def _during(model, scale, at, every, rate, existing, beside=None):
     """The background checkpoint's plan (``loader.ckpt_writer``), None without one; its
     options without --during-checkpoint, or beside --existing, are bad input."""
     from ...core.errors import UsageError
     from ...core.units import bounded_duration, parse_duration, parse_rate
 
     given = [n for n, v in (("--checkpoint-scale", scale), ("--checkpoint-at", at),
-                            ("--checkpoint-every", every), ("--checkpoint-rate", rate)) if v is not None]  # fmt: skip
+                            ("--checkpoint-every", every), ("--checkpoint-rate", rate),
+                            ("--beside", beside)) if v is not None]  # fmt: skip
     if model is None:
         if given:
             raise UsageError(f"{given[0]} needs --during-checkpoint MODEL",
@@ -206,8 +216,14 @@ def _during(model, scale, at, every, rate, existing):
         bps, unit = parse_rate(rate)
         if unit != "B/s":
             raise UsageError(f"--checkpoint-rate {rate!r} is not a byte rate", hint="e.g. 200MiB/s")
-    return plan_checkpoint(model, scale, when(at, "--checkpoint-at") or (DEFAULT_AT_S, "s"),
+    from dataclasses import replace
+
+    from ...loader.beside import parse_beside
+
+    job = parse_beside(beside) if beside is not None else None
+    plan = plan_checkpoint(model, scale, when(at, "--checkpoint-at") or (DEFAULT_AT_S, "s"),
                            when(every, "--checkpoint-every"), bps)  # fmt: skip
+    return replace(plan, beside=job)
 
 
 def _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute, direct, output,
