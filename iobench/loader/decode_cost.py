@@ -109,6 +109,13 @@ def _decode_file(reader: Any, data: bytes, name: str) -> tuple[int, float, float
     return n, cpu, wall, decoded, bad, first
 
 
+def _keep(probe: list[Any], sample: Any) -> None:
+    """Keep ``sample`` for ``collate_kind`` while the probe has room (COLLATE_PROBE samples,
+    COLLATE_BYTES in all)."""
+    if len(probe) < COLLATE_PROBE and sum(map(nbytes, probe)) + nbytes(sample) <= COLLATE_BYTES:
+        probe.append(sample)
+
+
 def collate_kind(samples: Sequence[Any]) -> str:
     """ "stack" when the loader --existing collate (torch's default_collate) makes one tensor
     of these samples, else "list" (one tensor per sample, their shapes differing)."""
@@ -143,7 +150,7 @@ def measure(
     per_file: list[tuple[int, float, float, int]] = []
     failed: set[int] = set()
     probe: list[Any] = []
-    read = probe_bytes = 0
+    read = 0
     for k, i in enumerate(picks[:DECODE_FILES]):
         if k and read >= DECODE_BYTES:
             break
@@ -168,9 +175,7 @@ def measure(
             failed.add(i)
         if n:
             per_file.append((n, cpu, wall, decoded))
-            if len(probe) < COLLATE_PROBE and probe_bytes + nbytes(first) <= COLLATE_BYTES:
-                probe.append(first)
-                probe_bytes += nbytes(first)
+            _keep(probe, first)
     if not per_file:
         return None, f"not measured: none of the {len(opens)} files opened decoded", failed
     samples = sum(p[0] for p in per_file)

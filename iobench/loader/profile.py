@@ -391,6 +391,35 @@ def _toml_str(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _decode_keys(p: DatasetProfile, lines: list[str], values: dict[str, Any]) -> None:
+    """The profile's decode keys and their comments (``lines``, ``values``), when measured."""
+    if p.decode is None:
+        return
+    lines.append(
+        "# decode_s (CPU per sample) is spent by the replay's workers as a CPU burn; "
+        "decode_wall_s and open_s (the profiled storage's; the replay's target pays its own) "
+        "are for comparison."
+    )
+    values.update(
+        decode_s=round(p.decode.cpu_s, 7),
+        decode_wall_s=round(p.decode.wall_s, 7),
+        open_s=round(p.decode.open_s, 7),
+    )
+    if p.decode.collate == "list":
+        lines.append(
+            "# collate = list: the decoded samples' shapes differ, so a training job's "
+            "default_collate hands a batch on as one tensor per sample, each moved through "
+            "shared memory at its decoded size; the replay does the same (decoded_size)"
+        )
+        values.update(collate="list", decoded_size=p.decode.decoded_bytes)
+    else:
+        lines.append(
+            "# The decoded samples stack into one tensor a batch; the decoded size is not "
+            f"replayed unless set (--set decoded_size={p.decode.decoded_bytes}; "
+            "docs/validation/replay.md measured it 3-4 AU points below the plain burn)"
+        )
+
+
 def render_toml(
     p: DatasetProfile, basis: dict[str, str], *, scale: float = 1.0, sets: dict[str, Any]
 ) -> str:
@@ -429,30 +458,7 @@ def render_toml(
         "samples_per_file": p.samples_per_file,
         "files": files,
     }
-    if p.decode is not None:
-        lines.append(
-            "# decode_s (CPU per sample) is spent by the replay's workers as a CPU burn; "
-            "decode_wall_s and open_s (the profiled storage's; the replay's target pays its own) "
-            "are for comparison."
-        )
-        values.update(
-            decode_s=round(p.decode.cpu_s, 7),
-            decode_wall_s=round(p.decode.wall_s, 7),
-            open_s=round(p.decode.open_s, 7),
-        )
-        if p.decode.collate == "list":
-            lines.append(
-                "# collate = list: the decoded samples' shapes differ, so a training job's "
-                "default_collate hands a batch on as one tensor per sample, each moved through "
-                "shared memory at its decoded size; the replay does the same (decoded_size)"
-            )
-            values.update(collate="list", decoded_size=p.decode.decoded_bytes)
-        else:
-            lines.append(
-                "# The decoded samples stack into one tensor a batch; the decoded size is not "
-                f"replayed unless set (--set decoded_size={p.decode.decoded_bytes}; "
-                "docs/validation/replay.md measured it 3-4 AU points below the plain burn)"
-            )
+    _decode_keys(p, lines, values)
     values.update(sets)
     lines.append(
         "# batch_size, compute_s, workers, prefetch, epochs: not the dataset's; the defaults "

@@ -482,6 +482,7 @@ def _stall_timeout(
 
 # -- profiles (workload x accelerator) ---------------------------------------------------------
 
+COLLATE_CHOICES = ("stack", "list")  # how a batch is collated: one tensor, or one per sample
 PROFILE_PARAMS: dict[str, Param] = {
     "description": Param("str", "", "one line"),
     "model": Param("str", "custom", "the training workload emulated"),
@@ -519,16 +520,8 @@ PROFILE_PARAMS: dict[str, Param] = {
         "the profiled dataset's seconds per file open (for comparison)",
         maximum=60.0,
     ),
-    # How a batch reaches the training loop: "stack" (one tensor, what torch's default_collate
-    # makes of samples of one shape) or "list" (one tensor per sample: what it leaves when the
-    # shapes differ, e.g. decoded images of different sizes); each tensor a worker hands on
-    # is moved into shared memory and rebuilt in the main process, a cost per tensor.
-    "collate": Param(
-        "choice",
-        "stack",
-        "a batch handed on as one tensor (stack) or one tensor per sample (list)",
-        ("stack", "list"),
-    ),
+    # list: samples of different shapes (images) reach the loop one shared-memory tensor each
+    "collate": Param("choice", "stack", "a batch as one tensor or one per sample", COLLATE_CHOICES),
 }
 
 #: Profile keys that are part of a run's spec only when set (older runs' hashes stay theirs).
