@@ -321,26 +321,33 @@ def _measure(
     )  # fmt: skip
     cpu0 = cpu.sample()  # the client's CPU over the training loop (iobench.core.cpu)
     calib = Calibration.mean(coord.all_gather_object(calib))
-    if job.during is None:
-        result, block = run_on_ranks(cfg, coord, s.stop), None
-    else:  # the loop beside a background checkpoint write (loader.during)
-        demand = (
-            job.gpus * prof.batch_size * prof.sample_size / prof.compute_s
-            if prof.compute_s > 0
-            else None
-        )
-        result, block = beside(job.during, tgt, s.stop, runner.warn,
-                               lambda c: run_on_ranks(replace(cfg, clock=c), coord, s.stop), demand)  # fmt: skip
+    demand = _demand_bps(job)
+    with cpu.CpuSampler() as sampler:  # and over time (loader.cpu_series)
+        if job.during is None:
+            result, block = run_on_ranks(cfg, coord, s.stop), None
+        else:  # the loop beside a background checkpoint write (loader.during)
+            result, block = beside(job.during, tgt, s.stop, runner.warn,
+                                   lambda c: run_on_ranks(replace(cfg, clock=c), coord, s.stop), demand)  # fmt: skip
     run.phases = list(runner.results)
     run.loader, run.estimate, notes = _summarise(
         prof, index, sweep, calib, result, cache, job.compute
     )
     run.loader["client_cpu"] = cpu.usage(cpu0, cpu.sample())
+    if (series := sampler.series()) is not None:
+        run.loader["cpu_series"] = series
     if block is not None:
         run.loader["during_checkpoint"] = block
     if coord.world > 1:  # the hosts of many clients (a one-client result has no such key)
         run.loader["hosts"] = len(set(coord.hosts))
     _warn(job, runner, notes, index, shared=index is not own, cached=not use_direct and not remote)
+
+
+def _demand_bps(job: _Job) -> float | None:
+    """The bytes a second the profile's accelerators ask for (None at compute 0)."""
+    prof = job.prof
+    if prof.compute_s <= 0:
+        return None
+    return job.gpus * prof.batch_size * prof.sample_size / prof.compute_s
 
 
 def _probe_engine(remote: bool) -> Any:
@@ -555,6 +562,7 @@ def _ranks_block(res: LoopResult) -> list[dict[str, Any]]:
         {
             "rank": r["rank"],
             **({"host": r["host"]} if "host" in r else {}),
+            **({"step_series": r["step_series"]} if "step_series" in r else {}),
             "epochs": [
                 {
                     **_without(ep, "wait"),
