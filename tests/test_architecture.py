@@ -168,12 +168,15 @@ def test_why_not_is_part_of_the_engine_interface():
 REPORT = [
     "cells",
     "svgplot",
+    "svgbars",
     "checkpoint_plot",
     "during",
     "tables",
     "text",
     "series",
     "figures",
+    "barplots",
+    "overtime",
     "plots",
     "page",
 ]
