@@ -129,3 +129,20 @@ def test_an_old_worker_dict_without_a_sketch_still_loads():
     del d["lat"]
     w = WorkerStats.from_dict(d)
     assert w.lat.counts == {} and Histogram.from_dict(d["hist"]).count == 10
+
+
+def test_a_many_client_aggregate_keeps_no_single_ranks_series():
+    """Rank 0's latency series, workers and CPU are not the phase's: the aggregate has
+    ``ranks`` (the per-rank plot) instead."""
+    from iobench.distributed.aggregate import aggregate_ranks
+
+    recs = []
+    for k in range(2):
+        p = phase_result("p", "read", [_worker(0.0, [100_000] * 50) for _ in range(2)],
+                         concurrency=2, block_size=4096, cache="direct")  # fmt: skip
+        p.extra["cpu_series"] = {"interval_s": 0.25, "host_share": [0.5] * 3}
+        assert "latency_series" in p.extra and "worker_times" in p.extra
+        recs.append({"rank": k, "host": "h", "clock_offset_s": 0.0, "result": p.to_dict()})
+    agg = aggregate_ranks(recs)
+    assert not {"latency_series", "worker_times", "cpu_series"} & set(agg.extra)
+    assert len(agg.ranks) == 2 and agg.extra["world"] == 2
