@@ -254,3 +254,17 @@ def test_the_timeline_draws_the_baselines_phases_dashed():
     fig = re.search(r'<figure id="plot-run-timeline".*?</figure>', page, re.S).group(0)
     assert fig.count('stroke-dasharray="4 2" opacity="0.7"') == len(shared)
     assert not charts(run)[0][1].ghosts
+
+
+def test_hand_edited_series_of_the_wrong_shape_draw_nothing_and_raise_nothing():
+    run = timed_run()
+    for p in run.phases:
+        p.extra["latency_series"] = {"interval_s": 0.1, "ops": 5, "p50_s": "x", "p99_s": None}
+        p.extra["worker_times"] = {"start_s": 3, "end_s": {"a": 1}}
+        p.extra["cpu_series"] = {"interval_s": "fast", "host_share": 0.9}
+        p.extra["client_cpu"] = {"share": 0.99}
+    run.loader = {"au_per_epoch": "high", "ranks": [{"rank": 0, "epochs": [7],
+                                                     "step_series": {"t_s": 7}}]}  # fmt: skip
+    titles = [t for t, _, _ in charts(run, run)]
+    assert not [t for t in titles if t.startswith(("Latency and", "Per-", "Client CPU", "Load"))]
+    render_html(run, run)

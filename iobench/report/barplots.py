@@ -106,8 +106,9 @@ def iops_sweep_plots(run: RunResult, baseline: RunResult | None, add: Add) -> No
 # -- per worker and per rank: first done vs last done -----------------------------------------
 
 
-def _nums(values: Sequence[Any]) -> list[float]:
-    return [_nan(v) for v in values]
+def _nums(values: Any) -> list[float]:
+    """A stored list's numbers (NaN where not a number; nothing when it is no list)."""
+    return [_nan(v) for v in values] if isinstance(values, tuple) else []
 
 
 def worker_spans(p: PhaseResult) -> list[tuple[str, float, float, float, float]]:
@@ -123,7 +124,7 @@ def worker_spans(p: PhaseResult) -> list[tuple[str, float, float, float, float]]
 def rank_spans(p: PhaseResult) -> list[tuple[str, float, float, float, float]]:
     """The same of each rank of a many-client phase (``ranks``: rank 0's clock)."""
     got = []
-    for r in p.ranks or []:
+    for r in p.ranks if isinstance(p.ranks, list) else []:
         if not isinstance(r, dict) or not (_is_num(r.get("start")) and _is_num(r.get("end"))):
             continue
         host = f" ({r['host']})" if r.get("host") else ""
@@ -217,11 +218,12 @@ def worker_plots(run: RunResult, baseline: RunResult | None, add: Add) -> None:
 def _epoch_aus(ld: LoaderBlock) -> list[tuple[str, list[float]]]:
     """(label, AU per epoch) of each rank (up to four), else the mean over ranks."""
     ranks = [r for r in ld.ranks if isinstance(r, RankBlock)]
-    per = [(f"rank {r.rank}", [_nan(getattr(e, "au", None)) for e in r.epochs]) for r in ranks]
+    per = [(f"rank {r.rank}", [_nan(getattr(e, "au", None)) for e in r.epochs]) for r in ranks
+           if isinstance(r.epochs, tuple)]  # fmt: skip
     per = [(lb, v) for lb, v in per if any(_is_num(a) and a == a for a in v)]
     if 2 <= len(per) <= 4:
         return per
-    mean = [_nan(a) for a in ld.au_per_epoch]
+    mean = _nums(ld.au_per_epoch)
     return [("AU (mean over ranks)" if len(per) > 1 else "AU", mean)] if mean else []
 
 
@@ -236,7 +238,7 @@ def au_epoch_plot(run: RunResult, baseline: RunResult | None, add: Add) -> None:
     if n < 1:
         return
     bl = baseline.loader_block if baseline else None
-    base = [_nan(a) for a in bl.au_per_epoch] if bl is not None else []
+    base = _nums(bl.au_per_epoch) if bl is not None else []
     bars = tuple(BarSeries(lb, tuple(v + [math.nan] * (n - len(v))), _colour(i),
                            baseline=tuple(base[:n]) if i == 0 else ())
                  for i, (lb, v) in enumerate(per))  # fmt: skip

@@ -46,6 +46,11 @@ def _nan(v: Any) -> float:
     return float(v) if _is_num(v) else math.nan
 
 
+def _seq(v: Any) -> tuple[Any, ...]:
+    """A stored list (a hand-edited file may hold anything there: then nothing)."""
+    return v if isinstance(v, tuple) else ()
+
+
 def latency_points(p: PhaseResult) -> tuple[Points, Points]:
     """(p50, p99) of ``extra.latency_series`` as (seconds since the phase's start at the
     interval's end, latency), intervals without an operation left out; ([], []) without it."""
@@ -54,7 +59,7 @@ def latency_points(p: PhaseResult) -> tuple[Points, Points]:
     if not _is_num(dt) or dt <= 0:
         return [], []
     p50, p99 = [], []
-    for i, (n, a, b) in enumerate(zip(ls.ops, ls.p50_s, ls.p99_s, strict=False)):
+    for i, (n, a, b) in enumerate(zip(_seq(ls.ops), _seq(ls.p50_s), _seq(ls.p99_s), strict=False)):
         t = max((i + 1) * dt - off, 0.0)
         if _is_num(n) and n > 0 and _is_num(a) and _is_num(b) and a > 0 and b > 0:
             p50.append((t, float(a)))
@@ -148,8 +153,8 @@ def cpu_points(series: Any) -> tuple[Points, Points]:
     dt = cs.interval_s
     if not _is_num(dt) or dt <= 0:
         return [], []
-    host = [((i + 1) * dt, float(v)) for i, v in enumerate(cs.host_share) if _is_num(v)]
-    own = [((i + 1) * dt, float(v)) for i, v in enumerate(cs.self_share) if _is_num(v)]
+    host = [((i + 1) * dt, float(v)) for i, v in enumerate(_seq(cs.host_share)) if _is_num(v)]
+    own = [((i + 1) * dt, float(v)) for i, v in enumerate(_seq(cs.self_share)) if _is_num(v)]
     return host, own
 
 
@@ -211,7 +216,7 @@ def _step_series(ld: LoaderBlock | None) -> list[tuple[str, StepSeriesBlock]]:
     got = []
     for r in ranks:
         s = StepSeriesBlock.from_dict(r.extra.get("step_series"))
-        if len(s.t_s) >= MIN_LINE_POINTS:
+        if len(_seq(s.t_s)) >= MIN_LINE_POINTS:
             got.append((f"rank {r.rank}", s))
     return got
 
@@ -219,7 +224,7 @@ def _step_series(ld: LoaderBlock | None) -> list[tuple[str, StepSeriesBlock]]:
 def _pts(
     ts: Sequence[Any], ys: Sequence[Any], scale: float = 1.0
 ) -> tuple[tuple[float, float], ...]:
-    return tuple((float(t), float(y) / scale) for t, y in zip(ts, ys, strict=False)
+    return tuple((float(t), float(y) / scale) for t, y in zip(_seq(ts), _seq(ys), strict=False)
                  if _is_num(t) and _is_num(y))  # fmt: skip
 
 
@@ -254,7 +259,7 @@ def loader_step_plots(run: RunResult, baseline: RunResult | None, add: Add) -> N
     add(Chart("Load wait per step", x, y, tuple(lines)),
         "Time each step waited for its batch (the accelerator idle), after each epoch's first "
         f"step{merged}{more}." + dashed, "Load wait per step")  # fmt: skip
-    scale, unit = _rate_scale(float(v) for _, s in shown for v in s.bytes_per_s if _is_num(v))
+    scale, unit = _rate_scale(float(v) for _, s in shown for v in _seq(s.bytes_per_s) if _is_num(v))
     lines = [Series(label, _pts(s.t_s, s.bytes_per_s, scale), _colour(i))
              for i, (label, s) in enumerate(shown)]  # fmt: skip
     if b0 is not None:
