@@ -232,7 +232,28 @@ def test_a_loader_run_draws_its_steps_epochs_and_cpu():
 # -- every new plot: at most four series; the timeline with a baseline ---------------------------
 
 
-@pytest.mark.parametrize("name", ["seq-write-small.result.json.gz", "loader-tiny.result.json.gz"])
+def test_a_real_qualify_quick_result_draws_every_new_plot():
+    """``qualify --quick`` on this VM at 8fcf0d6 (tests/golden/qualify-quick-series…): every
+    family of the new plots is drawn from what it recorded."""
+    run = golden("qualify-quick-series.result.json.gz")
+    ids = figure_ids(render_html(run, golden("qualify-quick.result.json.gz")))
+    for family in (
+        *NEW[:1],
+        "per-worker",
+        "client-cpu-over-time",
+        "load-wait-per-step",
+        "throughput-per-step",
+        "au-per-epoch",
+        "iops-vs-block-size",
+        "iops-vs-workers",
+    ):
+        assert any(i.startswith("plot-" + family) for i in ids), family
+    assert "plot-latency-and-iops-over-time-randread" in ids
+    assert len([i for i in ids if i.startswith("plot-per-worker-")]) == 6  # the laggiest six
+
+
+@pytest.mark.parametrize("name", ["seq-write-small.result.json.gz", "loader-tiny.result.json.gz",
+                                  "qualify-quick-series.result.json.gz"])  # fmt: skip
 def test_every_new_plot_draws_at_most_four_series(name):
     run = golden(name)
     news = ("IOPS", "Per-", "Latency and IOPS", "Client CPU", "Load wait", "Throughput", "AU per")
@@ -268,3 +289,24 @@ def test_hand_edited_series_of_the_wrong_shape_draw_nothing_and_raise_nothing():
     titles = [t for t, _, _ in charts(run, run)]
     assert not [t for t in titles if t.startswith(("Latency and", "Per-", "Client CPU", "Load"))]
     render_html(run, run)
+
+
+def test_a_real_run_records_the_series_and_its_page_draws_them(cli, tmp_path):
+    """End to end: the engines record the latency series and the workers' spans, the runner
+    the CPU over time; the page draws them."""
+    from iobench.result.file import load
+
+    (tmp_path / "t").mkdir()
+    res = cli("run", "sequential-write", tmp_path / "t", "--set", "time=1s", "--set", "size=8MiB",
+              "--set", "block_sizes=[]", "--set", "jobs_sweep=[]", "--set", "jobs=2",
+              "--no-history", "--output", tmp_path / "o", "-q")  # fmt: skip
+    assert res.code == 0, res.err
+    run = load(tmp_path / "o")
+    for p in run.phases:
+        ls = p.extra["latency_series"]
+        assert sum(ls["ops"]) == p.ops and len(ls["ops"]) >= 8
+        assert p.extra["worker_times"]["workers"] == 2
+        assert len(p.extra["cpu_series"]["host_share"]) >= 2
+    ids = figure_ids(render_html(run))
+    assert "plot-latency-and-iops-over-time-write" in ids
+    assert "plot-per-worker-seq-write" in ids and "plot-per-worker-seq-read" in ids
