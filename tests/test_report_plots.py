@@ -250,6 +250,12 @@ def test_a_real_qualify_quick_result_draws_every_new_plot():
         assert any(i.startswith("plot-" + family) for i in ids), family
     assert "plot-latency-and-iops-over-time-randread" in ids
     assert len([i for i in ids if i.startswith("plot-per-worker-")]) == 6  # the laggiest six
+    # two epochs: the line breaks between them (each epoch's first step is not timed)
+    wait = {t: c for t, c, _ in charts(run)}["Load wait per step"].series[0]
+    gaps = [p for p in wait.points if p[1] != p[1]]
+    assert len(gaps) == 1 and len(wait.points) == 1 + len(
+        run.loader["ranks"][0]["step_series"]["t_s"]
+    )
 
 
 @pytest.mark.parametrize("name", ["seq-write-small.result.json.gz", "loader-tiny.result.json.gz",

@@ -224,8 +224,20 @@ def _step_series(ld: LoaderBlock | None) -> list[tuple[str, StepSeriesBlock]]:
 def _pts(
     ts: Sequence[Any], ys: Sequence[Any], scale: float = 1.0
 ) -> tuple[tuple[float, float], ...]:
-    return tuple((float(t), float(y) / scale) for t, y in zip(_seq(ts), _seq(ys), strict=False)
-                 if _is_num(t) and _is_num(y))  # fmt: skip
+    """(time, value) of a step series; the line broken where the time jumps (between epochs:
+    each epoch's first step and the workers' start are not timed steps)."""
+    pts = [(float(t), float(y) / scale) for t, y in zip(_seq(ts), _seq(ys), strict=False)
+           if _is_num(t) and _is_num(y)]  # fmt: skip
+    gaps = sorted(b[0] - a[0] for a, b in zip(pts, pts[1:], strict=False))
+    if not gaps:
+        return tuple(pts)
+    jump = 4 * max(gaps[len(gaps) // 2], 1e-9)
+    out = pts[:1]
+    for a, b in zip(pts, pts[1:], strict=False):
+        if b[0] - a[0] > jump:
+            out.append(((a[0] + b[0]) / 2, math.nan))  # a break in the line
+        out.append(b)
+    return tuple(out)
 
 
 def loader_step_plots(run: RunResult, baseline: RunResult | None, add: Add) -> None:
