@@ -260,6 +260,25 @@ def gen_result() -> str:
             if cls.__module__ == blocks.__name__:
                 out.append(f"### {name}\n")
                 out.append(_dataclass_table(cls))
+    out.append(_timeseries_blocks())
+    return "\n".join(out)
+
+
+def _timeseries_blocks() -> str:
+    """The time series and per-worker figures (``iobench/result/timeseries.py``): keys of a
+    phase's ``extra`` and of the loader block, bounded in size, absent in older results."""
+    from iobench.result import blocks, timeseries
+
+    out = ["## Over time and per worker (`iobench/result/timeseries.py`)\n",
+           inspect.cleandoc(timeseries.__doc__ or "") + "\n"]  # fmt: skip
+    for name, cls in vars(timeseries).items():
+        if (
+            inspect.isclass(cls)
+            and issubclass(cls, blocks.Block)
+            and cls.__module__ == timeseries.__name__
+        ):
+            out.append(f"### {name}\n")
+            out.append(_dataclass_table(cls))
     return "\n".join(out)
 
 

@@ -25,7 +25,7 @@ ORDERS = {
     "model": [
         "starvation_inputs", "starvation", "interval", "diagnosis_terms", "diagnosis", "inverse",
     ],
-    "result": ["blocks", "steady", "stats", "check", "file", "measured", "verify", "steady_advice"],
+    "result": ["blocks", "timeseries", "steady", "stats", "check", "file", "measured", "verify", "steady_advice"],
     "checkpoint": [
         "layout", "daly", "model", "spec", "estimate", "rows", "inverse", "cluster", "contention",
     ],
@@ -168,12 +168,15 @@ def test_why_not_is_part_of_the_engine_interface():
 REPORT = [
     "cells",
     "svgplot",
+    "svgbars",
     "checkpoint_plot",
     "during",
     "tables",
     "text",
     "series",
     "figures",
+    "barplots",
+    "overtime",
     "plots",
     "page",
 ]

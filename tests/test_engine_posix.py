@@ -71,6 +71,7 @@ def test_recorder_matches_worker_stats_add():
     )
     assert chunked.slot_bytes == one.slot_bytes
     assert chunked.slot_ops == one.slot_ops
+    assert chunked.lat.counts == one.lat.counts and chunked.lat.counts  # latency over time
 
 
 def test_recorder_moves_the_worker_end_to_its_last_op():

@@ -65,6 +65,8 @@ def test_tiny_loader_run(cli, planted, tmp_path):
     assert 0 < ld["au"] <= 1
     assert (ld["gpus"], ld["workers"], ld["batch_size"], ld["steps"]) == (1, 2, 4, 6)
     assert ld["au_per_epoch"] == [ld["au"]]
+    steps = ld["ranks"][0]["step_series"]  # the report's per-step plots (result.timeseries)
+    assert steps["every"] == 1 and len(steps["wait_s"]) == 5  # the first step left out
     assert ld["bound"] in ("storage", "cpu", "compute")
     assert 0 < ld["predicted_au"] <= 1 and ld["prediction_basis"]
     assert ld["cache"] == ("direct" if res["target"]["direct_io"] is True else "dropped")

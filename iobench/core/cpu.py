@@ -9,6 +9,7 @@ may run on, that is the share of the host the client used.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -123,3 +124,77 @@ def client_bound(client_cpu: Any) -> bool:
         return False
     host = client_cpu.get("host_share")
     return saturated(client_cpu) or (isinstance(host, (int, float)) and host >= HOST_BUSY_SHARE)
+
+
+class CpuSampler:
+    """The client's CPU over time: a daemon thread reads /proc/stat and ``os.times()`` every
+    ``interval_s`` (one read a sample, in its own thread: nothing on the workers' timed path)
+    into preallocated arrays; past :attr:`MAX` samples neighbours are averaged and the
+    interval doubles. Use as a context manager; :meth:`series` is ``extra.cpu_series``
+    (``result.timeseries.CpuSeriesBlock``), None for fewer than two samples.
+
+    ``self_share`` counts this process's threads; forked workers' CPU is counted only when
+    they are reaped (``os.times``), so with process workers the host's share is the one to read.
+    """
+
+    MAX = 1200
+
+    def __init__(self, interval_s: float = 0.25):
+        import threading
+        from array import array
+
+        self.interval = interval_s
+        self.host = array("d", bytes(8 * self.MAX))
+        self.own = array("d", bytes(8 * self.MAX))
+        self.n = 0
+        self.cpus = usable_cpus()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="iobench-cpu", daemon=True)
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        last = sample()
+        every = self.interval
+        while not self._stop.wait(every):
+            now = sample()
+            wall = now.wall_s - last.wall_s
+            ticks = now.host_total - last.host_total
+            host = (now.host_busy - last.host_busy) / ticks if ticks > 0 else math.nan
+            own = (now.self_s - last.self_s) / (wall * self.cpus) if wall > 0 else math.nan
+            if self.n == self.MAX:
+                self._halve()
+                every = self.interval
+            self.host[self.n] = min(max(host, 0.0), 1.0) if host == host else math.nan
+            self.own[self.n] = min(max(own, 0.0), 1.0) if own == own else math.nan
+            self.n += 1
+            last = now
+
+    def _halve(self) -> None:
+        half = self.n // 2
+        for a in (self.host, self.own):
+            for i in range(half):
+                a[i] = (a[2 * i] + a[2 * i + 1]) / 2
+        self.n = half
+        self.interval *= 2
+
+    def series(self) -> dict[str, Any] | None:
+        n = self.n
+        if n < 2:
+            return None
+
+        def r(v: float) -> float | None:
+            return None if v != v else round(v, 4)
+
+        return {
+            "interval_s": self.interval,
+            "cpus": self.cpus,
+            "host_share": [r(v) for v in self.host[:n]],
+            "self_share": [r(v) for v in self.own[:n]],
+        }

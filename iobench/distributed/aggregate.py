@@ -91,7 +91,7 @@ def _summed(results: Sequence[PhaseResult], ranks: list[dict[str, Any]]) -> Phas
         params={**first.params, "ranks": len(results)},
         ranks=ranks,
     )
-    res.extra = {k: v for k, v in first.extra.items() if k not in _EPOCH_KEYS}
+    res.extra = {k: v for k, v in first.extra.items() if k not in _RANK0_KEYS}
     res.warnings = _unique(w for p in results for w in p.warnings)
     caches = {p.cache for p in results}
     if len(caches) > 1:
@@ -128,7 +128,10 @@ def _timed(
     res.extra.pop("series_start_s", None)  # the merged series starts at t0
 
 
-_EPOCH_KEYS = ("start_epoch", "end_epoch", "first_end_epoch")
+# rank 0's own clock and its own workers: the aggregate has ``ranks`` instead, and no latency
+# series (one rank's is not the phase's; ranks' p99s do not merge)
+_RANK0_KEYS = ("start_epoch", "end_epoch", "first_end_epoch", "latency_series", "worker_times",
+               "cpu_series")  # fmt: skip
 #: A phase whose ranks started further apart than this share of its duration is flagged: its
 #: aggregate (all bytes over last end − first start) understates what the ranks did together.
 MAX_START_SKEW_SHARE = 0.10

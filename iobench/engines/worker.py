@@ -156,6 +156,7 @@ class Recorder:
         for i, b, k in zip(used.tolist(), by_bytes, by_ops[used].tolist(), strict=True):
             st.slot_bytes[i] += int(b)
             st.slot_ops[i] += k
+        st.lat.add_array(slots, lat)  # the latency over time (result.timeseries)
         self.n = 0
 
 
@@ -384,7 +385,7 @@ def seq_passes(
                 st.hist.record(t_end - t_file)
                 st.ops += 1
                 st.bytes += done
-                st.slot_add(t_end / 1e9, done)
+                st.lat.add(st.slot_add(t_end / 1e9, done), t_end - t_file)
             st.files += 1
             state.done_ops[w] = st.ops + pending()
             if after_file is not None:

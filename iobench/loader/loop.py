@@ -24,6 +24,7 @@ import numpy as np
 
 from ..core.errors import DistributedError
 from ..result.stats import Histogram
+from ..result.timeseries import STEP_POINTS_MAX, STEP_POINTS_TOTAL, step_series
 from ..target import StopFlag
 from .dataset import DatasetIndex
 from .torchdata import (
@@ -145,6 +146,12 @@ def _rank_loop(
             "ignore", message="This DataLoader will create", category=UserWarning
         )
         out = _rank_loop_body(cfg, rank, barrier, stop, rank if device is None else device)
+    # the steps, bounded, for the report's plots (result.timeseries.step_series)
+    steps = np.frombuffer(out["timeline"]["steps"], dtype=np.float64).reshape(-1, 5)
+    world = cfg.shard[1] if cfg.shard else cfg.gpus
+    limit = min(STEP_POINTS_MAX, max(STEP_POINTS_TOTAL // max(world, 1), 50))
+    if (series := step_series(steps, limit)) is not None:
+        out["step_series"] = series
     if not cfg.timeline:
         del out["timeline"]
     return out
@@ -181,13 +188,6 @@ def _ticker(cfg: LoopConfig, rank: int) -> Callable[[bool, float], None]:
     return cfg.clock.tick
 
 
-class _Discard:
-    """Where the step timeline goes when the run keeps none (``LoopConfig.timeline``)."""
-
-    def extend(self, _values: Any) -> None:
-        pass
-
-
 def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls between clocks
     cfg: LoopConfig, rank: int, barrier: Any, stop: StopFlag | None, device: int
 ) -> dict[str, Any]:
@@ -209,7 +209,8 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
     it = None
     interrupted = False
     # per timed step: perf_counter at the wait's start and end, compute end, step end, bytes
-    steps_t: Any = array("d") if cfg.timeline else _Discard()
+    # (kept whole with cfg.timeline; else only as the bounded step_series)
+    steps_t = array("d")
     tick = _ticker(cfg, rank)
     spans: list[tuple[float, float]] = []
     try:

@@ -28,13 +28,7 @@ from ..run.guard import UNARMED, StallSetting
 from ..run.runner import PhaseRunner
 from ..run.session import RunOutcome, open_run, physical_memory
 from ..run.session import dry_run as session_dry_run
-from ..spec.workload import (
-    PROFILE_OPTIONAL,
-    PROFILE_PARAMS,
-    Profile,
-    load_profile,
-    parse_overrides,
-)
+from ..spec.workload import PROFILE_OPTIONAL, PROFILE_PARAMS, Profile, load_profile, parse_overrides
 from ..target import Target, check_free_space, fs_class, resolve
 from .beside import ALONE_S as BESIDE_ALONE_S
 from .calibration import (
@@ -336,27 +330,34 @@ def _measure(
     )  # fmt: skip
     cpu0 = cpu.sample()  # the client's CPU over the training loop (iobench.core.cpu)
     calib = Calibration.mean(coord.all_gather_object(calib))
-    if job.during is None:
-        result, block = run_on_ranks(cfg, coord, s.stop), None
-    else:  # the loop beside a background checkpoint write (loader.during)
-        demand = (
-            job.gpus * prof.batch_size * prof.sample_size / prof.compute_s
-            if prof.compute_s > 0
-            else None
-        )
-        result, block = beside(job.during, tgt, s.stop, runner.warn,
-                               lambda c: run_on_ranks(replace(cfg, clock=c), coord, s.stop), demand,
-                               use_direct, coord)  # fmt: skip
+    demand = _demand_bps(job)
+    with cpu.CpuSampler() as sampler:  # and over time (loader.cpu_series)
+        if job.during is None:
+            result, block = run_on_ranks(cfg, coord, s.stop), None
+        else:  # the loop beside a background checkpoint write (loader.during)
+            result, block = beside(job.during, tgt, s.stop, runner.warn,
+                                   lambda c: run_on_ranks(replace(cfg, clock=c), coord, s.stop), demand,
+                                   use_direct, coord)  # fmt: skip
     run.phases = list(runner.results)
     run.loader, run.estimate, notes = _summarise(
         prof, index, sweep, calib, result, cache, job.compute
     )
     run.loader["client_cpu"] = cpu.usage(cpu0, cpu.sample())
+    if (series := sampler.series()) is not None:
+        run.loader["cpu_series"] = series
     if block is not None:
         run.loader["during_checkpoint"] = block
     if coord.world > 1:  # the hosts of many clients (a one-client result has no such key)
         run.loader["hosts"] = len(set(coord.hosts))
     _warn(job, runner, notes, index, shared=index is not own, cached=not use_direct and not remote)
+
+
+def _demand_bps(job: _Job) -> float | None:
+    """The bytes a second the profile's accelerators ask for (None at compute 0)."""
+    prof = job.prof
+    if prof.compute_s <= 0:
+        return None
+    return job.gpus * prof.batch_size * prof.sample_size / prof.compute_s
 
 
 def _probe_engine(remote: bool) -> Any:
@@ -571,6 +572,7 @@ def _ranks_block(res: LoopResult) -> list[dict[str, Any]]:
         {
             "rank": r["rank"],
             **({"host": r["host"]} if "host" in r else {}),
+            **({"step_series": r["step_series"]} if "step_series" in r else {}),
             "epochs": [
                 {
                     **_without(ep, "wait"),

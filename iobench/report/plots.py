@@ -15,6 +15,7 @@ from typing import Any
 from ..result.blocks import EstimateBlock, LoaderBlock
 from ..result.file import PhaseResult, RunResult
 from ..result.steady import is_indicative
+from .barplots import au_epoch_plot, iops_sweep_plots, worker_plots
 from .cells import METADATA_OPS, _count, _is_num, _pct, _rate, _secs, metadata_rates
 from .figures import (
     _COLOURS,
@@ -30,6 +31,7 @@ from .figures import (
     _time_plot,
     share_axes,
 )
+from .overtime import cpu_time_plots, latency_time_plots, loader_step_plots
 from .series import (
     _by_op,
     _cdf,
@@ -42,6 +44,7 @@ from .series import (
     time_points,
     timeline_rows,
 )
+from .svgbars import GroupBars, Spans, Stacked, render_group_bars, render_spans, render_stacked
 from .svgplot import (
     Axis,
     Band,
@@ -358,21 +361,36 @@ def _timeline_plot(run: RunResult, baseline: RunResult | None, add: Add) -> None
         status = "indicative" if _indicative(p) else p.status
         drawn.append((p.name, start, first, last, _STATUS_COLOUR.get(status, _COLOURS[1]),
                       status == "indicative"))  # fmt: skip
-    chart = Timeline("Run timeline", tuple(drawn), Axis("seconds since the first phase's start"))
+    # the baseline's phases of the same names, from its own first phase's start
+    base = {p.name: (s, e) for p, s, _, e in timeline_rows(baseline.phases)} if baseline else {}
+    ghosts = tuple((i, *base[r[0]]) for i, r in enumerate(drawn) if r[0] in base)
+    chart = Timeline("Run timeline", tuple(drawn), Axis("seconds since the first phase's start"),
+                     ghosts=ghosts)  # fmt: skip
     add(chart, "Each phase from its start to its first worker's end (first done, solid) and "
         "its last worker's (last done, light); hollow: indicative, red: partial or failed. "
         "Gaps are the run's own work between phases (dataset layout, cache drops, the loader's "
-        "start-up).")  # fmt: skip
+        "start-up)." + (f" Dashed outlines: baseline {baseline.run_id}'s same phases, from its "
+                        "own first phase's start." if ghosts and baseline else ""))  # fmt: skip
 
 
 _SECTIONS = (
     _timeline_plot,
     _sweep_plots,
+    iops_sweep_plots,
     _latency_plots,
     _concurrency_plots,
     _time_plots,
+    latency_time_plots,
+    worker_plots,
+    cpu_time_plots,
     _other_plots,
+    au_epoch_plot,
+    loader_step_plots,
 )
+_RENDER: dict[type, Callable[[Any, str], str]] = {
+    Bars: render_bars, Timeline: render_timeline, GroupBars: render_group_bars,
+    Spans: render_spans, Stacked: render_stacked,
+}  # fmt: skip
 
 
 def _build_plots(run: RunResult, baseline: RunResult | None = None) -> list[_Plot]:
@@ -380,15 +398,13 @@ def _build_plots(run: RunResult, baseline: RunResult | None = None) -> list[_Plo
     dashed in the same colours."""
     plots: list[_Plot] = []
 
-    def add(chart: Chart | Bars | Timeline | None, caption: str = "", title: str | None = None,
+    def add(chart: Any, caption: str = "", title: str | None = None,
             facts: tuple[tuple[str, str], ...] = ()) -> None:  # fmt: skip
         uid = f"iob{len(plots)}"
         if chart is None:
             svg = ""
-        elif isinstance(chart, Bars):
-            svg = render_bars(chart, uid)
-        elif isinstance(chart, Timeline):
-            svg = render_timeline(chart, uid)
+        elif type(chart) in _RENDER:
+            svg = _RENDER[type(chart)](chart, uid)
         else:
             svg = render(chart, uid) if title is None else render(_titled(chart, title), uid)
         plots.append(

@@ -12,19 +12,24 @@ from ..result.steady import is_indicative
 from .cells import METADATA_OPS, _block, _is_num, _value
 
 
-def sweep_series(phases: Sequence[PhaseResult], axis: str) -> dict[str, list[tuple[float, float]]]:
-    """Bandwidth sweeps along ``axis``: label -> [(x, bytes/s)] (see :func:`_sweep_points`)."""
+def sweep_series(
+    phases: Sequence[PhaseResult], axis: str, metric: str = "bandwidth_bps"
+) -> dict[str, list[tuple[float, float]]]:
+    """Sweeps along ``axis``: label -> [(x, the ``metric``: bytes/s, or ops/s for "iops")]
+    (see :func:`_sweep_points`)."""
     return {
         label: [(x, sum(v) / len(v)) for x, v in ((x, [b[0] for b in bs]) for x, bs in pts)]
-        for label, pts in _sweep_points(phases, axis).items()
+        for label, pts in _sweep_points(phases, axis, metric).items()
     }
 
 
-def sweep_indicative(phases: Sequence[PhaseResult], axis: str) -> dict[str, list[bool]]:
+def sweep_indicative(
+    phases: Sequence[PhaseResult], axis: str, metric: str = "bandwidth_bps"
+) -> dict[str, list[bool]]:
     """label -> per point of :func:`sweep_series`: whether a phase at it is indicative."""
     return {
         label: [any(b[3] for b in bs) for _, bs in pts]
-        for label, pts in _sweep_points(phases, axis).items()
+        for label, pts in _sweep_points(phases, axis, metric).items()
     }
 
 
@@ -42,7 +47,7 @@ def sweep_spread(
 
 
 def _sweep_points(
-    phases: Sequence[PhaseResult], axis: str
+    phases: Sequence[PhaseResult], axis: str, metric: str = "bandwidth_bps"
 ) -> dict[str, list[tuple[float, list[tuple[float, float, float, bool]]]]]:
     """Bandwidth sweeps along ``axis`` ("block_size" or "concurrency").
 
@@ -56,7 +61,7 @@ def _sweep_points(
     other = "concurrency" if axis == "block_size" else "block_size"
     groups: dict[tuple[str, str], list[PhaseResult]] = {}
     for p in phases:
-        if p.op in METADATA_OPS or p.status == "failed" or not (p.bandwidth_bps or 0) > 0:
+        if p.op in METADATA_OPS or p.status == "failed" or not (getattr(p, metric) or 0) > 0:
             continue
         sweep_tag = str((p.params or {}).get("sweep") or "")
         if not sweep_tag:
@@ -71,8 +76,8 @@ def _sweep_points(
             x = getattr(p, axis)
             if not _is_num(x) or x <= 0:
                 continue
-            bw = _value(p, "bandwidth_bps") or p.bandwidth_bps
-            sm = metric_summary(p, "bandwidth_bps")
+            bw = _value(p, metric) or getattr(p, metric)
+            sm = metric_summary(p, metric)
             lo, hi = (sm.min, sm.max) if sm is not None and sm.n > 1 else (bw, bw)
             if bw is None or lo is None or hi is None:  # none: filtered out above (the types)
                 continue

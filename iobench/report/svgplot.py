@@ -499,6 +499,7 @@ class Timeline:
     title: str
     rows: tuple[tuple[str, float, float, float, str, bool], ...]
     axis: Axis
+    ghosts: tuple[tuple[int, float, float], ...] = ()  # (row, start, end): a baseline's, dashed
 
 
 def render_timeline(chart: Timeline, uid: str) -> str:
@@ -507,7 +508,8 @@ def render_timeline(chart: Timeline, uid: str) -> str:
     label_w = min(max((len(r[0]) for r in chart.rows), default=4) * CHAR_W + 12, 250)
     left, right, row, top = label_w + 8, WIDTH - RIGHT, 18, TOP
     bottom = top + row * n + 6
-    lo, hi, major, _ = _extent(chart.axis, [v for r in chart.rows for v in r[1:4]])
+    lo, hi, major, _ = _extent(chart.axis, [v for r in chart.rows for v in r[1:4]]
+                               + [v for g in chart.ghosts for v in g[1:]])  # fmt: skip
     sx = _Scale(lo, hi, False, left, right)
     body = []
     for v in major:
@@ -524,6 +526,11 @@ def render_timeline(chart: Timeline, uid: str) -> str:
         if c - b >= 0.5:
             body.append(f'<rect x="{_f(b)}" y="{_f(y + 3)}" width="{_f(c - b)}" height="6" '
                         f'fill="{colour}" fill-opacity="0.35"/>')  # fmt: skip
+    for i, start, end in chart.ghosts:
+        a, b = sx(start), sx(max(end, start))
+        body.append(f'<rect x="{_f(a)}" y="{_f(top + 1 + i * row)}" width="{_f(max(b - a, 1.0))}" '
+                    f'height="16" fill="none" stroke="#1f2328" stroke-width="1" '
+                    'stroke-dasharray="4 2" opacity="0.7"/>')  # fmt: skip
     body.append(f'<path d="M{_f(left)} {top}V{_f(bottom)}H{_f(right)}" fill="none" '
                 f'stroke="{AXIS}"/>')  # fmt: skip
     body.append(_text((left + right) / 2, bottom + 32, chart.axis.label, colour="#1f2328"))

@@ -32,6 +32,10 @@ def phase_result(
         extra["end_epoch"] = max(w.end for w in active) + to_epoch
         extra["first_end_epoch"] = min(w.end for w in active) + to_epoch
         extra["series_start_s"] = round(agg.series_start_s, 6)  # (report.time_points)
+        if agg.latency_series is not None:  # the latency over time (result.timeseries)
+            extra["latency_series"] = agg.latency_series
+        if agg.worker_times is not None and len(active) > 1:
+            extra["worker_times"] = agg.worker_times
     return PhaseResult(
         name=name,
         op=op,

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from .timeseries import LatSlots, latency_series, worker_times
+
 SUB_BUCKETS = 64
 _K = 6  # log2(SUB_BUCKETS)
 MAX_SHIFT = 44  # values up to ~2**51 ns (26 days) fit
@@ -234,17 +236,20 @@ class WorkerStats:
     slot_ops: list[int] = field(default_factory=list)
     origin: float = 0.0  # the phase's common time origin (perf_counter seconds)
     error: str | None = None
+    # latencies per series slot, coarsely (timeseries.LatSlots): the latency over time
+    lat: LatSlots = field(default_factory=LatSlots)
 
     def add(self, nbytes: int, t_end: float, lat_ns: int) -> None:
         """Account one completed operation."""
         self.bytes += nbytes
         self.ops += 1
         self.hist.record(lat_ns)
-        self.slot_add(t_end, nbytes)
+        self.lat.add(self.slot_add(t_end, nbytes), lat_ns)
 
-    def slot_add(self, t_end: float, nbytes: int) -> None:
+    def slot_add(self, t_end: float, nbytes: int) -> int:
         """Put ``nbytes`` and one op in the series slot of ``t_end`` (a whole file's worth,
-        when its latency was recorded separately)."""
+        when its latency was recorded separately, then into ``lat`` by the caller); return
+        the slot."""
         # slot k holds ops completed in (k, k+1] tenths of a second after the origin
         slot = max(int((t_end - self.origin) * 10 - 1e-9), 0)
         sb = self.slot_bytes
@@ -254,6 +259,7 @@ class WorkerStats:
             self.slot_ops.extend([0] * grow)
         sb[slot] += nbytes
         self.slot_ops[slot] += 1
+        return slot
 
     def bytes_by(self, t_rel: float) -> float:
         """Bytes this worker had completed ``t_rel`` seconds after the origin (interpolated)."""
@@ -276,12 +282,14 @@ class WorkerStats:
             "slot_ops": self.slot_ops,
             "origin": self.origin,
             "error": self.error,
+            "lat": self.lat.to_dict(),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> WorkerStats:
-        w = cls(**{k: v for k, v in d.items() if k != "hist"})
+        w = cls(**{k: v for k, v in d.items() if k not in ("hist", "lat")})
         w.hist = Histogram.from_dict(d.get("hist"))
+        w.lat = LatSlots.from_dict(d.get("lat"))
         return w
 
 
@@ -305,6 +313,8 @@ class Aggregate:
     # seconds from the series' first interval's start to the phase's first start: the series
     # is on a fixed grid, so its first and last intervals are partly outside the phase
     series_start_s: float = 0.0
+    latency_series: dict[str, Any] | None = None  # p50/p99 per interval (timeseries)
+    worker_times: dict[str, Any] | None = None  # each worker's span and volume (timeseries)
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:
@@ -393,6 +403,8 @@ def aggregate_workers(workers: Sequence[WorkerStats], *, max_points: int = 600) 
         ops_series=ops_series,
         series_interval_s=interval,
         series_start_s=series_start,
+        latency_series=latency_series([w.lat for w in active], t0 - origin, SERIES_RESOLUTION_S),
+        worker_times=worker_times([(w.start, w.end, w.bytes, w.ops) for w in active], t0),
     )
 
 

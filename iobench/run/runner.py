@@ -192,8 +192,10 @@ class PhaseRunner:
         engine, why = self._engine_for(spec)
         cpu0 = cpu.sample()  # the client's own CPU over the phase (iobench.core.cpu)
         suspended = self.stop.suspended
+        sampler = cpu.CpuSampler()  # and over time (extra.cpu_series)
         try:
-            res = engine.run(spec, ctx)
+            with sampler:
+                res = engine.run(spec, ctx)
         except (EngineError, Interrupted) as e:  # a second signal may carry figures too
             partial = e.partial
             if partial is not None:
@@ -202,6 +204,8 @@ class PhaseRunner:
                 self._finish(spec, partial, engine, why)
             raise
         res.extra["client_cpu"] = cpu.usage(cpu0, cpu.sample())
+        if (series := sampler.series()) is not None:
+            res.extra["cpu_series"] = series
         _note_suspension(res, self.stop.suspended - suspended)
         engine.review(spec, res, ctx)  # after the CPU sample: the engine's own probes
         self._finish(spec, res, engine, why)
