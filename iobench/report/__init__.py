@@ -19,8 +19,8 @@ from ..core.textfit import MIN_TERMINAL_WIDTH, TERMINAL_WIDTH, stdout_format, te
 from .cells import (
     _CACHE_MEANING,
     METADATA_OPS,
+    Section,
     _block_short,
-    _Table,
     _value,
     metadata_rates,
 )
@@ -54,7 +54,7 @@ __all__ = [
     "METADATA_OPS",
     "TERMINAL_WIDTH",
     "_CACHE_MEANING",
-    "_Table",
+    "Section",
     "_block_short",
     "metadata_rates",
     "_value",
