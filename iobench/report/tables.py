@@ -541,14 +541,14 @@ def _baseline_table(run: RunResult, baseline: RunResult) -> Section:
 
 
 def _sections(run: RunResult, baseline: RunResult | None = None) -> list[Section]:
-    """The tables every rendering shows, in order: phases (and the baseline's deltas),
-    metadata, loader, estimate."""
+    """The tables every rendering shows, in order: phases (and the baseline's deltas), ranks,
+    metadata, loader, estimate, the loader during a checkpoint, the checkpoint."""
     sections: list[Section] = [_phase_table(run)] if run.phases else []
     if baseline is not None:
         sections.append(_baseline_table(run, baseline))
     sections += [t for t in (_ranks_table(run), _metadata_table(run), _loader_table(run)) if t]
-    sections += during_tables(run.loader) + _checkpoint_tables(run)
-    return sections + _estimate_tables(run)
+    sections += _estimate_tables(run)
+    return sections + during_tables(run.loader) + _checkpoint_tables(run)
 
 
 def _checkpoint_tables(run: RunResult) -> list[Section]:
