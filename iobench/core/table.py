@@ -74,9 +74,8 @@ class Column:
 
     def html_class(self, text: str | None = None) -> str:
         """The cell's HTML class: ``r`` when right-aligned, then ``cls``'s (none for a header)."""
-        parts = ("r" if self.align == "r" else "", self.cls(text) if text is not None and
-                 self.cls is not None else "")  # fmt: skip
-        return " ".join(p for p in parts if p)
+        own = self.cls(text) if text is not None and self.cls is not None else ""
+        return " ".join(p for p in ("r" if self.align == "r" else "", own) if p)
 
 
 @dataclass(frozen=True)
