@@ -1,8 +1,9 @@
 """The checkpoint section of every report: the ``checkpoint`` block of result.json as tables.
 
 ``tables(block)`` gives two label/value tables (what was measured; the checkpoint model's
-estimates for the full-size checkpoint, labelled), as plain dicts with the fields of
-``report._Table``, so the terminal, markdown and HTML renderings show the very same strings.
+estimates for the full-size checkpoint, labelled), as plain dicts (``title``, ``rows`` of
+label and value, ``note``) that the report renders as label/value blocks, so the terminal,
+markdown and HTML renderings show the very same strings.
 The figure helpers (``pct``, ``dur``, ``gib``, ``goodput_text``, ...) are the only formatting of
 checkpoint figures: ``ckpt_qualify``'s verdict lines use them too. No I/O.
 """
@@ -210,23 +211,17 @@ def _estimate_rows(est: Mapping[str, Any]) -> list[list[str]]:
 
 
 def tables(block: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The checkpoint tables (``report._Table`` fields), [] without a checkpoint block."""
+    """The checkpoint tables (title, label/value rows, note), [] without a checkpoint block."""
     if not block:
         return []
     ck = CheckpointBlock.from_dict(block)
-    out = [
-        {"title": MEASURED_TITLE, "headers": ["", ""], "rows": _measured_rows(ck),
-         "align": "ll", "kv": True, "note": ""},
-    ]  # fmt: skip
+    out = [{"title": MEASURED_TITLE, "rows": _measured_rows(ck), "note": ""}]
     if ck.estimate:
         rows, note = _estimate_rows(ck.estimate), ESTIMATE_NOTE
     else:
         missing = ck.estimate_missing if ck.has("estimate_missing") else ""
         rows, note = [["Estimate", f"none: {missing}"]], ""
-    out.append(
-        {"title": ESTIMATE_TITLE, "headers": ["", ""], "rows": rows, "align": "ll", "kv": True,
-         "note": note}
-    )  # fmt: skip
+    out.append({"title": ESTIMATE_TITLE, "rows": rows, "note": note})
     return out
 
 

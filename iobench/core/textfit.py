@@ -1,7 +1,7 @@
 """Text that fits a terminal's width: prose wrapped, table rows folded, never cut.
 
-The one mechanism every command's text output goes through (``cmds.common.out_text``; the
-report's summary lays its tables out itself, in ``report.text``, within the same width), and
+The one mechanism every command's text output goes through (``cmds.common.out_text``; a
+table is laid out by ``core.table`` within the same width), and
 the width itself: :func:`terminal_format` / :func:`stdout_format`. A line wider than the width is folded at
 word boundaries, its continuation lines hung under the column where its text starts:
 

@@ -5,10 +5,10 @@ model output beside its basis. The three renderings share one set of formatted t
 terminal, the markdown and the page never disagree. Nothing here prints, and the HTML page
 carries its CSS and its SVG plots inline: it opens offline and can be mailed as one file.
 
-The package is layered, each module importing only those before it: ``cells`` (the table type,
-cell formatters) → ``tables`` (the content: every table as data) → ``text`` (terminal and
-markdown) → ``series`` (the data behind the plots) → ``figures`` (one chart per kind, as
-data) → ``plots`` (every plot a run supports) → ``page`` (the HTML page). ``svgplot`` draws
+The package is layered, each module importing only those before it: ``cells`` (a titled
+``core.table`` table, cell formatters) → ``tables`` (the content: every table as a column spec)
+→ ``text`` (terminal and markdown) → ``series`` (the data behind the plots) → ``figures`` (one
+chart per kind, as data) → ``plots`` (every plot a run supports) → ``page`` (the HTML page). ``svgplot`` draws
 the charts as hand-written SVG (no matplotlib: a page renders in milliseconds). The names
 other modules and the tests use are re-exported here.
 """
@@ -19,8 +19,8 @@ from ..core.textfit import MIN_TERMINAL_WIDTH, TERMINAL_WIDTH, stdout_format, te
 from .cells import (
     _CACHE_MEANING,
     METADATA_OPS,
+    Section,
     _block_short,
-    _Table,
     _value,
     metadata_rates,
 )
@@ -54,7 +54,7 @@ __all__ = [
     "METADATA_OPS",
     "TERMINAL_WIDTH",
     "_CACHE_MEANING",
-    "_Table",
+    "Section",
     "_block_short",
     "metadata_rates",
     "_value",

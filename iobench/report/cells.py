@@ -1,14 +1,17 @@
-"""The report's shared pieces: the formatted table (:class:`_Table`), cell formatters and the
-small facts about a run that every rendering reads.
+"""The report's shared pieces: a titled table (:class:`Section`, over ``core.table``), cell
+formatters, the cells' terminal styles and HTML classes, and the small facts about a run that
+every rendering reads.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from ..core.table import Column, Table
 from ..core.units import format_bytes, format_count, format_rate, format_seconds, format_spread
 from ..result.blocks import CpuBlock
 from ..result.file import PhaseResult, RunResult, metric_summary, metric_value
@@ -35,16 +38,61 @@ _STATUS_MARK = {"ok": "ok", "partial": "PARTIAL", "failed": "FAILED"}
 
 
 @dataclass(frozen=True)
-class _Table:
-    """Formatted cells and how each column aligns ("l" or "r")."""
+class Section:
+    """A report table (``core.table``) under its title, with its note; ``headers`` and
+    ``rows`` are its shown cells, as every rendering reads them."""
 
     title: str
-    headers: list[str]
-    rows: list[list[str]]
-    align: str
-    kv: bool = False  # a two-column "label: value" block rather than a grid
+    table: Table
     note: str = ""
-    row_classes: list[str] = field(default_factory=list)
+
+    @property
+    def headers(self) -> list[str]:
+        return self.table.header()
+
+    @property
+    def rows(self) -> list[list[str]]:
+        return self.table.cells()
+
+
+#: A label/value block's columns (markdown's header reads "Item | Value").
+PAIRS = (Column("Item"), Column("Value"))
+
+
+def pairs(title: str, rows: Sequence[Sequence[str]], note: str = "") -> Section:
+    """A label/value block: the terminal's labels column, the page's row headers."""
+    return Section(title, Table(PAIRS, rows, pairs=True), note)
+
+
+#: The coloured terminal's styles of statuses and verdicts (rich style names).
+STATUS_STYLE = {
+    "ok": "green",
+    "indicative": "yellow",
+    "one-pass": "cyan",
+    "PARTIAL": "bold red",
+    "FAILED": "bold red",
+    "PASS": "bold green",
+    "PASS (INDICATIVE)": "bold yellow",  # never the colour of a pass on steady phases
+    "FAIL": "bold red",
+}
+
+
+def status_style(cell: str) -> str:
+    return STATUS_STYLE.get(cell.strip(), "")
+
+
+def status_class(cell: str) -> str:
+    """The page's class of a status cell (``status-PARTIAL`` is red)."""
+    return f"status-{cell}"
+
+
+def cpu_style(cell: str) -> str:
+    """The client's CPU at saturation ("93% !") in bold red."""
+    return "bold red" if cell.endswith(" !") else ""
+
+
+def cpu_class(cell: str) -> str:
+    return "worse" if cell.endswith(" !") else ""
 
 
 def _pct(x: Any) -> str:
@@ -254,3 +302,18 @@ def _delta_style(header: str, cell: str) -> str:
     lower_is_better = "p50" in header or "p99" in header
     worse = cell.startswith("+") == lower_is_better
     return "red" if worse else "green"
+
+
+def delta_column(name: str, get: Callable[[Any], Any] | None = None) -> Column:
+    """A change against the baseline (``+12.0%``): red or green on a colour terminal, class
+    ``worse`` or ``better`` on the page, by whether a rise of ``name``'s figure is better."""
+
+    def style(cell: str) -> str:
+        return _delta_style(name, cell.strip()) if _is_delta(cell) else ""
+
+    def cls(cell: str) -> str:
+        if not _is_delta(cell):
+            return ""
+        return "worse" if _delta_style(name, cell) == "red" else "better"
+
+    return Column(name, "r", get=get, style=style, cls=cls)

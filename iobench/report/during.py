@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.table import Column, Table
 from ..core.units import format_bytes, format_rate, format_seconds
 from ..result.blocks import DuringCheckpointBlock, DuringWindowBlock, LoaderBlock, WaitBlock
-from .cells import _is_num, _pct
+from .cells import Section, _is_num, _pct
 
 TITLE = "Data loader during a checkpoint write (measured)"
 
@@ -70,8 +71,16 @@ def _config(d: DuringCheckpointBlock) -> str:
     )
 
 
-def tables(loader: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The during-checkpoint table (``report._Table`` fields), [] without the block."""
+# a window's name is never cut; its time span may be, to 8 characters
+COLUMNS = (
+    Column("Window"), Column("Time", cut=8), Column("Steps", "r"), Column("AU", "r"),
+    Column("Wait p50", "r"), Column("Wait p99", "r"), Column("Read", "r"), Column("Write", "r"),
+    Column("vs alone", "r"),
+)  # fmt: skip
+
+
+def tables(loader: dict[str, Any] | None) -> list[Section]:
+    """The during-checkpoint table, [] without the block."""
     ld = LoaderBlock.from_dict(loader) if isinstance(loader, dict) else None
     d = ld.during_checkpoint if ld is not None else None
     if d is None:
@@ -109,10 +118,5 @@ def tables(loader: dict[str, Any] | None) -> list[dict[str, Any]]:
             f"the windows, {_pct(m.get('au_share_rule'))} from the separate measurements alone "
             f"(independent reads and writes); measured {_pct(m.get('au_measured'))}. "
         )
-    return [{
-        "title": TITLE,
-        "headers": ["Window", "Time", "Steps", "AU", "Wait p50", "Wait p99", "Read",
-                    "Write", "vs alone", *(["Other"] if other else [])],
-        "rows": rows, "align": "llrrrrrrr" + ("r" if other else ""), "kv": False,
-        "note": note + (d.basis or ""),
-    }]  # fmt: skip
+    columns = COLUMNS + ((Column("Other", "r"),) if other else ())
+    return [Section(TITLE, Table(columns, rows), note + (d.basis or ""))]

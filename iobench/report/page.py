@@ -6,23 +6,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint.rows import tables as ckpt_tables
 from ..result.file import RunResult, atomic_write_bytes
-from .cells import (
-    _delta_style,
-    _errors,
-    _indicative_note,
-    _is_delta,
-    _phase_warnings,
-    _status_cell,
-    _Table,
-)
+from .cells import Section, _errors, _indicative_note, _phase_warnings, _status_cell
 from .figures import _Plot
 from .plots import _build_plots
 from .svgplot import esc
 from .tables import (
     _baseline_table,
     _cache_table,
+    _checkpoint_tables,
     _estimate_tables,
     _loader_table,
     _metadata_table,
@@ -113,29 +105,12 @@ def _e(text: Any) -> str:
     return esc(text)
 
 
-def _html_table(t: _Table, status_col: int | None = None, wide: bool = False) -> str:
-    if t.kv:
-        rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in t.rows)
-        return f'<table class="kv"><tbody>{rows}</tbody></table>'
-    cls = ["r" if a == "r" else "" for a in t.align]
-    head = "".join(f'<th class="{c}">{_e(h)}</th>' for h, c in zip(t.headers, cls, strict=True))
-    body = []
-    for i, row in enumerate(t.rows):
-        rc = t.row_classes[i] if i < len(t.row_classes) else ""
-        cells = []
-        for j, (cell, c) in enumerate(zip(row, cls, strict=True)):
-            extra = f" status-{cell}" if j == status_col else ""
-            if cell.endswith(" !"):  # the client CPU at saturation
-                extra += " worse"
-            elif t.headers[j].startswith("Δ") and _is_delta(cell):
-                extra += " worse" if _delta_style(t.headers[j], cell) == "red" else " better"
-            cells.append(f'<td class="{(c + extra).strip()}">{_e(cell)}</td>')
-        body.append(f'<tr class="{rc}">{"".join(cells)}</tr>')
-    return (
-        f'<div class="scroll"><table class="grid{" wide" if wide else ""}">'
-        f"<thead><tr>{head}</tr></thead>"
-        f"<tbody>{''.join(body)}</tbody></table></div>"
-    )
+def _html_table(t: Section, wide: bool = False) -> str:
+    """A table of the page (core.table): a grid in a box that scrolls rather than overflow,
+    or a label/value block."""
+    if t.table.pairs:
+        return t.table.html(_e, "kv")
+    return f'<div class="scroll">{t.table.html(_e, "grid wide" if wide else "grid")}</div>'
 
 
 def _rests_on(run: RunResult) -> str:
@@ -218,7 +193,7 @@ def _html_summary(run: RunResult) -> list[str]:
         return []
     summary, volume = _phase_detail_tables(run)
     parts = ['<section id="phases"><h2>Summary</h2>']
-    parts.append(_html_table(summary, status_col=1, wide=True))
+    parts.append(_html_table(summary, wide=True))
     parts.append(
         '<p class="note">Bandwidth is all bytes over first start to last end (last done); '
         "first done is the figure when the first worker finished.</p>"
@@ -275,7 +250,7 @@ def _html_estimate(run: RunResult) -> list[str]:
 def _html_checkpoint(run: RunResult) -> list[str]:
     """The Checkpoint section: the same tables as the terminal and markdown reports."""
     parts = []
-    for t in (_Table(**d) for d in ckpt_tables(run.checkpoint)):
+    for t in _checkpoint_tables(run):
         note = f'<p class="note">{_e(t.note)}</p>' if t.note else ""
         parts.append(f"<h3>{_e(t.title)}</h3>{_html_table(t)}{note}")
     if not parts:

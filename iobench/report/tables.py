@@ -6,10 +6,12 @@ HTML page render these same tables, so they never disagree.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..checkpoint.rows import tables as ckpt_tables
+from ..core.table import Column, Table
 from ..core.units import format_bytes, format_count, format_rate, format_seconds
 from ..result.blocks import (
     AuPoint,
@@ -30,12 +32,13 @@ from .cells import (
     _SPREAD_HEADER,
     _SPREAD_NOTE,
     METADATA_OPS,
+    Section,
     _block,
+    _client_cpu,
     _count,
     _cpu_cell,
     _cpu_note,
     _gpus,
-    _has_cpu,
     _has_repeats,
     _indicative_note,
     _is_num,
@@ -46,112 +49,103 @@ from .cells import (
     _repeat_spread,
     _secs,
     _status_cell,
-    _Table,
     _value,
     au_cell,
+    cpu_class,
+    cpu_style,
+    delta_column,
     metadata_rates,
+    pairs,
+    status_class,
+    status_style,
 )
 from .during import tables as during_tables
 
 
-def _phase_table(run: RunResult) -> _Table:
-    headers = [
-        "Phase",
-        "Op",
-        "Jobs",
-        "Block",
-        "Bandwidth",
-        "Ops/s",
-        "p50",
-        "p99",
-        "Cache",
-        "Status",
-    ]
+def _ops_cell(p: PhaseResult) -> str:
+    """Ops/s, suffixed for a metadata operation (the terminal's phases table)."""
+    ops = _count(_value(p, "iops"))
+    return ops + " ops/s" if p.op in METADATA_OPS and ops != "-" else ops
+
+
+def _has_spread(phases: Sequence[PhaseResult]) -> bool:
+    return any(len(p.repeats or []) > 1 for p in phases)
+
+
+def _has_client_cpu(phases: Sequence[PhaseResult]) -> bool:
+    return any(_client_cpu(p) is not None for p in phases)
+
+
+def _row_cls(p: PhaseResult) -> str:
+    return "" if p.status == "ok" else "bad"
+
+
+def _moved(p: PhaseResult) -> str:
+    return format_bytes(p.bytes) if p.bytes else (f"{p.ops:,} ops" if p.ops else "-")
+
+
+def _worker_spread(p: PhaseResult) -> str:
+    pw = p.worker_spread
+    if _is_num(pw.min) and _is_num(pw.max) and pw.max > 0:
+        return _rate_range(pw.min, pw.max)
+    return "-"
+
+
+# The phases' columns, each reading a PhaseResult. A name is never cut (two names cut alike,
+# ``dataset...led-r1``, would stand for two phases); the other text columns may be, to 8
+# characters; numbers and the status keep their width.
+_PHASE = Column("Phase", get=lambda p: p.name)
+_OP = Column("Op", get=lambda p: p.op, cut=8)
+_JOBS = Column("Jobs", "r", get=lambda p: str(p.concurrency))
+_BLOCK = Column("Block", "r", get=lambda p: _block(p.block_size))
+_BANDWIDTH = Column("Bandwidth", "r", get=lambda p: _rate(_value(p, "bandwidth_bps")))
+_SPREAD = Column(_SPREAD_HEADER, "r", fmt=_repeat_spread, shown=_has_spread)
+_P50 = Column("p50", "r", get=lambda p: _secs(_value(p, "latency_s.p50")))
+_P99 = Column("p99", "r", get=lambda p: _secs(_value(p, "latency_s.p99")))
+# the client's; the note says so (the table fits 120 columns)
+_CPU = Column("CPU", "r", fmt=_cpu_cell, shown=_has_client_cpu, style=cpu_style, cls=cpu_class)
+_CACHE = Column("Cache", get=lambda p: p.cache or "-", cut=8)
+_STATUS = Column("Status", get=_status_cell, style=status_style, cls=status_class)
+
+PHASE_COLUMNS = (_PHASE, _OP, _JOBS, _BLOCK, _BANDWIDTH, Column("Ops/s", "r", get=_ops_cell),
+                 _SPREAD, _P50, _P99, _CPU, _CACHE, _STATUS)  # fmt: skip
+# The page's phases, in two tables that fit its width (none scrolls, no column is hidden): the
+# summary, status second, then each phase's volume, time and spreads.
+DETAIL_COLUMNS = (
+    _PHASE, _STATUS, _OP, _JOBS, _BLOCK, _BANDWIDTH,
+    Column("First done", "r", get=lambda p: _rate(_value(p, "bandwidth_stonewall_bps"))),
+    Column("Ops/s", "r", get=lambda p: _count(_value(p, "iops"))), _P50, _P99,
+    Column("p99.9", "r", get=lambda p: _secs(_value(p, "latency_s.p999"))), _CACHE,
+)  # fmt: skip
+VOLUME_COLUMNS = (
+    _PHASE, Column("Moved", "r", get=_moved),
+    Column("Elapsed", "r", get=lambda p: _secs(p.elapsed_s) if p.elapsed_s else "-"),
+    Column("Worker spread", "r", get=_worker_spread), _SPREAD, replace(_CPU, name="Client CPU"),
+)  # fmt: skip
+
+
+def _phase_table(run: RunResult) -> Section:
     spread = _has_repeats(run)
-    cpu = _has_cpu(run)
-    if cpu:
-        headers.insert(-2, "CPU")  # the client's; the note says so (the table fits 120 columns)
-    if spread:
-        headers.insert(6, _SPREAD_HEADER)
-    rows, classes = [], []
-    for p in run.phases:
-        ops = _count(_value(p, "iops"))
-        if p.op in METADATA_OPS and ops != "-":
-            ops += " ops/s"
-        row = [
-            p.name,
-            p.op,
-            str(p.concurrency),
-            _block(p.block_size),
-            _rate(_value(p, "bandwidth_bps")),
-            ops,
-            _secs(_value(p, "latency_s.p50")),
-            _secs(_value(p, "latency_s.p99")),
-            p.cache or "-",
-            _status_cell(p),
-        ]
-        if cpu:
-            row.insert(-2, _cpu_cell(p))
-        if spread:
-            row.insert(6, _repeat_spread(p))
-        rows.append(row)
-        classes.append("" if p.status == "ok" else "bad")
-    align = ("llrrrrrrr" if spread else "llrrrrrr") + ("r" if cpu else "") + "ll"
     notes = (_SPREAD_NOTE if spread else "", _cpu_note(run), _indicative_note(run))
     note = " ".join(n for n in notes if n)
-    return _Table("Phases", headers, rows, align, note=note, row_classes=classes)
+    return Section("Phases", Table.of(PHASE_COLUMNS, run.phases, row_cls=_row_cls), note)
 
 
-def _phase_detail_tables(run: RunResult) -> list[_Table]:
-    """The HTML page's phases, in two tables that fit its width (none scrolls, no column is
-    hidden): the summary, status second, then each phase's volume, time and spreads."""
-    headers = ["Phase", "Status", "Op", "Jobs", "Block", "Bandwidth", "First done", "Ops/s",
-               "p50", "p99", "p99.9", "Cache"]  # fmt: skip
-    rows, classes = [], []
-    for p in run.phases:
-        rows.append([
-            p.name,
-            _status_cell(p),
-            p.op,
-            str(p.concurrency),
-            _block(p.block_size),
-            _rate(_value(p, "bandwidth_bps")),
-            _rate(_value(p, "bandwidth_stonewall_bps")),
-            _count(_value(p, "iops")),
-            _secs(_value(p, "latency_s.p50")),
-            _secs(_value(p, "latency_s.p99")),
-            _secs(_value(p, "latency_s.p999")),
-            p.cache or "-",
-        ])  # fmt: skip
-        classes.append("" if p.status == "ok" else "bad")
-    summary = _Table("Phases", headers, rows, "lllrrrrrrrrl", row_classes=classes)
-    return [summary, _phase_volume_table(run, classes)]
+def _phase_detail_tables(run: RunResult) -> list[Section]:
+    """The HTML page's phases: the summary, then each phase's bytes (or operations), time,
+    the workers' spread, the repeats' spread and the client's CPU (the last two when the run
+    has them)."""
+    summary = Section("Phases", Table.of(DETAIL_COLUMNS, run.phases, row_cls=_row_cls))
+    note = " ".join(n for n in (_SPREAD_NOTE if _has_repeats(run) else "", _cpu_note(run)) if n)
+    volume = Table.of(VOLUME_COLUMNS, run.phases, row_cls=_row_cls)
+    return [summary, Section("Volume, time and spread", volume, note)]
 
 
-def _phase_volume_table(run: RunResult, classes: list[str]) -> _Table:
-    """Each phase's bytes (or operations), time, the workers' spread, the repeats' spread and
-    the client's CPU (the last two when the run has them)."""
-    repeated, cpu = _has_repeats(run), _has_cpu(run)
-    headers = ["Phase", "Moved", "Elapsed", "Worker spread"]
-    headers += [_SPREAD_HEADER] if repeated else []
-    headers += ["Client CPU"] if cpu else []
-    rows = []
-    for p in run.phases:
-        pw = p.worker_spread
-        spread = "-"
-        if _is_num(pw.min) and _is_num(pw.max) and pw.max > 0:
-            spread = _rate_range(pw.min, pw.max)
-        moved = format_bytes(p.bytes) if p.bytes else (f"{p.ops:,} ops" if p.ops else "-")
-        row = [p.name, moved, _secs(p.elapsed_s) if p.elapsed_s else "-", spread]
-        row += [_repeat_spread(p)] if repeated else []
-        row += [_cpu_cell(p)] if cpu else []
-        rows.append(row)
-    note = " ".join(n for n in (_SPREAD_NOTE if repeated else "", _cpu_note(run)) if n)
-    return _Table("Volume, time and spread", headers, rows, "l" + "r" * (len(headers) - 1),
-                  note=note, row_classes=classes)  # fmt: skip
+_METADATA_COLUMNS = (Column("Phase"), Column("Operation", cut=8), Column("Rate", "r"),
+                     Column("p99", "r"))  # fmt: skip
 
 
-def _metadata_table(run: RunResult) -> _Table | None:
+def _metadata_table(run: RunResult) -> Section | None:
     rows = []
     for p in run.phases:
         rates = metadata_rates(p)
@@ -160,7 +154,7 @@ def _metadata_table(run: RunResult) -> _Table | None:
             rows.append([p.name, op, f"{format_count(r)} ops/s", _secs(p99)])
     if not rows:
         return None
-    return _Table("Metadata operations", ["Phase", "Operation", "Rate", "p99"], rows, "llrr")
+    return Section("Metadata operations", Table(_METADATA_COLUMNS, rows))
 
 
 def _loader_config(ld: LoaderBlock) -> str:
@@ -215,7 +209,7 @@ def _loader_au_rows(run: RunResult, ld: LoaderBlock) -> list[list[str]]:
     return rows
 
 
-def _loader_table(run: RunResult) -> _Table | None:
+def _loader_table(run: RunResult) -> Section | None:
     ld = run.loader_block
     if ld is None or ld.empty:
         return None
@@ -231,7 +225,7 @@ def _loader_table(run: RunResult) -> _Table | None:
         if saturated(c.to_dict()):
             text += ": the client, not the storage, may have been the limit"
         rows.append(["Client CPU", text])
-    return _Table("Data loader (measured)", ["", ""], rows, "ll", kv=True)
+    return pairs("Data loader (measured)", rows)
 
 
 def _loader_rank_au(ld: LoaderBlock) -> list[tuple[float, str]]:
@@ -275,7 +269,7 @@ def _basis_text(basis: Any) -> str:
     return str(basis) if basis is not None else "-"
 
 
-def _estimate_tables(run: RunResult) -> list[_Table]:
+def _estimate_tables(run: RunResult) -> list[Section]:
     est = run.estimate_block
     if est is None or est.empty:
         return []
@@ -294,44 +288,35 @@ def _estimate_tables(run: RunResult) -> list[_Table]:
     for w in est.warnings or ():
         rows.append(["Warning", str(w)])
     rows.append(["Basis", _basis_text(est.basis)])
-    out = [
-        _Table(
-            "Estimate (model output, not measured)",
-            ["", ""],
-            rows,
-            "ll",
-            kv=True,
-            note="Predicted from the measured figures by the starvation model; see basis.",
-        )
-    ]
-    au_at = est.points
-    if au_at:
-        banded = any(_is_num(a.low) for a in au_at)
-        grid = []
-        for a in au_at:
-            ok = "-"
-            # the conservative end decides, as in the verdict
-            judged = a.low if _is_num(a.low) else a.au
-            if _is_num(thr) and _is_num(judged):
-                ok = "yes" if judged >= thr else "no"
-            row = [str(a.gpus if a.has("gpus") else "-"), _pct(a.au)]
-            if banded:
-                row.append(f"{_pct(a.low)}–{_pct(a.high)}" if _is_num(a.low) else "-")
-            grid.append([*row, ok])
-        level = _level(est)
-        headers = ["GPUs", "Estimated AU"]
-        if banded:
-            headers.append(f"{level:.0%} interval" if _is_num(level) else "Interval")
-        out.append(
-            _Table(
-                "Estimated AU at N GPUs (model output)",
-                [*headers, "Meets threshold"],
-                grid,
-                "rrrl" if banded else "rrl",
-                note="meets the threshold when the interval's low end does" if banded else "",
-            )
-        )
+    note = "Predicted from the measured figures by the starvation model; see basis."
+    out = [pairs("Estimate (model output, not measured)", rows, note)]
+    if est.points:
+        grid = Table.of(_au_columns(est), est.points)
+        banded = any(_is_num(a.low) for a in est.points)
+        note = "meets the threshold when the interval's low end does" if banded else ""
+        out.append(Section("Estimated AU at N GPUs (model output)", grid, note))
     return out
+
+
+def _meets(a: AuPoint, thr: float | None) -> str:
+    """Whether a point meets the threshold: its conservative end decides, as in the verdict."""
+    judged = a.low if _is_num(a.low) else a.au
+    if _is_num(thr) and _is_num(judged):
+        return "yes" if judged >= thr else "no"
+    return "-"
+
+
+def _au_columns(est: EstimateBlock) -> tuple[Column, ...]:
+    """The estimated AU at each GPU count: the interval's column when a point has one."""
+    level = _level(est)
+    return (
+        Column("GPUs", "r", get=lambda a: str(a.gpus if a.has("gpus") else "-")),
+        Column("Estimated AU", "r", get=lambda a: _pct(a.au)),
+        Column(f"{level:.0%} interval" if _is_num(level) else "Interval", "r",
+               fmt=lambda a: f"{_pct(a.low)}–{_pct(a.high)}" if _is_num(a.low) else "-",
+               shown=lambda points: any(_is_num(a.low) for a in points)),
+        Column("Meets threshold", get=lambda a: _meets(a, est.threshold)),
+    )  # fmt: skip
 
 
 def _level(est: EstimateBlock) -> Any:
@@ -361,51 +346,60 @@ def _clients_text(run: RunResult) -> str | None:
     )
 
 
-def _ranks_table(run: RunResult) -> _Table | None:
-    """Per-rank spread of every many-client phase: the aggregate, the stonewall figure (when
-    the first rank finished) and the ranks' own rates, the slowest named (and the hosts'
-    spread when there are several)."""
+def _rank_spread(p: PhaseResult) -> SpreadBlock:
+    sp = p.extra_block.rank_spread
+    return sp if isinstance(sp, SpreadBlock) else SpreadBlock()
+
+
+def _by_bytes(p: PhaseResult) -> bool:
+    sp = _rank_spread(p)
+    return (sp.unit if sp.has("unit") else "bandwidth_bps") == "bandwidth_bps"
+
+
+def _rank_figure(p: PhaseResult, v: Any) -> str:
+    """A rate of a many-client phase in the unit of its ranks' spread."""
+    if not _is_num(v) or not v:
+        return "-"
+    return _rate(v) if _by_bytes(p) else f"{format_count(v)} ops/s"
+
+
+def _slowest(d: Any, what: str) -> str:
+    if not isinstance(d, SpreadBlock) or d.slowest is None:
+        return "-"
+    ratio = d.max_over_min
+    return f"{what}{d.slowest}" + (f" x{ratio:.2f}" if _is_num(ratio) else "")
+
+
+def _many_hosts(phases: Sequence[PhaseResult]) -> bool:
+    return any(int(p.extra_block.hosts or 1) > 1 for p in phases)
+
+
+# Per-rank spread of a many-client phase: the aggregate, the stonewall figure (when the first
+# rank finished) and the ranks' own rates, the slowest named (and the hosts' spread when there
+# are several). A rank's or host's name is never cut.
+RANK_COLUMNS = (
+    _PHASE,
+    Column("Ranks", "r", get=lambda p: str(p.extra_block.world if p.extra_block.has("world")
+                                              else "-")),
+    Column("Aggregate", "r",
+           get=lambda p: _rank_figure(p, p.bandwidth_bps if _by_bytes(p) else p.iops)),
+    Column("Stonewall", "r",
+           get=lambda p: _rank_figure(p, p.bandwidth_stonewall_bps if _by_bytes(p) else None)),
+    Column("Rank min", "r", get=lambda p: _rank_figure(p, _rank_spread(p).min)),
+    Column("Rank max", "r", get=lambda p: _rank_figure(p, _rank_spread(p).max)),
+    Column("Slowest", get=lambda p: _slowest(_rank_spread(p), "rank ")),
+    Column("Slowest host", fmt=lambda p: _slowest(p.extra_block.host_spread, ""),
+           shown=_many_hosts),
+)  # fmt: skip
+
+
+def _ranks_table(run: RunResult) -> Section | None:
     phases = _many_client_phases(run)
     if not phases:
         return None
-    many_hosts = any(int(p.extra_block.hosts or 1) > 1 for p in phases)
-    rows = []
-    for p in phases:
-        extra = p.extra_block
-        sp = extra.rank_spread if isinstance(extra.rank_spread, SpreadBlock) else SpreadBlock()
-        by_bytes = (sp.unit if sp.has("unit") else "bandwidth_bps") == "bandwidth_bps"
-
-        def fmt(v: Any, by_bytes: bool = by_bytes) -> str:
-            if not _is_num(v) or not v:
-                return "-"
-            return _rate(v) if by_bytes else f"{format_count(v)} ops/s"
-
-        def slowest(d: Any, what: str) -> str:
-            if not isinstance(d, SpreadBlock) or d.slowest is None:
-                return "-"
-            ratio = d.max_over_min
-            return f"{what}{d.slowest}" + (f" x{ratio:.2f}" if _is_num(ratio) else "")
-
-        row = [
-            p.name,
-            str(extra.world if extra.has("world") else "-"),
-            fmt(p.bandwidth_bps if by_bytes else p.iops),
-            fmt(p.bandwidth_stonewall_bps if by_bytes else None),
-            fmt(sp.min),
-            fmt(sp.max),
-            slowest(sp, "rank "),
-        ]
-        if many_hosts:
-            row.append(slowest(extra.host_spread, ""))
-        rows.append(row)
-    headers = ["Phase", "Ranks", "Aggregate", "Stonewall", "Rank min", "Rank max", "Slowest"]
-    if many_hosts:
-        headers.append("Slowest host")
-    return _Table(
+    return Section(
         "Clients (per-rank spread)",
-        headers,
-        rows,
-        "lrrrrrl" + ("l" if many_hosts else ""),
+        Table.of(RANK_COLUMNS, phases),
         note="Aggregate: all ranks' bytes over the last end minus the first start; stonewall: "
         "what all ranks had moved when the first one finished, over that time; slowest: the "
         "rank with the lowest rate, x the fastest's over its.",
@@ -510,7 +504,13 @@ def _headline(p: PhaseResult) -> tuple[str, float | None, Callable[[Any], str]]:
     return "iops", _value(p, "iops"), lambda v: _count(v, " ops/s")
 
 
-def _baseline_table(run: RunResult, baseline: RunResult) -> _Table:
+_BASELINE_COLUMNS = (
+    Column("Phase"), Column("Rate", "r"), Column("Baseline", "r"), delta_column("Δ rate"),
+    Column("p99", "r"), Column("Baseline p99", "r"), delta_column("Δ p99"),
+)  # fmt: skip
+
+
+def _baseline_table(run: RunResult, baseline: RunResult) -> Section:
     """The phases both runs measured, side by side: the headline rate and p99, each with its
     change against the baseline (the medians every table shows); what only one run has is
     named in the note."""
@@ -523,17 +523,8 @@ def _baseline_table(run: RunResult, baseline: RunResult) -> _Table:
         metric, cur, fmt = _headline(p)
         bval = _value(b, metric)
         p99, bp99 = _value(p, "latency_s.p99"), _value(b, "latency_s.p99")
-        rows.append(
-            [
-                p.name,
-                fmt(cur),
-                fmt(bval),
-                _delta(bval, cur),
-                _secs(p99),
-                _secs(bp99),
-                _delta(bp99, p99),
-            ]
-        )
+        rows.append([p.name, fmt(cur), fmt(bval), _delta(bval, cur), _secs(p99), _secs(bp99),
+                     _delta(bp99, p99)])  # fmt: skip
     names = {p.name for p in run.phases}
     only_run = [p.name for p in run.phases if p.name not in base]
     only_base = [n for n in base if n not in names]
@@ -545,27 +536,31 @@ def _baseline_table(run: RunResult, baseline: RunResult) -> _Table:
         notes.append(f"Not in the baseline: {', '.join(only_run)}.")
     if only_base:
         notes.append(f"Only in the baseline: {', '.join(only_base)}.")
-    return _Table(
-        f"Against baseline {baseline.run_id}",
-        ["Phase", "Rate", "Baseline", "Δ rate", "p99", "Baseline p99", "Δ p99"],
-        rows,
-        "lrrrrrr",
-        note=" ".join(notes),
-    )
+    title = f"Against baseline {baseline.run_id}"
+    return Section(title, Table(_BASELINE_COLUMNS, rows), " ".join(notes))
 
 
-def _sections(run: RunResult, baseline: RunResult | None = None) -> list[_Table]:
-    """The tables every rendering shows, in order: phases (and the baseline's deltas),
-    metadata, loader, estimate."""
-    sections: list[_Table] = [_phase_table(run)] if run.phases else []
+def _sections(run: RunResult, baseline: RunResult | None = None) -> list[Section]:
+    """The tables every rendering shows, in order: phases (and the baseline's deltas), ranks,
+    metadata, loader, estimate, the loader during a checkpoint, the checkpoint."""
+    sections: list[Section] = [_phase_table(run)] if run.phases else []
     if baseline is not None:
         sections.append(_baseline_table(run, baseline))
     sections += [t for t in (_ranks_table(run), _metadata_table(run), _loader_table(run)) if t]
-    more = during_tables(run.loader) + ckpt_tables(run.checkpoint)
-    return sections + _estimate_tables(run) + [_Table(**t) for t in more]
+    sections += _estimate_tables(run)
+    return sections + during_tables(run.loader) + _checkpoint_tables(run)
 
 
-def _cache_table(run: RunResult) -> _Table | None:
+def _checkpoint_tables(run: RunResult) -> list[Section]:
+    """The checkpoint's measured figures and its estimate (checkpoint.rows), as label/value
+    blocks."""
+    return [pairs(t["title"], t["rows"], t["note"]) for t in ckpt_tables(run.checkpoint)]
+
+
+_CACHE_COLUMNS = (Column("Cache"), Column("What it means"), Column("Phases"))
+
+
+def _cache_table(run: RunResult) -> Section | None:
     """One row per cache mode met in the run (the Summary has each phase's): what it means
     and which phases ran under it ("all N phases" when every one did)."""
     by_mode: dict[str, list[str]] = {}
@@ -579,11 +574,6 @@ def _cache_table(run: RunResult) -> _Table | None:
     rows = []
     for mode, names in by_mode.items():
         every = len(by_mode) == 1 and len(names) > 1
-        rows.append(
-            [
-                mode,
-                _CACHE_MEANING.get(mode, "-"),
-                f"all {len(names)}" if every else ", ".join(names),
-            ]
-        )
-    return _Table("Cache handling", ["Cache", "What it means", "Phases"], rows, "lll")
+        phases = f"all {len(names)}" if every else ", ".join(names)
+        rows.append([mode, _CACHE_MEANING.get(mode, "-"), phases])
+    return Section("Cache handling", Table(_CACHE_COLUMNS, rows))
