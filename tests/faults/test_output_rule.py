@@ -252,6 +252,58 @@ def test_a_bind_mount_of_the_dataset_is_the_dataset(cli, ds, bind, tmp_path, arg
     assert snapshot(ds) == before and not (tmp_path / "out").exists()
 
 
+@pytest.fixture
+def bind_inside(ds, tmp_path):
+    """A bind mount of a directory *inside* the dataset (``DS/cat``): its ancestors are not the
+    dataset's, so only where it lies in its filesystem tells it is the dataset's."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root for a bind mount")
+    where = tmp_path / "sub"
+    where.mkdir()
+    src = ds / "cat"
+    p = subprocess.run(["mount", "--bind", str(src), str(where)], capture_output=True, text=True)
+    if p.returncode:
+        pytest.skip(f"cannot bind-mount here: {p.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], capture_output=True)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["profile", "{ds}", "--output", "{sub}/001.jpg", "--force"],  # used to replace it
+        ["profile", "{ds}", "--output", "{sub}/p.toml"],  # used to write DS/cat/p.toml
+        ["loader", "{ds}", "--existing", *LOADER, "--no-history", "--output", "{sub}/res"],
+        ["loader", "{ds}", "--existing", *LOADER, "--no-history", "--csv", "{sub}/c.csv",
+         "--output", "{tmp}/out"],
+        ["profile", "{sub}", "--output", "{ds}/cat/p.toml"],  # the dataset given through it
+    ],
+    ids=["profile-force", "profile-new", "loader-output", "loader-csv", "dataset-through-it"],
+)  # fmt: skip
+def test_a_bind_mount_of_a_directory_inside_the_dataset_is_the_dataset(
+    cli, ds, bind_inside, tmp_path, args
+):
+    before = snapshot(ds)
+    argv = [a.format(ds=ds, sub=bind_inside, tmp=tmp_path) for a in args]
+    _refused(cli(*argv), "lies inside the dataset")
+    assert snapshot(ds) == before and not (tmp_path / "out").exists()
+
+
+def test_fs_location_reads_the_mount_root_and_its_escapes():
+    """The location is the mount's device and root plus the path below its mount point: a
+    bind mount of DS/cat at /b holds the same place as DS/cat itself."""
+    info = (
+        "25 1 8:1 / / rw - ext4 /dev/sda1 rw\n"
+        "40 25 8:1 /data/my\\040ds/cat /b rw - ext4 /dev/sda1 rw\n"
+        "41 25 0:50 / /data/my\\040ds/cat/t rw - tmpfs tmpfs rw\n"
+    )
+    assert safeio.fs_location("/b/x", info) == ("8:1", "/data/my ds/cat/x")
+    assert safeio.fs_location("/data/my ds/cat/x", info) == ("8:1", "/data/my ds/cat/x")
+    assert safeio.fs_location("/data/my ds/cat/t/y", info) == ("0:50", "/y")
+
+
 # -- the history default, symlink loops ------------------------------------------------------
 
 
