@@ -191,6 +191,46 @@ def test_a_bad_value_in_a_result_is_exit_2_naming_file_field_and_value(tmp_path,
     assert r.stdout == ""
 
 
+def _hist(**kv):
+    def edit(d):
+        h = {"sub_buckets": 64, "count": 2, "sum_ns": 2000, "min_ns": 900, "max_ns": 1100,
+             "buckets": {"100": 2}}  # fmt: skip
+        h.update(kv)
+        d["phases"][0]["histogram"] = h
+
+    return edit
+
+
+# What only the HTML report's plots read: report --html used to be exit 4 "internal error"
+# (TypeError, IndexError) on a damaged histogram, and drew a series of strings or NaN.
+BAD_PLOTTED = {
+    "histogram count a list": (_hist(count=[1]), "histogram.count = [1] is not a number"),
+    "histogram count a string": (_hist(count="x"), "histogram.count = 'x' is not a number"),
+    "histogram layout 0": (_hist(sub_buckets=0), "histogram.sub_buckets = 0 is not 64"),
+    "bucket beyond the layout": (_hist(buckets={"99999": 1}), "'99999' is not a bucket index"),
+    "bucket negative index": (_hist(buckets={"-1": 1}), "'-1' is not a bucket index"),
+    "bucket count fractional": (_hist(buckets={"5": 1.5}), "buckets[5] = 1.5 is not a whole number"),
+    "series of strings": (lambda d: d["phases"][0].update(series=["x"]), "series[0] = 'x' is not a number"),
+    "series NaN": (lambda d: d["phases"][0].update(series=[1.0, float("nan")]), "series[1] = nan"),
+    "ops series negative": (lambda d: d["phases"][0].update(ops_series=[-1]), "ops_series[0] = -1 is negative"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("label", list(BAD_PLOTTED))
+def test_a_damaged_histogram_or_series_is_exit_2_naming_it(tmp_path, label):
+    d = _result(tmp_path)
+    edit, words = BAD_PLOTTED[label]
+    edit(d)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(d))
+    html = tmp_path / "r.html"
+    r = _run(tmp_path, "report", str(bad), "--html", str(html))
+    assert r.returncode == 2, (label, r.returncode, r.stderr)
+    line = one_line(r.stderr)
+    assert "bad.json" in line and words in line, (label, line)
+    assert r.stdout == "" and not html.exists()
+
+
 HUGE = {
     "integer 10**400": lambda s: s.replace('"bytes": 67108864', '"bytes": 1' + "0" * 400, 1),
     "integer of 5,000 digits": lambda s: s.replace('"ops": 64', '"ops": ' + "9" * 5000, 1),
