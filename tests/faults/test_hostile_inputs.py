@@ -406,6 +406,33 @@ def test_environment_values_that_mean_nothing_are_named(tmp_path, var, value, wo
     assert debris(target) == [] and not (tmp_path / "iobench-results").exists()
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device", "dangling"])
+def test_a_named_workload_that_is_no_file_is_named_as_what_it_is(tmp_path, kind):
+    """A FIFO (a device, a dangling link) named ``NAME.toml`` in IOBENCH_WORKLOADS used to be
+    "unknown workload 'NAME'; choose one of: NAME, …" (listed, then refused unnamed)."""
+    wl = tmp_path / "wl"
+    wl.mkdir()
+    node = wl / "evil.toml"
+    if kind == "fifo":
+        os.mkfifo(node)
+    elif kind == "device":
+        node.symlink_to("/dev/zero")
+    else:
+        node.symlink_to(tmp_path / "nowhere")
+    target = tmp_path / "t"
+    target.mkdir()
+    r = _run(tmp_path, "run", "evil", str(target), "-q", env={"IOBENCH_WORKLOADS": str(wl)})
+    assert r.returncode == 2, r.stderr
+    line = one_line(r.stderr)
+    what = {
+        "fifo": "is a FIFO",
+        "device": "is a character device",
+        "dangling": "which does not exist",
+    }
+    assert f"workload file {node}" in line and what[kind] in line, line
+    assert "unknown workload" not in line and debris(target) == []
+
+
 def test_markdown_escapes_html_from_names(tmp_path):
     """`report --markdown` passed raw <script> from phase, target and workload names."""
     d = _result(tmp_path)
