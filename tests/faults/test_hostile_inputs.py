@@ -368,6 +368,11 @@ CASES = {
     "checkpoint --repeat 100000": ("checkpoint {T} --model llama3-8b --repeat 100000", "--repeat 100,000 is more than 1,000"),
     "checkpoint --interval 1e300s": ("checkpoint {T} --model llama3-8b --interval 1e300s", "--interval 1e300s is longer than 7 days"),
     "--set nested list": ("run sequential-write {T} --set block_sizes=[[[[1]]]]", "block_sizes = '[[[[1]]]]' is not valid"),
+    # found by the issue-23 audit: loader --existing checked its dataset apart from profile's
+    # ("dataset  does not exist"; /proc scanned as a dataset), profile --scale unbounded
+    "loader --existing file:// empty": ("loader file:// --existing", "dataset 'file://' names no directory"),
+    "loader --existing /proc": ("loader /proc/sys --existing", "dataset /proc/sys is on proc, a kernel interface"),
+    "profile --scale 1e300": ("profile {T} --scale 1e300 --output {D}/p.toml", "--scale must be more than 0 and at most 1,000,000,000, got 1e+300"),
 }  # fmt: skip
 
 
@@ -384,6 +389,26 @@ def test_bad_targets_and_options_are_exit_2_nothing_written(tmp_path, label):
     assert "S3CRET" not in r.stderr + r.stdout
     assert debris(target) == [] and debris(tmp_path) == []
     assert not (tmp_path / "iobench-results").exists() and not (tmp_path / "p.toml").exists()
+
+
+def test_a_profile_scaled_beyond_the_count_bound_is_refused_before_the_write(tmp_path):
+    """``profile --scale`` that makes more files than a profile may hold used to fail in the
+    check of the written temporary file: a line naming ``.p.toml.<hex>.tmp`` and a number of
+    300 digits. Now refused naming --scale and the largest that fits, nothing written."""
+    pytest.importorskip("PIL", reason="Pillow is the images extra")
+    from existing_datasets import images
+
+    ds = tmp_path / "DS"
+    images(ds)  # 12 files
+    out = tmp_path / "p.toml"
+    r = _run(tmp_path, "profile", str(ds), "--scale", "1e9", "--output", str(out))
+    assert r.returncode == 2, r.stderr
+    line = one_line(r.stderr)
+    assert "--scale 1e+09 makes 12 files 12,000,000,000, more than 1,000,000,000" in line, line
+    assert "give --scale 83333333 or less" in line and ".tmp" not in line
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    r = _run(tmp_path, "profile", str(ds), "--scale", "83333333", "--output", str(out))
+    assert r.returncode == 0, r.stderr  # the scale the line gives fits
 
 
 @pytest.mark.parametrize(
