@@ -95,6 +95,36 @@ def unescape_mountinfo(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
+# Kernel interfaces mounted like filesystems: never storage, never a place for an output
+PSEUDO_FS = {
+    "proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs",
+    "pstore", "bpf", "devpts", "mqueue", "efivarfs", "binfmt_misc", "fusectl", "rpc_pipefs",
+    "nsfs", "autofs", "selinuxfs", "hugetlbfs",
+}  # fmt: skip
+
+
+def _mount_of(real: str, mountinfo: str | None) -> tuple[str, str, str, str] | None:
+    """(device ``MAJOR:MINOR``, root in its filesystem, mount point, filesystem type) of the
+    mount holding the real path ``real``: the longest mount point, the last mounted on ties."""
+    if mountinfo is None:
+        try:
+            with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+                mountinfo = f.read()
+        except OSError:
+            return None
+    best: tuple[str, str, str, str] | None = None
+    for line in mountinfo.splitlines():
+        parts = line.split(" ")
+        if len(parts) < 5:
+            continue
+        dev, root, point = parts[2], unescape_mountinfo(parts[3]), unescape_mountinfo(parts[4])
+        fs_type = parts[parts.index("-") + 1] if "-" in parts[5:-1] else "unknown"
+        inside = point == "/" or real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) >= len(best[2])):
+            best = (dev, root, point, fs_type)
+    return best
+
+
 def fs_location(
     path: str | os.PathLike[str], mountinfo: str | None = None
 ) -> tuple[str, str] | None:
@@ -103,26 +133,18 @@ def fs_location(
     one directory, through any bind mounts, have the same location. None when unknown (no
     /proc, a deleted directory)."""
     real = os.path.realpath(path)
-    if mountinfo is None:
-        try:
-            with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
-                mountinfo = f.read()
-        except OSError:
-            return None
-    best: tuple[str, str, str] | None = None
-    for line in mountinfo.splitlines():
-        parts = line.split(" ")
-        if len(parts) < 5:
-            continue
-        dev, root, point = parts[2], unescape_mountinfo(parts[3]), unescape_mountinfo(parts[4])
-        inside = point == "/" or real == point or real.startswith(point.rstrip("/") + "/")
-        if inside and (best is None or len(point) >= len(best[2])):  # the last mounted wins
-            best = (dev, root, point)
-    if best is None:
+    m = _mount_of(real, mountinfo)
+    if m is None:
         return None
-    dev, root, point = best
+    dev, root, point, _fs_type = m
     rest = real[len(point) :] if point != "/" else real
     return dev, os.path.normpath(root.rstrip("/") + "/" + rest.lstrip("/"))
+
+
+def fs_type_at(path: str | os.PathLike[str], mountinfo: str | None = None) -> str | None:
+    """The type of the filesystem holding ``path`` (``ext4``, ``sysfs``), None when unknown."""
+    m = _mount_of(os.path.realpath(path), mountinfo)
+    return m[3] if m else None
 
 
 def _placed_inside(dir_fd: int) -> tuple[str, str] | None:
@@ -272,6 +294,12 @@ def check_output_file(
     if not probe.is_dir():
         raise UsageError(f"cannot write {path}: {probe} is not a directory", hint=hint)
     refuse_inside_input(path, option, "the file")
+    fs_type = fs_type_at(probe)
+    if fs_type in PSEUDO_FS:  # its files look regular; they are the kernel's settings
+        raise UsageError(
+            f"cannot write {path}: {probe} is on {fs_type}, a kernel interface, not storage",
+            hint=hint,
+        )
     if not os.access(probe, os.W_OK | os.X_OK):
         why = "on a read-only filesystem" if on_read_only_fs(probe) else "not writable by this user"
         raise UsageError(f"cannot write {path}: {probe} is {why}", hint=hint)

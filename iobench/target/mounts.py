@@ -86,11 +86,6 @@ def read_mountinfo(path: str = "/proc/self/mountinfo") -> list[MountInfo]:
 
 # Kernel interfaces mounted as filesystems: files there are not storage (and writing in them
 # may change the system), so they are refused as targets.
-PSEUDO_FS = {
-    "proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs",
-    "pstore", "bpf", "devpts", "mqueue", "efivarfs", "binfmt_misc", "fusectl", "rpc_pipefs",
-    "nsfs", "autofs", "selinuxfs", "hugetlbfs",
-}  # fmt: skip
 
 
 def fs_class(fs_type: str) -> str:

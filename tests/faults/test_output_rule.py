@@ -337,6 +337,29 @@ def test_fs_location_reads_the_mount_root_and_its_escapes():
     assert safeio.fs_location("/data/my ds/cat/t/y", info) == ("0:50", "/y")
 
 
+@pytest.mark.parametrize(
+    "args,dest",
+    [
+        (["profile", "{ds}", "--output", "{dest}", "--force"], "/sys/kernel/mm/transparent_hugepage/enabled"),
+        (["profile", "{ds}", "--output", "{dest}"], "/sys/kernel/iobench-audit.toml"),
+        (["history", "export", "{dest}"], "/sys/kernel/iobench-audit.parquet"),
+    ],
+    ids=["profile-force-over-a-setting", "profile-new", "history-export"],
+)  # fmt: skip
+def test_an_output_on_a_kernel_interface_is_refused_before_anything_runs(cli, ds, args, dest):
+    """A sysfs (or proc) file looks regular, so ``--force`` passed it: the write failed only
+    at the end (exit 4, after the dataset was read; found by the issue-23 audit)."""
+    if not os.path.isdir("/sys/kernel"):
+        pytest.skip("no /sys here")
+    if os.path.exists(dest):
+        before = Path(dest).read_bytes()
+    argv = [a.format(ds=ds, dest=dest) for a in args]
+    line = _refused(cli(*argv), "is on sysfs, a kernel interface, not storage")
+    assert dest in line
+    if os.path.exists(dest):
+        assert Path(dest).read_bytes() == before
+
+
 # -- the history default, symlink loops ------------------------------------------------------
 
 
