@@ -411,6 +411,36 @@ def test_a_profile_scaled_beyond_the_count_bound_is_refused_before_the_write(tmp
     assert r.returncode == 0, r.stderr  # the scale the line gives fits
 
 
+MODELS = {  # a checkpoint model file's key set to a size whose layout takes hours to sum
+    "layers 10**9": ("layers", "1000000000", "1,000,000,000 layers, more than 100,000"),
+    "dp 10**9": ("dp", "1000000000", "1,000,000,000 ranks, more than the 1,048,576 accelerators"),
+    "dp 2**20 as threads": ("dp", "1048576", "1048576 ranks would run as threads of one process"),
+}
+
+
+@pytest.mark.parametrize("label", list(MODELS))
+def test_a_checkpoint_model_too_big_to_lay_out_is_refused_at_once(tmp_path, label):
+    """``layers = 1000000000`` in a model file made ``checkpoint --dry-run`` and ``plan`` run
+    for hours (the layout is summed per layer and rank), ``dp = 1048576`` for minutes before
+    the thread-rank bound refused it (found by the issue-23 audit)."""
+    key, value, words = MODELS[label]
+    shipped = Path(__file__).resolve().parents[2] / "workloads" / "checkpoints" / "llama3-8b.toml"
+    lines = [ln for ln in shipped.read_text().splitlines() if not ln.startswith(f"{key} ")]
+    model = tmp_path / "m.toml"
+    model.write_text("\n".join([*lines, f"{key} = {value}", ""]))
+    target = tmp_path / "t"
+    target.mkdir()
+    argvs = [("checkpoint", str(target), "--model", str(model), "--dry-run")]
+    if "threads" not in label:
+        argvs.append(("plan", "--gpus", "8", "--model", str(model), "--goodput", "95%",
+                      "--mtbf", "10d"))  # fmt: skip
+    for argv in argvs:
+        r = _run(tmp_path, *argv)  # TIMEOUT_S: the old layout would have hung the test here
+        assert r.returncode == 2, (argv[0], r.stderr)
+        assert words in one_line(r.stderr), (argv[0], r.stderr)
+    assert debris(target) == []
+
+
 @pytest.mark.parametrize(
     "var,value,words",
     [
