@@ -34,6 +34,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..core.errors import UsageError
+from ..model.starvation_inputs import MAX_MODEL_GPUS
+
+#: Most transformer layers a model file may give (the largest MLPerf model has 128; a
+#: layout of this many is summed in about 3 s here).
+MAX_LAYERS = 100_000
 
 DATATYPE_BYTES: dict[str, int] = {"int8": 1, "uint8": 1, "fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8}
 Kind = Literal["model", "optimizer"]
@@ -72,6 +77,19 @@ class Architecture:
             )
         if self.pp > self.layers:
             raise UsageError(f"architecture: pp {self.pp} exceeds the {self.layers} layers")
+        # the layout is summed per rank and per layer: bounded, so that no model file can
+        # make planning run for hours (dp = 10^9: 30 s and more; layers = 10^9: hours)
+        if self.ranks > MAX_MODEL_GPUS:
+            raise UsageError(
+                f"architecture: dp × tp × pp = {self.ranks:,} ranks, more than the "
+                f"{MAX_MODEL_GPUS:,} accelerators iobench models",
+                hint="give dp, tp and pp of a real job",
+            )
+        if self.layers > MAX_LAYERS:
+            raise UsageError(
+                f"architecture: {self.layers:,} layers, more than {MAX_LAYERS:,}",
+                hint="give the model's transformer layers (MLPerf's largest has 128)",
+            )
         for key in ("model_datatype", "optimizer_datatype"):
             if getattr(self, key) not in DATATYPE_BYTES:
                 raise UsageError(

@@ -54,6 +54,19 @@ def file_kind(mode: int) -> str | None:
     return "not a regular file"
 
 
+def kind_of(path: str | os.PathLike[str]) -> str:
+    """What ``path`` is, in words, following links ("a FIFO", "a regular file", "a symbolic
+    link to X, which does not exist"), without opening it."""
+    try:
+        return file_kind(os.stat(path).st_mode) or "a regular file"
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return f"a symbolic link to {os.readlink(path)}, which does not exist"
+        return "missing"
+    except OSError as e:
+        return f"unreadable ({e.strerror})"
+
+
 class NotRegularFile(OSError):
     """An input that is not a regular file (``kind``: "a FIFO", "a directory", ...)."""
 

@@ -9,7 +9,10 @@ Every output file (result.json, report.html, ``--csv``, ``--series-csv``, ``--li
   that replace a file replace only a regular file),
 - never inside an input dataset, told by the (st_dev, st_ino) of the destination directory
   and each of its ancestors against the dataset root's, so a bind mount, a symlinked path or
-  a hard-linked name of the dataset is caught as surely as the path itself,
+  a hard-linked name of the dataset is caught as surely as the path itself; and by where the
+  directory lies in its filesystem (``/proc/self/mountinfo``: the mount's device and root),
+  so a bind mount of a directory *inside* the dataset, whose ancestors are not the dataset's,
+  is caught too,
 - created as a new temporary file (``O_CREAT|O_EXCL|O_NOFOLLOW``) in the destination's
   directory, opened once as a descriptor, written and fsync'ed, then renamed into place
   (``renameat``; linked where nothing may be replaced), so a reader sees the old file or the
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +43,8 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 # (st_dev, st_ino) of the inputs this process reads → what it is and the name the user gave
 # ("the dataset DS", "the history ~/.local/share/iobench/history")
 _INPUTS: dict[tuple[int, int], tuple[str, str]] = {}
+# where each input lies in its filesystem (``fs_location``) → the same as ``_INPUTS``
+_INPUT_PLACES: dict[tuple[str, str], tuple[str, str]] = {}
 
 
 def why_missing(path: str | os.PathLike[str]) -> str:
@@ -70,12 +76,94 @@ def protect_input(path: str | os.PathLike[str], what: str = "the dataset") -> No
         st = os.stat(text.removeprefix("file://"))
     except OSError:
         return
-    _INPUTS.setdefault((st.st_dev, st.st_ino), (f"{what} {text}", text.removeprefix("file://")))
+    entry = (f"{what} {text}", text.removeprefix("file://"))
+    _INPUTS.setdefault((st.st_dev, st.st_ino), entry)
+    place = fs_location(entry[1])
+    if place is not None:
+        _INPUT_PLACES.setdefault(place, entry)
 
 
 def forget_inputs() -> None:
     """Forget the recorded inputs (a new command in the same process: the tests, the API)."""
     _INPUTS.clear()
+    _INPUT_PLACES.clear()
+
+
+def unescape_mountinfo(field: str) -> str:
+    """A field of /proc/self/mountinfo as the path it is (space, tab, newline and backslash
+    are written there as octal escapes)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+# Kernel interfaces mounted like filesystems: never storage, never a place for an output
+PSEUDO_FS = {
+    "proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs",
+    "pstore", "bpf", "devpts", "mqueue", "efivarfs", "binfmt_misc", "fusectl", "rpc_pipefs",
+    "nsfs", "autofs", "selinuxfs", "hugetlbfs",
+}  # fmt: skip
+
+
+def _mount_of(real: str, mountinfo: str | None) -> tuple[str, str, str, str] | None:
+    """(device ``MAJOR:MINOR``, root in its filesystem, mount point, filesystem type) of the
+    mount holding the real path ``real``: the longest mount point, the last mounted on ties."""
+    if mountinfo is None:
+        try:
+            with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+                mountinfo = f.read()
+        except OSError:
+            return None
+    best: tuple[str, str, str, str] | None = None
+    for line in mountinfo.splitlines():
+        parts = line.split(" ")
+        if len(parts) < 5:
+            continue
+        dev, root, point = parts[2], unescape_mountinfo(parts[3]), unescape_mountinfo(parts[4])
+        fs_type = parts[parts.index("-") + 1] if "-" in parts[5:-1] else "unknown"
+        inside = point == "/" or real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) >= len(best[2])):
+            best = (dev, root, point, fs_type)
+    return best
+
+
+def fs_location(
+    path: str | os.PathLike[str], mountinfo: str | None = None
+) -> tuple[str, str] | None:
+    """Where the directory ``path`` lies in its filesystem: (the filesystem's device as
+    mountinfo writes it, ``MAJOR:MINOR``; its path from that filesystem's root). Two names of
+    one directory, through any bind mounts, have the same location. None when unknown (no
+    /proc, a deleted directory)."""
+    real = os.path.realpath(path)
+    m = _mount_of(real, mountinfo)
+    if m is None:
+        return None
+    dev, root, point, _fs_type = m
+    rest = real[len(point) :] if point != "/" else real
+    return dev, os.path.normpath(root.rstrip("/") + "/" + rest.lstrip("/"))
+
+
+def fs_type_at(path: str | os.PathLike[str], mountinfo: str | None = None) -> str | None:
+    """The type of the filesystem holding ``path`` (``ext4``, ``sysfs``), None when unknown."""
+    m = _mount_of(os.path.realpath(path), mountinfo)
+    return m[3] if m else None
+
+
+def _placed_inside(dir_fd: int) -> tuple[str, str] | None:
+    """The recorded input whose filesystem location holds the directory open at ``dir_fd``."""
+    if not _INPUT_PLACES:
+        return None
+    try:
+        now = os.readlink(f"/proc/self/fd/{dir_fd}")
+    except OSError:
+        return None
+    if not now.startswith("/") or now.endswith(" (deleted)"):
+        return None
+    here = fs_location(now)
+    if here is None:
+        return None
+    for (dev, where), entry in _INPUT_PLACES.items():
+        if dev == here[0] and (where == "/" or here[1] == where or here[1].startswith(where + "/")):
+            return entry
+    return None
 
 
 def input_holding(dir_fd: int) -> str | None:
@@ -83,6 +171,9 @@ def input_holding(dir_fd: int) -> str | None:
     (by device and inode, walking ``..`` up to the root, across mounts); None when none."""
     if not _INPUTS:
         return None
+    placed = _placed_inside(dir_fd)  # a bind mount of a directory inside an input
+    if placed is not None and _still_there(placed[1]):
+        return placed[0]
     fd = os.dup(dir_fd)
     try:
         st = os.fstat(fd)
@@ -101,6 +192,15 @@ def input_holding(dir_fd: int) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+def _still_there(path: str) -> bool:
+    """Whether the recorded input ``path`` is still one of the directories recorded."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) in _INPUTS
 
 
 def _still(path: str, st: os.stat_result) -> bool:
@@ -194,6 +294,12 @@ def check_output_file(
     if not probe.is_dir():
         raise UsageError(f"cannot write {path}: {probe} is not a directory", hint=hint)
     refuse_inside_input(path, option, "the file")
+    fs_type = fs_type_at(probe)
+    if fs_type in PSEUDO_FS:  # its files look regular; they are the kernel's settings
+        raise UsageError(
+            f"cannot write {path}: {probe} is on {fs_type}, a kernel interface, not storage",
+            hint=hint,
+        )
     if not os.access(probe, os.W_OK | os.X_OK):
         why = "on a read-only filesystem" if on_read_only_fs(probe) else "not writable by this user"
         raise UsageError(f"cannot write {path}: {probe} is {why}", hint=hint)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import StoreError, UsageError, quoted
+from ..core.errors import IobenchError, StoreError, UsageError, quoted
 from ..core.inputs import NotRegularFile, file_kind, loads_json, open_regular
 from ..result.file import SCHEMA_VERSION, RunResult, dumps, schema_version_problem
 
@@ -200,6 +200,10 @@ def _list_files(fs, root: str, local: bool) -> list[str]:
         paths = fs.glob(posixpath.join(root, "*.parquet"))
     except OSError as e:
         raise StoreError(f"cannot list history {root}: {e}") from None
+    except IobenchError:
+        raise
+    except Exception as e:  # noqa: BLE001 - botocore/aiohttp errors (no credentials, no endpoint) have no common base
+        raise StoreError(f"cannot list history {root}: {_why(e)}") from None
     paths = sorted(p for p in paths if not posixpath.basename(p).startswith("."))
     return paths if local else [fs.unstrip_protocol(p) for p in paths]
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import EngineError, Interrupted, IobenchError, UsageError
-from ..core.safeio import protect_input, refuse_inside_input, why_missing
+from ..core.safeio import protect_input, refuse_inside_input
 from ..core.units import format_bytes
 from ..formats.detect import DatasetScan, scan
 from ..result.file import RunResult
@@ -35,7 +35,7 @@ from ..run.guard import UNARMED, UNGUARDED, RunGuard, StallSetting
 from ..run.outdir import claim_output_dir, output_dir_for, release_output_dir
 from ..run.session import RunOutcome, RunSession, new_result
 from ..spec.workload import PROFILE_PARAMS, coerce, load_profile, parse_overrides
-from ..target import StopFlag, Target, find_mount, is_url, read_mountinfo, scrub
+from ..target import StopFlag, Target, is_url, resolve_source, scrub
 from .calibration import COMPUTE_BOUND_AU
 from .existing_data import READ_SHARE
 from .existing_summary import FAIL_SHARE, summarise
@@ -101,27 +101,23 @@ def settle(
 
 
 def dataset_target(path: str) -> Target:
-    """The dataset's location described without writing (a read-only mount is fine)."""
+    """The dataset's location described without writing (a read-only mount is fine), checked
+    as ``profile``'s is (``target.resolve_source``: an empty ``file://``, a missing path, a
+    kernel interface such as /proc are refused, exit 2)."""
     if is_url(path):
         from ..target import resolve_url
 
         return resolve_url(path)
-    p = path.removeprefix("file://")
-    if not os.path.exists(p):
-        raise UsageError(f"dataset {p} {why_missing(p)}", hint="give the dataset's directory")
-    if not os.path.isdir(p):
-        raise UsageError(f"dataset {p} is not a directory", hint="give the dataset's directory")
-    real = os.path.realpath(p)
-    protect_input(real)  # read only: nothing this process writes may land inside it
-    m = find_mount(real, read_mountinfo())
-    st = os.statvfs(real)
+    t = resolve_source(path, "dataset")
+    protect_input(t.root)  # read only: nothing this process writes may land inside it
+    st = os.statvfs(t.root)
     return Target(
         free_bytes=st.f_bavail * st.f_frsize,
-        path_or_url=p,
-        root=real,
-        fs_type=m.fs_type if m else "unknown",
-        mount_point=m.mount_point if m else "",
-        mount_source=m.source if m else "",
+        path_or_url=t.path_or_url,
+        root=t.root,
+        fs_type=t.fs_type if t.mount_point else "unknown",
+        mount_point=t.mount_point,
+        mount_source=t.mount_source,
         direct_io=False,
         direct_reason="not used: an existing dataset is read buffered and read-only",
     )

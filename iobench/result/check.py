@@ -4,12 +4,13 @@ A result read as input (``report``, ``compare``, ``estimate``, a history file) m
 edited or damaged. Every figure a rendering or ``compare`` reads is checked here, so that none
 of them sees a value it cannot hold: a figure is a JSON number (never a string or a boolean),
 finite (no ``NaN``/``Infinity``, no number beyond a double) and not negative; a block is an
-object, a list a list, a name a string. A bad value is a :class:`~iobench.core.errors.StoreError`
+object, a list a list, a name a string; a latency histogram holds whole counts in the bucket
+layout this iobench reads, and a series holds figures. A bad value is a :class:`~iobench.core.errors.StoreError`
 naming the field and the value (the reader adds the file: exit 2). A figure that is absent or
 ``null`` is *not measured* (``None``), never zero: ``compare`` marks it missing and renderings
 print ``-``.
 
-Data layer: imports nothing from iobench but ``errors``.
+Data layer: imports nothing from iobench but ``errors`` and the histogram's layout (``stats``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..core.errors import StoreError
+from .stats import N_BUCKETS, SUB_BUCKETS
 
 #: A phase's counts and times: numbers >= 0 (0 when absent: nothing was counted).
 PHASE_NUMBERS = (
@@ -38,6 +40,10 @@ PHASE_TEXTS = ("name", "op", "cache", "status")
 #: A phase's fields that are JSON objects / lists when present.
 PHASE_OBJECTS = ("latency_s", "histogram", "per_worker", "params", "extra", "spread")
 PHASE_LISTS = ("series", "ops_series", "ranks", "repeats", "warnings")
+#: A phase's lists of figures (per interval): each a number >= 0.
+PHASE_SERIES = ("series", "ops_series")
+#: A latency histogram's counters (``stats.Histogram.to_dict``): whole numbers >= 0.
+HISTOGRAM_COUNTS = ("sub_buckets", "count", "sum_ns", "min_ns", "max_ns")
 #: The figures a phase keeps per repeat (dotted keys into ``PhaseResult.to_dict()``; read by
 #: ``results``): numbers >= 0 or None.
 REPEAT_FIGURES = (
@@ -148,6 +154,40 @@ def check_phase(d: Any, where: str) -> None:
         if not isinstance(r, Mapping):
             _fail(f"{where}.repeats[{i}]", r, "is not an object", shape=True)
         _figures(r, REPEAT_FIGURES, f"{where}.repeats[{i}]")
+    for key in PHASE_SERIES:
+        for i, value in enumerate(d.get(key) or []):
+            why = bad_figure(value) or ("is not a number" if value is None else None)
+            if why:
+                _fail(f"{where}.{key}[{i}]", value, why)
+    if d.get("histogram"):
+        check_histogram(d["histogram"], f"{where}.histogram")
+
+
+def _whole(value: Any) -> str | None:
+    why = bad_figure(value)
+    if why is None and (value is None or value != int(value)):
+        return "is not a whole number"
+    return why
+
+
+def check_histogram(h: Mapping[str, Any], where: str) -> None:
+    """A latency histogram as ``stats.Histogram.to_dict`` writes it: whole counts, the bucket
+    layout this iobench reads, each bucket key an index into it."""
+    for key in HISTOGRAM_COUNTS:
+        why = _whole(h[key]) if key in h else None
+        if why:
+            _fail(f"{where}.{key}", h[key], why)
+    if h.get("sub_buckets", SUB_BUCKETS) != SUB_BUCKETS:
+        _fail(f"{where}.sub_buckets", h["sub_buckets"], f"is not {SUB_BUCKETS}, the layout read")
+    buckets = h.get("buckets", {})
+    if not isinstance(buckets, Mapping):
+        _fail(f"{where}.buckets", buckets, "is not an object", shape=True)
+    for k, n in buckets.items():
+        if not (isinstance(k, str) and k.isdigit() and int(k) < N_BUCKETS):
+            _fail(f"{where}.buckets", k, f"is not a bucket index (0 to {N_BUCKETS - 1})")
+        why = _whole(n)
+        if why:
+            _fail(f"{where}.buckets[{k}]", n, why)
 
 
 def check_run(d: Mapping[str, Any]) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import tomllib
 
 from ..core.errors import SpecError, UsageError
-from ..core.inputs import NotRegularFile, check_toml_shape, open_regular
+from ..core.inputs import NotRegularFile, check_toml_shape, kind_of, open_regular
 from ..core.units import check_stall_timeout, parse_count, parse_duration, parse_percent, parse_size
 from ..formats.registry import FORMATS
 from .params import GENERATOR_PARAMS, Param, generator_names
@@ -365,7 +365,11 @@ def find_file(name: str, kind: str = "workload", base: Path | None = None) -> Pa
     cand = base / f"{name}.toml"
     if cand.is_file():
         return cand
-    known = ", ".join(sorted(q.stem for q in base.glob("*.toml")))
+    if os.path.lexists(cand):  # a FIFO, a device, a dangling link by that name: never opened
+        raise SpecError(
+            f"{kind} file {cand} is {kind_of(cand)}", hint="make it a TOML file or remove it"
+        )
+    known = ", ".join(sorted(q.stem for q in base.glob("*.toml") if q.is_file()))
     if not known:  # an install without its workloads/: say where it looked, not an empty list
         raise SpecError(
             f"unknown {kind} {name!r}: no {kind} files in {base}",

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..core.errors import EngineError, TargetError, UsageError
-from ..core.safeio import why_missing
+from ..core.safeio import PSEUDO_FS, why_missing
 from ..core.units import format_size
 from .direct import (  # noqa: F401 - re-exported
     DIRECT_ALIGN,
@@ -66,7 +66,6 @@ from .mounts import (  # noqa: F401 - re-exported
     KNOWN_FS,
     NETWORK_FS,
     PARALLEL_FS,
-    PSEUDO_FS,
     MountInfo,
     _unescape,
     client_cache,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.safeio import unescape_mountinfo
+
 PARALLEL_FS = {
     "lustre",
     "gpfs",
@@ -43,16 +45,8 @@ class MountInfo:
 
 
 def _unescape(field_: str) -> str:
-    # mountinfo escapes space, tab, newline and backslash as octal
-    out, i = [], 0
-    while i < len(field_):
-        if field_[i] == "\\" and i + 3 < len(field_) + 0 and field_[i + 1 : i + 4].isdigit():
-            out.append(chr(int(field_[i + 1 : i + 4], 8)))
-            i += 4
-        else:
-            out.append(field_[i])
-            i += 1
-    return "".join(out)
+    """A mountinfo field as the path it is (octal escapes: ``core.safeio``'s one reading)."""
+    return unescape_mountinfo(field_)
 
 
 def parse_mountinfo(text: str) -> list[MountInfo]:
@@ -92,11 +86,6 @@ def read_mountinfo(path: str = "/proc/self/mountinfo") -> list[MountInfo]:
 
 # Kernel interfaces mounted as filesystems: files there are not storage (and writing in them
 # may change the system), so they are refused as targets.
-PSEUDO_FS = {
-    "proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs",
-    "pstore", "bpf", "devpts", "mqueue", "efivarfs", "binfmt_misc", "fusectl", "rpc_pipefs",
-    "nsfs", "autofs", "selinuxfs", "hugetlbfs",
-}  # fmt: skip
 
 
 def fs_class(fs_type: str) -> str:

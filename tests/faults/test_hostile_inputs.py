@@ -191,6 +191,46 @@ def test_a_bad_value_in_a_result_is_exit_2_naming_file_field_and_value(tmp_path,
     assert r.stdout == ""
 
 
+def _hist(**kv):
+    def edit(d):
+        h = {"sub_buckets": 64, "count": 2, "sum_ns": 2000, "min_ns": 900, "max_ns": 1100,
+             "buckets": {"100": 2}}  # fmt: skip
+        h.update(kv)
+        d["phases"][0]["histogram"] = h
+
+    return edit
+
+
+# What only the HTML report's plots read: report --html used to be exit 4 "internal error"
+# (TypeError, IndexError) on a damaged histogram, and drew a series of strings or NaN.
+BAD_PLOTTED = {
+    "histogram count a list": (_hist(count=[1]), "histogram.count = [1] is not a number"),
+    "histogram count a string": (_hist(count="x"), "histogram.count = 'x' is not a number"),
+    "histogram layout 0": (_hist(sub_buckets=0), "histogram.sub_buckets = 0 is not 64"),
+    "bucket beyond the layout": (_hist(buckets={"99999": 1}), "'99999' is not a bucket index"),
+    "bucket negative index": (_hist(buckets={"-1": 1}), "'-1' is not a bucket index"),
+    "bucket count fractional": (_hist(buckets={"5": 1.5}), "buckets[5] = 1.5 is not a whole number"),
+    "series of strings": (lambda d: d["phases"][0].update(series=["x"]), "series[0] = 'x' is not a number"),
+    "series NaN": (lambda d: d["phases"][0].update(series=[1.0, float("nan")]), "series[1] = nan"),
+    "ops series negative": (lambda d: d["phases"][0].update(ops_series=[-1]), "ops_series[0] = -1 is negative"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("label", list(BAD_PLOTTED))
+def test_a_damaged_histogram_or_series_is_exit_2_naming_it(tmp_path, label):
+    d = _result(tmp_path)
+    edit, words = BAD_PLOTTED[label]
+    edit(d)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(d))
+    html = tmp_path / "r.html"
+    r = _run(tmp_path, "report", str(bad), "--html", str(html))
+    assert r.returncode == 2, (label, r.returncode, r.stderr)
+    line = one_line(r.stderr)
+    assert "bad.json" in line and words in line, (label, line)
+    assert r.stdout == "" and not html.exists()
+
+
 HUGE = {
     "integer 10**400": lambda s: s.replace('"bytes": 67108864', '"bytes": 1' + "0" * 400, 1),
     "integer of 5,000 digits": lambda s: s.replace('"ops": 64', '"ops": ' + "9" * 5000, 1),
@@ -328,6 +368,11 @@ CASES = {
     "checkpoint --repeat 100000": ("checkpoint {T} --model llama3-8b --repeat 100000", "--repeat 100,000 is more than 1,000"),
     "checkpoint --interval 1e300s": ("checkpoint {T} --model llama3-8b --interval 1e300s", "--interval 1e300s is longer than 7 days"),
     "--set nested list": ("run sequential-write {T} --set block_sizes=[[[[1]]]]", "block_sizes = '[[[[1]]]]' is not valid"),
+    # found by the issue-23 audit: loader --existing checked its dataset apart from profile's
+    # ("dataset  does not exist"; /proc scanned as a dataset), profile --scale unbounded
+    "loader --existing file:// empty": ("loader file:// --existing", "dataset 'file://' names no directory"),
+    "loader --existing /proc": ("loader /proc/sys --existing", "dataset /proc/sys is on proc, a kernel interface"),
+    "profile --scale 1e300": ("profile {T} --scale 1e300 --output {D}/p.toml", "--scale must be more than 0 and at most 1,000,000,000, got 1e+300"),
 }  # fmt: skip
 
 
@@ -344,6 +389,56 @@ def test_bad_targets_and_options_are_exit_2_nothing_written(tmp_path, label):
     assert "S3CRET" not in r.stderr + r.stdout
     assert debris(target) == [] and debris(tmp_path) == []
     assert not (tmp_path / "iobench-results").exists() and not (tmp_path / "p.toml").exists()
+
+
+def test_a_profile_scaled_beyond_the_count_bound_is_refused_before_the_write(tmp_path):
+    """``profile --scale`` that makes more files than a profile may hold used to fail in the
+    check of the written temporary file: a line naming ``.p.toml.<hex>.tmp`` and a number of
+    300 digits. Now refused naming --scale and the largest that fits, nothing written."""
+    pytest.importorskip("PIL", reason="Pillow is the images extra")
+    from existing_datasets import images
+
+    ds = tmp_path / "DS"
+    images(ds)  # 12 files
+    out = tmp_path / "p.toml"
+    r = _run(tmp_path, "profile", str(ds), "--scale", "1e9", "--output", str(out))
+    assert r.returncode == 2, r.stderr
+    line = one_line(r.stderr)
+    assert "--scale 1e+09 makes 12 files 12,000,000,000, more than 1,000,000,000" in line, line
+    assert "give --scale 83333333 or less" in line and ".tmp" not in line
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    r = _run(tmp_path, "profile", str(ds), "--scale", "83333333", "--output", str(out))
+    assert r.returncode == 0, r.stderr  # the scale the line gives fits
+
+
+MODELS = {  # a checkpoint model file's key set to a size whose layout takes hours to sum
+    "layers 10**9": ("layers", "1000000000", "1,000,000,000 layers, more than 100,000"),
+    "dp 10**9": ("dp", "1000000000", "1,000,000,000 ranks, more than the 1,048,576 accelerators"),
+    "dp 2**20 as threads": ("dp", "1048576", "1048576 ranks would run as threads of one process"),
+}
+
+
+@pytest.mark.parametrize("label", list(MODELS))
+def test_a_checkpoint_model_too_big_to_lay_out_is_refused_at_once(tmp_path, label):
+    """``layers = 1000000000`` in a model file made ``checkpoint --dry-run`` and ``plan`` run
+    for hours (the layout is summed per layer and rank), ``dp = 1048576`` for minutes before
+    the thread-rank bound refused it (found by the issue-23 audit)."""
+    key, value, words = MODELS[label]
+    shipped = Path(__file__).resolve().parents[2] / "workloads" / "checkpoints" / "llama3-8b.toml"
+    lines = [ln for ln in shipped.read_text().splitlines() if not ln.startswith(f"{key} ")]
+    model = tmp_path / "m.toml"
+    model.write_text("\n".join([*lines, f"{key} = {value}", ""]))
+    target = tmp_path / "t"
+    target.mkdir()
+    argvs = [("checkpoint", str(target), "--model", str(model), "--dry-run")]
+    if "threads" not in label:
+        argvs.append(("plan", "--gpus", "8", "--model", str(model), "--goodput", "95%",
+                      "--mtbf", "10d"))  # fmt: skip
+    for argv in argvs:
+        r = _run(tmp_path, *argv)  # TIMEOUT_S: the old layout would have hung the test here
+        assert r.returncode == 2, (argv[0], r.stderr)
+        assert words in one_line(r.stderr), (argv[0], r.stderr)
+    assert debris(target) == []
 
 
 @pytest.mark.parametrize(
@@ -364,6 +459,33 @@ def test_environment_values_that_mean_nothing_are_named(tmp_path, var, value, wo
     assert r.returncode == 2, r.stderr
     assert words in one_line(r.stderr)
     assert debris(target) == [] and not (tmp_path / "iobench-results").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "dangling"])
+def test_a_named_workload_that_is_no_file_is_named_as_what_it_is(tmp_path, kind):
+    """A FIFO (a device, a dangling link) named ``NAME.toml`` in IOBENCH_WORKLOADS used to be
+    "unknown workload 'NAME'; choose one of: NAME, …" (listed, then refused unnamed)."""
+    wl = tmp_path / "wl"
+    wl.mkdir()
+    node = wl / "evil.toml"
+    if kind == "fifo":
+        os.mkfifo(node)
+    elif kind == "device":
+        node.symlink_to("/dev/zero")
+    else:
+        node.symlink_to(tmp_path / "nowhere")
+    target = tmp_path / "t"
+    target.mkdir()
+    r = _run(tmp_path, "run", "evil", str(target), "-q", env={"IOBENCH_WORKLOADS": str(wl)})
+    assert r.returncode == 2, r.stderr
+    line = one_line(r.stderr)
+    what = {
+        "fifo": "is a FIFO",
+        "device": "is a character device",
+        "dangling": "which does not exist",
+    }
+    assert f"workload file {node}" in line and what[kind] in line, line
+    assert "unknown workload" not in line and debris(target) == []
 
 
 def test_markdown_escapes_html_from_names(tmp_path):

@@ -116,6 +116,33 @@ def test_s3_history_without_credentials_is_a_warning(cli, planted, moto, monkeyp
     assert "seq-write" in r.out and planted.unchanged()
 
 
+@pytest.mark.parametrize("command", ["list", "compare"])
+def test_a_history_that_cannot_be_listed_is_one_line_not_an_internal_error(
+    cli, monkeypatch, tmp_path, command
+):
+    """Reading an S3 history without credentials (or with its endpoint down) used to be exit 4
+    "internal error: NoCredentialsError" in ``history list`` and ``compare latest``: a
+    backend's own exception at the listing is a StoreError naming it (the issue-23 audit)."""
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("IOBENCH_S3_ENDPOINT", "http://127.0.0.1:1")
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()  # an earlier test's instance holds credentials
+    argv = {
+        "list": ["history", "list", "--history", "s3://no-such-bucket/h"],
+        "compare": ["compare", "latest", "latest", "--history", "s3://no-such-bucket/h"],
+    }[command]
+    r = cli(*argv)
+    assert r.code == 4, r.err
+    line = one_line(r.err)
+    assert "cannot list history no-such-bucket/h: NoCredentialsError" in line, line
+    assert "internal error" not in line
+
+
 def test_any_exception_of_the_history_is_a_warning(cli, planted, monkeypatch, tmp_path):
     """Not only OSError: whatever a backend raises (here a RuntimeError spanning two lines)."""
     from iobench import history

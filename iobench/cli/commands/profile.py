@@ -41,12 +41,25 @@ def profile(
         render_toml,
         write_profile,
     )
+    from ...spec.workload import KIND_MAXIMUM
 
-    if not (math.isfinite(scale) and scale > 0):
-        raise UsageError(f"--scale must be more than 0, got {scale!r}")
+    most = KIND_MAXIMUM["count"]  # the files a profile may hold
+    if not (math.isfinite(scale) and 0 < scale <= most):
+        raise UsageError(
+            f"--scale must be more than 0 and at most {most:,}, got {scale!r}",
+            hint="e.g. --scale 0.1 for a tenth of the dataset's files",
+        )
     sets = check_sets(set_)
     dest = check_output(output, path, force)
     prof, basis = profile_dataset(path, sample=sample, fmt=fmt)
+    if math.ceil(prof.files * scale) > most:  # before the write, never in the written file
+        limit = most / prof.files  # floored, so that the scale shown is one that fits
+        shown = f"{math.floor(limit)}" if limit >= 1 else f"{math.floor(limit * 1e6) / 1e6:g}"
+        raise UsageError(
+            f"--scale {scale:g} makes {prof.files:,} files {math.ceil(prof.files * scale):,}, "
+            f"more than {most:,}",
+            hint=f"give --scale {shown} or less",
+        )
     write_profile(render_toml(prof, basis, scale=scale, sets=sets), dest)
     looked = (
         f"all {prof.files_stat:,} stat'ed"

@@ -172,6 +172,14 @@ def meta_workers(files_per_rank: int, ranks: int) -> tuple[int, int]:
     return jobs, -(-files_per_rank * ranks // jobs)
 
 
+def _too_many_local(n: int) -> None:
+    raise UsageError(
+        f"{n} ranks would run as threads of one process (at most {MAX_LOCAL_RANKS})",
+        hint="pass --ranks N (the same checkpoint over fewer ranks) or start more "
+        "processes with torchrun",
+    )
+
+
 def plan(params: dict[str, Any]) -> Plan:
     # under torchrun each process emulates its share of the ranks: memory is checked for the
     # largest share times the processes on this host; space for the whole scaled checkpoint
@@ -181,6 +189,8 @@ def plan(params: dict[str, Any]) -> Plan:
     world = launched_world()
     spec, _ = model_spec(params)
     n_run = run_ranks(spec, params)
+    if -(-n_run // world) > MAX_LOCAL_RANKS:  # before every rank's shard is computed
+        _too_many_local(-(-n_run // world))
     everyone = _shards_of(spec, params["scale"], 1, 0, n_run)
     total_all = sum(s.total_bytes for s in everyone)
     if total_all == 0:
@@ -194,11 +204,7 @@ def plan(params: dict[str, Any]) -> Plan:
         key=lambda ss: sum(s.total_bytes for s in ss),
     )  # fmt: skip
     if len(share) > MAX_LOCAL_RANKS:
-        raise UsageError(
-            f"{len(share)} ranks would run as threads of one process (at most {MAX_LOCAL_RANKS})",
-            hint="pass --ranks N (the same checkpoint over fewer ranks) or start more "
-            "processes with torchrun",
-        )
+        _too_many_local(len(share))
     total = sum(s.total_bytes for s in share)
     if not params["crc32"]:
         _crc32_options()  # refused before anything is written where torch lacks the switch
