@@ -512,10 +512,7 @@ PROFILE_PARAMS: dict[str, Param] = {
         maximum=60.0,
     ),
     "decode_wall_s": Param(
-        "duration",
-        0.0,
-        "wall seconds that decode took, one process (for comparison)",
-        maximum=60.0,
+        "duration", 0.0, "wall seconds that decode took, one process (for comparison)", maximum=60.0
     ),
     "decoded_size": Param("size", 0, "bytes of a decoded sample (0: as stored)", minimum=0),
     "open_s": Param(
