@@ -207,14 +207,18 @@ def headline_text(h) -> str:
 _NARROW_VERDICT = {"pass (indicative)": "pass (ind.)"}
 
 
-def _columns(cells: list[tuple[str, ...]], right: int | None = None) -> list[str]:
-    """Rows of cells (the first the header), aligned by the one table renderer (core.table);
-    column ``right`` right-aligned."""
+#: history list's columns, one line a run: (name, alignment)
+_WIDE = (("run id", "l"), ("started (UTC)", "l"), ("workload", "l"), ("target", "l"),
+         ("status", "l"), ("verdict", "l"), ("headline", "l"), ("engine", "l"), ("phases", "r"))  # fmt: skip
+#: the first of two lines a run
+_FIRST = (("run id", "l"), ("workload", "l"), ("verdict", "l"), ("headline", "l"))
+
+
+def _columns(spec: tuple[tuple[str, str], ...], rows: list[tuple[str, ...]]) -> list[str]:
+    """``rows`` under the named, aligned columns of ``spec``, by the one table renderer."""
     from ...core.table import Column, Table
 
-    head, *rows = cells
-    cols = [Column(h, "r" if i == right else "l") for i, h in enumerate(head)]
-    return Table(cols, rows).text()
+    return Table([Column(name, align) for name, align in spec], rows).text()
 
 
 def list_table(runs, width: int | None = None) -> str:
@@ -228,20 +232,15 @@ def list_table(runs, width: int | None = None) -> str:
     from ...history import when_text
 
     width = width or stdout_format()[0]
-    head = ("run id", "started (UTC)", "workload", "target", "status", "verdict", "headline",
-            "engine", "phases")  # fmt: skip
     rows = [
         (r.run_id, when_text(r.started_at), r.workload or "-", r.target or "-", r.status or "-",
          r.verdict or "", headline_text(r.headline), r.engine or "-", str(len(r.phases)))
         for r in runs
     ]  # fmt: skip
-    wide = _columns([head, *rows], right=len(head) - 1)
+    wide = _columns(_WIDE, rows)
     if max(len(line) for line in wide) <= width:
         return "\n".join(wide)
-    firsts = _columns(
-        [("run id", "workload", "verdict", "headline")]
-        + [(r[0], r[2], _NARROW_VERDICT.get(r[5], r[5]), r[6]) for r in rows]
-    )
+    firsts = _columns(_FIRST, [(r[0], r[2], _NARROW_VERDICT.get(r[5], r[5]), r[6]) for r in rows])
     lines = [firsts[0], "  started (UTC), status, engine, target"]
     for first, r in zip(firsts[1:], rows, strict=True):
         second = f"  {r[1]}  {r[4]}  {r[7]}"
