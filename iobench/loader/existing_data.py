@@ -269,16 +269,18 @@ def read_file(
     limit: int = 0,
     root: str | None = None,
     moved: Callable[[], None] | None = None,
-) -> bytes:
-    """The whole file, read-only; open and read timed into ``st`` (and the cache checked).
+    as_array: bool = False,
+) -> bytes | np.ndarray:
+    """The whole file, read-only (bytes, or with ``as_array`` a fresh uint8 array, see
+    ``_read_into``); open and read timed into ``st`` (and the cache checked).
     OSError for what is not a regular file or lies outside ``root`` (``open_regular``),
     FileTooLarge for a file over ``limit`` bytes (0: none). Read in READ_CHUNK parts,
     ``moved()`` called after each (progress the watchdog sees)."""
     t0 = time.perf_counter()
     if is_url(path):
-        data = storage.read_bytes(path, opts)
+        got: bytes = storage.read_bytes(path, opts)
         st.read_s += time.perf_counter() - t0
-        return data
+        return got
     fd = open_regular(path, root)
     try:
         size = os.fstat(fd).st_size
@@ -297,22 +299,44 @@ def read_file(
                     st.cache_checked += 1
                     st.cache_resident += int(resident)
         t1 = time.perf_counter()
-        chunks, got = [], 0
-        while True:
-            chunk = os.read(fd, min(max(size - got, 1 << 20), READ_CHUNK))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-            if moved is not None:
-                moved()
-        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        data = _read_into(fd, size, moved, as_array)
         if mode == "dropped":
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         st.read_s += (t1 - t0) + (time.perf_counter() - t1)
         return data
     finally:
         os.close(fd)
+
+
+def _read_into(
+    fd: int, size: int, moved: Callable[[], None] | None, as_array: bool
+) -> bytes | np.ndarray:
+    """The file's bytes from its start, in READ_CHUNK parts (``moved()`` after each), to its
+    end (a file that grew since ``fstat`` is read on). ``as_array``: read straight into a
+    fresh uint8 array the reader may keep writable views of (the kernel's copy the only one,
+    as ``np.load`` of a path copies once into the array it returns); else as bytes."""
+    if not as_array:
+        chunks, got = [], 0
+        while chunk := os.read(fd, min(max(size - got, 1 << 20), READ_CHUNK)):
+            chunks.append(chunk)
+            got += len(chunk)
+            if moved is not None:
+                moved()
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    data = np.empty(size, np.uint8)
+    view = data.data
+    got = 0
+    while got < size:
+        n = os.readv(fd, [view[got : min(size, got + READ_CHUNK)]])
+        if n <= 0:
+            break
+        got += n
+        if moved is not None:
+            moved()
+    if got < size:  # shrank since fstat
+        return data[:got].copy()
+    tail = _read_into(fd, 0, moved, False)  # grew since fstat (else one empty read, as before)
+    return np.concatenate([data, np.frombuffer(tail, np.uint8)]) if tail else data
 
 
 def collate(samples: list[Any]) -> Any:
@@ -444,7 +468,14 @@ class ExistingDataset(IterableDataset):
             path = storage.join(self.root, rel)
             moved = None if (stages := self.stages) is None else lambda: stages.bump(wid)
             data = read_file(
-                path, self.mode, cur[0], self.storage_options, self.limit, self.real_root, moved
+                path,
+                self.mode,
+                cur[0],
+                self.storage_options,
+                self.limit,
+                self.real_root,
+                moved,
+                getattr(reader, "ARRAY_INPUT", False),
             )
         except (OSError, MemoryError) as e:
             why = e if isinstance(e, MemoryError) else (e.strerror or str(e))
