@@ -191,13 +191,16 @@ def _launcher(ranks: int) -> list[str]:
 
 def run_plain(files: list[str], fmt: str, mode: str, workers: int, batch: int, ranks: int,
               gpus: int, work: Path) -> float:  # fmt: skip
-    spec = work / "plain.json"
-    spec.write_text(json.dumps({"files": files, "fmt": fmt, "mode": mode, "workers": workers,
-                                "batch": batch}))  # fmt: skip
+    """(a) in its own process (under torchrun with ``ranks``; ``gpus`` processes at once,
+    each its share of the files, as the synthetic loader's ``--gpus`` shards them)."""
     me = str(Path(__file__).resolve())
-    cmd = [*_launcher(ranks), me, "--plain-child", str(spec)]
-    procs = [subprocess.Popen(cmd, env=_env(REPO), stdout=subprocess.PIPE, text=True)
-             for _ in range(max(gpus, 1))]  # fmt: skip
+    procs = []
+    for k in range(max(gpus, 1)):
+        spec = work / f"plain{k}.json"
+        spec.write_text(json.dumps({"files": files[k :: max(gpus, 1)], "fmt": fmt, "mode": mode,
+                                    "workers": workers, "batch": batch}))  # fmt: skip
+        cmd = [*_launcher(ranks), me, "--plain-child", str(spec)]
+        procs.append(subprocess.Popen(cmd, env=_env(REPO), stdout=subprocess.PIPE, text=True))
     results = []
     for p in procs:
         so, _ = p.communicate()
@@ -301,6 +304,74 @@ def write_npy(root: str, size: int, files: int) -> list[str]:
     return out
 
 
+# ----------------------------------------------------------------------------- instrumentation
+def instrumentation_cost(path: str) -> dict[str, float]:
+    """Microseconds of iobench's own bookkeeping, the calls each loader makes around the work
+    (timed here with the real objects, in one process, best of 5): per sample, per file and
+    per batch; the work itself (open, read, decode, collate) not included."""
+    import pickle
+    import timeit
+
+    from iobench.formats.registry import get_reader
+    from iobench.loader.existing import _add, step_overhead
+    from iobench.loader.existing_data import _DECODING, BatchStats, Stages, _checks, _spent
+    from iobench.result.stats import Histogram
+
+    reader, stages, st = get_reader("npz"), Stages(2), BatchStats()
+    fd = os.open(path, os.O_RDONLY)
+    hist, acc = Histogram(), {}
+
+    def ex_sample() -> None:  # _file_samples around one next(gen)
+        stages.set(1, 5, 2)
+        t0, c0, k0 = time.perf_counter(), time.thread_time(), _checks(reader)
+        _DECODING["on"] = True
+        _DECODING["on"] = False
+        _spent(st, t0, c0, k0, reader)
+
+    def ex_file() -> None:  # read_file's clocks and the cache handling of mode dropped
+        stages.set(1, 5, 1)
+        t0 = time.perf_counter()
+        os.fstat(fd)
+        st.open_s += time.perf_counter() - t0
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        t1 = time.perf_counter()
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        st.read_s += (t1 - t0) + (time.perf_counter() - t1)
+
+    def ex_batch() -> None:  # collate's clocks, the hand-off of the figures, the main loop's
+        t0, c0 = time.perf_counter(), time.thread_time()
+        b = BatchStats(worker=1, samples=8)
+        b.collate_s, b.collate_cpu_s = time.perf_counter() - t0, time.thread_time() - c0
+        b.ready_t = time.perf_counter()
+        got = pickle.loads(pickle.dumps(b))
+        t1 = time.perf_counter()
+        _add(acc, got)
+        hist.record(int((t1 - t0) * 1e9))
+        step_overhead(t0, (t0, t1, t1), got.ready_t, 0.0)
+
+    def syn_sample() -> None:  # FileReader.read's and __getitem__'s clocks
+        t0 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.thread_time()
+        _ = (t1 - t0, time.perf_counter() - t1, time.thread_time() - c1)
+
+    def syn_batch() -> None:  # collate_samples' sums, the loop's clocks per step
+        t0, c0 = time.perf_counter(), time.thread_time()
+        times = [(None, 1e-3, 1e-3, 1e-3, 100)] * 8
+        _ = (sum(b[1] for b in times), sum(b[2] for b in times), sum(b[3] for b in times))
+        t1 = time.perf_counter()
+        hist.record(int((t1 - t0) * 1e9))
+        _ = (time.perf_counter(), time.perf_counter(), time.thread_time() - c0)
+
+    n = 20000
+    out = {}
+    for name, fn in (("existing per sample", ex_sample), ("existing per file", ex_file),
+                     ("existing per batch", ex_batch), ("synthetic per sample", syn_sample),
+                     ("synthetic per batch", syn_batch)):  # fmt: skip
+        out[name] = min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6
+    os.close(fd)
+    return out
+
+
 # ----------------------------------------------------------------------------- the bench
 def med(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
@@ -339,7 +410,7 @@ def bench_config(args, kind: str, root: str, size_name: str, fmt: str, work: Pat
                 runs.append(("plain-dropped", partial(run_plain, files, fmt, dropped_plain, w, b,
                                                       args.ranks, args.gpus, work)))  # fmt: skip
             for tag, code in codes:
-                if fmt in EXISTING and args.gpus <= 1:
+                if fmt in EXISTING and args.gpus <= 1 and args.ranks <= 1:  # one client only
                     runs.append((f"existing-{tag}",
                                  partial(run_existing, code, data, w, b, args.ranks, work)))  # fmt: skip
                 if fmt in SYNTHETIC:
@@ -416,7 +487,19 @@ def main() -> int:
     ap.add_argument("--ranks", type=int, default=1, help="torchrun ranks on this host")
     ap.add_argument("--gpus", type=int, default=1, help="the synthetic loader's --gpus")
     ap.add_argument("--json", help="also write the rows to this file")
+    ap.add_argument(
+        "--instrumentation",
+        action="store_true",
+        help="only time iobench's own bookkeeping per sample, file and batch",
+    )
     args = ap.parse_args()
+    if args.instrumentation:
+        with tempfile.NamedTemporaryFile(dir="/dev/shm") as f:
+            f.write(b"x" * 4096)
+            f.flush()
+            for k, v in instrumentation_cost(f.name).items():
+                print(f"| {k} | {v:.1f} µs |")
+        return 0
     if args.quick:
         args.storage, args.formats, args.workers = "tmpfs", "npy,npz", "2"
         args.rounds = min(args.rounds, 3)

@@ -192,3 +192,22 @@ def test_synthetic_run_keeps_the_split(cli, tmp_path):
     assert ld["decode"]["cpu_s_per_sample"] > 0 and ld["cache"] == "dropped"
     ep = ld["ranks"][0]["epochs"][1]
     assert ep["bytes"] == ep["samples"] * 32 * KIB and ep["read_s"] > 0 and ep["decode_s"] > 0
+
+
+def test_a_batchs_figures_travel_as_values_and_sum_as_before():
+    import pickle
+
+    from iobench.loader.existing import _add
+
+    a = BatchStats(worker=1, samples=4, files=4, bytes=400, read_s=0.5, decode_s=0.25,
+                   cache_checked=2, cache_resident=1, failed=1, failed_names=["x.npy: bad"])  # fmt: skip
+    wire = pickle.dumps(a)
+    assert b"read_s" not in wire and pickle.loads(wire) == a  # values only, the same figures
+    acc: dict = {}
+    for st in (a, pickle.loads(wire), BatchStats(worker=1)):
+        _add(acc, st)
+    w = acc[1]
+    assert w["batches"] == 3 and w["samples"] == 8 and w["bytes"] == 800
+    assert w["read_s"] == 1.0 and w["cache_checked"] == 4 and w["cache_resident"] == 2
+    assert w["failed"] == 2 and w["failed_names"] == ["x.npy: bad"] * 2 and w["lost_files"] == 0
+    assert acc[-1]["per_batch"] == [(4, 0.5, 0.0, 0.0)] * 2  # empty batches keep no spread

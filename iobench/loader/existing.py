@@ -323,19 +323,24 @@ def _add(acc: dict[int, dict[str, Any]], st: Any) -> None:
     """Sum a batch's figures into its worker's totals (names: the first few kept) and keep
     its own (samples, read, decode CPU, collate) for the spread of the means."""
     from .existing_data import NAMES_KEPT, SUMMED
+    from .existing_data import SUMMED_OF as _SUMMED_OF
 
     if st.samples:
         acc.setdefault(-1, {"per_batch": []})["per_batch"].append(
             (st.samples, st.read_s, st.decode_cpu_s, st.collate_cpu_s)
         )
-    w = acc.setdefault(
-        st.worker, {"worker": st.worker, "batches": 0, "failed_names": [], "warned_names": []}
-    )
+    w = acc.get(st.worker)
+    if w is None:
+        w = acc[st.worker] = {"worker": st.worker, "batches": 0, "failed_names": [],
+                              "warned_names": [], **dict.fromkeys(SUMMED, 0)}  # fmt: skip
     w["batches"] += 1
-    for k in SUMMED:
-        w[k] = w.get(k, 0) + getattr(st, k)
-    w["failed_names"] = (w["failed_names"] + st.failed_names)[:NAMES_KEPT]
-    w["warned_names"] = (w["warned_names"] + st.warned_names)[:NAMES_KEPT]
+    for k, v in zip(SUMMED, _SUMMED_OF(st), strict=True):
+        if v:  # most figures of a batch are 0 (failures, losses): one add per batch, ~10 µs
+            w[k] += v
+    if st.failed_names:
+        w["failed_names"] = (w["failed_names"] + st.failed_names)[:NAMES_KEPT]
+    if st.warned_names:
+        w["warned_names"] = (w["warned_names"] + st.warned_names)[:NAMES_KEPT]
 
 
 def run_pipeline(
