@@ -31,7 +31,8 @@ ORDERS = {
     ],
     "loader": [
         "dataset", "torchdata", "loop", "ranks", "calibration", "ckpt_writer", "during", "run",
-        "existing_data", "existing_diagnosis", "existing_summary", "existing", "decode_cost",
+        "existing_read", "existing_data", "existing_diagnosis", "existing_summary", "existing",
+        "decode_cost",
         "profile",
     ],
     "formats": [

@@ -15,7 +15,8 @@ import pytest
 from iobench.formats import arrays, webdataset
 from iobench.formats import reader as freader
 from iobench.formats.registry import get_format
-from iobench.loader.existing_data import BatchStats, ExistingDataset, read_file
+from iobench.loader.existing_data import BatchStats, ExistingDataset
+from iobench.loader.existing_read import read_file
 
 KIB = 1 << 10
 
@@ -211,3 +212,43 @@ def test_a_batchs_figures_travel_as_values_and_sum_as_before():
     assert w["read_s"] == 1.0 and w["cache_checked"] == 4 and w["cache_resident"] == 2
     assert w["failed"] == 2 and w["failed_names"] == ["x.npy: bad"] * 2 and w["lost_files"] == 0
     assert acc[-1]["per_batch"] == [(4, 0.5, 0.0, 0.0)] * 2  # empty batches keep no spread
+
+
+def test_a_file_directly_in_the_dataset_opens_beneath_it_a_link_the_checked_way(
+    tmp_path, monkeypatch
+):
+    import os
+
+    from iobench.loader import existing_read
+
+    root = tmp_path / "d"
+    root.mkdir()
+    (root / "a.npy").write_bytes(_npy(np.arange(3)))
+    (tmp_path / "outside.npy").write_bytes(_npy(np.arange(4)))
+    (root / "in.npy").symlink_to(root / "a.npy")
+    (root / "out.npy").symlink_to(tmp_path / "outside.npy")
+    os.mkfifo(root / "f.npy")
+    ds = ExistingDataset(str(root), ("a.npy", "in.npy", "out.npy", "f.npy"), "npz", 8, "cached")
+    checked = []
+    real_under = existing_read._under
+    monkeypatch.setattr(
+        existing_read, "_under", lambda fd, r: checked.append(fd) or real_under(fd, r)
+    )
+    st = BatchStats()
+    path = str(root / "a.npy")
+    assert read_file(path, "cached", st, None, root=ds.real_root, beneath=ds._beneath("a.npy"))
+    assert checked == []  # opened relative to the directory: no /proc lookup
+    got = read_file(str(root / "in.npy"), "cached", st, None, root=ds.real_root,
+                    beneath=ds._beneath("in.npy"))  # fmt: skip
+    assert got == (root / "a.npy").read_bytes() and len(checked) == 1  # a link: checked
+    with pytest.raises(OSError, match="out of the dataset"):
+        read_file(str(root / "out.npy"), "cached", st, None, root=ds.real_root,
+                  beneath=ds._beneath("out.npy"))  # fmt: skip
+    with pytest.raises(OSError, match="a FIFO, not a regular file"):
+        read_file(str(root / "f.npy"), "cached", st, None, root=ds.real_root,
+                  beneath=ds._beneath("f.npy"))  # fmt: skip
+    assert ds._beneath("sub/x.npy") is None  # in a subdirectory: its path is checked
+    fd = ds._dir[1]
+    ds.close()
+    with pytest.raises(OSError):
+        os.fstat(fd)

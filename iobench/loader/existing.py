@@ -20,7 +20,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from ..run.session import RunOutcome, RunSession, new_result
 from ..spec.workload import PROFILE_PARAMS, coerce, load_profile, parse_overrides
 from ..target import StopFlag, Target, find_mount, is_url, read_mountinfo, scrub
 from .calibration import COMPUTE_BOUND_AU
-from .existing_data import READ_SHARE
+from .existing_read import READ_SHARE
 from .existing_summary import FAIL_SHARE, summarise
 
 #: The profile keys that apply to an existing dataset (the others describe a synthetic one).
@@ -192,7 +192,7 @@ def check_plan(job: ExistingJob, plan: DatasetScan) -> list[str]:
     than 2 full batches over its readers; the warnings the run then carries (files too large
     to read, which count as failed; links out of the dataset, skipped)."""
     from ..formats.registry import get_reader
-    from .existing_data import read_limit
+    from .existing_read import read_limit
 
     notes = []
     limit = read_limit(job.workers)
@@ -353,12 +353,12 @@ def run_pipeline(
 ) -> dict[str, Any]:
     """The training loop over the dataset: per epoch, time the wait for each batch and the
     emulated compute; every batch's worker figures summed per worker (all steps).
-    ``interruptible``: the block in which the first stop signal raises at once (the wait
-    for a batch, which a stuck worker or transform would make endless); ``guard``: the
-    session's, whose watchdog watches the loop."""
+    ``interruptible``: the block in which the first stop signal raises at once (the wait for
+    a batch, which a stuck worker or transform would make endless); ``guard``: the session's."""
     from torch.utils.data import DataLoader
 
-    from .existing_data import ExistingDataset, Stages, decode_warnings, read_limit
+    from .existing_data import ExistingDataset, Stages, decode_warnings
+    from .existing_read import read_limit
     from .loop import _GpuBurn
     from .torchdata import _worker_init
 
@@ -371,11 +371,11 @@ def run_pipeline(
     compute: Callable[[float], None] = _GpuBurn(0) if job.compute == "gpu" else time.sleep
     workers: dict[int, dict[str, Any]] = {}
     epochs = []
-    # the loop is watched as a phase: no batch and no worker step (a stage entered, a chunk
-    # read) within the stall timeout gives up (exit 4), naming the file each busy worker is
-    # on, or the transform it is in
+    # watched as a phase: no batch and no worker step (a stage entered, a chunk read) within
+    # the stall timeout gives up (exit 4), naming each busy worker's file or transform
     detail = lambda: stages.describe(plan.paths, job.transform)  # noqa: E731
-    with decode_warnings(), guard.watching(None, "loader", detail=detail, moving=stages.moved):
+    watched = guard.watching(None, "loader", detail=detail, moving=stages.moved)
+    with decode_warnings(), closing(ds), watched:  # closing: its directory's descriptor
         for epoch in range(job.epochs):
             ds.epoch = epoch
             loader = DataLoader(
@@ -413,7 +413,8 @@ def cached_read(plan: DatasetScan, job: ExistingJob) -> dict[str, Any] | None:
     """Seconds per file a read from the page cache takes: up to CACHED_PROBE_FILES files (a
     seeded sample) read twice in this process after the loop, the second read timed (what a
     local cache tier in RAM would give); their pages dropped again after. None for a URL."""
-    from .existing_data import BatchStats, open_regular, read_file, read_limit
+    from .existing_data import BatchStats
+    from .existing_read import open_regular, read_file, read_limit
 
     if is_url(plan.root) or not plan.paths:
         return None
