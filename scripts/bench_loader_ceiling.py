@@ -475,7 +475,7 @@ def main() -> int:
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="tmpfs only, npy and npz, 2 workers, batch 8 and 64, 3 rounds",
+        help="tmpfs only, npy, raw and tar, 2 workers, batch 8, 3 rounds",
     )
     ap.add_argument("--storage", default="tmpfs,disk")
     ap.add_argument("--formats", default=",".join(FORMATS))
@@ -501,7 +501,7 @@ def main() -> int:
                 print(f"| {k} | {v:.1f} µs |")
         return 0
     if args.quick:
-        args.storage, args.formats, args.workers = "tmpfs", "npy,npz", "2"
+        args.storage, args.formats, args.workers, args.batch = "tmpfs", "npy,raw,tar", "2", "8"
         args.rounds = min(args.rounds, 3)
     args.workers = [int(x) for x in args.workers.split(",")]
     args.batch = [int(x) for x in args.batch.split(",")]
