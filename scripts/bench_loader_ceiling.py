@@ -8,8 +8,9 @@ default collate), (b) ``iobench loader DS --existing`` and (c) the synthetic loa
 (``iobench loader TARGET --profile P``) over the dataset it writes itself, with (d) fio's
 buffered 1 MiB reads of the same files as the memory-speed reference. The loaders run in
 interleaved rounds (default 5), each its own process, and the table gives the medians and
-each loader's ratio to (a). Every loader's figure is its second epoch's bytes over the time
-after its first step (what iobench's result records; the plain loader is timed the same way).
+each loader's ratio to (a). Every loader's figure is its second epoch's samples over the time
+after its first step (what iobench's result records; the plain loader is timed the same way),
+given as MiB/s of sample payload (samples/s × sample size: the formats' framing not counted).
 
 Storage: ``tmpfs`` (a private tmpfs mounted for the bench, named ``ceiling-PID``, unmounted in
 a ``finally``; needs root, else /dev/shm) and ``disk`` (under /var/tmp: O_DIRECT for the
@@ -125,15 +126,9 @@ class PlainFiles:
         return plain_sample(self.files[i], self.fmt, self.mode)
 
 
-def _nbytes(batch) -> int:
-    if isinstance(batch, dict):
-        return sum(v.numel() * v.element_size() for v in batch.values())
-    return batch.numel() * batch.element_size()
-
-
 def plain_child(spec: dict) -> dict:
     """(a): a plain DataLoader over ``spec['files']`` (a DistributedSampler under torchrun);
-    its second epoch's bytes after the first batch and their seconds (all ranks')."""
+    its second epoch's samples after the first batch and their seconds (all ranks')."""
     import torch
     from torch.utils.data import DataLoader
 
@@ -155,22 +150,22 @@ def plain_child(spec: dict) -> dict:
         if sampler is not None:
             sampler.set_epoch(epoch)
         first_end = t_end = time.perf_counter()
-        nbytes = steps = 0
+        samples = steps = 0
         for k, batch in enumerate(dl):
             t_end = time.perf_counter()
             if k == 0:
                 first_end = t_end
                 continue
             steps += 1
-            nbytes += _nbytes(batch)
-        out = {"bytes": nbytes, "timed_s": max(t_end - first_end, 1e-9), "steps": steps}
+            samples += len(next(iter(batch.values())) if isinstance(batch, dict) else batch)
+        out = {"samples": samples, "timed_s": max(t_end - first_end, 1e-9), "steps": steps}
     if ranks > 1:
         import torch.distributed as dist
 
         every: list = [None] * ranks
         dist.all_gather_object(every, out)
         dist.destroy_process_group()
-        out = {"bytes": sum(o["bytes"] for o in every),
+        out = {"samples": sum(o["samples"] for o in every),
                "timed_s": max(o["timed_s"] for o in every), "steps": every[0]["steps"]}  # fmt: skip
     return out
 
@@ -207,7 +202,7 @@ def run_plain(files: list[str], fmt: str, mode: str, workers: int, batch: int, r
         if p.returncode:
             raise SystemExit(f"plain loader failed ({p.returncode})")
         results.append(json.loads(so.strip().splitlines()[-1]))
-    return sum(r["bytes"] for r in results) / max(r["timed_s"] for r in results)
+    return sum(r["samples"] for r in results) / max(r["timed_s"] for r in results)
 
 
 def _iobench(code: Path, args: list[str], out: Path, ranks: int) -> dict:
@@ -227,7 +222,7 @@ def run_existing(code: Path, root: str, workers: int, batch: int, ranks: int, wo
                           "--set", f"batch_size={batch}", "--set", "compute_s=0"],
                    work / "out-existing", ranks)  # fmt: skip
     ep = res["loader"]["existing"]["epochs"][1]  # rank 0's: ranks read alike
-    return ep["bytes"] / ep["timed_s"] * max(ranks, 1)
+    return ep["samples"] / ep["timed_s"] * max(ranks, 1)
 
 
 def profile_toml(fmt: str, size: int, files: int, workers: int, batch: int) -> str:
@@ -245,7 +240,7 @@ def run_synthetic(code: Path, target: str, prof: Path, direct: bool, ranks: int,
         args.append("--keep")
     res = _iobench(code, args, work / "out-synthetic", ranks)
     eps = [r["epochs"][1] for r in res["loader"]["ranks"]]
-    return sum(e["bytes"] for e in eps) / max(e["timed_s"] for e in eps)
+    return sum(e["samples"] for e in eps) / max(e["timed_s"] for e in eps)
 
 
 def run_fio(files: list[str], jobs: int, work: Path) -> float | None:
@@ -422,8 +417,8 @@ def bench_config(args, kind: str, root: str, size_name: str, fmt: str, work: Pat
                     figs.setdefault(name, []).append(fn())
             m = {k: med(v) for k, v in figs.items()}
             row = {"storage": kind, "size": size_name, "format": fmt, "workers": w, "batch": b,
-                   "fio": fio, "files": len(files), **{f"{k}_MiBps": v / MIB for k, v in m.items()},
-                   "rounds": {k: [x / MIB for x in v] for k, v in figs.items()}}  # fmt: skip
+                   "fio": fio, "files": len(files), **{f"{k}_MiBps": v * size / MIB for k, v in m.items()},
+                   "rounds": {k: [x * size / MIB for x in v] for k, v in figs.items()}}  # fmt: skip
             ex_base = m.get("plain-dropped", m["plain"])
             for k in m:
                 if k.startswith("existing"):
