@@ -134,12 +134,13 @@ def plain_child(spec: dict) -> dict:
 
     ds = PlainFiles(spec["files"], spec["fmt"], spec["mode"])
     ranks = int(os.environ.get("WORLD_SIZE", "1"))
-    sampler = None
+    sampler = token = None
     if ranks > 1:
         import torch.distributed as dist
         from torch.utils.data.distributed import DistributedSampler
 
         dist.init_process_group("gloo")
+        token = torch.zeros(1)
         sampler = DistributedSampler(ds, shuffle=True, seed=1, drop_last=True)
     w = spec["workers"]
     dl = DataLoader(ds, batch_size=spec["batch"], shuffle=sampler is None, sampler=sampler,
@@ -152,6 +153,8 @@ def plain_child(spec: dict) -> dict:
         first_end = t_end = time.perf_counter()
         samples = steps = 0
         for k, batch in enumerate(dl):
+            if token is not None:  # DDP's gradient all-reduce ends each step (iobench's barrier)
+                dist.all_reduce(token)
             t_end = time.perf_counter()
             if k == 0:
                 first_end = t_end
@@ -186,23 +189,19 @@ def _launcher(ranks: int) -> list[str]:
 
 def run_plain(files: list[str], fmt: str, mode: str, workers: int, batch: int, ranks: int,
               gpus: int, work: Path) -> float:  # fmt: skip
-    """(a) in its own process (under torchrun with ``ranks``; ``gpus`` processes at once,
-    each its share of the files, as the synthetic loader's ``--gpus`` shards them)."""
+    """(a) in its own process; under torchrun with ``ranks`` (or ``gpus``: the synthetic
+    loader's ``--gpus`` runs one process per accelerator on this host, so the plain loader
+    runs as many ranks), a DistributedSampler and an all-reduce ending each step, as DDP."""
+    spec = work / "plain.json"
+    spec.write_text(json.dumps({"files": files, "fmt": fmt, "mode": mode, "workers": workers,
+                                "batch": batch}))  # fmt: skip
     me = str(Path(__file__).resolve())
-    procs = []
-    for k in range(max(gpus, 1)):
-        spec = work / f"plain{k}.json"
-        spec.write_text(json.dumps({"files": files[k :: max(gpus, 1)], "fmt": fmt, "mode": mode,
-                                    "workers": workers, "batch": batch}))  # fmt: skip
-        cmd = [*_launcher(ranks), me, "--plain-child", str(spec)]
-        procs.append(subprocess.Popen(cmd, env=_env(REPO), stdout=subprocess.PIPE, text=True))
-    results = []
-    for p in procs:
-        so, _ = p.communicate()
-        if p.returncode:
-            raise SystemExit(f"plain loader failed ({p.returncode})")
-        results.append(json.loads(so.strip().splitlines()[-1]))
-    return sum(r["samples"] for r in results) / max(r["timed_s"] for r in results)
+    cmd = [*_launcher(max(ranks, gpus)), me, "--plain-child", str(spec)]
+    proc = subprocess.run(cmd, env=_env(REPO), capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(f"plain loader failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    return res["samples"] / res["timed_s"]
 
 
 def _iobench(code: Path, args: list[str], out: Path, ranks: int) -> dict:
