@@ -2,17 +2,16 @@
 layout): an ``.npy`` is one array, an ``.npz`` a dict of its arrays (read whole, no pickle).
 
 The loader hands this reader the file as a fresh writable uint8 array (``ARRAY_INPUT``): an
-``.npy`` then comes back as a view of it (its header parsed, then cached by its bytes, as the
-files of a dataset share few headers), so the file's bytes are copied once, by the read, as
-``np.load`` of a path copies them once into the array it returns; anything else (``.npz``,
-an object array, a malformed header, bytes) goes through ``np.load``, whose errors stand."""
+``.npy`` then comes back as a view of it (its header parsed by numpy's own parser for every
+file, as ``np.load`` does), so the file's bytes are copied once, by the read, as ``np.load``
+of a path copies them once into the array it returns; anything else (``.npz``, an object
+array, a malformed header, bytes) goes through ``np.load``, whose errors stand."""
 
 from __future__ import annotations
 
 import io
 import math
 from collections.abc import Iterator
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,6 @@ ARRAY_INPUT = True
 _MAGIC = b"\x93NUMPY"
 
 
-@lru_cache(maxsize=256)
 def _header(head: bytes) -> tuple[np.dtype, tuple[int, ...], bool, int] | None:
     """(dtype, shape, fortran order, data offset) of an .npy header (``head``: its first
     bytes, through the header's end), None when it is not one numpy can view in place."""
