@@ -242,14 +242,13 @@ def run_synthetic(code: Path, target: str, prof: Path, direct: bool, ranks: int,
     return sum(e["samples"] for e in eps) / max(e["timed_s"] for e in eps)
 
 
-def run_fio(files: list[str], jobs: int, work: Path) -> float | None:
-    """(d): fio, ``jobs`` jobs of buffered reads over the files (1 MiB, or 16 KiB for files
+def run_fio(files: list[str], jobs: int, work: Path, where: str) -> float | None:
+    """(d): fio, ``jobs`` jobs of buffered reads over the files under ``where`` (1 MiB, or 16 KiB for files
     under 1 MiB: fio skips a file smaller than its block), their second pass."""
     if shutil.which("fio") is None:
         return None
     bs = "1M" if min(os.path.getsize(f) for f in files) >= MIB else "16k"
-    names = ":".join(f.replace(":", "\\:") for f in files)
-    cmd = ["fio", "--name=ceiling", f"--filename={names}", "--rw=read", f"--bs={bs}",
+    cmd = ["fio", "--name=ceiling", f"--opendir={where}", "--rw=read", f"--bs={bs}",
            f"--numjobs={jobs}", "--group_reporting", "--ioengine=psync", "--loops=2",
            "--output-format=json", "--file_service_type=sequential", "--invalidate=0"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=work)
@@ -390,7 +389,7 @@ def bench_config(args, kind: str, root: str, size_name: str, fmt: str, work: Pat
         data = os.path.join(root, "npy")
         files = write_npy(root, size, files_n)
         kept = None
-    fio = run_fio(files, max(args.workers), work)
+    fio = run_fio(files, max(args.workers), work, data)
     rows = []
     codes = [("new", REPO)] + ([("base", Path(args.baseline))] if args.baseline else [])
     for w in args.workers:
