@@ -30,8 +30,9 @@ ORDERS = {
         "layout", "daly", "model", "spec", "estimate", "rows", "inverse", "cluster", "contention",
     ],
     "loader": [
-        "dataset", "torchdata", "loop", "ranks", "calibration", "beside", "ckpt_writer", "during", "run",
-        "existing_data", "existing_diagnosis", "existing_summary", "existing", "decode_cost",
+        "dataset", "torchdata", "loop", "ranks", "calibration", "beside", "ckpt_writer", "during",
+        "run", "existing_read", "existing_data", "existing_diagnosis", "existing_summary",
+        "existing", "decode_cost",
         "profile",
     ],
     "formats": [

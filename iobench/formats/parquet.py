@@ -189,9 +189,10 @@ def decode(data: Any, sizes: Sequence[int] | None = None) -> list[np.ndarray]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    # a copy, as BytesIO makes for npz and tar: nothing decoded may point into a reused
-    # read buffer (arrow can hand out slices of its input)
-    pf = pq.ParquetFile(pa.BufferReader(pa.py_buffer(bytes(data))))
+    # nothing decoded may point into a reused read buffer (arrow can hand out slices of its
+    # input): a numpy array is the caller's to give away (formats.reader.decode), else a copy
+    owned = data if isinstance(data, np.ndarray) else bytes(data)
+    pf = pq.ParquetFile(pa.BufferReader(pa.py_buffer(owned)))
     out = []
     for rg in range(pf.num_row_groups):
         col = pf.read_row_group(rg, columns=["data"]).column(0)

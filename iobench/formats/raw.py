@@ -47,12 +47,16 @@ def write(f: Any, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:
 
 
 def decode(data: Any, sizes: Sequence[int] | None = None) -> list[np.ndarray]:
-    view = np.frombuffer(data, dtype=np.uint8)
+    """The samples; views of ``data`` when it is a numpy array (the caller's to give away,
+    ``formats.reader.decode``), else copies."""
+    owned = isinstance(data, np.ndarray)
+    view = data.reshape(-1).view(np.uint8) if owned else np.frombuffer(data, dtype=np.uint8)
     if not sizes:
-        return [view.copy()]
+        return [view if owned else view.copy()]
     out, pos = [], 0
     for n in sizes:
-        out.append(view[pos : pos + n].copy())
+        part = view[pos : pos + n]
+        out.append(part if owned else part.copy())
         pos += n
     if pos != len(view):
         raise ValueError(f"raw file holds {len(view)} bytes, sample sizes add to {pos}")

@@ -22,7 +22,8 @@ class SampleFormat(Protocol):
     ``OVERHEAD_PER_SAMPLE`` a generous bound on a file's bytes beyond its samples (headers,
     padding, footers); ``write(f, samples, keys)`` one file of ``samples`` (uint8 arrays) to a
     binary file object; ``decode(data, sizes)`` the samples of one whole file held in memory,
-    as arrays it owns. Optional module attributes, read with ``getattr``: ``LIBRARY`` (the
+    as arrays no later read changes (``data`` a numpy array is the caller's to give away, and
+    the samples may be views of it; any other bytes-like may be a reused buffer: copied from). Optional module attributes, read with ``getattr``: ``LIBRARY`` (the
     optional library it needs, checked by :func:`get_format`), ``ONE_SAMPLE_PER_FILE`` (its
     files hold one sample each) and ``frame(sizes, keys)`` (the file laid out ahead: its size,
     where each sample's bytes go, a function that fills in the rest around samples already in

@@ -79,11 +79,42 @@ def frame(
     return total, offsets, finish
 
 
+class BufferFile:
+    """A read-only binary file over a buffer, without copying it (``io.BytesIO`` copies
+    anything but ``bytes``): what ``tarfile`` needs to walk a shard's headers."""
+
+    def __init__(self, data: Any):
+        self.view = memoryview(data).cast("B")
+        self.pos = 0
+
+    def read(self, n: int | None = -1) -> bytes:
+        end = len(self.view) if n is None or n < 0 else min(self.pos + n, len(self.view))
+        out = self.view[self.pos : end].tobytes()
+        self.pos = max(end, self.pos)
+        return out
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = (0, self.pos, len(self.view))[whence]
+        self.pos = max(base + offset, 0)
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+
 def decode(data: Any, sizes: Sequence[int] | None = None) -> list[np.ndarray]:
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+    """The members' bytes; views of ``data`` when it is a numpy array (the caller's to give
+    away: its headers walked in place, nothing copied), else copies."""
+    owned = isinstance(data, np.ndarray)
+    src: Any = BufferFile(data) if owned else io.BytesIO(data)
+    with tarfile.open(fileobj=src, mode="r:") as tar:
         out = []
         for m in tar:
-            if m.isfile():
+            if m.isfile() and owned and not m.issparse():
+                if m.offset_data + m.size > len(data):
+                    raise tarfile.ReadError(f"member {m.name} truncated")
+                out.append(data[m.offset_data : m.offset_data + m.size])
+            elif m.isfile():
                 fobj = tar.extractfile(m)
                 assert fobj is not None
                 out.append(np.frombuffer(fobj.read(), dtype=np.uint8))

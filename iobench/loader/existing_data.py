@@ -28,7 +28,6 @@ the page cache is left alone. A URL is read with one whole-object GET (no page c
 
 from __future__ import annotations
 
-import errno
 import importlib
 import os
 import re
@@ -36,66 +35,25 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 from torch.utils.data import IterableDataset
 
-from ..core.cpu import physical_memory
 from ..core.errors import IobenchError, UsageError, quoted
-from ..core.inputs import NotRegularFile, open_regular_fd
 from ..formats.registry import get_reader
 from ..target import is_url, storage
+from .existing_read import read_file
 
 #: Names of failed samples kept per worker (the result shows the first few of all).
 NAMES_KEPT = 5
 _OBJ_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")  # Pillow names its BytesIO
-#: Files per worker whose page-cache drop is checked.
-CACHE_CHECKS = 8
-#: One reader (worker) may hold at most physical memory / (READ_SHARE × readers) of one file:
-#: the file's bytes, its decoded samples (often larger) and the batches prefetched beside it.
-READ_SHARE = 4
-#: Bytes per read call: a file larger is read in parts, each progress for the watchdog.
-READ_CHUNK = 64 << 20
 #: What a worker is doing, as ``Stages`` records it (index = code).
 STAGES = ("idle", "reading {f}", "decoding {f}", "in the transform {t} on {f}",
           "collating a batch after {f}")  # fmt: skip
 IDLE, READING, DECODING, TRANSFORM, COLLATING = range(len(STAGES))
-
-
-def read_limit(workers: int) -> int:
-    """The bytes of one file a reader may read whole (see READ_SHARE; 0: no limit known)."""
-    mem = physical_memory()
-    return mem // (READ_SHARE * max(workers, 1)) if mem else 0
-
-
-class FileTooLarge(OSError):
-    """A file larger than ``read_limit``: a failed file, not read."""
-
-
-def open_regular(path: str, root: str | None = None) -> int:
-    """A read-only descriptor of the regular file at ``path`` (``inputs.open_regular_fd``: a
-    FIFO or a device is refused, and its open never blocks). ``root`` (a real path): the file
-    opened must lie under it, so a link swapped in after the listing cannot lead the read out
-    of the dataset (the listing skips such links)."""
-    try:
-        fd = open_regular_fd(path)
-    except NotRegularFile as e:
-        raise OSError(errno.EINVAL, f"{e.kind}, not a regular file: not read", path) from None
-    if root is not None and not _under(fd, root):
-        os.close(fd)
-        raise OSError(errno.EXDEV, "a link out of the dataset: not read", path)
-    return fd
-
-
-def _under(fd: int, root: str) -> bool:
-    """Does the open file ``fd`` lie under the directory ``root`` (a real path)?"""
-    try:
-        real = os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return True  # no /proc: the listing's check stands alone
-    return real.startswith(root.rstrip("/") + "/")
 
 
 class Stages:
@@ -195,6 +153,11 @@ class BatchStats:
     cache_resident: int = 0  # checked files whose first page stayed cached after the drop
     ready_t: float = 0.0  # perf_counter (CLOCK_MONOTONIC, one clock for all processes) at collated
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # its values in field order: a tenth of the default pickle's cost (a dict of names),
+        # paid twice per batch in the hand-off from the worker
+        return _batch_stats, tuple(getattr(self, k) for k in _FIELDS)
+
     def fail(self, name: str, why: BaseException | str, samples: int = 1) -> None:
         self.failed += samples
         _name(self.failed_names, name, why)
@@ -203,6 +166,14 @@ class BatchStats:
         self.warned += 1
         category, message = caught[0]
         _name(self.warned_names, name, f"{category.__name__}: {message}")
+
+
+_FIELDS = tuple(f.name for f in fields(BatchStats))
+
+
+def _batch_stats(*values: Any) -> BatchStats:
+    """A BatchStats from its values in field order (its pickle, ``BatchStats.__reduce__``)."""
+    return BatchStats(*values)
 
 
 #: While a sample decodes ("on"), the warnings its libraries raise ("caught"): counted per
@@ -237,6 +208,8 @@ SUMMED = ("samples", "files", "bytes", "open_s", "read_s", "decode_s", "decode_c
           "transform_s", "collate_s", "collate_cpu_s", "check_s", "failed", "failed_files",
           "failed_transform", "lost_files", "lost_bytes", "lost_seen", "whole_files",
           "whole_bytes", "whole_samples", "warned", "cache_checked", "cache_resident")  # fmt: skip
+#: A batch's SUMMED figures, in that order, in one call.
+SUMMED_OF = attrgetter(*SUMMED)
 
 
 def _name(names: list[str], name: str, why: BaseException | str) -> None:
@@ -244,75 +217,6 @@ def _name(names: list[str], name: str, why: BaseException | str) -> None:
         text = why if isinstance(why, str) else f"{type(why).__name__}: {why}"
         text = _OBJ_REPR.sub("(in memory)", text.replace("\n", " "))
         names.append(quoted(f"{name}: {text}", 200))
-
-
-def _resident(fd: int) -> bool | None:
-    """Is the file's first page in the page cache? (None: cannot tell here.)"""
-    flag = getattr(os, "RWF_NOWAIT", None)
-    if flag is None:
-        return None
-    buf = bytearray(4096)
-    try:
-        os.preadv(fd, [buf], 0, flag)
-        return True
-    except BlockingIOError:
-        return False
-    except OSError:
-        return None
-
-
-def read_file(
-    path: str,
-    mode: str,
-    st: BatchStats,
-    opts: dict[str, Any] | None,
-    limit: int = 0,
-    root: str | None = None,
-    moved: Callable[[], None] | None = None,
-) -> bytes:
-    """The whole file, read-only; open and read timed into ``st`` (and the cache checked).
-    OSError for what is not a regular file or lies outside ``root`` (``open_regular``),
-    FileTooLarge for a file over ``limit`` bytes (0: none). Read in READ_CHUNK parts,
-    ``moved()`` called after each (progress the watchdog sees)."""
-    t0 = time.perf_counter()
-    if is_url(path):
-        data = storage.read_bytes(path, opts)
-        st.read_s += time.perf_counter() - t0
-        return data
-    fd = open_regular(path, root)
-    try:
-        size = os.fstat(fd).st_size
-        st.open_s += time.perf_counter() - t0
-        if limit and size > limit:
-            raise FileTooLarge(
-                errno.EFBIG,
-                f"{size / 2**30:.1f} GiB, more than the {limit / 2**30:.1f} GiB one reader may "
-                f"hold in memory (physical memory / ({READ_SHARE} × readers)): not read",
-            )
-        if mode == "dropped":
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            if st.cache_checked < CACHE_CHECKS and size:
-                resident = _resident(fd)
-                if resident is not None:
-                    st.cache_checked += 1
-                    st.cache_resident += int(resident)
-        t1 = time.perf_counter()
-        chunks, got = [], 0
-        while True:
-            chunk = os.read(fd, min(max(size - got, 1 << 20), READ_CHUNK))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-            if moved is not None:
-                moved()
-        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        if mode == "dropped":
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        st.read_s += (t1 - t0) + (time.perf_counter() - t1)
-        return data
-    finally:
-        os.close(fd)
 
 
 def collate(samples: list[Any]) -> Any:
@@ -363,6 +267,27 @@ class ExistingDataset(IterableDataset):
         self.limit, self.stages = limit, stages
         self.real_root = None if is_url(root) else os.path.realpath(root)
         self.epoch = 0
+        self._dir: tuple[int, int] | None = None  # (pid, the dataset directory open in it)
+
+    def _beneath(self, rel: str) -> tuple[int, str] | None:
+        """(the dataset directory, opened once in this process, ``rel``) for a file directly
+        in it (``open_beneath``); None for one in a subdirectory (its path is checked)."""
+        if self.real_root is None or "/" in rel:
+            return None
+        pid = os.getpid()
+        if self._dir is None or self._dir[0] != pid:  # a forked worker opens its own
+            try:
+                fd = os.open(self.real_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                return None
+            self._dir = (pid, fd)
+        return self._dir[1], rel
+
+    def close(self) -> None:
+        """Close this process's descriptor of the dataset directory (``_beneath``)."""
+        if self._dir is not None and self._dir[0] == os.getpid():
+            os.close(self._dir[1])
+        self._dir = None
 
     def _my_files(self) -> tuple[int, list[int]]:
         from torch.utils.data import get_worker_info
@@ -444,8 +369,9 @@ class ExistingDataset(IterableDataset):
             path = storage.join(self.root, rel)
             moved = None if (stages := self.stages) is None else lambda: stages.bump(wid)
             data = read_file(
-                path, self.mode, cur[0], self.storage_options, self.limit, self.real_root, moved
-            )
+                path, self.mode, cur[0], self.storage_options, self.limit, self.real_root, moved,
+                getattr(reader, "ARRAY_INPUT", False), self._beneath(rel),
+            )  # fmt: skip
         except (OSError, MemoryError) as e:
             why = e if isinstance(e, MemoryError) else (e.strerror or str(e))
             self._file_failed(cur[0], reader, rel, why, None, 0)

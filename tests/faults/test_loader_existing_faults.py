@@ -295,7 +295,8 @@ def test_a_sparse_64_gib_file_is_a_failed_sample_not_a_traceback(tmp_path):
 
 
 def test_a_file_over_the_limit_at_read_time_is_refused_unread(tmp_path):
-    from iobench.loader.existing_data import BatchStats, FileTooLarge, read_file
+    from iobench.loader.existing_data import BatchStats
+    from iobench.loader.existing_read import FileTooLarge, read_file
 
     p = tmp_path / "f.bin"
     p.write_bytes(b"x" * 4096)

@@ -1,0 +1,254 @@
+"""The loader's ceiling (issue 28): the readers copy a file's bytes once, as a plain
+DataLoader's ``np.load`` / ``np.fromfile`` do, and the figures the measurement needs (the
+read/decode split, the cache handling) are still recorded on a small real run."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from iobench.formats import arrays, webdataset
+from iobench.formats import reader as freader
+from iobench.formats.registry import get_format
+from iobench.loader.existing_data import BatchStats, ExistingDataset
+from iobench.loader.existing_read import read_file
+
+KIB = 1 << 10
+
+
+def _npy(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr)
+    return buf.getvalue()
+
+
+# ---- the readers: one copy, by the read ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "arr",
+    [np.arange(12, dtype=np.float32).reshape(3, 4), np.asfortranarray(np.arange(6).reshape(2, 3)),
+     np.array(5.0), np.zeros((0, 3)), np.arange(300, dtype=np.uint8)],
+)  # fmt: skip
+def test_an_npy_file_comes_back_as_a_writable_view_of_the_read(arr):
+    data = np.frombuffer(bytearray(_npy(arr)), np.uint8)
+    ((key, got),) = arrays.samples(data, "a.npy")
+    assert key == "a.npy" and got.dtype == arr.dtype and got.shape == arr.shape
+    assert (got == arr).all() and got.flags.writeable
+    assert got.size == 0 or np.shares_memory(got, data)  # not copied after the read
+
+
+def test_an_npy_that_does_not_fit_goes_through_np_load_and_its_error_stands():
+    short = np.frombuffer(bytearray(_npy(np.arange(10))[:-3]), np.uint8)
+    with pytest.raises(ValueError, match="EOF"):
+        list(arrays.samples(short, "a.npy"))
+    objects = np.frombuffer(bytearray(_npy(np.array([{}], dtype=object))), np.uint8)
+    with pytest.raises(ValueError, match="pickle"):
+        list(arrays.samples(objects, "b.npy"))
+    # bytes (a URL's GET) still decode, through np.load
+    ((_, got),) = arrays.samples(_npy(np.arange(4)), "c.npy")
+    assert got.tolist() == [0, 1, 2, 3]
+
+
+def _shard(parts: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for name, raw in parts.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(raw)
+            t.addfile(info, io.BytesIO(raw))
+    return buf.getvalue()
+
+
+def test_a_webdataset_shards_parts_are_views_of_the_read_decoded_as_before():
+    raw = bytes(range(256)) * 4
+    shard = _shard({"k1.bin": raw, "k1.npy": _npy(np.arange(5)), "k1.cls": b"7",
+                    "k1.json": b'{"a": 1}', "k2.bin": raw[:10]})  # fmt: skip
+    data = np.frombuffer(bytearray(shard), np.uint8)
+    got = dict(webdataset.samples(data, "s.tar"))
+    one, two = got["s.tar#k1"], got["s.tar#k2"]
+    assert one["bin"].tobytes() == raw and np.shares_memory(one["bin"], data)
+    assert one["bin"].flags.writeable
+    assert one["npy"].tolist() == list(range(5)) and np.shares_memory(one["npy"], data)
+    assert one["cls"] == 7 and one["json"] == {"a": 1}
+    assert two["bin"].tobytes() == raw[:10]
+    # bytes in (the old path): the same samples, copies
+    old = dict(webdataset.samples(shard, "s.tar"))
+    assert old["s.tar#k1"]["bin"].tobytes() == raw and old["s.tar#k1"]["cls"] == 7
+
+
+def test_a_truncated_shard_still_fails():
+    shard = _shard({"k1.bin": b"x" * 2000})
+    data = np.frombuffer(bytearray(shard[:1200]), np.uint8)
+    with pytest.raises((tarfile.TarError, ValueError)):
+        list(webdataset.samples(data, "s.tar"))
+
+
+def test_read_file_gives_an_array_reader_one_fresh_array(tmp_path):
+    p = tmp_path / "a.npy"
+    p.write_bytes(_npy(np.arange(1000, dtype=np.int32)))
+    st = BatchStats()
+    a = read_file(str(p), "dropped", st, None, as_array=True)
+    b = read_file(str(p), "dropped", st, None, as_array=True)
+    assert isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.tobytes() == p.read_bytes()
+    assert not np.shares_memory(a, b) and a.flags.writeable  # a new one per file
+    assert isinstance(read_file(str(p), "dropped", st, None), bytes)  # other readers: bytes
+    assert st.read_s > 0 and st.open_s > 0 and st.cache_checked == 3  # still measured
+
+
+@pytest.mark.parametrize("fmt", ["raw", "tar", "npz", "parquet"])
+def test_a_buffered_read_is_decoded_without_a_copy_a_direct_one_with(tmp_path, fmt):
+    if fmt == "parquet":
+        pytest.importorskip("pyarrow")
+    mod = get_format(fmt)
+    sizes = [3000, 5000]
+    rng = np.random.default_rng(1)
+    samples = [rng.integers(0, 255, n, dtype=np.uint8) for n in sizes]
+    p = tmp_path / f"f.{fmt}"
+    with open(p, "wb") as f:
+        mod.write(f, samples, ["a", "b"])
+    r = freader.FileReader(direct=False)
+    out = r.read(str(p), fmt, sizes)
+    assert [o.tobytes() for o in out] == [s.tobytes() for s in samples]
+    assert r.last_read_s > 0 and r.last_decode_s > 0 and r.last_decode_cpu_s >= 0  # the split
+    data = r.read_bytes(str(p))
+    if fmt in ("raw", "tar"):  # views of the one array the read filled
+        assert all(np.shares_memory(o, data) for o in freader.decode(data, fmt, sizes))
+    # a reused buffer (O_DIRECT's, here a memoryview) is copied from: a later read changes
+    # the buffer, never the samples already decoded
+    buf = bytearray(p.read_bytes())
+    first = freader.decode(memoryview(buf), fmt, sizes)
+    buf[:] = bytes(len(buf))
+    assert [o.tobytes() for o in first] == [s.tobytes() for s in samples]
+
+
+def test_the_reader_looks_its_format_up_once(tmp_path, monkeypatch):
+    p = tmp_path / "f.bin"
+    p.write_bytes(b"x" * 100)
+    calls = []
+    real = freader.get_format
+    monkeypatch.setattr(freader, "get_format", lambda f: calls.append(f) or real(f))
+    r = freader.FileReader()
+    for _ in range(5):
+        assert r.read(str(p), "raw", [100])[0].tobytes() == b"x" * 100
+    assert calls == ["raw"]
+
+
+# ---- the recorded figures, on a small real run --------------------------------------------
+
+
+def test_existing_npy_run_keeps_the_split_and_the_cache_record(cli, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = np.random.default_rng(2)
+    for i in range(24):
+        np.save(data / f"s{i:03d}.npy", rng.integers(0, 255, 24 * KIB, dtype=np.uint8))
+    r = cli("loader", data, "--existing", "--set", "batch_size=4", "--set", "compute_s=0",
+            "--workers", "1", "--epochs", "2", "--no-history", "--json", "-q",
+            "--output", tmp_path / "out")  # fmt: skip
+    assert r.code == 0, r.err
+    ex = json.loads(r.out)["loader"]["existing"]
+    assert ex["failed"]["count"] == 0 and ex["dataset"]["samples_read"] == 48
+    sp = ex["split"]
+    assert sp["read_s_per_sample"] > 0 and sp["decode_s_per_sample"] > 0
+    assert sp["open_s_per_file"] > 0 and sp["collate_s_per_batch"] > 0
+    assert "RWF_NOWAIT" in ex["cache_basis"] and "files checked" in ex["cache_basis"]
+    assert ex["workers"][0]["bytes"] == 2 * sum(p.stat().st_size for p in data.iterdir())
+    assert ex["epochs"][1]["bytes"] > 0 and ex["epochs"][1]["timed_s"] > 0
+
+
+def test_the_existing_dataset_yields_what_np_load_gives(tmp_path):
+    root = tmp_path / "d"
+    root.mkdir()
+    arrs = [np.arange(i, i + 6, dtype=np.int16).reshape(2, 3) for i in range(8)]
+    for i, a in enumerate(arrs):
+        np.save(root / f"{i}.npy", a)
+    names = tuple(f"{i}.npy" for i in range(8))
+    ds = ExistingDataset(str(root), names, "npz", 4, "cached")
+    got = []
+    for batch, st in ds:
+        assert st.read_s > 0 and st.decode_s > 0 and st.samples == len(batch)
+        got.extend(batch.numpy())
+    order = np.random.default_rng([1, 0]).permutation(8)
+    assert [g.tolist() for g in got] == [arrs[k].tolist() for k in order]
+
+
+def test_synthetic_run_keeps_the_split(cli, tmp_path):
+    prof = Path(tmp_path / "p.toml")
+    prof.write_text('description = "t"\nformat = "tar"\nsample_size = "32KiB"\nfiles = 24\n'
+                    "batch_size = 4\ncompute_s = 0\nworkers = 1\nprefetch = 2\nau_min = 0\n"
+                    "epochs = 2\n")  # fmt: skip
+    target = tmp_path / "t"
+    target.mkdir()
+    r = cli("loader", target, "--profile", prof, "--buffered", "--no-history", "--json", "-q",
+            "--output", tmp_path / "out")  # fmt: skip
+    assert r.code in (0, 1), r.err
+    ld = json.loads(r.out)["loader"]
+    assert ld["worker_read_s_per_sample"] > 0 and ld["worker_decode_s_per_sample"] > 0
+    assert ld["decode"]["cpu_s_per_sample"] > 0 and ld["cache"] == "dropped"
+    ep = ld["ranks"][0]["epochs"][1]
+    assert ep["bytes"] == ep["samples"] * 32 * KIB and ep["read_s"] > 0 and ep["decode_s"] > 0
+
+
+def test_a_batchs_figures_travel_as_values_and_sum_as_before():
+    import pickle
+
+    from iobench.loader.existing import _add
+
+    a = BatchStats(worker=1, samples=4, files=4, bytes=400, read_s=0.5, decode_s=0.25,
+                   cache_checked=2, cache_resident=1, failed=1, failed_names=["x.npy: bad"])  # fmt: skip
+    wire = pickle.dumps(a)
+    assert b"read_s" not in wire and pickle.loads(wire) == a  # values only, the same figures
+    acc: dict = {}
+    for st in (a, pickle.loads(wire), BatchStats(worker=1)):
+        _add(acc, st)
+    w = acc[1]
+    assert w["batches"] == 3 and w["samples"] == 8 and w["bytes"] == 800
+    assert w["read_s"] == 1.0 and w["cache_checked"] == 4 and w["cache_resident"] == 2
+    assert w["failed"] == 2 and w["failed_names"] == ["x.npy: bad"] * 2 and w["lost_files"] == 0
+    assert acc[-1]["per_batch"] == [(4, 0.5, 0.0, 0.0)] * 2  # empty batches keep no spread
+
+
+def test_a_file_directly_in_the_dataset_opens_beneath_it_a_link_the_checked_way(
+    tmp_path, monkeypatch
+):
+    import os
+
+    from iobench.loader import existing_read
+
+    root = tmp_path / "d"
+    root.mkdir()
+    (root / "a.npy").write_bytes(_npy(np.arange(3)))
+    (tmp_path / "outside.npy").write_bytes(_npy(np.arange(4)))
+    (root / "in.npy").symlink_to(root / "a.npy")
+    (root / "out.npy").symlink_to(tmp_path / "outside.npy")
+    os.mkfifo(root / "f.npy")
+    ds = ExistingDataset(str(root), ("a.npy", "in.npy", "out.npy", "f.npy"), "npz", 8, "cached")
+    checked = []
+    real_under = existing_read._under
+    monkeypatch.setattr(
+        existing_read, "_under", lambda fd, r: checked.append(fd) or real_under(fd, r)
+    )
+    st = BatchStats()
+    path = str(root / "a.npy")
+    assert read_file(path, "cached", st, None, root=ds.real_root, beneath=ds._beneath("a.npy"))
+    assert checked == []  # opened relative to the directory: no /proc lookup
+    got = read_file(str(root / "in.npy"), "cached", st, None, root=ds.real_root,
+                    beneath=ds._beneath("in.npy"))  # fmt: skip
+    assert got == (root / "a.npy").read_bytes() and len(checked) == 1  # a link: checked
+    with pytest.raises(OSError, match="out of the dataset"):
+        read_file(str(root / "out.npy"), "cached", st, None, root=ds.real_root,
+                  beneath=ds._beneath("out.npy"))  # fmt: skip
+    with pytest.raises(OSError, match="a FIFO, not a regular file"):
+        read_file(str(root / "f.npy"), "cached", st, None, root=ds.real_root,
+                  beneath=ds._beneath("f.npy"))  # fmt: skip
+    assert ds._beneath("sub/x.npy") is None  # in a subdirectory: its path is checked
+    fd = ds._dir[1]
+    ds.close()
+    with pytest.raises(OSError):
+        os.fstat(fd)
