@@ -35,7 +35,7 @@ from ..target import Target, apply_layout, check_free_space, is_url, resolve
 from .bound import bounds_s
 from .checkpoint import CkptRequirement, check_model_options, step_fields
 from .checkpoint import attach as ckpt_attach
-from .plan_file import PlanRequirements, load_plan, looks_like_plan
+from .plan_file import PlanRequirements, load_plan, looks_like_plan, settle_model
 from .plan_text import ASSUMED_WRITE_BPS, render_plan
 from .verdict import (
     Requirement,
@@ -289,12 +289,12 @@ def run_qualify(
     announce: Callable[[str], None] | None = None,
     stall: StallSetting = UNARMED,
 ) -> tuple[RunOutcome | None, str | None]:
-    """Plan (and unless ``dry_run``) run the suite. Returns (outcome, dry-run text).
-
-    With a torchrun ``coord`` (many ranks) every rank runs each I/O step on its own files, in
-    step, and the phases are the ranks' aggregates; the loader runs one accelerator per rank;
-    rank 0 writes the result, the report (``write_report``) and the verdict (alike on all ranks)."""
+    """Plan (and unless ``dry_run``) run the suite. Returns (outcome, dry-run text). With a
+    torchrun ``coord`` (many ranks) every rank runs each I/O step on its own files, in step, and
+    the phases are the ranks' aggregates; the loader runs one accelerator per rank; rank 0
+    writes the result, the report (``write_report``) and the verdict (alike on all ranks)."""
     suite = _suite(target_spec, profile_name, gpus, require, quick, budget, checkpoint, sets)
+    model, ckpt_opts = settle_model(suite.plan, model, ckpt_opts, gpus)  # a plan's checkpoint
     ckpt_full = check_model_options(model, checkpoint, ckpt_opts, list(suite.requirements))
     suite = replace(suite, ckpt_full=ckpt_full or suite.ckpt_full, model=model, stall=stall,
                     ckpt_opts=ckpt_opts, requested_gpus=gpus, write_report=write_report)  # fmt: skip
