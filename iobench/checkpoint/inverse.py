@@ -329,7 +329,7 @@ def _async_basis(
         f"the background, a failure before it is durable costing it again (the factor 1 + w/M);"
         f" the longest write whose goodput is at least {target:.2%} at {at} (bisection to "
         "float precision); the write bandwidth writes the checkpoint in it",
-        sync[1],
+        sync[1].replace("of the stall and", "of the background write and"),
         f"the forward model (asynchronous) at the planned rates gives the goodput shown; {rt}",
         f"host copy: {copy_basis or 'given'}",
         "not counted: the AU the data loader loses while the background write shares the "
