@@ -197,3 +197,24 @@ def test_the_plan_sets_the_checkpoint_model(cli, planted, tmp_path, monkeypatch)
     sync = _write(tmp_path / "p.json", _with(inputs={"profile": "unet3d-h100"}))
     r = cli("qualify", planted.path, "--quick", "--dry-run", "--require", sync)
     assert r.code == 0 and "llm-checkpoint" not in r.out
+
+
+def test_settle_model_takes_the_plans_assumptions(tmp_path):
+    from iobench.checkpoint.estimate import Options
+    from iobench.checkpoint.spec import load_checkpoint_profile
+    from iobench.qualify.plan_file import settle_model
+
+    inputs = {"model": "llama3-8b", "gpus": 64, "mtbf_s": 7200, "interval_s": 900,
+              "restart_s": 120, "async": True, "host_copy_bps": 3e10}  # fmt: skip
+    plan = load_plan(_write(tmp_path / "p.json", _with(inputs=inputs)))
+    model, opts = settle_model(plan, None, Options(), None)
+    assert model == "llama3-8b" and opts.save_mode == "async" and opts.copy_bps == 3e10
+    assert (opts.mtbf_s, opts.interval_s, opts.restart_s, opts.accelerators) == (7200, 900, 120, 64)
+    assert opts.mtbf_basis.startswith("the plan ") and "host copy" in opts.copy_basis
+    # the model given as its TOML file names the same model: agreed, and the file is kept
+    path = str(load_checkpoint_profile("llama3-8b").path)
+    assert settle_model(plan, path, Options(), None)[0] == path
+    # no plan, or a plan without a model: as given
+    assert settle_model(None, "llama3-70b", None, None) == ("llama3-70b", None)
+    bare = load_plan(_write(tmp_path / "b.json", GOOD))
+    assert settle_model(bare, "llama3-70b", Options(), None)[0] == "llama3-70b"

@@ -259,7 +259,7 @@ def settle_model(plan: PlanRequirements | None, model: str | None, opts: Any, gp
         f"the plan {plan.path}'s host copy per GPU (not measured here: a GPU's device-to-host "
         "copy, which the storage does not set)"
     )
-    return plan.model, replace(
+    return model or plan.model, replace(
         opts, mtbf_s=pc.mtbf_s, failure_rate_per_s=None,
         mtbf_basis=f"the plan {plan.path}'s MTBF" if pc.mtbf_s else "",
         accelerators=opts.accelerators or plan.gpus, interval_s=pc.interval_s,
