@@ -340,3 +340,24 @@ def test_checkpoint_forward_plan_has_async_saves(cli):
         assert r.code == 2 and message in r.err and len(r.err.strip().splitlines()) == 1
     r = cli("checkpoint", "/nonexistent-target", "--model", "llama3-8b", "--async")
     assert r.code == 2 and "--async plans from given rates" in r.err
+
+
+@pytest.mark.parametrize(
+    "model, gib_s, restart_s, stall_s, goodput, first",
+    [
+        ("llama3-70b", 70, 0.0, 13.02, 0.9513, 0.9505),
+        ("llama3-405b", 156, 0.0, 33.92, 0.9211, 0.9189),
+        ("llama3-1t", 294, 0.0, 52.47, 0.9018, 0.8982),
+        ("llama3-405b", 156, 600.0, 33.92, 0.8728, 0.8650),
+    ],
+)
+def test_mlperf_v3_median_rows(model, gib_s, restart_s, stall_s, goodput, first):
+    """docs/validation/checkpoint-model.md, section 3: the v3.0 medians on 16,384 GPUs."""
+    from iobench.checkpoint.estimate import Options, plan
+
+    spec = load_checkpoint_profile(model).spec
+    rates = cm.Rates(gib_s * GiB, gib_s * GiB)
+    est = plan(spec, rates, Options(accelerators=16384, restart_s=restart_s))
+    assert est["stall"]["sync_s"] == pytest.approx(stall_s, abs=0.005)
+    assert est["sync"]["best_goodput"] == pytest.approx(goodput, abs=5e-5)
+    assert est["sync"]["best_goodput_first_order"] == pytest.approx(first, abs=5e-5)
