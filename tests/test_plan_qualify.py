@@ -187,6 +187,7 @@ def test_the_plan_sets_the_checkpoint_model(cli, planted, tmp_path, monkeypatch)
         (("--failure-rate", "1e-3"), "--failure-rate is not the plan's (86400 s)"),
         (("--interval", "10m"), "--interval is not the plan's (1800 s)"),
         (("--restart", "5m"), "--restart is not the plan's (none)"),
+        (("--checkpoint", "1GiB"), "checkpoint model (llama3-8b) gives the checkpoint's size"),
     ):  # fmt: skip
         out = tmp_path / "q"
         r = cli("qualify", planted.path, "--quick", "--require", path, "--output", out, *args)

@@ -225,8 +225,8 @@ def _agree(plan: PlanRequirements, flag: str, given: float | None, planned: floa
         )
 
 
-def settle_model(plan: PlanRequirements | None, model: str | None, opts: Any, gpus: int | None
-                 ) -> tuple[str | None, Any]:  # fmt: skip
+def settle_model(plan: PlanRequirements | None, model: str | None, opts: Any, gpus: int | None,
+                 checkpoint: str | None = None) -> tuple[str | None, Any]:  # fmt: skip
     """(checkpoint model, checkpoint options) of ``qualify --require PLAN.json``: the plan's
     model and assumptions (MTBF, interval, restart, save mode and host copy), so its
     checkpoint step and estimate are the plan's; a command-line value beside them that is not
@@ -240,6 +240,12 @@ def settle_model(plan: PlanRequirements | None, model: str | None, opts: Any, gp
     pc = plan.checkpoint if plan is not None else None
     if plan is None or plan.model is None or pc is None:  # no plan, or no checkpoint model
         return model, opts
+    if checkpoint is not None:
+        raise UsageError(
+            f"--checkpoint {checkpoint}: the plan {plan.path}'s checkpoint model "
+            f"({plan.model}) gives the checkpoint's size",
+            hint="leave out --checkpoint",
+        )
     if model is not None:
         name = load_checkpoint_profile(model).spec.name
         if name != plan.model:

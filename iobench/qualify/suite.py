@@ -294,7 +294,7 @@ def run_qualify(
     the phases are the ranks' aggregates; the loader runs one accelerator per rank; rank 0
     writes the result, the report (``write_report``) and the verdict (alike on all ranks)."""
     suite = _suite(target_spec, profile_name, gpus, require, quick, budget, checkpoint, sets)
-    model, ckpt_opts = settle_model(suite.plan, model, ckpt_opts, gpus)  # a plan's checkpoint
+    model, ckpt_opts = settle_model(suite.plan, model, ckpt_opts, gpus, checkpoint)  # a plan's
     ckpt_full = check_model_options(model, checkpoint, ckpt_opts, list(suite.requirements))
     suite = replace(suite, ckpt_full=ckpt_full or suite.ckpt_full, model=model, stall=stall,
                     ckpt_opts=ckpt_opts, requested_gpus=gpus, write_report=write_report)  # fmt: skip
