@@ -38,7 +38,7 @@ def test_qualify_checks_exactly_the_plan(cli, planted, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     data = _plan(cli, tmp_path / "plan.json", "--async", "--host-copy", "20GB/s")
     small = _scaled(data, 1e-9, tmp_path / "small.json")  # what any storage delivers
-    big = _scaled(data, 1e6, tmp_path / "big.json")  # what none does
+    big = _scaled(data, 1e9, tmp_path / "big.json")  # what none does
     out = tmp_path / "q"
     r = cli("qualify", planted.path, "--quick", "--budget", "6s", "--output", out, "-q",
             "--no-history", "--require", small)  # fmt: skip
@@ -73,7 +73,7 @@ def test_qualify_checks_exactly_the_plan(cli, planted, tmp_path, monkeypatch):
     assert failed["result"] == "fail"
     assert [i["result"] for i in failed["items"]] == ["fail"] * len(keys)
     for item, q in zip(failed["items"], data["requirements"], strict=True):
-        assert item["required"] == pytest.approx(q["value"] * 1e6)
+        assert item["required"] == pytest.approx(q["value"] * 1e9)
         assert item["required"] > item["measured"]
 
 
