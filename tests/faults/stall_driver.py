@@ -9,7 +9,8 @@ processes of the phase whose name starts with PHASE, from its AFTER-th call on),
 ``fork`` (the run's ``os.fork`` blocks from its AFTER-th call on, as a fork that never returns
 under memory pressure), ``forkfail`` (it fails with EAGAIN from its AFTER-th call on, as at
 RLIMIT_NPROC, which root is exempt from), ``start`` (the forked workers of PHASE block before
-they run, as processes that never report in). A blocked call opens FIFO for reading, which no one
+they run, as processes that never report in), ``slowdrop`` (each page-cache drop of the run's
+own thread takes AFTER ms: a drop of many files on a busy disk, slow but answering). A blocked call opens FIFO for reading, which no one
 ever writes: the thread sits in the open(2) system call for good, as one does in a FUSE request
 whose server waits for an OSD or an MDS, and no flag it could poll reaches it.
 """
@@ -68,6 +69,17 @@ for kind in what.split(","):
             return real_fork()
 
         os.fork = fork
+    elif kind == "slowdrop":
+        import time
+
+        real_fadvise = os.posix_fadvise
+
+        def fadvise(fd, offset, length, advice, real_fadvise=real_fadvise):
+            if advice == os.POSIX_FADV_DONTNEED and not _in_phase():
+                time.sleep(after / 1000)
+            return real_fadvise(fd, offset, length, advice)
+
+        os.posix_fadvise = fadvise
     elif kind == "start":
         from iobench.engines import forked
 

@@ -306,6 +306,24 @@ def test_a_fork_refused_at_the_process_limit_is_exit_4_naming_it(planted, tmp_pa
     assert debris(planted.path) == [] and planted.unchanged()
 
 
+def test_a_slow_cache_drop_of_many_files_is_no_stall(planted, tmp_path):
+    """llama3-1t at --scale 1e-6 wrote 262,144 small files; on a busy disk dropping their pages
+    before ckpt-open_read took over 60 s and the watchdog blamed the storage, which answered
+    every file. Each file dropped is progress: 64 files at 100 ms each, a 2 s timeout, exit 0."""
+    out = tmp_path / "out"
+    p, _ = _run(
+        tmp_path, "slowdrop", "none", 100, "run", "checkpoint-smallfile", str(planted.path),
+        "--set", "files=64", "--set", 'file_sizes=["4KiB"]', "--set", "dcp=false",
+        "--set", "checkpoint_size=1MiB", "--set", "shards=1", "--set", "jobs=2",
+        "--set", "direct=false", "--output", str(out), "-q", "--no-history",
+        "--stall-timeout", f"{STALL_S}s",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    res = json.loads((out / "result.json").read_text())
+    assert any(ph["name"] == "ckpt-open_read" and ph["status"] == "ok" for ph in res["phases"])
+    assert debris(planted.path) == [] and planted.unchanged()
+
+
 def test_a_start_under_way_is_named_beside_a_starved_client():
     from iobench.run.stall import Watchdog, client_not_storage
 
