@@ -208,3 +208,156 @@ def test_plan_output_never_follows_a_link(cli, tmp_path, monkeypatch):
         assert r.code == 2 and "symbolic link" in r.err and len(r.err.strip().splitlines()) == 1
     assert (tmp_path / "mine.txt").read_text() == "user data"
     assert not (tmp_path / "absent.txt").exists()
+
+
+# -- asynchronous saves: the stall is the host copy, the write runs behind and must fit --------
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"interval_s": 900.0},
+        {"restart_s": 120.0, "load_s": 120.0},
+        {"metadata_share": 0.0},
+        {"metadata_share": 0.3, "restart_s": 60.0},
+    ],
+)
+def test_async_write_bandwidth_round_trips(kw):
+    from iobench.checkpoint.inverse import HOST_COPY_BPS
+
+    lay, mtbf = _lay(), 3 * 3600.0
+    p = plan_checkpoint("llama3-70b", lay, 0.95, mtbf, "given", host_copy_bps=HOST_COPY_BPS, **kw)
+    assert p.mode == "async" and p.host_copy_bps == HOST_COPY_BPS
+    assert p.stall_s == pytest.approx(lay.max_rank_bytes / HOST_COPY_BPS)  # the snapshot
+    rates = cm.Rates(p.write_bps, p.read_bps, HOST_COPY_BPS, p.create_per_s, p.open_per_s)
+    at = forward(lay, rates, mtbf, kw.get("restart_s", 0.0), kw.get("interval_s"))
+    assert at.mode == "async" and at.in_flight_s == pytest.approx(p.write_s)
+    got = at.user_goodput if "interval_s" in kw else at.best_goodput
+    assert got == pytest.approx(0.95, abs=1e-9) and p.goodput == pytest.approx(got)
+    assert p.goodput_below < 0.95 and not p.write_fits
+    assert p.write_s <= p.interval_s  # the background write ends before the next save
+    if "interval_s" not in kw:  # the best interval: the optimum for the snapshot, or the write
+        opt = cm.optimum_interval_exact(p.stall_s, mtbf)
+        assert p.interval_s == pytest.approx(max(opt, p.write_s))
+    sync = plan_checkpoint("llama3-70b", lay, 0.95, mtbf, "given", **kw)
+    assert p.write_bps < sync.write_bps / 5  # the stall is no longer the write
+
+
+def test_async_write_by_hand():
+    # Daly's form with the write in flight, at τ = max(τ*(s), w), solved for w at one point
+    from iobench.checkpoint.daly import goodput_exact, optimum_interval_exact
+    from iobench.checkpoint.inverse import max_write
+
+    m, s = 3 * 3600.0, 0.5
+    w = max_write(0.95, s, m, restart_s=120.0, load_s=60.0)
+    tau = max(optimum_interval_exact(s, m), w)
+    assert goodput_exact(tau, s, m, 180.0, w) == pytest.approx(0.95)
+    tau2 = max(optimum_interval_exact(s, m), w * 1.01)
+    assert goodput_exact(tau2, s, m, 180.0, w * 1.01) < 0.95
+    # the snapshot and the recovery alone miss the target: no write bandwidth reaches it
+    with pytest.raises(UsageError, match="out of reach with asynchronous saves"):
+        max_write(0.99, 30.0, 3600.0, restart_s=60.0)
+
+
+def test_an_async_write_fills_a_loose_interval():
+    # a goodput any write that fits meets: the write takes the whole interval, no more
+    lay, mtbf = _lay(), 24 * 3600.0
+    p = plan_checkpoint("llama3-70b", lay, 0.5, mtbf, "given", interval_s=600.0,
+                        host_copy_bps=25e9)  # fmt: skip
+    assert p.write_fits and p.write_s == pytest.approx(600.0)
+    assert p.write_bps == pytest.approx(lay.total_bytes / (0.9 * 600.0))
+    less = cm.Rates(p.write_bps * 0.99, p.read_bps, 25e9, p.create_per_s * 0.99, p.open_per_s)
+    below = forward(lay, less, mtbf, 0.0, 600.0)
+    assert below.user_stall_s > p.stall_s  # 1 % slower: the next save waits for the write
+    assert any("the fit bounds it" in b for b in p.basis)
+
+
+def test_plan_async_cli_and_plan_file(cli, tmp_path, monkeypatch):
+    from iobench.checkpoint.inverse import HOST_COPY_BPS
+
+    monkeypatch.chdir(tmp_path)
+    base = ("plan", "--gpus", "8", "--profile", "resnet50", "--accelerator", "h100",
+            "--model", "llama3-8b", "--goodput", "95%", "--mtbf", "3h")  # fmt: skip
+    r = cli(*base, "--async", "--output", "a.json")
+    assert r.code == 0, r.err
+    assert "asynchronous saves" in r.out and "snapshot stall" in r.out
+    assert "dataset read + checkpoint write bandwidth" in r.out and "PCIe 5.0 x16" in r.out
+    assert "not counted: the AU the data loader loses" in r.out
+    a = json.loads((tmp_path / "a.json").read_text())
+    assert a["inputs"]["async"] is True and a["inputs"]["host_copy_bps"] == HOST_COPY_BPS
+    ck = a["checkpoint"]
+    assert ck["mode"] == "async" and ck["goodput"] >= 0.95 - 1e-9 > ck["goodput_below"]
+    combined = next(f for f in a["figures"] if f["what"].startswith("dataset read + "))
+    req = {q["key"]: q["value"] for q in a["requirements"]}
+    assert combined["key"] is None  # not a qualify requirement
+    assert combined["value"] == pytest.approx(req["dataset_read"] + req["ckpt_save"])
+    r = cli(*base, "--json")
+    s = json.loads(r.out)
+    assert s["inputs"]["async"] is False and s["checkpoint"]["mode"] == "sync"
+    assert req["ckpt_save"] < {q["key"]: q["value"] for q in s["requirements"]}["ckpt_save"]
+    r = cli(*base, "--async", "--host-copy", "20GB/s", "--json")
+    slow = json.loads(r.out)
+    assert slow["inputs"]["host_copy_bps"] == 20e9
+    assert slow["checkpoint"]["stall_s"] > ck["stall_s"]
+    assert "given (--host-copy 20GB/s)" in slow["checkpoint"]["host_copy_basis"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model", "llama3-8b", "--goodput", "95%", "--host-copy", "20GB/s"],
+         "--host-copy needs --async"),
+        (["--profile", "unet3d-h100", "--async"], "--async needs --model"),
+        (["--model", "llama3-8b", "--goodput", "95%", "--async", "--host-copy", "fast"],
+         "--host-copy 'fast' is not a positive byte rate"),
+        (["--model", "llama3-8b", "--goodput", "95%", "--async", "--host-copy", "0GB/s"],
+         "--host-copy '0GB/s' is not a positive byte rate"),
+    ],
+)  # fmt: skip
+def test_plan_async_bad_input_is_one_line_exit_2(cli, tmp_path, monkeypatch, args, message):
+    test_plan_bad_input_is_one_line_exit_2(cli, tmp_path, monkeypatch, args, message)
+
+
+def test_checkpoint_forward_plan_has_async_saves(cli):
+    base = ("checkpoint", "--model", "llama3-70b", "--write-rate", "70GiB/s",
+            "--read-rate", "90GiB/s", "--mtbf", "3h")  # fmt: skip
+    r = cli(*base)
+    assert r.code == 0 and "Stall, asynchronous" not in r.out
+    r = cli(*base, "--async", "--json")
+    est = json.loads(r.out)
+    assert est["async"] is not None and est["rates"]["copy_bps"] == pytest.approx(
+        63.015e9, rel=1e-4
+    )
+    assert est["stall"]["snapshot_s"] == pytest.approx(
+        est["layout"]["max_rank_bytes"] / 63.015e9, rel=1e-4
+    )
+    assert any("PCIe 5.0 x16" in b for b in est["basis"])
+    r = cli(*base, "--async", "--host-copy", "10GiB/s")
+    assert r.code == 0 and "Stall, asynchronous" in r.out and "--host-copy 10GiB/s" in r.out
+    for args, message in ((("--host-copy", "10GiB/s"), "--host-copy needs --async"),):
+        r = cli(*base, *args)
+        assert r.code == 2 and message in r.err and len(r.err.strip().splitlines()) == 1
+    r = cli("checkpoint", "/nonexistent-target", "--model", "llama3-8b", "--async")
+    assert r.code == 2 and "--async plans from given rates" in r.err
+
+
+@pytest.mark.parametrize(
+    "model, gib_s, restart_s, stall_s, goodput, first",
+    [
+        ("llama3-70b", 70, 0.0, 13.02, 0.9513, 0.9505),
+        ("llama3-405b", 156, 0.0, 33.92, 0.9211, 0.9189),
+        ("llama3-1t", 294, 0.0, 52.47, 0.9018, 0.8982),
+        ("llama3-405b", 156, 600.0, 33.92, 0.8728, 0.8650),
+    ],
+)
+def test_mlperf_v3_median_rows(model, gib_s, restart_s, stall_s, goodput, first):
+    """docs/validation/checkpoint-model.md, section 3: the v3.0 medians on 16,384 GPUs."""
+    from iobench.checkpoint.estimate import Options, plan
+
+    spec = load_checkpoint_profile(model).spec
+    rates = cm.Rates(gib_s * GiB, gib_s * GiB)
+    est = plan(spec, rates, Options(accelerators=16384, restart_s=restart_s))
+    assert est["stall"]["sync_s"] == pytest.approx(stall_s, abs=0.005)
+    assert est["sync"]["best_goodput"] == pytest.approx(goodput, abs=5e-5)
+    assert est["sync"]["best_goodput_first_order"] == pytest.approx(first, abs=5e-5)

@@ -14,9 +14,9 @@ from iobench.qualify.verdict import REQUIREMENT_KEYS, verdict
 from iobench.result import file as results
 
 
-def _plan(cli, path) -> dict:
+def _plan(cli, path, *extra) -> dict:
     r = cli("plan", "--gpus", "1", "--profile", "retinanet-b200", "--model", "llama3-8b",
-            "--goodput", "90%", "--mtbf", "24h", "--output", path, "--json")  # fmt: skip
+            "--goodput", "90%", "--mtbf", "24h", "--output", path, "--json", *extra)  # fmt: skip
     assert r.code == 0, r.err
     return json.loads(path.read_text())
 
@@ -36,9 +36,9 @@ def test_plan_keys_are_qualify_keys_of_the_same_unit():
 
 def test_qualify_checks_exactly_the_plan(cli, planted, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    data = _plan(cli, tmp_path / "plan.json")
+    data = _plan(cli, tmp_path / "plan.json", "--async", "--host-copy", "20GB/s")
     small = _scaled(data, 1e-9, tmp_path / "small.json")  # what any storage delivers
-    big = _scaled(data, 1e6, tmp_path / "big.json")  # what none does
+    big = _scaled(data, 1e9, tmp_path / "big.json")  # what none does
     out = tmp_path / "q"
     r = cli("qualify", planted.path, "--quick", "--budget", "6s", "--output", out, "-q",
             "--no-history", "--require", small)  # fmt: skip
@@ -56,12 +56,24 @@ def test_qualify_checks_exactly_the_plan(cli, planted, tmp_path, monkeypatch):
     assert all("(required >= " in x for x in lines)
     assert v["reasons"][0].startswith(f"NOTE: the requirements are the plan {small}'s")
     assert run.workload["params"]["require_plan"] == small
+    # the plan's checkpoint model was measured (not the default 4-shard step), and its
+    # assumptions judged: the MTBF, asynchronous saves at the plan's host copy
+    assert run.workload["params"]["steps"]["checkpoint"]["model"].endswith("llama3-8b.toml")
+    ck = run.checkpoint
+    assert ck["model"]["name"] == "llama3-8b" and ck["estimate"]["save_mode"] == "async"
+    est = ck["estimate"]
+    assert est["rates"]["copy_bps"] == 20e9 and est["mtbf_s"] == 86_400
+    assert est["mtbf_basis"] == f"the plan {small}'s MTBF"
+    assert any(f"the plan {small}'s host copy per GPU" in b for b in est["basis"])
+    summary = [x for x in v["reasons"] if x.startswith("ESTIMATE: checkpoint llama3-8b")]
+    assert len(summary) == 1 and "goodput, asynchronous" in summary[0]
+    assert "writes llama3-8b's own layout" in v["reasons"][0]
     # the same run against a plan it cannot meet: every line fails, measured against required
     failed = verdict(run, list(load_plan(big).requirements), None, None)
     assert failed["result"] == "fail"
     assert [i["result"] for i in failed["items"]] == ["fail"] * len(keys)
     for item, q in zip(failed["items"], data["requirements"], strict=True):
-        assert item["required"] == pytest.approx(q["value"] * 1e6)
+        assert item["required"] == pytest.approx(q["value"] * 1e9)
         assert item["required"] > item["measured"]
 
 
@@ -110,6 +122,11 @@ def _req(**kw):
         (_with(inputs={"profile": "x.toml"}), "inputs.profile must be a name"),
         (_with(inputs={"gpus": 0}), "inputs.gpus must be a whole number"),
         (_with(inputs=[]), "inputs must be an object"),
+        (_with(inputs={"model": "llama3-8b", "async": "yes"}), "inputs.async must be true or"),
+        (_with(inputs={"model": "llama3-8b", "async": True}), "inputs.async needs inputs.host_copy"),
+        (_with(inputs={"model": "llama3-8b", "mtbf_s": -1}), "inputs.mtbf_s must be seconds"),
+        (_with(inputs={"model": "llama3-8b", "interval_s": 0}), "must be more than 0 s"),
+        (_with(inputs={"model": "llama3-8b", "restart_s": "1h"}), "inputs.restart_s must be"),
     ],
 )  # fmt: skip
 def test_a_hostile_plan_is_one_line_exit_2(cli, planted, tmp_path, content, message):
@@ -150,3 +167,55 @@ def test_new_requirement_keys_parse_by_hand():
 
     reqs = {r.key: r.value for r in parse_requirements("dataset_read=2GiB/s,free=1TiB")}
     assert reqs == {"dataset_read": 2.0 * (1 << 30), "free": float(1 << 40)}
+
+
+def test_the_plan_sets_the_checkpoint_model(cli, planted, tmp_path, monkeypatch):
+    """The plan's model is the checkpoint step (not the default 4 shards); --model or a
+    checkpoint option beside it must be the plan's (else one line, exit 2, nothing run)."""
+    monkeypatch.chdir(tmp_path)
+    _plan(cli, tmp_path / "plan.json", "--interval", "30m")
+    path = str(tmp_path / "plan.json")
+    r = cli("qualify", planted.path, "--quick", "--dry-run", "--require", path)
+    assert r.code == 0, r.err
+    assert "llm-checkpoint" in r.out and "llama3-8b:" in r.out
+    for agree in (("--model", "llama3-8b"), ("--mtbf", "24h"), ("--interval", "30m")):
+        r = cli("qualify", planted.path, "--quick", "--dry-run", "--require", path, *agree)
+        assert r.code == 0, (agree, r.err)
+    for args, message in (
+        (("--model", "llama3-70b"), "--model llama3-70b is not the plan's checkpoint model (llama3-8b)"),
+        (("--mtbf", "3h"), "--mtbf is not the plan's (86400 s)"),
+        (("--failure-rate", "1e-3"), "--failure-rate is not the plan's (86400 s)"),
+        (("--interval", "10m"), "--interval is not the plan's (1800 s)"),
+        (("--restart", "5m"), "--restart is not the plan's (none)"),
+        (("--checkpoint", "1GiB"), "checkpoint model (llama3-8b) gives the checkpoint's size"),
+    ):  # fmt: skip
+        out = tmp_path / "q"
+        r = cli("qualify", planted.path, "--quick", "--require", path, "--output", out, *args)
+        assert r.code == 2 and message in r.err, (args, r.err)
+        assert len(r.err.strip().splitlines()) == 1 and not out.exists()
+    assert planted.unchanged()
+    # a plan without a checkpoint model keeps the plain checkpoint step
+    sync = _write(tmp_path / "p.json", _with(inputs={"profile": "unet3d-h100"}))
+    r = cli("qualify", planted.path, "--quick", "--dry-run", "--require", sync)
+    assert r.code == 0 and "llm-checkpoint" not in r.out
+
+
+def test_settle_model_takes_the_plans_assumptions(tmp_path):
+    from iobench.checkpoint.estimate import Options
+    from iobench.checkpoint.spec import load_checkpoint_profile
+    from iobench.qualify.plan_file import settle_model
+
+    inputs = {"model": "llama3-8b", "gpus": 64, "mtbf_s": 7200, "interval_s": 900,
+              "restart_s": 120, "async": True, "host_copy_bps": 3e10}  # fmt: skip
+    plan = load_plan(_write(tmp_path / "p.json", _with(inputs=inputs)))
+    model, opts = settle_model(plan, None, Options(), None)
+    assert model == "llama3-8b" and opts.save_mode == "async" and opts.copy_bps == 3e10
+    assert (opts.mtbf_s, opts.interval_s, opts.restart_s, opts.accelerators) == (7200, 900, 120, 64)
+    assert opts.mtbf_basis.startswith("the plan ") and "host copy" in opts.copy_basis
+    # the model given as its TOML file names the same model: agreed, and the file is kept
+    path = str(load_checkpoint_profile("llama3-8b").path)
+    assert settle_model(plan, path, Options(), None)[0] == path
+    # no plan, or a plan without a model: as given
+    assert settle_model(None, "llama3-70b", None, None) == ("llama3-70b", None)
+    bare = load_plan(_write(tmp_path / "b.json", GOOD))
+    assert settle_model(bare, "llama3-70b", Options(), None)[0] == "llama3-70b"

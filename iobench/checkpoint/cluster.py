@@ -124,6 +124,8 @@ class CheckpointInput:
     load_s: float | None = None
     metadata_share: float = 0.1
     retention: int = 1
+    host_copy_bps: float | None = None  # asynchronous saves: the snapshot's rate per GPU
+    host_copy_basis: str = ""
 
 
 def _dataset(
@@ -173,8 +175,11 @@ def plan_cluster(
             spec.name, lay, ckpt.target, ckpt.mtbf_s, ckpt.mtbf_basis,
             interval_s=ckpt.interval_s, restart_s=ckpt.restart_s, load_s=ckpt.load_s,
             metadata_share=ckpt.metadata_share, retention=ckpt.retention,
+            host_copy_bps=ckpt.host_copy_bps, host_copy_basis=ckpt.host_copy_basis,
         )  # fmt: skip
         figs += _checkpoint_figures(cp, layout_note)
+        if rp is not None and cp.mode == "async":
+            figs.append(_combined(rp, cp))
     cap = data + (cp.capacity_bytes if cp else 0)
     parts = [f"{cp.retention} checkpoints kept + the next one written before the oldest "
              f"goes: {cp.retention + 1} × {format_bytes(cp.checkpoint_bytes)}"] if cp else []  # fmt: skip
@@ -198,16 +203,35 @@ def _loader_figures(rp: ReadPlan, ld: LoaderInput, accelerator: str) -> list[Fig
     ]  # fmt: skip
 
 
+def _combined(rp: ReadPlan, cp: CheckpointPlan) -> Figure:
+    """Asynchronous saves write while the loader reads: the two bandwidths together."""
+    share = cp.write_s / cp.interval_s
+    return Figure(
+        "dataset read + checkpoint write bandwidth", rp.bandwidth_bps + cp.write_bps, "B/s",
+        None,
+        f"the asynchronous write runs beside the loader for {share:.0%} of each interval "
+        f"({cp.write_s:.4g} s of {cp.interval_s:.4g} s): where reads and writes share one "
+        "bandwidth, the share rule of checkpoint/contention.py keeps both planned rates only "
+        "when the storage's combined bandwidth is at least their sum (else the loader's AU "
+        "falls during the write, not counted here); with independent read and write limits "
+        "(separate throttles, a full-duplex link) the two figures alone suffice. Not checked "
+        "by qualify: `iobench loader --during-checkpoint` measures the overlap",
+    )  # fmt: skip
+
+
 def _checkpoint_figures(cp: CheckpointPlan, layout_note: str) -> list[Figure]:
     basis = "; ".join(cp.basis[:2])
     meta = f"{cp.files:,} files per checkpoint in {cp.metadata_share:.0%} of the "
+    save = (
+        f"{cp.stall_s:.4g} s stall" if cp.mode == "sync" else f"{cp.write_s:.4g} s background write"
+    )
     out = [
         Figure("checkpoint write bandwidth", cp.write_bps, "B/s", "ckpt_save",
                f"{layout_note}; {basis}"),
     ]  # fmt: skip
     if cp.create_per_s is not None:
         out.append(Figure("checkpoint file creates per second", cp.create_per_s, "ops/s",
-                          "creates", meta + f"{cp.stall_s:.4g} s stall"))  # fmt: skip
+                          "creates", meta + save))  # fmt: skip
     load = "the stated recovery" if cp.load_given else "the load, as long as a save"
     out.append(Figure("checkpoint read bandwidth", cp.read_bps, "B/s", "ckpt_load",
                       f"{format_bytes(cp.checkpoint_bytes)} within {cp.load_s:.4g} s ({load}),"
@@ -245,9 +269,15 @@ def plan_text(plan: ClusterPlan) -> str:
     if plan.checkpoint is not None:
         cp = plan.checkpoint
         at = "your interval" if cp.interval_given else "the best interval"
+        how = (
+            f"stall {cp.stall_s:.4g} s"
+            if cp.mode == "sync"
+            else f"asynchronous: snapshot stall {cp.stall_s:.4g} s at "
+            f"{format_rate(cp.host_copy_bps or 0)} per GPU, background write {cp.write_s:.4g} s"
+        )
         lines.append(
             f"  goodput at the planned rates: {cp.goodput:.3%} at {at} ({cp.interval_s:,.0f} s,"
-            f" stall {cp.stall_s:.4g} s, MTBF {cp.mtbf_s:,.0f} s); at 1 % less write "
+            f" {how}, MTBF {cp.mtbf_s:,.0f} s); at 1 % less write "
             f"bandwidth: {cp.goodput_below:.3%} (target {cp.target:.2%}; first order "
             f"{cp.goodput_first_order:.3%})"
         )
@@ -265,5 +295,6 @@ def _heading(plan: ClusterPlan) -> str:
     if plan.loader is not None:
         parts.append(f"{i.get('profile')} at AU ≥ {plan.loader.threshold:.1%}")
     if plan.checkpoint is not None:
-        parts.append(f"{plan.checkpoint.model} at goodput ≥ {plan.checkpoint.target:.2%}")
+        mode = ", asynchronous saves" if plan.checkpoint.mode == "async" else ""
+        parts.append(f"{plan.checkpoint.model} at goodput ≥ {plan.checkpoint.target:.2%}{mode}")
     return "For " + ", ".join(parts)

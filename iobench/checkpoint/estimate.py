@@ -34,6 +34,10 @@ class Options:
     restart_s: float = 0.0
     capacity_bytes: int | None = None
     keep_last: int | None = None
+    mtbf_basis: str = ""  # where a given mtbf_s comes from (default: --mtbf)
+    copy_bps: float | None = None  # the snapshot's host copy per GPU, given: not the measured
+    copy_basis: str = ""
+    save_mode: str = "sync"  # the save mode the verdict's summary judges (a plan's --async)
 
 
 def _phase(run: RunResult, name: str) -> Any:
@@ -124,10 +128,10 @@ def build(
     lay = cm.layout(spec, dcp_files_per_rank=dcp_files_per_rank)
     write_bps, save_meta = _data_rate(save, got.get("create_per_s"))
     read_bps, load_meta = _data_rate(load, got.get("open_per_s"))
-    rates = cm.Rates(
-        write_bps, read_bps, got.get("copy_bps"), got.get("create_per_s"), got.get("open_per_s")
-    )
-    basis = _basis(got, save, spec, scale, rates, save_meta, load_meta)
+    copy = opts.copy_bps or got.get("copy_bps")
+    rates = cm.Rates(write_bps, read_bps, copy, got.get("create_per_s"), got.get("open_per_s"))
+    copy_basis = opts.copy_basis if opts.copy_bps else got.get("copy_basis")
+    basis = _basis(got, save, spec, scale, rates, save_meta, load_meta, copy_basis)
     if subset is not None:
         basis.append(
             f"MLPerf subset mode: ranks 0..{subset - 1} of the {spec.ranks}-rank layout ran, "
@@ -136,12 +140,14 @@ def build(
         )
     free = TargetBlock.from_dict(getattr(run, "target", None)).free_bytes
     block["estimate"] = _estimate(lay, rates, basis, spec, opts, dcp, dcp_files_per_rank, free)
+    if opts.save_mode != "sync":  # the save mode a plan judges (qualify --require PLAN.json)
+        block["estimate"]["save_mode"] = opts.save_mode
     return block
 
 
 def _basis(
     got: dict[str, Any], save: dict[str, Any], spec: cm.ModelSpec, scale: float,
-    rates: cm.Rates, save_meta: float, load_meta: float,
+    rates: cm.Rates, save_meta: float, load_meta: float, copy_basis: str | None = None,
 ) -> list[str]:  # fmt: skip
     """What the full-size estimates assume, one sentence each."""
     ranks_run = save["ranks"]
@@ -171,7 +177,7 @@ def _basis(
     if rates.copy_bps:
         basis.append(
             f"asynchronous snapshot: the largest rank shard at {format_rate(rates.copy_bps)} "
-            f"({got.get('copy_basis') or 'measured copy'})"
+            f"({copy_basis or 'measured copy'})"
         )
     return basis
 
@@ -179,7 +185,7 @@ def _basis(
 def _mtbf(opts: Options, accel: int) -> tuple[float, str]:
     """(MTBF seconds, its basis): given, from a given failure rate, or Llama 3's rate."""
     if opts.mtbf_s is not None:
-        return opts.mtbf_s, "given (--mtbf)"
+        return opts.mtbf_s, opts.mtbf_basis or "given (--mtbf)"
     if opts.failure_rate_per_s is not None:
         mtbf = cm.mtbf_from_rate(opts.failure_rate_per_s, accel)
         return mtbf, (
@@ -328,8 +334,9 @@ def parse_bandwidth(text: str | None, what: str) -> float | None:
 
 
 def plan(
-    spec: cm.ModelSpec, rates: cm.Rates, opts: Options, *, dcp_files_per_rank: int = 1
-) -> dict[str, Any]:
+    spec: cm.ModelSpec, rates: cm.Rates, opts: Options, *, dcp_files_per_rank: int = 1,
+    copy_basis: str = "",
+) -> dict[str, Any]:  # fmt: skip
     """The estimate tables for ``spec`` at rates the user gives (no I/O, nothing measured):
     the same stall, recovery, interval, goodput and capacity figures, labelled as planned."""
     lay = cm.layout(spec, dcp_files_per_rank=dcp_files_per_rank)
@@ -339,6 +346,15 @@ def plan(
         f"{rates.read_bps / gib:.4g} GiB/s, each the checkpoint's bytes over the slowest "
         "rank's time, as MLPerf Storage reports it"
         + (f", snapshot copy {rates.copy_bps / gib:.4g} GiB/s per rank" if rates.copy_bps else ""),
+        *(
+            [
+                f"asynchronous saves: the snapshot, the largest rank shard "
+                f"{format_bytes(lay.max_rank_bytes)} at the host copy ({copy_basis or 'given'}), "
+                "stalls; the write runs in the background and must finish before the next save"
+            ]
+            if rates.copy_bps
+            else []
+        ),
         f"{spec.name}: {lay.total_bytes / gib:,.1f} GiB over {lay.ranks} ranks "
         f"({spec.basis or 'as given'})",
         "file creates and opens not counted (no rate given)",

@@ -178,6 +178,10 @@ class Progress:
     def update(self, done_bytes: int, done_ops: int) -> None:
         pass
 
+    def starting(self, forked: int, running: int, total: int) -> None:
+        """Before the phase's I/O: ``forked`` of its ``total`` worker processes started,
+        ``running`` of them reported in (the watchdog names a start that does not finish)."""
+
     def close(self) -> None:
         pass
 
@@ -216,6 +220,9 @@ class SteadyWatch(Progress):
     def start(self, name: str, total_bytes: int | None, total_ops: int | None) -> None:
         self._t0 = self._t = self.clock()
         self.inner.start(name, total_bytes, total_ops)
+
+    def starting(self, forked: int, running: int, total: int) -> None:
+        self.inner.starting(forked, running, total)
 
     def update(self, done_bytes: int, done_ops: int) -> None:
         self.inner.update(done_bytes, done_ops)

@@ -63,13 +63,17 @@ def run_processes(
     procs: list[Any] = []
     conns: list[Any] = []
     stats: list[WorkerStats | None] = [None] * phase.jobs
+    running: set[int] = set()  # the workers that reported in: their process start is over
+    report = state.ctx.progress.starting
     try:
         for w in range(phase.jobs):
             p, recv = _start(mp, phase, w, work, origin, state, go)
             procs.append(p)
             conns.append(recv)
+            report(w + 1, 0, phase.jobs)  # a fork that returned: the client moves
         # every worker has its buffers ready (or has ended): then the phase starts
-        _collect(procs, conns, stats, state, waiting_ready=True)
+        _collect(procs, conns, stats, state, waiting_ready=True, running=running)
+        report(phase.jobs, phase.jobs, phase.jobs)  # the start is over (or ended in errors)
         go.set()
         _collect(procs, conns, stats, state, waiting_ready=False)
         for p in procs:
@@ -101,15 +105,31 @@ def _start(mp: Any, phase: PhaseSpec, w: int, work: WorkerFn, origin, state, go)
     )
     try:
         p.start()
-    except OSError as e:
+    except OSError as e:  # EAGAIN at RLIMIT_NPROC, ENOMEM
         send.close()
         recv.close()
         raise EngineError(
-            f"phase {phase.name}: cannot start worker process {w}: {e.strerror or e}",
-            hint="lower jobs, or run with threads",
+            f"phase {phase.name}: cannot start worker process {w} of {phase.jobs}: "
+            f"{e.strerror or e} (the client's process start failed, not the storage: "
+            f"{nproc_limit()})",
+            hint="lower jobs, raise the process limit (ulimit -u), or --set workers=threads",
         ) from None
     send.close()
     return p, recv
+
+
+def nproc_limit() -> str:
+    """This user's process limit, as the message of a start that failed or hangs says it."""
+    import resource
+
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+    except (AttributeError, OSError, ValueError):  # pragma: no cover - not Linux
+        return "RLIMIT_NPROC unknown"
+    root = ", not enforced for root" if os.geteuid() == 0 else ""
+    if soft == resource.RLIM_INFINITY:
+        return f"RLIMIT_NPROC unlimited{root}"
+    return f"RLIMIT_NPROC {soft:,} processes and threads of this user{root}"
 
 
 def _collect(
@@ -118,8 +138,10 @@ def _collect(
     stats: list[WorkerStats | None],
     state: PhaseState,
     waiting_ready: bool,
+    running: set[int] | None = None,
 ) -> None:
-    """Read worker messages until each has said "ready" (or, later, sent its result)."""
+    """Read worker messages until each has said "ready" (or, later, sent its result);
+    ``running``: the workers that said "started", reported to the progress as they do."""
     pending = {c: w for w, c in enumerate(conns) if stats[w] is None and not c.closed}
     while pending:
         for c in multiprocessing.connection.wait(list(pending), timeout=POLL_S):
@@ -133,6 +155,12 @@ def _collect(
                     f"worker process {w} ended unexpectedly (exit code {procs[w].exitcode})",
                     None,
                 )
+                continue
+            if msg == "started":  # the child runs: its process start is over
+                pending[c] = w
+                if running is not None:
+                    running.add(w)
+                    state.ctx.progress.starting(len(procs), len(running), len(procs))
                 continue
             if msg == "ready":
                 if not waiting_ready:  # pragma: no cover - protocol error
@@ -158,6 +186,10 @@ def _child_main(
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: never outlive the parent
     if os.getppid() != parent:
         os._exit(1)
+    try:
+        conn.send("started")  # the parent's watchdog tells a start that hangs from the storage
+    except BaseException:  # noqa: BLE001 - the parent gave up on us
+        os._exit(0)
     state.lock = threading.Lock()  # another thread may have held the inherited one at fork
     state.error = state.error_errno = None
     st = WorkerStats(origin=origin)

@@ -267,9 +267,11 @@ def summary_line(run: RunResult) -> str | None:
     if not est:
         return None
     name = block["model"]["name"]
+    mode = "asynchronous" if est.get("save_mode") == "async" and est.get("async") else "synchronous"
+    plan = est["async"] if mode == "asynchronous" else est["sync"]
     return (
         f"ESTIMATE: checkpoint {name}: stall {stall_text(est['stall'])}; recovery "
-        f"{recovery_text(est['recovery'])}; goodput, synchronous: {goodput_text(est['sync'])} "
+        f"{recovery_text(est['recovery'])}; goodput, {mode}: {goodput_text(plan)} "
         f"[MTBF {dur(est['mtbf_s'])}: {est['mtbf_basis']}] (no ckpt-* requirement given)"
     )
 

@@ -37,7 +37,7 @@ from .bound import bounds_s
 from .checkpoint import CkptRequirement, check_model_options, step_fields
 from .checkpoint import attach as ckpt_attach
 from .during import run_beside, sized
-from .plan_file import PlanRequirements, load_plan, looks_like_plan
+from .plan_file import PlanRequirements, load_plan, looks_like_plan, settle_model
 from .plan_text import ASSUMED_WRITE_BPS, render_plan
 from .verdict import (
     Requirement,
@@ -313,12 +313,12 @@ def run_qualify(
     announce: Callable[[str], None] | None = None,
     stall: StallSetting = UNARMED,
 ) -> tuple[RunOutcome | None, str | None]:
-    """Plan (and unless ``dry_run``) run the suite. Returns (outcome, dry-run text).
-
-    With a torchrun ``coord`` (many ranks) every rank runs each I/O step on its own files, in
-    step, and the phases are the ranks' aggregates; the loader runs one accelerator per rank;
-    rank 0 writes the result, the report (``write_report``) and the verdict (alike on all ranks)."""
+    """Plan (and unless ``dry_run``) run the suite. Returns (outcome, dry-run text). With a
+    torchrun ``coord`` (many ranks) every rank runs each I/O step on its own files, in step, and
+    the phases are the ranks' aggregates; the loader runs one accelerator per rank; rank 0
+    writes the result, the report (``write_report``) and the verdict (alike on all ranks)."""
     suite = _suite(target_spec, profile_name, gpus, require, quick, budget, checkpoint, sets, model)
+    model, ckpt_opts = settle_model(suite.plan, model, ckpt_opts, gpus, checkpoint)  # a plan's
     ckpt_full = check_model_options(model, checkpoint, ckpt_opts, list(suite.requirements))
     suite = replace(suite, ckpt_full=ckpt_full or suite.ckpt_full, model=model, stall=stall,
                     ckpt_opts=ckpt_opts, requested_gpus=gpus, write_report=write_report)  # fmt: skip
@@ -446,8 +446,9 @@ def _suite(
         )
     # a profile and a model both named: the loader once more, beside the model's save
     named = profile_name is not None or bool(plan and plan.profile)
+    planned = bool(plan and plan.model is not None and plan.checkpoint is not None)
     return _Suite(profile, gpus or 1, budget_s, quick, ckpt_full, requirements, plan=plan,
-                  during=named and model is not None)  # fmt: skip
+                  during=named and (model is not None or planned))  # fmt: skip
 
 
 def _workload_block(suite: _Suite, plan: QualifyPlan) -> dict[str, Any]:

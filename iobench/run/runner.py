@@ -164,6 +164,9 @@ class PhaseRunner:
             return
         for f in spec.files:
             drop_file_cache(os.path.join(self.run_dir, f.path))
+            # each file written back and dropped is the storage answering: a drop of many
+            # files that takes longer than the stall timeout is no stall (one that blocks is)
+            self.guard.tick()
 
     def execute(self, spec: PhaseSpec) -> PhaseResult:
         """Run one phase through the engine; keep its result even when it fails."""

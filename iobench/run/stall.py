@@ -17,8 +17,12 @@ cache). Then it:
    removes the run directory, and nothing else, once the storage answers again (it gives up
    after ``REAP_LIMIT_S``);
 3. prints one line on stderr naming the phase, the target and how long it made no progress,
-   and ends the process with ``os._exit(4)``: the stuck threads die with it (a fatal signal
-   ends a FUSE wait), fio and forked workers die with their parent.
+   and why: the storage not responding, unless the client itself is the cause — its worker
+   processes not all started (``Progress.starting``: a fork that hangs or fails slowly, a
+   pool whose processes never report in, with this user's RLIMIT_NPROC), its memory nearly
+   gone or its CPUs oversubscribed (``starved_client``) — and ends the process with
+   ``os._exit(4)``: the stuck threads die with it (a fatal signal ends a FUSE wait), fio and
+   forked workers die with their parent.
 
 The timeout is ``--stall-timeout`` (run, qualify, loader, checkpoint), else the workload's
 ``stall_timeout`` key, else ``DEFAULT_STALL_S``; 0 turns the watchdog off. Each run session
@@ -111,6 +115,9 @@ class Watchdog:
         # a count the step in flight moves on its own (the loader's workers' steps), or None
         self.moving: Callable[[], int] | None = None
         self.moved_count: int | None = None
+        # the phase's worker processes while they start: (forked, running, total), None when
+        # no start is under way (``Progress.starting``)
+        self.start: tuple[int, int, int] | None = None
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -118,8 +125,17 @@ class Watchdog:
     def started(self, name: str, total_bytes: int | None = None) -> None:
         with self.lock:
             self.phase, self.totals, self.last = name, (0, 0), self.clock()
-            self.total = total_bytes
+            self.total, self.start = total_bytes, None
         self._ensure_thread()
+
+    def starting(self, forked: int, running: int, total: int) -> None:
+        """The phase's worker processes starting: each fork that returns and each worker that
+        reports in is progress of the client's; a start that stops is named when it stalls."""
+        with self.lock:
+            now = (forked, running, total)
+            if now != self.start:
+                self.last = self.clock()
+            self.start = None if running >= total else now
 
     def moved(self, done_bytes: int, done_ops: int) -> None:
         with self.lock:
@@ -134,7 +150,7 @@ class Watchdog:
     def ended(self) -> None:
         with self.lock:
             if self.held == 0:  # a progress's close inside ``watching``: the phase goes on
-                self.phase, self.last = None, self.clock()
+                self.phase, self.last, self.start = None, self.clock(), None
 
     @contextmanager
     def busy(self, name: str) -> Iterator[None]:
@@ -195,9 +211,10 @@ class Watchdog:
                 return
             self.fired = True
             phase, (done_bytes, done_ops) = self.phase or "?", self.totals
+            start = self.start
         s = self.session
         where = _where(s.target)
-        what = starved_client(*_host_pressure()) or "blocked I/O: the storage is not responding"
+        what = client_not_storage(start, starved_client(*_host_pressure()))
         if self.detail is not None:
             said = _bounded(self.detail, 1.0)
             what = said if isinstance(said, str) and said else what
@@ -234,6 +251,31 @@ def _count_of(moving: Callable[[], int] | None) -> int | None:
         return int(moving())
     except Exception:  # noqa: BLE001 - a count that cannot be read is no progress
         return None
+
+
+STORAGE = "blocked I/O: the storage is not responding"
+_STARVED = "the client is starved, not the storage: "
+
+
+def unstarted(forked: int, running: int, total: int, limit: str = "") -> str:
+    """The line's reason when the phase's worker processes did not all start: the client's
+    process start (fork or spawn failing or slow), not the storage."""
+    return (
+        f"the client's process start, not the storage: {forked} of {total} worker processes "
+        f"forked, {running} of them running: fork or spawn failing or slow "
+        f"({limit or 'RLIMIT_NPROC unknown'}; or the memory the new processes need)"
+    )
+
+
+def client_not_storage(start: tuple[int, int, int] | None, starved: str | None) -> str:
+    """Why a phase made no progress, as the line says it: a worker-process start that did not
+    finish, the client starved (memory, CPU), both, or else the storage."""
+    from ..engines.forked import nproc_limit
+
+    if start is None:
+        return starved or STORAGE
+    text = unstarted(*start, nproc_limit())
+    return f"{text}; {starved.removeprefix(_STARVED)}" if starved else text
 
 
 def starved_client(
@@ -439,6 +481,10 @@ class WatchedProgress(Progress):
 
     def beat(self) -> None:
         self.dog.beat()
+
+    def starting(self, forked: int, running: int, total: int) -> None:
+        self.dog.starting(forked, running, total)
+        self.inner.starting(forked, running, total)
 
     def close(self) -> None:
         self.dog.ended()

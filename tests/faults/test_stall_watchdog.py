@@ -251,6 +251,103 @@ def test_blocked_writes_give_up_through_a_supervising_parent(planted, tmp_path):
     assert "partial result kept in" in p.stderr
 
 
+def _started_check(p, elapsed, out, planted, phase):
+    assert p.returncode == 4, p.stderr
+    assert elapsed < STALL_S + MARGIN_S
+    line = one_line(p.stderr)
+    assert f"phase {phase}" in line and f"made no progress for {STALL_S} s" in line, line
+    assert "the storage is not responding" not in line and "blocked I/O" not in line, line
+    assert "the client's process start, not the storage" in line and "RLIMIT_NPROC" in line
+    res = json.loads((out / "result.json").read_text())
+    assert res["status"] in ("failed", "partial") and "process start" in res["error"]
+    assert debris(planted.path) == [] and planted.unchanged()
+    return line
+
+
+def test_worker_processes_that_never_start_are_the_clients_stall(planted, tmp_path):
+    """Forked workers that never report in (they block before they run): the line names the
+    client's process start, not the storage; they die with the run."""
+    out, jobs = tmp_path / "out", os.cpu_count() + 2
+    p, t = _run(
+        tmp_path, "start", "seq-write", 1, "run", "sequential-write", str(planted.path), *SEQ,
+        "--set", "size=4MiB", "--set", f"jobs={jobs}", "--output", str(out), "-q",
+        "--no-history", "--stall-timeout", f"{STALL_S}s",
+    )  # fmt: skip
+    line = _started_check(p, t, out, planted, "seq-write")
+    assert f"{jobs} of {jobs} worker processes forked, 0 of them running" in line, line
+
+
+def test_a_fork_that_never_returns_is_the_clients_stall(planted, tmp_path):
+    out, jobs = tmp_path / "out", os.cpu_count() + 2
+    p, t = _run(
+        tmp_path, "fork", "seq-write", 3, "run", "sequential-write", str(planted.path), *SEQ,
+        "--set", "size=4MiB", "--set", f"jobs={jobs}", "--output", str(out), "-q",
+        "--no-history", "--stall-timeout", f"{STALL_S}s",
+    )  # fmt: skip
+    line = _started_check(p, t, out, planted, "seq-write")
+    assert f"2 of {jobs} worker processes forked" in line, line
+
+
+def test_a_fork_refused_at_the_process_limit_is_exit_4_naming_it(planted, tmp_path):
+    """fork's EAGAIN, as RLIMIT_NPROC gives it (root is exempt: stood in for): exit 4 at once,
+    the line naming the client's process start and the limit, not the storage."""
+    out, jobs = tmp_path / "out", os.cpu_count() + 2
+    p, t = _run(
+        tmp_path, "forkfail", "seq-write", 2, "run", "sequential-write", str(planted.path),
+        *SEQ, "--set", "size=4MiB", "--set", f"jobs={jobs}", "--output", str(out), "-q",
+        "--no-history", "--stall-timeout", "60s",
+    )  # fmt: skip
+    assert p.returncode == 4, p.stderr
+    assert t < 60  # an error, not a stall: no wait for the watchdog
+    line = one_line(p.stderr)
+    assert f"cannot start worker process 1 of {jobs}" in line, line
+    assert "the client's process start failed, not the storage: RLIMIT_NPROC" in line, line
+    assert "ulimit -u" in line and "storage is not responding" not in line
+    assert debris(planted.path) == [] and planted.unchanged()
+
+
+def test_a_slow_cache_drop_of_many_files_is_no_stall(planted, tmp_path):
+    """llama3-1t at --scale 1e-6 wrote 262,144 small files; on a busy disk dropping their pages
+    before ckpt-open_read took over 60 s and the watchdog blamed the storage, which answered
+    every file. Each file dropped is progress: 64 files at 100 ms each, a 2 s timeout, exit 0."""
+    out = tmp_path / "out"
+    p, _ = _run(
+        tmp_path, "slowdrop", "none", 100, "run", "checkpoint-smallfile", str(planted.path),
+        "--set", "files=64", "--set", 'file_sizes=["4KiB"]', "--set", "dcp=false",
+        "--set", "checkpoint_size=1MiB", "--set", "shards=1", "--set", "jobs=2",
+        "--set", "direct=false", "--output", str(out), "-q", "--no-history",
+        "--stall-timeout", f"{STALL_S}s",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    res = json.loads((out / "result.json").read_text())
+    assert any(ph["name"] == "ckpt-open_read" and ph["status"] == "ok" for ph in res["phases"])
+    assert debris(planted.path) == [] and planted.unchanged()
+
+
+def test_a_start_under_way_is_named_beside_a_starved_client():
+    from iobench.run.stall import Watchdog, client_not_storage
+
+    gib = 1 << 30
+    starved = watchdog.starved_client(int(0.9 * gib), 24 * gib, 3, 0, 2)
+    both = client_not_storage((1024, 700, 1024), starved)
+    assert both.startswith("the client's process start, not the storage: 1024 of 1024 worker")
+    assert "700 of them running" in both and both.endswith("0.9 GiB of 24.0 GiB memory available")
+    assert client_not_storage(None, starved) == starved
+    assert client_not_storage(None, None) == "blocked I/O: the storage is not responding"
+    # each fork that returns and each worker that reports in moves the clock; all in: no start
+    t = [0.0]
+    dog = Watchdog(None, 0, clock=lambda: t[0])
+    dog.started("seq-write")
+    t[0] = 5.0
+    dog.starting(1, 0, 3)
+    assert dog.start == (1, 0, 3) and dog.idle_s() == 0.0
+    t[0] = 9.0
+    dog.starting(1, 0, 3)  # the same count: no progress
+    assert dog.idle_s() == 4.0
+    dog.starting(3, 3, 3)
+    assert dog.start is None and dog.idle_s() == 0.0
+
+
 def test_a_starved_client_is_told_from_storage_that_does_not_answer():
     # llama3-1t with a process per rank left 0.9 GB of 24 GB: the client, not the storage
     gib = 1 << 30

@@ -69,6 +69,14 @@ _WRITE_RATE_OPTION = typer.Option(
 _READ_RATE_OPTION = typer.Option(
     None, "--read-rate", help="Plan without TARGET: aggregate load rate, e.g. 200GiB/s."
 )
+_ASYNC_OPTION = typer.Option(
+    False, "--async", help="Plan without TARGET: asynchronous saves too (the host copy's stall)."
+)
+_HOST_COPY_OPTION = typer.Option(
+    None,
+    "--host-copy",
+    help="With --async: device-to-host copy per GPU (default 63 GB/s, PCIe 5.0 x16).",
+)
 _SUBSET_OPTION = typer.Option(
     None, "--subset", help="MLPerf subset mode: run ranks 0..N-1 of the model's layout (MLPerf: 8)."
 )
@@ -85,6 +93,14 @@ def _plans_without_target(fn: Any) -> Any:
     def wrapper(**kw: Any) -> int:
         if kw["target"] is None or (kw["write_rate"], kw["read_rate"]) != (None, None):
             return _plan_from_rates(kw)
+        if kw["asynchronous"] or kw["host_copy"] is not None:
+            from ...core.errors import UsageError
+
+            raise UsageError(
+                f"{'--async' if kw['asynchronous'] else '--host-copy'} plans from given rates: a "
+                "run measures its own snapshot copy and reports both save modes",
+                hint="leave it out, or give --write-rate/--read-rate and no TARGET to plan",
+            )
         return fn(**kw)
 
     return wrapper
@@ -119,6 +135,8 @@ def checkpoint(
     dry_run: bool = DRY_RUN_OPTION,
     write_rate: str | None = _WRITE_RATE_OPTION,
     read_rate: str | None = _READ_RATE_OPTION,
+    asynchronous: bool = _ASYNC_OPTION,
+    host_copy: str | None = _HOST_COPY_OPTION,
 ) -> int:
     """Save and load an LLM checkpoint on TARGET; estimate stall, recovery and goodput."""
     stall = stall_setting(stall_timeout)
@@ -162,6 +180,7 @@ def _plan_from_rates(g: dict) -> int:
     from ...checkpoint.rows import plan_text
     from ...checkpoint.spec import load_checkpoint_profile
     from ...core.errors import UsageError
+    from .plan import host_copy
 
     run_only = {
         "TARGET": g["target"], "--scale": g["scale"], "--api": g["api"],
@@ -188,15 +207,19 @@ def _plan_from_rates(g: dict) -> int:
         mtbf=g["mtbf"], failure_rate=g["failure_rate"], gpus=g["gpus"], interval=g["interval"],
         restart=g["restart"], capacity=g["capacity"], keep_last=g["keep_last"],
     )  # fmt: skip
+    if g["host_copy"] is not None and not g["asynchronous"]:
+        raise UsageError("--host-copy needs --async", hint="add --async")
+    copy, copy_basis = host_copy(g["asynchronous"], g["host_copy"])
     rates = cm.Rates(
         parse_bandwidth(write_rate, "--write-rate") or 0.0,
-        parse_bandwidth(read_rate, "--read-rate") or 0.0,
+        parse_bandwidth(read_rate, "--read-rate") or 0.0, copy,
         basis="given on the command line",
     )  # fmt: skip
     prof = load_checkpoint_profile(g["model"])
     spec = prof.spec
     if ranks is not None and ranks != spec.ranks:
         spec = spec.resharded(ranks)
-    est = plan(spec, rates, opts, dcp_files_per_rank=prof.dcp_files_per_rank)
+    est = plan(spec, rates, opts, dcp_files_per_rank=prof.dcp_files_per_rank,
+               copy_basis=copy_basis)  # fmt: skip
     out(json.dumps(est, indent=2) if g["as_json"] else plan_text(est))
     return 0

@@ -42,6 +42,13 @@ _RECOVERY = typer.Option(
 _SHARE = typer.Option(
     "10%", "--metadata-share", help="Share of the stall and load spent on file creates/opens."
 )
+_ASYNC = typer.Option(
+    False, "--async", help="Asynchronous saves: the stall is the host copy, the write runs behind."
+)
+_HOST_COPY = typer.Option(
+    None, "--host-copy", metavar="RATE", help="With --async: device-to-host copy per GPU "
+    "(default: PCIe 5.0 x16, 63 GB/s).",
+)  # fmt: skip
 _RETENTION = typer.Option(1, "--retention", metavar="N", help="Checkpoints kept.")
 _DATASET = typer.Option(
     None, "--dataset", metavar="SIZE", help="Dataset size (default: MLPerf Storage's minimum)."
@@ -67,6 +74,8 @@ def plan(
     restart: str = _RESTART,
     recovery: str | None = _RECOVERY,
     metadata_share: str = _SHARE,
+    asynchronous: bool = _ASYNC,
+    host_copy: str | None = _HOST_COPY,
     retention: int = _RETENTION,
     dataset: str | None = _DATASET,
     hosts: int | None = _HOSTS,
@@ -137,7 +146,8 @@ def _settled(g: dict[str, Any]) -> dict[str, Any]:
         "restart_s": ckpt.restart_s if ckpt else None, "recovery_s": ckpt.load_s if ckpt else None,
         "metadata_share": parse_percent(g["metadata_share"], what="--metadata-share"),
         "retention": g["retention"], "dataset_bytes": data, "hosts": g["hosts"],
-        "host_mem_bytes": mem or None,
+        "host_mem_bytes": mem or None, "async": bool(ckpt and ckpt.host_copy_bps),
+        "host_copy_bps": ckpt.host_copy_bps if ckpt else None,
     }  # fmt: skip
     kw = {"dataset_bytes": data, "hosts": g["hosts"], "host_mem": mem, "inputs": inputs}
     return {"accelerator": accelerator, "loader": loader, "ckpt": ckpt, "kw": kw}
@@ -184,10 +194,13 @@ def _checkpoint(g: dict[str, Any]) -> Any:
     from ...core.errors import UsageError
     from ...core.units import parse_duration, parse_percent
 
+    if g["host_copy"] is not None and not g["asynchronous"]:
+        raise UsageError("--host-copy needs --async", hint="add --async")
     if g["model"] is None:
-        for flag in ("mtbf", "failure_rate", "interval", "recovery"):
-            if g[flag] is not None:
-                raise UsageError(f"--{flag.replace('_', '-')} needs --model", hint="add --model")
+        for flag in ("mtbf", "failure_rate", "interval", "recovery", "asynchronous"):
+            if g[flag] not in (None, False):
+                raise UsageError(f"--{flag.replace('_', '-').replace('asynchronous', 'async')} "
+                                 "needs --model", hint="add --model")  # fmt: skip
         return None
     if g["goodput"] is None:
         raise UsageError("--model needs a --goodput target", hint="e.g. --goodput 95%")
@@ -208,5 +221,18 @@ def _checkpoint(g: dict[str, Any]) -> Any:
                          hint="e.g. --recovery 10m")  # fmt: skip
     mtbf_s, mtbf_basis = _mtbf(opts, g["gpus"])
     spec = load_checkpoint_profile(g["model"]).spec
+    copy, copy_basis = host_copy(g["asynchronous"], g["host_copy"])
     return CheckpointInput(spec, target, mtbf_s, mtbf_basis, opts.interval_s, opts.restart_s,
-                           load, share, g["retention"])  # fmt: skip
+                           load, share, g["retention"], copy, copy_basis)  # fmt: skip
+
+
+def host_copy(asynchronous: bool, text: str | None) -> tuple[float | None, str]:
+    """(the host-copy rate per GPU, its basis) of asynchronous saves; (None, "") for sync."""
+    from ...checkpoint.estimate import parse_bandwidth
+    from ...checkpoint.inverse import HOST_COPY_BASIS, HOST_COPY_BPS
+
+    if not asynchronous:
+        return None, ""
+    if text is None:
+        return HOST_COPY_BPS, f"default: {HOST_COPY_BASIS}"
+    return parse_bandwidth(text, "--host-copy"), f"given (--host-copy {text})"
