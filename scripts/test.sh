@@ -17,4 +17,5 @@ NO_MKDOCS_2_WARNING=1 "$VENV/bin/python" -m mkdocs build --strict --quiet --site
 rm -rf -- "$SITE"
 trap - EXIT
 echo "== pytest"
-exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
+# the 25 slowest tests are listed at the end of the log (CI must stay under 30 minutes)
+exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=25 "$@"
