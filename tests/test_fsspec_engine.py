@@ -1,22 +1,16 @@
 """The fsspec engine and URL targets: memory:// (fast) and S3 against a real moto server.
 
-The S3 tests start ``moto_server`` on a free loopback port once per session, create a bucket
-per test with boto3, and point iobench at it through IOBENCH_S3_ENDPOINT with dummy
-credentials (which must never show up in results or messages).
+The S3 tests use the session's ``moto_server`` (``moto_endpoint`` in conftest.py: one for every
+module), create a bucket per test with boto3, and point iobench at it through
+IOBENCH_S3_ENDPOINT with dummy credentials (which must never show up in results or messages).
 """
 
 from __future__ import annotations
 
 import json
 import multiprocessing
-import os
-import shutil
 import socket
-import subprocess
-import sys
-import time
 import uuid
-from pathlib import Path
 
 import fsspec
 import pytest
@@ -230,36 +224,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def moto_endpoint():
-    exe = shutil.which("moto_server") or str(Path(sys.executable).parent / "moto_server")
-    if not os.path.exists(exe):
-        pytest.skip("moto_server is not installed (pip install 'moto[server]')")
-    pytest.importorskip("s3fs")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [exe, "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("moto_server did not start")
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
 
 
 @pytest.fixture
