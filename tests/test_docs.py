@@ -111,7 +111,8 @@ def test_the_readme_quick_start_runs_as_shown(cli, tmp_path, monkeypatch):
     assert list(target.iterdir()) == []
     r = cli("qualify", target, "--dry-run", "--quick")
     assert "free space needed: 168.0 MiB" in r.out  # the README's --quick figure
-    small = ["--set", "size=1MiB", "--set", "jobs=1", "--set", "block_sizes=[]", "--set", "jobs_sweep=[]"]  # fmt: skip
+    small = ["--set", "size=1MiB", "--set", "jobs=1", "--set", "block_sizes=[]", "--set", "jobs_sweep=[]",
+             "--set", "time=none"]  # fmt: skip
     r = cli("run", "sequential-write", target, *small, "--output", tmp_path / "res", "--quiet")
     assert r.code == 0, r.err
     r = cli("report", tmp_path / "res", "--html", tmp_path / "report.html")

@@ -296,14 +296,14 @@ def test_s3_checkpoint_small_objects_and_torch(cli, s3, tmp_path):
         "run", "checkpoint-smallfile", f"s3://{s3.name}/x", "--output", out, "--json", "--quiet",
         "--set", "files=8", "--set", "jobs=2", "--set", "file_sizes=[4KiB,64KiB]",
         "--set", "checkpoint_size=2MiB", "--set", "shards=2", "--set", "tensor_size=512KiB",
+        "--set", "time=none",  # one pass a phase: the shipped 20 s until steady is for real storage
     )  # fmt: skip
     assert r.code == 0, r.err
     text = (out / "result.json").read_text()
     phases = {p["name"]: p for p in json.loads(text)["phases"]}
     for name, op in [("ckpt-create", "create"), ("ckpt-stat", "stat"),
                      ("ckpt-open_read", "open_read"), ("ckpt-delete", "delete")]:  # fmt: skip
-        assert phases[name]["op"] == op and phases[name]["ops"] >= 16
-        assert phases[name]["ops"] == 16 or op in ("stat", "open_read")  # passes until steady
+        assert phases[name]["op"] == op and phases[name]["ops"] == 16  # one pass of 16 files
         assert phases[name]["iops"] > 0 and phases[name]["latency_s"]["p99"] > 0
     for name in ("ckpt-save", "ckpt-load", "ckpt-dcp-save", "ckpt-dcp-load"):
         assert phases[name]["status"] == "ok" and phases[name]["cache"] == "none"
