@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,3 +170,45 @@ def runner(tmp_path):
     create_run_dir(target, "test-run")
     yield PhaseRunner(target, PosixEngine(), StopFlag())
     remove_run_dir(target)
+
+
+# -- one moto server for the session ------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    """A local ``moto_server`` (S3) on a free loopback port, started once for the whole session:
+    defined here, not in a test module, since a fixture imported into several modules is a
+    separate fixture in each (one server per module)."""
+    exe = shutil.which("moto_server") or str(Path(sys.executable).parent / "moto_server")
+    if not os.path.exists(exe):
+        pytest.skip("moto_server is not installed (pip install 'moto[server]')")
+    pytest.importorskip("s3fs")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [exe, "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail("moto_server did not start")
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()

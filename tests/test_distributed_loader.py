@@ -295,7 +295,8 @@ def test_torchrun_refusal_on_rank_0_is_exit_2_everywhere(tmp_path):
 def test_torchrun_qualify_two_ranks(tmp_path):
     target, before = _user_target(tmp_path)
     out = tmp_path / "out"
-    args = ["qualify", str(target), "--quick", "--output", str(out), "--no-history", "-q"]
+    args = ["qualify", str(target), "--quick", "--budget", "6s", "--output", str(out),
+            "--no-history", "-q"]  # fmt: skip
     proc = _torchrun(args, _env(), 2)
     log, _ = proc.communicate(timeout=400)
     # The verdict is the storage's (and, on a loaded 2-core machine, the CPU's) to give: the test

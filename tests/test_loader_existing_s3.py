@@ -7,7 +7,7 @@ import json
 
 import boto3
 from existing_datasets import MAKERS
-from test_fsspec_engine import _no_secrets, moto_endpoint, s3  # noqa: F401 - fixtures
+from test_fsspec_engine import _no_secrets, s3  # noqa: F401 - fixtures (moto_endpoint: conftest)
 
 
 def test_an_existing_dataset_in_s3_is_read_and_left_alone(cli, s3, tmp_path):  # noqa: F811

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_fsspec_engine import _no_secrets, moto_endpoint, s3  # noqa: F401 - fixtures
+from test_fsspec_engine import _no_secrets, s3  # noqa: F401 - fixtures (moto_endpoint: conftest)
 from test_loader import tiny_profile
 
 from iobench.target import RUN_DIR_PREFIX

@@ -20,9 +20,6 @@ from pathlib import Path
 import pytest
 from conftest import SEQ, iobench_cmd, one_line, result, sub_env, without_run_notes
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_fsspec_engine import moto_endpoint  # noqa: F401 - the session's moto server
-
 RUN = ["--set", "size=1MiB", *SEQ, "-q"]
 
 
@@ -35,7 +32,7 @@ def _history_warning(out: Path) -> str:
 
 
 @pytest.fixture
-def moto(moto_endpoint, monkeypatch):  # noqa: F811
+def moto(moto_endpoint, monkeypatch):
     """The environment pointing at the moto server (IOBENCH_S3_ENDPOINT) with credentials; a
     fresh bucket; ``buckets()`` lists what exists."""
     import boto3

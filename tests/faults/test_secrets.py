@@ -12,7 +12,6 @@ import json
 import re
 import sys
 import uuid
-from pathlib import Path
 
 import fsspec
 import pytest
@@ -24,9 +23,6 @@ from iobench import report
 from iobench.core import redact
 from iobench.core.redact import escape_controls, for_terminal, redact_text, redact_url, userinfo
 from iobench.result.file import RunResult
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_fsspec_engine import moto_endpoint  # noqa: F401 - the session's moto server
 
 # each secret holds one of the characters the issue names, and one holds them all
 SECRETS = ["Zq7/Vb3Xk9", "Zq7@Vb3Xk9", "Zq7:Vb3Xk9", "Zq7%2FVb3Xk9", "Zq7/Vb:3@Xk%9"]
@@ -256,7 +252,7 @@ def test_unexpected_exception_carrying_a_secret_is_one_masked_line(cli, monkeypa
 
 
 @pytest.mark.slow
-def test_endpoint_with_credentials_from_the_environment(cli, moto_endpoint, monkeypatch, tmp_path):  # noqa: F811
+def test_endpoint_with_credentials_from_the_environment(cli, moto_endpoint, monkeypatch, tmp_path):
     """IOBENCH_S3_ENDPOINT=http://user:SECRET@host: the endpoint is recorded masked and every
     message quoting it is masked (here: a bucket that does not exist)."""
     secret = "Zq7/Vb:3@Xk%9"
