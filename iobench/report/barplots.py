@@ -242,7 +242,7 @@ def au_epoch_plot(run: RunResult, baseline: RunResult | None, add: Add) -> None:
     bars = tuple(BarSeries(lb, tuple(v + [math.nan] * (n - len(v))), _colour(i),
                            baseline=tuple(base[:n]) if i == 0 else ())
                  for i, (lb, v) in enumerate(per))  # fmt: skip
-    rules = ()
+    rules: tuple[Rule, ...] = ()
     if _is_num(ld.au_min):
         rules = (Rule("y", float(ld.au_min), text=f"pass line {_pct(ld.au_min)}",
                       colour=_LAST),)  # fmt: skip

@@ -178,10 +178,10 @@ def cpu_time_plots(run: RunResult, baseline: RunResult | None, add: Add) -> None
         return
     hot.sort(key=lambda h: -h[0])  # the busiest first; past MAX_CPU_PHASES, named in a caption
     rest = [name for _, name, _, _ in hot[MAX_CPU_PHASES:]]
-    hot = [(name, host, own) for _, name, host, own in hot[:MAX_CPU_PHASES]]
+    shown = [(name, host, own) for _, name, host, own in hot[:MAX_CPU_PHASES]]
     base = {n: cpu_points(s)[0] for n, _, s in (_cpu_sources(baseline) if baseline else [])}
     charts = []
-    for part in _chunks(hot, 2):
+    for part in _chunks(shown, 2):
         lines = []
         for i, (name, host, own) in enumerate(part):
             lines.append(Series(f"{name}: host busy", tuple(host), _colour(i)))

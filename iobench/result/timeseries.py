@@ -172,8 +172,8 @@ def latency_series(
     n_int = (last - first) // f + 1
     per: list[dict[int, int]] = [{} for _ in range(n_int)]
     for k, v in merged.counts.items():
-        s, b = divmod(k, LAT_BUCKETS)
-        i = max(s - first, 0) // f
+        slot, b = divmod(k, LAT_BUCKETS)
+        i = max(slot - first, 0) // f
         per[i][b] = per[i].get(b, 0) + v
     interval = slot_s * every * f
     ops, p50, p99 = [], [], []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import typer
@@ -214,7 +215,7 @@ _WIDE = (("run id", "l"), ("started (UTC)", "l"), ("workload", "l"), ("target", 
 _FIRST = (("run id", "l"), ("workload", "l"), ("verdict", "l"), ("headline", "l"))
 
 
-def _columns(spec: tuple[tuple[str, str], ...], rows: list[tuple[str, ...]]) -> list[str]:
+def _columns(spec: tuple[tuple[str, str], ...], rows: Sequence[Sequence[str]]) -> list[str]:
     """``rows`` under the named, aligned columns of ``spec``, by the one table renderer."""
     from ...core.table import Column, Table
 
