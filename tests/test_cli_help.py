@@ -194,7 +194,15 @@ def _check_plan_hosts(text: str, monkeypatch) -> None:
     assert text == f"GPUs ÷ {GPUS_PER_HOST}"
 
 
+def _check_host_copy(text: str, monkeypatch) -> None:
+    from iobench.checkpoint.inverse import HOST_COPY_BPS
+
+    assert text == f"{HOST_COPY_BPS / 1e9:.0f} GB/s, PCIe 5.0 x16"
+
+
 NAMED_DEFAULTS = {
+    ("plan", "--host-copy"): _check_host_copy,
+    ("checkpoint", "--host-copy"): _check_host_copy,
     ("run", "--engine"): "posix, fsspec for URLs",
     ("run", "--time"): _check_time_default,
     ("run", "--output"): _check_output_default,

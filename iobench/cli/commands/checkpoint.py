@@ -75,6 +75,7 @@ _ASYNC_OPTION = typer.Option(
 _HOST_COPY_OPTION = typer.Option(
     None,
     "--host-copy",
+    metavar="RATE",
     help="With --async: device-to-host copy per GPU (default 63 GB/s, PCIe 5.0 x16).",
 )
 _SUBSET_OPTION = typer.Option(

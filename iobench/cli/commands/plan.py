@@ -47,7 +47,7 @@ _ASYNC = typer.Option(
 )
 _HOST_COPY = typer.Option(
     None, "--host-copy", metavar="RATE", help="With --async: device-to-host copy per GPU "
-    "(default: PCIe 5.0 x16, 63 GB/s).",
+    "(default 63 GB/s, PCIe 5.0 x16).",
 )  # fmt: skip
 _RETENTION = typer.Option(1, "--retention", metavar="N", help="Checkpoints kept.")
 _DATASET = typer.Option(
