@@ -27,7 +27,7 @@ import os
 import random
 import time
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,7 +189,7 @@ def run_job(job: BesideJob, dir_fd: int, stop: Any, until: float | None,
     return samples
 
 
-def _job_main(job: BesideJob, dir_fd: int, stop: Any, conn: Any, direct: bool) -> None:
+def _job_main(job: BesideJob, dir_fd: int, direct: bool, stop: Any, conn: Any) -> None:
     worker_signals()
     _die_with_parent()
     try:
@@ -200,23 +200,46 @@ def _job_main(job: BesideJob, dir_fd: int, stop: Any, conn: Any, direct: bool) -
         conn.close()
 
 
-class BesideProcess:
-    """The other job's process: ``start`` just before the loop, ``finish`` after it."""
+class ForkedHelper:
+    """A process a loader run keeps beside its loop (the other job, the checkpoint writer):
+    forked with a stop event and a one-way pipe back; ``close`` ends it (stopped, else
+    killed) and closes the pipe, idempotent."""
 
-    def __init__(self, job: BesideJob, dir_fd: int, direct: bool = True):
-        self.job, self.dir_fd, self.direct = job, dir_fd, direct
+    def __init__(self) -> None:
         self.ctx = mp.get_context("fork")
         self.stop = self.ctx.Event()
         self.proc: Any = None
         self.conn: Any = None
 
-    def start(self) -> None:
+    def _spawn(self, target: Callable[..., None], name: str, *args: Any) -> None:
+        """Start ``target(*args, stop, child_end)``; the parent keeps the reading end."""
         parent, child = self.ctx.Pipe(duplex=False)
-        self.proc = self.ctx.Process(target=_job_main, name="iobench-beside-job",
-                                     args=(self.job, self.dir_fd, self.stop, child, self.direct))  # fmt: skip
+        self.proc = self.ctx.Process(target=target, name=name, args=(*args, self.stop, child))
         self.proc.start()
         child.close()
         self.conn = parent
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        self.stop.set()
+        self.proc.join(10)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+        self.conn.close()
+        self.proc = None
+
+
+class BesideProcess(ForkedHelper):
+    """The other job's process: ``start`` just before the loop, ``finish`` after it."""
+
+    def __init__(self, job: BesideJob, dir_fd: int, direct: bool = True):
+        super().__init__()
+        self.job, self.dir_fd, self.direct = job, dir_fd, direct
+
+    def start(self) -> None:
+        self._spawn(_job_main, "iobench-beside-job", self.job, self.dir_fd, self.direct)
 
     def finish(self, timeout_s: float = 120.0) -> list[tuple[float, int]]:
         self.stop.set()
@@ -229,17 +252,6 @@ class BesideProcess:
         if kind != "samples":
             raise EngineError(payload or "beside job did not answer")
         return list(payload or [])
-
-    def close(self) -> None:
-        if self.proc is None:
-            return
-        self.stop.set()
-        self.proc.join(10)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
-        self.conn.close()
-        self.proc = None
 
 
 def job_dir(run_dir_fd: int) -> int:

@@ -21,7 +21,6 @@ every process of the host.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import threading
 import time
@@ -33,7 +32,7 @@ from ..core.datagen import DataPool
 from ..core.errors import EngineError, UsageError
 from ..core.units import format_bytes
 from ..target import worker_signals
-from .beside import BesideJob
+from .beside import BesideJob, ForkedHelper
 from .loop import StepClock
 from .torchdata import _die_with_parent
 
@@ -280,26 +279,18 @@ def _writer_main(plan: CheckpointPlan, dir_fd: int, clock: StepClock, stop: Any,
         conn.close()
 
 
-class BackgroundWriter:
+class BackgroundWriter(ForkedHelper):
     """The writer process around the loop: ``start`` before it, ``finish`` after it."""
 
     def __init__(self, plan: CheckpointPlan, dir_fd: int):
+        super().__init__()
         self.plan, self.dir_fd = plan, dir_fd
-        self.ctx = mp.get_context("fork")
-        self.stop = self.ctx.Event()
-        self.proc: Any = None
-        self.conn: Any = None
 
     def start(self, clock: StepClock) -> None:
-        parent, child = self.ctx.Pipe(duplex=False)
-        self.proc = self.ctx.Process(target=_writer_main, name="iobench-ckpt-writer",
-                                     args=(self.plan, self.dir_fd, clock, self.stop, child))  # fmt: skip
-        self.proc.start()
-        child.close()
-        self.conn = parent
+        self._spawn(_writer_main, "iobench-ckpt-writer", self.plan, self.dir_fd, clock)
         # the loop starts once the writer's state is staged (its pools built)
         try:
-            kind, payload = parent.recv() if parent.poll(READY_TIMEOUT_S) else ("error", None)
+            kind, payload = self.conn.recv() if self.conn.poll(READY_TIMEOUT_S) else ("error", None)
         except EOFError:
             kind, payload = "error", f"checkpoint writer exited (code {self.proc.exitcode})"
         if kind != "ready":
@@ -328,18 +319,6 @@ class BackgroundWriter:
         if error:
             raise EngineError(error)
         return records
-
-    def close(self) -> None:
-        """The process ended (stopped, else killed) and its pipe closed; idempotent."""
-        if self.proc is None:
-            return
-        self.stop.set()
-        self.proc.join(10)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
-        self.conn.close()
-        self.proc = None
 
 
 def describe(plan: CheckpointPlan) -> str:
