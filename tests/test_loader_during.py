@@ -291,8 +291,11 @@ def test_torchrun_two_ranks_each_write_their_shard_beside_their_loop(tmp_path):
     target, before = _user_target(tmp_path)
     prof = tiny_profile(tmp_path, files=96, compute_s=0.02, workers=1)
     out = tmp_path / "out"
+    # paced, so the save outlasts a few 20 ms steps: an unpaced 2 MiB save can end between two
+    # steps' midpoints on fast storage and leave its during-window empty (a CI run did)
     args = ["loader", str(target), "--profile", str(prof), *TINY_CKPT, "--checkpoint-at",
-            "3steps", "--beside", "writer:max", "--output", str(out), "--no-history", "-q"]  # fmt: skip
+            "3steps", "--checkpoint-rate", "16MiB/s", "--beside", "writer:max",
+            "--output", str(out), "--no-history", "-q"]  # fmt: skip
     proc = _torchrun(args, _env(), 2)
     log, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, log[-3000:]
