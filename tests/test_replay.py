@@ -5,8 +5,10 @@ and the synthetic loader spends that decode per sample in its workers and report
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +80,73 @@ def test_a_missing_decoder_library_says_decode_not_measured(jpegs, monkeypatch):
     assert (
         p.decode is None and p.decode_note.startswith("not measured") and "Pillow" in p.decode_note
     )
+
+
+class _FakeReader:
+    """A decoder with a start-up: its first decode in a process burns START_S of thread CPU
+    (a forked child inherits whether it has started), each decode STEADY_S; it records the
+    files it decodes in order and, per decode, how many of its earlier samples are alive."""
+
+    LIBRARY = None
+    START_S, STEADY_S = 0.02, 0.001
+
+    def __init__(self) -> None:
+        self.started = False
+        self.calls: list[str] = []
+        self.alive: list[int] = []
+        self.refs: list[weakref.ref] = []
+
+    def samples(self, data: bytes, name: str):
+        if not self.started:
+            self.started = True
+            burn_cpu(self.START_S)
+        burn_cpu(self.STEADY_S)
+        self.calls.append(name)
+        self.alive.append(sum(r() is not None for r in self.refs))
+        arr = np.frombuffer(data, np.uint8).copy()
+        self.refs.append(weakref.ref(arr))
+        yield name, arr
+
+
+def _fake_measure(monkeypatch, n: int = 6, **kw):
+    fake = _FakeReader()
+    monkeypatch.setattr(decode_cost, "get_reader", lambda name: fake)
+    blobs = [bytes([i]) * 64 for i in range(n)]
+    cost, note, failed = decode_cost.measure(
+        "image", list(range(n)), lambda i: io.BytesIO(blobs[i]), lambda i: f"f{i}", **kw
+    )
+    return fake, cost, note, failed
+
+
+def test_the_decode_is_measured_as_a_worker_decodes(monkeypatch):
+    """Samples held a batch at a time (a decode's CPU depends on what the allocator holds),
+    passes over the files, never one file twice in a row (a worker never decodes so)."""
+    monkeypatch.setattr(decode_cost, "COLLATE_PROBE", 0)  # no sample kept for the probe
+    fake, cost, _, failed = _fake_measure(monkeypatch, batch_size=4)
+    assert not failed and cost is not None and cost.files == 6
+    assert len(fake.calls) == 1 + 6 * decode_cost.REPEATS  # the untimed one, then the passes
+    assert all(a != b for a, b in itertools.pairwise(fake.calls))
+    # each pass: the batch being filled is alive, a full batch collated and dropped
+    assert fake.alive[-6:] == [0, 1, 2, 3, 0, 1]
+
+
+def test_a_workers_start_up_is_measured_in_a_fresh_process_and_spread(monkeypatch):
+    _, cost, note, _ = _fake_measure(monkeypatch, per_start=10)
+    steady = _FakeReader.STEADY_S
+    assert cost is not None and 0.8 * _FakeReader.START_S <= cost.start_s < 0.02 + 0.01
+    assert cost.per_start == 10 and "spread over the 10 samples" in note
+    assert cost.cpu_s == pytest.approx(steady + cost.start_s / 10, rel=0.1)
+    _, left, note, _ = _fake_measure(monkeypatch)  # no workers: the start-up left out
+    assert left is not None and left.cpu_s == pytest.approx(steady, rel=0.25)
+    assert left.start_s > 0.8 * _FakeReader.START_S and "left out" in note
+
+
+def test_the_profile_spreads_the_start_up_over_a_workers_samples(jpegs):
+    p, _ = profile_dataset(str(jpegs), workers=2)
+    assert p.decode is not None and p.decode.per_start == 3  # 6 samples, 2 workers
+    assert p.decode.start_s > 0 and "spread over the 3 samples" in p.decode_note
+    q, _ = profile_dataset(str(jpegs))
+    assert q.decode is not None and q.decode.per_start == 0
 
 
 def test_a_truncated_jpeg_counts_as_unreadable(jpegs):

@@ -38,7 +38,7 @@ from ..core.safeio import check_output_file, protect_input, why_missing, write_a
 from ..core.units import format_bytes
 from ..formats.detect import MAGIC_BYTES, choose, list_local, magic_format
 from ..target import is_url, resolve_source, scrub
-from .decode_cost import DecodeCost, measure
+from .decode_cost import BATCH, DecodeCost, measure
 
 #: Files opened to count their samples and check their magic (at most).
 INSPECT = 32
@@ -344,10 +344,18 @@ def _sample_terms(
 
 
 def profile_dataset(
-    root: str, *, sample: int = DEFAULT_SAMPLE, fmt: str | None = None, seed: int = 1
+    root: str,
+    *,
+    sample: int = DEFAULT_SAMPLE,
+    fmt: str | None = None,
+    seed: int = 1,
+    batch_size: int = BATCH,
+    workers: int = 0,
 ) -> tuple[DatasetProfile, dict[str, str]]:
     """The dataset's profile and the basis of each figure; UsageError for an empty dataset, an
-    unknown format, or files none of which can be read as it."""
+    unknown format, or files none of which can be read as it. ``batch_size`` and ``workers``:
+    the loop the profile is for (the decode measured holding a batch's samples, a worker's
+    start-up spread over the samples each of ``workers`` decodes per epoch; 0: left out)."""
     listing = list_dataset(root, sample, seed)
     if not listing.names:
         raise UsageError("the dataset holds no files", hint="point at the dataset's directory")
@@ -370,9 +378,13 @@ def profile_dataset(
     # the decode pass reads the files whole: a file whose framing held but whose samples do
     # not decode (a truncated JPEG) is unreadable too
     readable = [i for i in pick if i not in unread and i not in mismatched]
-    decode, decode_note, undecoded = measure(fmt, readable, listing.open, listing.names.__getitem__)
-    bad = len(unread | undecoded)
     spf, spf_basis, mean, sd, size_basis = _sample_terms(fmt, counts, framed, stat)
+    per_start = len(chosen) * spf // workers if workers > 0 else 0
+    decode, decode_note, undecoded = measure(
+        fmt, readable, listing.open, listing.names.__getitem__,
+        batch_size=batch_size, per_start=per_start,
+    )  # fmt: skip
+    bad = len(unread | undecoded)
     exact = len(stat) == len(chosen)
     total = sum(stat) if exact else round(statistics.fmean(stat) * len(chosen))
     pct = {f"p{p}": int(np.percentile(stat, p)) for p in (0, 10, 50, 90, 99, 100)}

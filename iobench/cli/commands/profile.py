@@ -41,7 +41,7 @@ def profile(
         render_toml,
         write_profile,
     )
-    from ...spec.workload import KIND_MAXIMUM
+    from ...spec.workload import KIND_MAXIMUM, PROFILE_PARAMS
 
     most = KIND_MAXIMUM["count"]  # the files a profile may hold
     if not (math.isfinite(scale) and 0 < scale <= most):
@@ -51,7 +51,8 @@ def profile(
         )
     sets = check_sets(set_)
     dest = check_output(output, path, force)
-    prof, basis = profile_dataset(path, sample=sample, fmt=fmt)
+    loop = {k: sets.get(k, PROFILE_PARAMS[k].default) for k in ("batch_size", "workers")}
+    prof, basis = profile_dataset(path, sample=sample, fmt=fmt, **loop)
     if math.ceil(prof.files * scale) > most:  # before the write, never in the written file
         limit = most / prof.files  # floored, so that the scale shown is one that fits
         shown = f"{math.floor(limit)}" if limit >= 1 else f"{math.floor(limit * 1e6) / 1e6:g}"
