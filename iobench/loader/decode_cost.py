@@ -10,9 +10,9 @@ reader's own integrity checks left out as ``existing_data`` leaves them out).
 
 Measured as a worker decodes, in one process: the files one after another, each decoded
 sample held until a batch of them is complete and then collated and dropped (a decode's CPU
-depends on the allocator's state: a decoder writing into memory just freed takes 50 minor
-page faults a JPEG, one writing beside a batch still held 200–500, measured on this page's
-ImageNet-sized JPEGs, ~0.5 ms of a 1.5 ms decode); REPEATS passes over the files, each
+depends on the allocator's state: a decoder writing into memory just freed took 4–61 minor
+page faults an ImageNet-sized JPEG, one writing beside a batch still held 146–192, 0.4–0.9
+ms more of a 1.3–1.6 ms decode; docs/validation/replay.md); REPEATS passes over the files, each
 file's median kept (never one file twice in a row, which a worker never does). A worker's
 start-up, its first decode in a freshly forked process (the codec's lazy initialisation,
 ~20 ms of CPU for Pillow's JPEG), is measured in a forked child and spread over the samples a
