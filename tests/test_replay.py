@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import os
 import time
 import weakref
 from pathlib import Path
@@ -139,6 +140,27 @@ def test_a_workers_start_up_is_measured_in_a_fresh_process_and_spread(monkeypatc
     _, left, note, _ = _fake_measure(monkeypatch)  # no workers: the start-up left out
     assert left is not None and left.cpu_s == pytest.approx(steady, rel=0.25)
     assert left.start_s > 0.8 * _FakeReader.START_S and "left out" in note
+
+
+def test_a_child_that_hangs_gives_no_start_up_and_is_killed(monkeypatch):
+    """A lock held across the fork (another thread importing) hangs the child: no figure."""
+    parent = os.getpid()
+
+    class Hangs(_FakeReader):
+        def samples(self, data: bytes, name: str):
+            while os.getpid() != parent:
+                time.sleep(1)
+            yield from super().samples(data, name)
+
+    fake = Hangs()
+    monkeypatch.setattr(decode_cost, "get_reader", lambda name: fake)
+    monkeypatch.setattr(decode_cost, "START_TIMEOUT_S", 0.3)
+    t0 = time.perf_counter()
+    cost, _, _ = decode_cost.measure(
+        "image", [0, 1], lambda i: io.BytesIO(bytes(8)), str, per_start=10
+    )
+    assert cost is not None and cost.start_s == 0.0 and cost.cpu_s < 0.01
+    assert time.perf_counter() - t0 < 10  # three children given up on, not waited for
 
 
 def test_the_profile_spreads_the_start_up_over_a_workers_samples(jpegs):

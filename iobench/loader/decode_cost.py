@@ -22,6 +22,8 @@ worker decodes per start (``loader --existing`` starts its workers each epoch).
 from __future__ import annotations
 
 import os
+import select
+import signal
 import statistics
 import struct
 import time
@@ -41,6 +43,7 @@ DECODE_BYTES = 256 << 20
 REPEATS = 3
 #: Forked children whose first decode gives a worker's start-up (their median).
 START_CHILDREN = 3
+START_TIMEOUT_S = 30.0
 #: Samples held before they are collated and dropped, when the loop's batch size is not given.
 BATCH = 8
 #: Decoded samples (the first of each file measured) collated together to see how a batch of
@@ -201,11 +204,19 @@ def _pass(
 
 
 def worker_start_s(reader: Any, data: bytes, name: str) -> float:
-    """CPU seconds a worker's first decode costs beyond its second, in a child forked now
-    (as a data loader forks its workers): the decoder's lazy start-up a worker pays once.
-    The median of START_CHILDREN children; 0.0 without fork or when no child reports."""
+    """CPU seconds a worker's first decoded sample costs beyond its second decode of the same
+    sample, in a child forked now (as a data loader forks its workers): the decoder's lazy
+    start-up a worker pays once. The median of START_CHILDREN children; 0.0 without fork, or
+    when no child reports within START_TIMEOUT_S (it is killed)."""
     got = [s for s in (_child_start_s(reader, data, name) for _ in range(START_CHILDREN)) if s]
     return max(statistics.median(got), 0.0) if got else 0.0
+
+
+def _first_sample_cpu(reader: Any, data: bytes, name: str) -> float:
+    """Thread CPU seconds to the first sample of ``data`` (not the whole of a shard)."""
+    c0 = time.thread_time()
+    next(iter(reader.samples(data, name)), None)
+    return time.thread_time() - c0
 
 
 def _child_start_s(reader: Any, data: bytes, name: str) -> float | None:
@@ -216,15 +227,18 @@ def _child_start_s(reader: Any, data: bytes, name: str) -> float | None:
     if pid == 0:  # pragma: no cover - the child: measured by what it writes back
         code = 1
         try:
-            first = _decode_file(reader, data, name)[1]
-            second = _decode_file(reader, data, name)[1]
+            first = _first_sample_cpu(reader, data, name)
+            second = _first_sample_cpu(reader, data, name)
             os.write(w, struct.pack("d", first - second))
             code = 0
         finally:
             os._exit(code)
     os.close(w)
     try:
-        got = os.read(r, 8)
+        ready, _, _ = select.select([r], [], [], START_TIMEOUT_S)
+        got = os.read(r, 8) if ready else b""
+        if not ready:
+            os.kill(pid, signal.SIGKILL)  # a lock held across the fork: no figure
     finally:
         os.close(r)
         os.waitpid(pid, 0)
