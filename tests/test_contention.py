@@ -11,6 +11,7 @@ from iobench.checkpoint.contention import (
     au_over_interval,
     contention,
     goodput,
+    queue_share,
     share,
 )
 from iobench.checkpoint.daly import goodput_exact
@@ -31,6 +32,37 @@ def test_the_share_rule_splits_the_capacity_by_demand_capped_by_the_alone_rates(
     assert share(100.0, 50.0, 200.0) == (100.0, 50.0)  # both fit
     r, w = share(300.0, 100.0, 200.0)
     assert (r, w) == pytest.approx((150.0, 50.0)) and r + w == pytest.approx(200.0)
+
+
+def test_two_writers_on_one_fifo_limit_split_by_queued_bytes_not_by_demand():
+    # 8 writers fsyncing 4 MiB beside one writer of 8 MiB files, both wanting the whole
+    # 10 MiB/s: 32 of the 40 MiB queued is the save's, so it gets 8 MiB/s; the demand rule
+    # (share) would give about half each
+    save, other = queue_share([10 * MiB, 10 * MiB], [8 * 4 * MiB, 8 * MiB], 10 * MiB)
+    assert (save, other) == pytest.approx((8 * MiB, 2 * MiB))
+    assert share(10 * MiB, 10 * MiB, 10 * MiB) == pytest.approx((5 * MiB, 5 * MiB))
+    # one stream each, the same flush: the same part, whatever their rates alone
+    assert queue_share([30.0, 12.0], [1.0, 1.0], 20.0) == pytest.approx([10.0, 10.0])
+
+
+def test_a_job_below_its_queue_share_keeps_its_pace_and_the_rest_is_shared_again():
+    # max-min: the paced reader keeps its 8 of 20, the loader takes the other 12
+    assert queue_share([30.0, 8.0], [1.0, 1.0], 20.0) == pytest.approx([12.0, 8.0])
+    # three jobs: the smallest capped, the other two split the rest 3:1 by their queued bytes
+    assert queue_share([100.0, 100.0, 2.0], [3.0, 1.0, 4.0], 18.0) == pytest.approx(
+        [12.0, 4.0, 2.0]
+    )
+    # all fit: every job keeps its rate alone
+    assert queue_share([5.0, 1.0], [1.0, 9.0], 20.0) == pytest.approx([5.0, 1.0])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [([1.0], [1.0, 2.0], 5.0), ([], [], 5.0), ([1.0], [0.0], 5.0), ([1.0], [1.0], -1.0)],
+)
+def test_queue_share_refuses_bad_inputs(args):
+    with pytest.raises(UsageError):
+        queue_share(*args)
 
 
 def test_au_at_a_bandwidth_is_the_rate_bound():

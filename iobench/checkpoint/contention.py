@@ -33,6 +33,7 @@ would have done which the run really does.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -73,6 +74,43 @@ def share(read_bps: float, write_bps: float, capacity_bps: float | None) -> tupl
     return capacity_bps * read_bps / total, capacity_bps * write_bps / total
 
 
+def queue_share(
+    alone_bps: Sequence[float], queued_bytes: Sequence[float], capacity_bps: float
+) -> list[float]:
+    """Each job's bandwidth on one FIFO limit ``capacity_bps``: weighted max-min fairness
+    (water-filling) with weight its bytes queued at once (``queued_bytes``: streams × bytes
+    each submits per flush), each capped by its rate alone (or its pace).
+
+    The basis: a blkio throttle (cgroup v1 blk-throttle) dispatches one group's bios first in,
+    first out at its limit. A writer that dirties a file in the page cache and fsyncs it
+    submits the whole file at once and waits for it; the jobs' flushes then cycle through the
+    queue, each stream served once per cycle of everyone's queued bytes, so job i gets
+    ``C·q_i/Σq``: more streams or bigger flushes take more, whatever the demand. A job whose
+    cap is below its share keeps its cap and the rest is shared again among the others by
+    their weights. Measured on blkio (docs/validation/during-checkpoint.md): a save of 8
+    writers fsyncing 4 MiB files beside one writer of 8 MiB files took 8.3 of 10.7 MiB/s,
+    this rule 8.6, the demand-proportional ``share`` 5.2."""
+    if len(alone_bps) != len(queued_bytes) or not alone_bps:
+        raise UsageError("contention model: one queued size per job, at least one job")
+    _positive(capacity=capacity_bps)
+    for a, q in zip(alone_bps, queued_bytes, strict=True):
+        _positive(alone=a, queued=q)
+    out = [0.0] * len(alone_bps)
+    left, free = float(capacity_bps), set(range(len(alone_bps)))
+    while free:
+        weight = sum(queued_bytes[i] for i in free)
+        capped = {i for i in free if alone_bps[i] <= left * queued_bytes[i] / weight}
+        if not capped:  # every job left takes its weighted part of what is left
+            for i in free:
+                out[i] = left * queued_bytes[i] / weight
+            break
+        for i in capped:
+            out[i] = float(alone_bps[i])
+            left -= alone_bps[i]
+        free -= capped
+    return out
+
+
 def au_at_bandwidth(read_bps: float, demand_bps: float, au_cap: float = 1.0) -> float:
     """The rate bound with storage the only supply term: ``min(AU_cap, read ÷ demand)``."""
     _positive(read=read_bps, demand=demand_bps)
@@ -92,6 +130,34 @@ def au_beside(
         read_alone_bps, demand_bps, au_cap
     )
     return au_alone * min(1.0, ratio), read_d
+
+
+def au_writes_first(
+    au_alone: float, read_alone_bps: float, demand_bps: float, write_bps: float,
+    write_max_bps: float, write_s: float, buffer_s: float, au_cap: float = 1.0,
+) -> tuple[float, float]:  # fmt: skip
+    """(AU during the save, the loader's read during it) where reads and writes share one
+    server and the save goes first: the one-machine CephFS (one host's CPUs and disk behind
+    the OSDs, ceph-fuse and both jobs).
+
+    The basis, measured there (docs/validation/during-checkpoint.md): the save kept 77-100 %
+    of its rate alone beside the loader while the loader's read fell to 5-30 % of its own,
+    the two fractions summing to about 1: one server shared in time, the save's flush (its
+    writers' dirty files, tens of MiB queued at the OSDs) ahead of the loader's two reads in
+    flight. So the save keeps its rate ``write_bps`` (its pace, or the storage's whole write
+    rate ``write_max_bps`` when unpaced) and takes ``write_bps ÷ write_max_bps`` of the
+    server's time; the loader reads in the time left, ``read_alone·(1 − that)`` (its read
+    alone taken as its ceiling), its AU moved by the rate bound as ``contention`` does; and
+    for the ``write_s`` the save lasts the loader still computes on the batches it had
+    prefetched (``buffer_s``: workers × prefetch batches × compute per step)."""
+    _positive(read_alone=read_alone_bps, demand=demand_bps, write=write_bps,
+              write_max=write_max_bps, write_s=write_s)  # fmt: skip
+    _fraction(au_alone=au_alone, au_cap=au_cap)
+    if buffer_s < 0:
+        raise UsageError(f"contention model: buffer must be >= 0 s, got {buffer_s!r}")
+    read_d = read_alone_bps * max(0.0, 1.0 - write_bps / write_max_bps)
+    ratio = min(au_cap, read_d / demand_bps) / au_at_bandwidth(read_alone_bps, demand_bps, au_cap)
+    return min(au_alone, au_alone * min(1.0, ratio) + buffer_s / write_s), read_d
 
 
 @dataclass(frozen=True)
