@@ -10,6 +10,9 @@
 #   scripts/ceph_cluster.sh stop     unmount, stop radosgw, mds, osds, mgr, mon; remove state
 #
 # start is idempotent (a running cluster is left as it is); stop can always be run again.
+# A second cluster on the same host (another checkout's) needs its own IOBENCH_CEPH_DIR,
+# IOBENCH_CEPH_MON_V2_PORT / IOBENCH_CEPH_MON_V1_PORT (default 3300 / 6789) and
+# IOBENCH_CEPH_RGW_PORT (default 7480).
 # Exit status: 0 done, 1 failed, 3 the environment cannot run Ceph (not root, no packages).
 set -euo pipefail
 

@@ -134,7 +134,9 @@ def beside_row(name: str, what: str, base: dict, res: dict, compute: float, read
     x = o["rate_bps"] or o["alone_bps"]  # the other job's demand: its pace, else its rate alone
     w_alone = d["alone"]["write_bps"]
     if o["kind"] == "reader":
-        au_m, read_m = au_beside(wo0["au"], wo0["read_bps"], x, read_c, demand)
+        # in flight: the loader's 2 workers one 512 KiB sample each, the other job 1 MiB
+        au_m, read_m = au_beside(wo0["au"], wo0["read_bps"], x, read_c, demand,
+                                 queued=(2 * 512 * 1024, 1 << 20))  # fmt: skip
         save_m = save_d = w_alone  # the save draws on the write limit: untouched
     else:
         au_m, read_m = wo0["au"], wo0["read_bps"]  # independent: reads keep their rate

@@ -9,6 +9,7 @@ from iobench.checkpoint.contention import (
     ContentionInputs,
     au_at_bandwidth,
     au_over_interval,
+    au_writes_first,
     contention,
     goodput,
     queue_share,
@@ -63,6 +64,24 @@ def test_a_job_below_its_queue_share_keeps_its_pace_and_the_rest_is_shared_again
 def test_queue_share_refuses_bad_inputs(args):
     with pytest.raises(UsageError):
         queue_share(*args)
+
+
+def test_writes_first_the_loader_reads_in_the_time_the_save_leaves():
+    # a save paced at a quarter of the storage's write rate leaves 3/4 of the time: the
+    # loader's read 100 -> 75 MiB/s, its AU 0.5 × 0.75, plus 0.5 s of prefetched batches
+    # over the save's 10 s; the independent rule would keep the AU alone, 0.5
+    au, read = au_writes_first(0.5, 100 * MiB, 200 * MiB, 100 * MiB, 400 * MiB, 10.0, 0.5)
+    assert read == pytest.approx(75 * MiB)
+    assert au == pytest.approx(0.5 * 0.75 + 0.05)
+
+
+def test_writes_first_an_unpaced_save_leaves_the_loader_its_prefetched_batches_only():
+    au, read = au_writes_first(0.9, 100 * MiB, 50 * MiB, 300 * MiB, 300 * MiB, 2.0, 0.2)
+    assert read == 0.0 and au == pytest.approx(0.1)
+    # a save shorter than the prefetched batches costs nothing
+    assert au_writes_first(0.9, 100 * MiB, 50 * MiB, 300 * MiB, 300 * MiB, 0.1, 0.2)[0] == 0.9
+    with pytest.raises(UsageError):
+        au_writes_first(0.9, 100 * MiB, 50 * MiB, 300 * MiB, 300 * MiB, 2.0, -1.0)
 
 
 def test_au_at_a_bandwidth_is_the_rate_bound():
@@ -137,3 +156,8 @@ def test_the_loader_beside_another_job_on_one_limit_by_hand():
     # share stays above what it needs: 30·12/(12+24) = 10 ≥ 9.8
     au, read = au_beside(0.98, 12.0, 24.0, 30.0, 10.0, au_cap=0.98)
     assert read == pytest.approx(10.0) and au == pytest.approx(0.98)
+    # a paced reader (8 of a 20 limit) below its part of the queue keeps its pace, the loader
+    # (one request in flight each) gets the other 12, not the demand rule's 20·15/23 = 13.0
+    au, read = au_beside(0.8, 15.0, 8.0, 20.0, 20.0, queued=(1.0, 1.0))
+    assert read == pytest.approx(12.0) and au == pytest.approx(0.8 * 12 / 15)
+    assert au_beside(0.8, 15.0, 8.0, 20.0, 20.0)[1] == pytest.approx(20 * 15 / 23)

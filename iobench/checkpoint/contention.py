@@ -120,12 +120,17 @@ def au_at_bandwidth(read_bps: float, demand_bps: float, au_cap: float = 1.0) -> 
 
 def au_beside(
     au_alone: float, read_alone_bps: float, other_bps: float, capacity_bps: float,
-    demand_bps: float, au_cap: float = 1.0,
+    demand_bps: float, au_cap: float = 1.0, queued: tuple[float, float] | None = None,
 ) -> tuple[float, float]:  # fmt: skip
     """(AU, read bandwidth) of the loader beside another job that draws on the same limit
     ``capacity_bps`` at ``other_bps`` (its rate alone, or its pace): the share rule's read
-    (``share``), and the AU alone moved by the rate bound's ratio, as ``contention`` does."""
-    read_d, _ = share(read_alone_bps, other_bps, capacity_bps)
+    (``share``; with ``queued``, the loader's and the other job's bytes in flight, the
+    queued-bytes rule ``queue_share``), and the AU alone moved by the rate bound's ratio, as
+    ``contention`` does."""
+    if queued is None:
+        read_d, _ = share(read_alone_bps, other_bps, capacity_bps)
+    else:
+        read_d = queue_share([read_alone_bps, other_bps], list(queued), capacity_bps)[0]
     ratio = au_at_bandwidth(read_d, demand_bps, au_cap) / au_at_bandwidth(
         read_alone_bps, demand_bps, au_cap
     )
