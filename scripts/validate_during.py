@@ -18,12 +18,20 @@ the case above it ran as its baseline (the loader, the save and the other job ea
   of the windows without a save;
 - **paced reader** (balanced + ``reader:8MiB/s``): the same limit, the other job below it;
 - **writer beside the save** (checkpoint-bound + ``writer:max``): both write through the one
-  write throttle: the share rule on writes, the save's rate during ``C_w·W/(W+X)``, and the
-  independent rule for the loader (the writes take nothing from its reads);
+  write throttle: the save's rate during by the queued-bytes rule (``contention.queue_share``)
+  beside the demand rule's ``C_w·W/(W+X)``, and the independent rule for the loader (the
+  writes take nothing from its reads);
 - **writer beside the loader** (loader-bound + ``writer:max``): reads and writes throttled
   separately: the independent rule, the loader's AU unchanged.
 
+Or (``--mount DIR``) the cases of ``MOUNT_CASES`` on a mounted file system as it is, e.g. the
+one-machine CephFS of ``scripts/ceph_cluster.sh``: no throttle, so the model's inputs are the
+separate measurements only; printed beside the independent rule the loader records is
+``contention.au_writes_first`` (reads and writes on one server, the save first), and two of
+the cases pace the save (``--checkpoint-rate``).
+
     sudo .venv/bin/python scripts/validate_during.py [DIR] [--read 20MiB] [--write 10MiB] [--beside]
+    sudo .venv/bin/python scripts/validate_during.py --mount MOUNTPOINT
 """
 
 from __future__ import annotations

@@ -24,6 +24,12 @@ bandwidth during the write. Two sources for the latter, and the result's ``basis
   moves from the read bandwidth alone to the read bandwidth during:
   ``AU_during = AU_alone · bound(read during) ÷ bound(read alone)``.
 
+Where the demand split is wrong, two more rules (each with its measured basis in its
+docstring): ``queue_share``, jobs on one first-in-first-out limit split by the bytes each has
+queued at once (blkio: a save's many fsyncing writers beside one other writer), and
+``au_writes_first``, reads and writes on one server with the save first (the one-machine
+CephFS).
+
 The asynchronous goodput counting the contention is Daly's exact goodput of the async save
 (stall = snapshot, plus the wait for the previous write when it outlasts the interval; the write
 in flight) times ``AU(τ) ÷ AU_alone``: the fraction of the training that an uncontended loader
