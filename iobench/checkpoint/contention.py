@@ -151,11 +151,12 @@ def au_writes_first(
     server and the save goes first: the one-machine CephFS (one host's CPUs and disk behind
     the OSDs, ceph-fuse and both jobs).
 
-    The basis, measured there (docs/validation/during-checkpoint.md): the save kept 77-100 %
-    of its rate alone beside the loader while the loader's read fell to 5-30 % of its own,
-    the two fractions summing to about 1: one server shared in time, the save's flush (its
-    writers' dirty files, tens of MiB queued at the OSDs) ahead of the loader's two reads in
-    flight. So the save keeps its rate ``write_bps`` (its pace, or the storage's whole write
+    The basis, measured there (docs/validation/during-checkpoint.md): the save kept 71-100 %
+    of its rate alone beside the loader while the loader's read fell to 4-37 % of its own,
+    the two fractions summing to 0.87-1.38 in 12 of 15 rows: one server shared in time, the
+    save first (likely its writers' whole files in flight at each fsync against the loader's
+    two reads). Its fit there: within 3 points for a loader-bound case, within 5 in 3 of 5
+    runs (5.5 in 4) for the checkpoint-bound and balanced ones. So the save keeps its rate ``write_bps`` (its pace, or the storage's whole write
     rate ``write_max_bps`` when unpaced) and takes ``write_bps ÷ write_max_bps`` of the
     server's time; the loader reads in the time left, ``read_alone·(1 − that)`` (its read
     alone taken as its ceiling), its AU moved by the rate bound as ``contention`` does; and
