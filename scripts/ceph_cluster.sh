@@ -10,12 +10,19 @@
 #   scripts/ceph_cluster.sh stop     unmount, stop radosgw, mds, osds, mgr, mon; remove state
 #
 # start is idempotent (a running cluster is left as it is); stop can always be run again.
+# A second cluster on the same host (another checkout's) needs its own IOBENCH_CEPH_DIR,
+# IOBENCH_CEPH_MON_V2_PORT / IOBENCH_CEPH_MON_V1_PORT (default 3300 / 6789) and
+# IOBENCH_CEPH_RGW_PORT (default 7480).
 # Exit status: 0 done, 1 failed, 3 the environment cannot run Ceph (not root, no packages).
 set -euo pipefail
 
 STATE="${IOBENCH_CEPH_DIR:-/var/tmp/iobench-ceph}"
 CONF="$STATE/ceph.conf"
 RGW_PORT="${IOBENCH_CEPH_RGW_PORT:-7480}"
+# the monitor's ports: another cluster on this host (another checkout's) needs other ones
+MON_V2_PORT="${IOBENCH_CEPH_MON_V2_PORT:-3300}"
+MON_V1_PORT="${IOBENCH_CEPH_MON_V1_PORT:-6789}"
+MON_ADDRS="[v2:127.0.0.1:$MON_V2_PORT,v1:127.0.0.1:$MON_V1_PORT]"
 OSDS="${IOBENCH_CEPH_OSDS:-2}"
 OSD_SIZE="${IOBENCH_CEPH_OSD_SIZE:-4294967296}"  # bytes, a sparse file per OSD
 CLIENTS=(iobench-a iobench-b)
@@ -124,7 +131,7 @@ write_conf() {
     cat >"$CONF" <<EOF
 [global]
 fsid = $fsid
-mon_host = [v2:127.0.0.1:3300,v1:127.0.0.1:6789]
+mon_host = $MON_ADDRS
 public_addr = 127.0.0.1
 cluster_addr = 127.0.0.1
 public_network = 127.0.0.0/8
@@ -194,7 +201,7 @@ start_mon() {
         --cap mgr 'allow *' >/dev/null
     ceph-authtool "$STATE/keyring/mon-init.keyring" \
         --import-keyring "$STATE/keyring/client.admin.keyring" >/dev/null
-    monmaptool --create --fsid "$fsid" --addv a '[v2:127.0.0.1:3300,v1:127.0.0.1:6789]' \
+    monmaptool --create --fsid "$fsid" --addv a "$MON_ADDRS" \
         "$STATE/monmap" >/dev/null
     mkdir -p "$STATE/mon/a"
     ceph-mon -c "$CONF" --mkfs -i a --monmap "$STATE/monmap" \

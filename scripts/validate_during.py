@@ -18,12 +18,20 @@ the case above it ran as its baseline (the loader, the save and the other job ea
   of the windows without a save;
 - **paced reader** (balanced + ``reader:8MiB/s``): the same limit, the other job below it;
 - **writer beside the save** (checkpoint-bound + ``writer:max``): both write through the one
-  write throttle: the share rule on writes, the save's rate during ``C_w·W/(W+X)``, and the
-  independent rule for the loader (the writes take nothing from its reads);
+  write throttle: the save's rate during by the queued-bytes rule (``contention.queue_share``)
+  beside the demand rule's ``C_w·W/(W+X)``, and the independent rule for the loader (the
+  writes take nothing from its reads);
 - **writer beside the loader** (loader-bound + ``writer:max``): reads and writes throttled
   separately: the independent rule, the loader's AU unchanged.
 
+Or (``--mount DIR``) the cases of ``MOUNT_CASES`` on a mounted file system as it is, e.g. the
+one-machine CephFS of ``scripts/ceph_cluster.sh``: no throttle, so the model's inputs are the
+separate measurements only; printed beside the independent rule the loader records is
+``contention.au_writes_first`` (reads and writes on one server, the save first), and two of
+the cases pace the save (``--checkpoint-rate``).
+
     sudo .venv/bin/python scripts/validate_during.py [DIR] [--read 20MiB] [--write 10MiB] [--beside]
+    sudo .venv/bin/python scripts/validate_during.py --mount MOUNTPOINT
 """
 
 from __future__ import annotations
@@ -44,11 +52,19 @@ from throttle import in_group, throttled, why_unavailable  # noqa: E402
 
 MiB = 1 << 20
 
-# name, files, compute_s, checkpoint scale
+# name, files, compute_s, checkpoint scale, epochs, --checkpoint-at
 CASES = [
-    ("loader-bound", 240, 0.05, "0.0002"),
-    ("checkpoint-bound", 120, 0.2, "0.0006"),
-    ("balanced", 240, 0.1, "0.0003"),
+    ("loader-bound", 240, 0.05, "0.0002", 1, "2s"),
+    ("checkpoint-bound", 120, 0.2, "0.0006", 1, "2s"),
+    ("balanced", 240, 0.1, "0.0003", 1, "2s"),
+]
+# on a mount as it is (CephFS): the compute times that make each case there
+MOUNT_CASES = [
+    ("loader-bound", 240, 0.005, "0.002", 5, "1s"),
+    ("checkpoint-bound", 240, 0.05, "0.004", 1, "0.5s"),
+    ("balanced", 240, 0.015, "0.001", 3, "1s"),
+    ("loader-bound, save paced", 240, 0.005, "0.001", 5, "1s", "100MiB/s"),
+    ("balanced, save paced", 240, 0.015, "0.001", 3, "1s", "100MiB/s"),
 ]
 # name, baseline case, --beside, what it checks
 BESIDE = [
@@ -59,26 +75,30 @@ BESIDE = [
 ]
 
 
-def profile(path: Path, files: int, compute_s: float) -> Path:
+def profile(path: Path, files: int, compute_s: float, epochs: int = 1) -> Path:
     text = (
         'description = "during-checkpoint validation"\nformat = "raw"\nsample_size = "512KiB"\n'
         f"files = {files}\nbatch_size = 4\ncompute_s = {compute_s}\nworkers = 2\nprefetch = 2\n"
-        "au_min = 0.9\nepochs = 1\n"
+        f"au_min = 0.9\nepochs = {epochs}\n"
     )
     path.write_text(text)
     return path
 
 
-def run_case(group: Path, where: Path, name: str, files: int, compute: float, scale: str,
-             beside: str | None = None) -> dict:  # fmt: skip
-    prof = profile(where / f"{name}.toml", files, compute)
+def run_case(group: Path | None, where: Path, case: tuple, beside: str | None = None,
+             target: Path | None = None) -> dict:  # fmt: skip
+    """One case; inside the blkio ``group`` (None: as it is, on ``target``, e.g. a CephFS)."""
+    name, files, compute, scale, epochs, at = case[:6]
+    paced = ["--checkpoint-rate", case[6]] if len(case) > 6 else []  # a paced save
+    prof = profile(where / f"{name}.toml", files, compute, epochs)
     out = where / f"out-{name}{'-' + beside.replace(':', '-').replace('/', '') if beside else ''}"
-    argv = [sys.executable, "-m", "iobench", "loader", str(where / "target"), "--profile",
+    argv = [sys.executable, "-m", "iobench", "loader", str(target or where / "target"), "--profile",
             str(prof), "--during-checkpoint", "llama3-8b", "--checkpoint-scale", scale,
-            "--checkpoint-at", "2s", "--output", str(out), "--json", "-q", "--no-history",
-            *(["--beside", beside] if beside else [])]  # fmt: skip
+            "--checkpoint-at", at, "--output", str(out), "--json", "-q", "--no-history",
+            *paced, *(["--beside", beside] if beside else [])]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run(in_group(group, argv), capture_output=True, text=True, env=env, check=False)
+    cmd = in_group(group, argv) if group is not None else argv
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=900)
     if r.returncode != 0:
         raise SystemExit(f"{name}: exit {r.returncode}: {r.stderr.strip()[-400:]}")
     return json.loads(r.stdout)
@@ -112,7 +132,8 @@ def row(name: str, res: dict) -> str:
 def beside_row(name: str, what: str, base: dict, res: dict, compute: float, read_c: float,
                write_c: float) -> str:  # fmt: skip
     """The share rule from the baseline's separate figures, beside the measured ones."""
-    from iobench.checkpoint.contention import au_beside, share
+    from iobench.checkpoint.contention import au_beside, queue_share, share
+    from iobench.loader.beside import FILE_BYTES
 
     b0, d = base["loader"]["during_checkpoint"], res["loader"]["during_checkpoint"]
     wo0, wo, du = b0["summary"]["without"], d["summary"]["without"], d["summary"]["during"]
@@ -121,11 +142,16 @@ def beside_row(name: str, what: str, base: dict, res: dict, compute: float, read
     x = o["rate_bps"] or o["alone_bps"]  # the other job's demand: its pace, else its rate alone
     w_alone = d["alone"]["write_bps"]
     if o["kind"] == "reader":
-        au_m, read_m = au_beside(wo0["au"], wo0["read_bps"], x, read_c, demand)
-        save_m = w_alone  # the save draws on the write limit: untouched
+        # in flight: the loader's 2 workers one 512 KiB sample each, the other job 1 MiB
+        au_m, read_m = au_beside(wo0["au"], wo0["read_bps"], x, read_c, demand,
+                                 queued=(2 * 512 * 1024, 1 << 20))  # fmt: skip
+        save_m = save_d = w_alone  # the save draws on the write limit: untouched
     else:
         au_m, read_m = wo0["au"], wo0["read_bps"]  # independent: reads keep their rate
-        save_m = share(w_alone, x, write_c)[0]
+        save_d = share(w_alone, x, write_c)[0]
+        # queued at once: each of the save's writers one file (the mean), the other job one
+        queued = d["writers"] * d["bytes"] / d["files"]
+        save_m = queue_share([w_alone, x], [queued, FILE_BYTES], write_c)[0]
     save = d["summary"]["write_bps"]
 
     def pct(v):
@@ -138,8 +164,68 @@ def beside_row(name: str, what: str, base: dict, res: dict, compute: float, read
         f"| {name} | {what} | {pct(wo0['au'])} | {pct(wo['au'])} | {pct(au_m)} | "
         f"{100 * (au_m - wo['au']):+.1f} | {rate(wo['read_bps'])} | {rate(read_m)} | "
         f"{rate(o['alone_bps'])} | {rate(o['without_bps'])} | {rate(o['during_bps'])} | "
-        f"{rate(save)} | {rate(save_m)} | {pct(du['au'])} |"
+        f"{rate(save)} | {rate(save_m)} | {rate(save_d)} | {pct(du['au'])} |"
     )
+
+
+HEADER = (
+    "| case | AU without | read MiB/s without | AU during (measured) | read MiB/s during | "
+    "AU during (model) | model − measured (points) | write MiB/s alone | write MiB/s during | "
+    "AU over the loop (measured) | AU over the loop (model) | load (1 min) |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def load() -> str:
+    return f"{os.getloadavg()[0]:.1f}"
+
+
+MOUNT_HEADER = (
+    "| case | AU without | read MiB/s without | AU during (measured) | read MiB/s during | "
+    "save MiB/s alone | save MiB/s during | AU during, independent rule | model − measured "
+    "(points) | AU during, writes first | model − measured (points) | read MiB/s during, "
+    "writes first | load (1 min) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def mount_row(case: tuple, res: dict, write_max: float) -> str:
+    """Measured beside both rules from the separate figures: the independent one the loader
+    records (``model_au``) and ``contention.au_writes_first`` (one server, the save first)."""
+    from iobench.checkpoint.contention import au_writes_first
+
+    d = res["loader"]["during_checkpoint"]
+    wo, du, rule = d["summary"]["without"], d["summary"]["during"], d["model_au"]["share_rule"]
+    compute, w_alone = case[2], d["alone"]["write_bps"]
+    demand = 4 * 512 * 1024 / compute  # batch 4 of 512 KiB per compute step
+    buffer_s = 2 * 2 * compute  # 2 workers × prefetch 2 batches, each a step of compute
+    write_s = d["bytes"] / w_alone  # the save keeps its rate alone
+    au_wf, read_wf = au_writes_first(wo["au"], wo["read_bps"], demand, w_alone, write_max,
+                                     write_s, buffer_s)  # fmt: skip
+    cells = [f"{100 * wo['au']:.1f}%", f"{wo['read_bps'] / MiB:.1f}", f"{100 * du['au']:.1f}%",
+             f"{du['read_bps'] / MiB:.1f}", f"{w_alone / MiB:.1f}",
+             f"{d['summary']['write_bps'] / MiB:.1f}", f"{100 * rule['au_during']:.1f}%",
+             f"{100 * (rule['au_during'] - du['au']):+.1f}", f"{100 * au_wf:.1f}%",
+             f"{100 * (au_wf - du['au']):+.1f}", f"{read_wf / MiB:.1f}", load()]  # fmt: skip
+    return f"| {case[0]} | " + " | ".join(cells) + " |"
+
+
+def on_mount(mount: Path, cases: list[tuple]) -> int:
+    """The cases on a mounted file system as it is (a CephFS: no imposed limit), the model
+    fed with the separate measurements (the loader without a save, the save alone; for a
+    paced save, the storage's write rate is the first unpaced case's save alone)."""
+    where = Path(tempfile.mkdtemp(prefix="iobench-during-mnt-", dir="/var/tmp"))
+    print(f"on {mount} (no throttle: the separate rates measured), load {load()}")
+    print(MOUNT_HEADER)
+    write_max = None
+    try:
+        for case in cases:
+            res = run_case(None, where, case, target=mount)
+            alone = res["loader"]["during_checkpoint"]["alone"]["write_bps"]
+            write_max = write_max or (alone if len(case) == 6 else None)
+            print(mount_row(case, res, alone if len(case) == 6 else write_max), flush=True)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+    return 0
 
 
 def main() -> int:
@@ -148,40 +234,41 @@ def main() -> int:
     ap.add_argument("--read", default="20MiB")
     ap.add_argument("--write", default="10MiB")
     ap.add_argument("--beside", action="store_true", help="also the cases with another job")
+    ap.add_argument("--mount", default=None, help="a mounted file system (CephFS), no throttle")
     a = ap.parse_args()
     from iobench.core.units import parse_size
 
+    if a.mount:
+        return on_mount(Path(a.mount), MOUNT_CASES)
     base = Path(a.dir or tempfile.mkdtemp(prefix="iobench-during-val-", dir="/var/tmp"))
     why = why_unavailable(str(base))
     if why:
         print(f"skipped: {why}", file=sys.stderr)
         return 2
     (base / "target").mkdir(exist_ok=True)
-    print(f"read throttle {a.read}/s, write throttle {a.write}/s on {base}")
-    print("| case | AU without | read MiB/s without | AU during (measured) | read MiB/s during | "
-          "AU during (model) | model − measured (points) | write MiB/s alone | write MiB/s "
-          "during | AU over the loop (measured) | AU over the loop (model) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"read throttle {a.read}/s, write throttle {a.write}/s on {base}, load {load()}")
+    print(HEADER)
     results, cases = {}, {c[0]: c for c in CASES}
     read_c, write_c = parse_size(a.read), parse_size(a.write)
     try:
         with throttled(str(base), read_c, write_c, prefix="during2") as group:
-            for name, files, compute, scale in CASES:
-                results[name] = run_case(group, base, name, files, compute, scale)
-                print(row(name, results[name]), flush=True)
+            for case in CASES:
+                results[case[0]] = run_case(group, base, case)
+                print(f"{row(case[0], results[case[0]])} {load()} |", flush=True)
             if a.beside:
                 print("\n| case | checks | AU alone (baseline) | AU beside (measured, no save) | "
                       "AU beside (model) | model − measured (points) | loader read MiB/s "
                       "(measured) | loader read MiB/s (model) | other job MiB/s alone | other "
                       "job MiB/s beside, no save | other job MiB/s beside, during the save | "
-                      "save MiB/s during (measured) | save MiB/s during (model) | AU during "
-                      "the save (measured) |")  # fmt: skip
-                print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+                      "save MiB/s during (measured) | save MiB/s during (queued-bytes rule) | "
+                      "save MiB/s during (demand rule) | AU during "
+                      "the save (measured) | load (1 min) |")  # fmt: skip
+                print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
                 for name, case, spec, what in BESIDE:
-                    _, files, compute, scale = cases[case]
-                    res = run_case(group, base, case, files, compute, scale, spec)
-                    print(beside_row(name, what, results[case], res, compute, read_c, write_c),
-                          flush=True)  # fmt: skip
+                    res = run_case(group, base, cases[case], spec)
+                    print(beside_row(name, what, results[case], res, cases[case][2], read_c,
+                                     write_c),
+                          f"{load()} |", flush=True)  # fmt: skip
     finally:
         if a.dir is None:
             shutil.rmtree(base, ignore_errors=True)

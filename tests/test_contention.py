@@ -9,8 +9,10 @@ from iobench.checkpoint.contention import (
     ContentionInputs,
     au_at_bandwidth,
     au_over_interval,
+    au_writes_first,
     contention,
     goodput,
+    queue_share,
     share,
 )
 from iobench.checkpoint.daly import goodput_exact
@@ -31,6 +33,55 @@ def test_the_share_rule_splits_the_capacity_by_demand_capped_by_the_alone_rates(
     assert share(100.0, 50.0, 200.0) == (100.0, 50.0)  # both fit
     r, w = share(300.0, 100.0, 200.0)
     assert (r, w) == pytest.approx((150.0, 50.0)) and r + w == pytest.approx(200.0)
+
+
+def test_two_writers_on_one_fifo_limit_split_by_queued_bytes_not_by_demand():
+    # 8 writers fsyncing 4 MiB beside one writer of 8 MiB files, both wanting the whole
+    # 10 MiB/s: 32 of the 40 MiB queued is the save's, so it gets 8 MiB/s; the demand rule
+    # (share) would give about half each
+    save, other = queue_share([10 * MiB, 10 * MiB], [8 * 4 * MiB, 8 * MiB], 10 * MiB)
+    assert (save, other) == pytest.approx((8 * MiB, 2 * MiB))
+    assert share(10 * MiB, 10 * MiB, 10 * MiB) == pytest.approx((5 * MiB, 5 * MiB))
+    # one stream each, the same flush: the same part, whatever their rates alone
+    assert queue_share([30.0, 12.0], [1.0, 1.0], 20.0) == pytest.approx([10.0, 10.0])
+
+
+def test_a_job_below_its_queue_share_keeps_its_pace_and_the_rest_is_shared_again():
+    # max-min: the paced reader keeps its 8 of 20, the loader takes the other 12
+    assert queue_share([30.0, 8.0], [1.0, 1.0], 20.0) == pytest.approx([12.0, 8.0])
+    # three jobs: the smallest capped, the other two split the rest 3:1 by their queued bytes
+    assert queue_share([100.0, 100.0, 2.0], [3.0, 1.0, 4.0], 18.0) == pytest.approx(
+        [12.0, 4.0, 2.0]
+    )
+    # all fit: every job keeps its rate alone
+    assert queue_share([5.0, 1.0], [1.0, 9.0], 20.0) == pytest.approx([5.0, 1.0])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [([1.0], [1.0, 2.0], 5.0), ([], [], 5.0), ([1.0], [0.0], 5.0), ([1.0], [1.0], -1.0)],
+)
+def test_queue_share_refuses_bad_inputs(args):
+    with pytest.raises(UsageError):
+        queue_share(*args)
+
+
+def test_writes_first_the_loader_reads_in_the_time_the_save_leaves():
+    # a save paced at a quarter of the storage's write rate leaves 3/4 of the time: the
+    # loader's read 100 -> 75 MiB/s, its AU 0.5 × 0.75, plus 0.5 s of prefetched batches
+    # over the save's 10 s; the independent rule would keep the AU alone, 0.5
+    au, read = au_writes_first(0.5, 100 * MiB, 200 * MiB, 100 * MiB, 400 * MiB, 10.0, 0.5)
+    assert read == pytest.approx(75 * MiB)
+    assert au == pytest.approx(0.5 * 0.75 + 0.05)
+
+
+def test_writes_first_an_unpaced_save_leaves_the_loader_its_prefetched_batches_only():
+    au, read = au_writes_first(0.9, 100 * MiB, 50 * MiB, 300 * MiB, 300 * MiB, 2.0, 0.2)
+    assert read == 0.0 and au == pytest.approx(0.1)
+    # a save shorter than the prefetched batches costs nothing
+    assert au_writes_first(0.9, 100 * MiB, 50 * MiB, 300 * MiB, 300 * MiB, 0.1, 0.2)[0] == 0.9
+    with pytest.raises(UsageError):
+        au_writes_first(0.9, 100 * MiB, 50 * MiB, 300 * MiB, 300 * MiB, 2.0, -1.0)
 
 
 def test_au_at_a_bandwidth_is_the_rate_bound():
@@ -105,3 +156,8 @@ def test_the_loader_beside_another_job_on_one_limit_by_hand():
     # share stays above what it needs: 30·12/(12+24) = 10 ≥ 9.8
     au, read = au_beside(0.98, 12.0, 24.0, 30.0, 10.0, au_cap=0.98)
     assert read == pytest.approx(10.0) and au == pytest.approx(0.98)
+    # a paced reader (8 of a 20 limit) below its part of the queue keeps its pace, the loader
+    # (one request in flight each) gets the other 12, not the demand rule's 20·15/23 = 13.0
+    au, read = au_beside(0.8, 15.0, 8.0, 20.0, 20.0, queued=(1.0, 1.0))
+    assert read == pytest.approx(12.0) and au == pytest.approx(0.8 * 12 / 15)
+    assert au_beside(0.8, 15.0, 8.0, 20.0, 20.0)[1] == pytest.approx(20 * 15 / 23)

@@ -24,6 +24,12 @@ bandwidth during the write. Two sources for the latter, and the result's ``basis
   moves from the read bandwidth alone to the read bandwidth during:
   ``AU_during = AU_alone · bound(read during) ÷ bound(read alone)``.
 
+Where the demand split is wrong, two more rules (each with its measured basis in its
+docstring): ``queue_share``, jobs on one first-in-first-out limit split by the bytes each has
+queued at once (blkio: a save's many fsyncing writers beside one other writer), and
+``au_writes_first``, reads and writes on one server with the save first (the one-machine
+CephFS).
+
 The asynchronous goodput counting the contention is Daly's exact goodput of the async save
 (stall = snapshot, plus the wait for the previous write when it outlasts the interval; the write
 in flight) times ``AU(τ) ÷ AU_alone``: the fraction of the training that an uncontended loader
@@ -33,6 +39,7 @@ would have done which the run really does.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -73,6 +80,43 @@ def share(read_bps: float, write_bps: float, capacity_bps: float | None) -> tupl
     return capacity_bps * read_bps / total, capacity_bps * write_bps / total
 
 
+def queue_share(
+    alone_bps: Sequence[float], queued_bytes: Sequence[float], capacity_bps: float
+) -> list[float]:
+    """Each job's bandwidth on one FIFO limit ``capacity_bps``: weighted max-min fairness
+    (water-filling) with weight its bytes queued at once (``queued_bytes``: streams × bytes
+    each submits per flush), each capped by its rate alone (or its pace).
+
+    The basis: a blkio throttle (cgroup v1 blk-throttle) dispatches one group's bios first in,
+    first out at its limit. A writer that dirties a file in the page cache and fsyncs it
+    submits the whole file at once and waits for it; the jobs' flushes then cycle through the
+    queue, each stream served once per cycle of everyone's queued bytes, so job i gets
+    ``C·q_i/Σq``: more streams or bigger flushes take more, whatever the demand. A job whose
+    cap is below its share keeps its cap and the rest is shared again among the others by
+    their weights. Measured on blkio (docs/validation/during-checkpoint.md): a save of 8
+    writers fsyncing 4 MiB files beside one writer of 8 MiB files took 8.3 of 10.7 MiB/s,
+    this rule 8.6, the demand-proportional ``share`` 5.2."""
+    if len(alone_bps) != len(queued_bytes) or not alone_bps:
+        raise UsageError("contention model: one queued size per job, at least one job")
+    _positive(capacity=capacity_bps)
+    for a, q in zip(alone_bps, queued_bytes, strict=True):
+        _positive(alone=a, queued=q)
+    out = [0.0] * len(alone_bps)
+    left, free = float(capacity_bps), set(range(len(alone_bps)))
+    while free:
+        weight = sum(queued_bytes[i] for i in free)
+        capped = {i for i in free if alone_bps[i] <= left * queued_bytes[i] / weight}
+        if not capped:  # every job left takes its weighted part of what is left
+            for i in free:
+                out[i] = left * queued_bytes[i] / weight
+            break
+        for i in capped:
+            out[i] = float(alone_bps[i])
+            left -= alone_bps[i]
+        free -= capped
+    return out
+
+
 def au_at_bandwidth(read_bps: float, demand_bps: float, au_cap: float = 1.0) -> float:
     """The rate bound with storage the only supply term: ``min(AU_cap, read ÷ demand)``."""
     _positive(read=read_bps, demand=demand_bps)
@@ -82,16 +126,50 @@ def au_at_bandwidth(read_bps: float, demand_bps: float, au_cap: float = 1.0) -> 
 
 def au_beside(
     au_alone: float, read_alone_bps: float, other_bps: float, capacity_bps: float,
-    demand_bps: float, au_cap: float = 1.0,
+    demand_bps: float, au_cap: float = 1.0, queued: tuple[float, float] | None = None,
 ) -> tuple[float, float]:  # fmt: skip
     """(AU, read bandwidth) of the loader beside another job that draws on the same limit
     ``capacity_bps`` at ``other_bps`` (its rate alone, or its pace): the share rule's read
-    (``share``), and the AU alone moved by the rate bound's ratio, as ``contention`` does."""
-    read_d, _ = share(read_alone_bps, other_bps, capacity_bps)
+    (``share``; with ``queued``, the loader's and the other job's bytes in flight, the
+    queued-bytes rule ``queue_share``), and the AU alone moved by the rate bound's ratio, as
+    ``contention`` does."""
+    if queued is None:
+        read_d, _ = share(read_alone_bps, other_bps, capacity_bps)
+    else:
+        read_d = queue_share([read_alone_bps, other_bps], list(queued), capacity_bps)[0]
     ratio = au_at_bandwidth(read_d, demand_bps, au_cap) / au_at_bandwidth(
         read_alone_bps, demand_bps, au_cap
     )
     return au_alone * min(1.0, ratio), read_d
+
+
+def au_writes_first(
+    au_alone: float, read_alone_bps: float, demand_bps: float, write_bps: float,
+    write_max_bps: float, write_s: float, buffer_s: float, au_cap: float = 1.0,
+) -> tuple[float, float]:  # fmt: skip
+    """(AU during the save, the loader's read during it) where reads and writes share one
+    server and the save goes first: the one-machine CephFS (one host's CPUs and disk behind
+    the OSDs, ceph-fuse and both jobs).
+
+    The basis, measured there (docs/validation/during-checkpoint.md): the save kept 71-100 %
+    of its rate alone beside the loader while the loader's read fell to 4-37 % of its own,
+    the two fractions summing to 0.87-1.38 in 12 of 15 rows: one server shared in time, the
+    save first (likely its writers' whole files in flight at each fsync against the loader's
+    two reads). Its fit there: within 3 points for a loader-bound case, within 5 in 3 of 5
+    runs (5.5 in 4) for the checkpoint-bound and balanced ones. So the save keeps its rate ``write_bps`` (its pace, or the storage's whole write
+    rate ``write_max_bps`` when unpaced) and takes ``write_bps ÷ write_max_bps`` of the
+    server's time; the loader reads in the time left, ``read_alone·(1 − that)`` (its read
+    alone taken as its ceiling), its AU moved by the rate bound as ``contention`` does; and
+    for the ``write_s`` the save lasts the loader still computes on the batches it had
+    prefetched (``buffer_s``: workers × prefetch batches × compute per step)."""
+    _positive(read_alone=read_alone_bps, demand=demand_bps, write=write_bps,
+              write_max=write_max_bps, write_s=write_s)  # fmt: skip
+    _fraction(au_alone=au_alone, au_cap=au_cap)
+    if buffer_s < 0:
+        raise UsageError(f"contention model: buffer must be >= 0 s, got {buffer_s!r}")
+    read_d = read_alone_bps * max(0.0, 1.0 - write_bps / write_max_bps)
+    ratio = min(au_cap, read_d / demand_bps) / au_at_bandwidth(read_alone_bps, demand_bps, au_cap)
+    return min(au_alone, au_alone * min(1.0, ratio) + buffer_s / write_s), read_d
 
 
 @dataclass(frozen=True)
