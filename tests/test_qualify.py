@@ -136,6 +136,18 @@ def test_plan_gives_phases_time_to_reach_steady_state():
     quick = plan_qualify(prof, 1, budget_s=30, quick=True, free_bytes=50 << 30)
     assert quick.steps[2].params["time"] == QUICK_DATASET_LIMIT_S > need
     assert "until steady or 3.0 s" in quick.steps[2].note
+    # a shorter --quick budget shrinks the quick limits in proportion, to MIN_PHASE_S at least
+    from iobench.qualify.bound import upper_bound_s
+    from iobench.qualify.suite import QUICK_CKPT_LIMIT_S
+    from iobench.result.steady import MIN_PHASE_S
+
+    assert quick.steps[1].params["time"] == QUICK_CKPT_LIMIT_S == 2.0
+    half = plan_qualify(prof, 1, budget_s=15, quick=True, free_bytes=50 << 30)
+    assert half.steps[2].params["time"] == QUICK_DATASET_LIMIT_S / 2
+    assert half.steps[1].params["time"] == MIN_PHASE_S == QUICK_CKPT_LIMIT_S / 2
+    small = plan_qualify(prof, 1, budget_s=6, quick=True, free_bytes=50 << 30)
+    assert small.steps[1].params["time"] == small.steps[2].params["time"] == MIN_PHASE_S
+    assert upper_bound_s(small) < upper_bound_s(quick)  # the plan's bound says so
 
 
 def test_phase_lines_say_each_phase_as_it_finishes():
