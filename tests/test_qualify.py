@@ -7,6 +7,7 @@ import re
 import time
 
 import pytest
+from test_loader import tiny_profile
 
 from iobench.core.errors import UsageError
 from iobench.qualify.suite import plan_qualify
@@ -68,12 +69,15 @@ def _bound_s(line: str) -> float:
 
 def test_small_qualify_fails_an_impossible_requirement(cli, planted, tmp_path):
     """... and took no longer than its plan line's bound (the wall time measured here); into
-    a pipe (no terminal: no bars) it says each phase as it finishes."""
+    a pipe (no terminal: no bars) it says each phase as it finishes. A tiny profile (2 workers,
+    64 KiB samples): the requirements are the storage's; the default profile's run is the
+    tutorial's (tests/test_doc_outputs.py) and test_ckpt_qualify's."""
     out = tmp_path / "q"
+    prof = tiny_profile(tmp_path, files=48)
     t0 = time.perf_counter()
     r = cli(
         "qualify", planted.path, "--quick", "--budget", "6s", "--output", out,
-        "--require", "read=1PiB/s,stats=1/s",
+        "--require", "read=1PiB/s,stats=1/s", "--profile", prof,
     )  # fmt: skip
     wall = time.perf_counter() - t0
     assert r.code == 1, r.err
