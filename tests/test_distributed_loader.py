@@ -295,8 +295,9 @@ def test_torchrun_refusal_on_rank_0_is_exit_2_everywhere(tmp_path):
 def test_torchrun_qualify_two_ranks(tmp_path):
     target, before = _user_target(tmp_path)
     out = tmp_path / "out"
+    prof = tiny_profile(tmp_path, files=48)  # 2 workers a rank, not the default's 8 (2 cores)
     args = ["qualify", str(target), "--quick", "--budget", "6s", "--output", str(out),
-            "--no-history", "-q"]  # fmt: skip
+            "--no-history", "-q", "--profile", str(prof)]  # fmt: skip
     proc = _torchrun(args, _env(), 2)
     log, _ = proc.communicate(timeout=400)
     # The verdict is the storage's (and, on a loaded 2-core machine, the CPU's) to give: the test

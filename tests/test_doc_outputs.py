@@ -251,8 +251,8 @@ def _subcommand(words: list[str]) -> list[str]:
 
 
 # The outputs of each list of commands already run this session: blocks that name the same
-# commands (the README's and the first-qualification tutorial's `qualify --quick`) are checked
-# against one run of them, not one each.
+# commands (the README's and the first-qualification tutorial's two `qualify --quick` blocks, all
+# three naming the tutorial's `--model` example) are checked against one run of them, not one each.
 _RAN: dict[tuple[str, ...], list[tuple[str, str]]] = {}
 
 
@@ -314,6 +314,16 @@ def test_every_output_block_in_the_docs_is_generated_or_checked():
                 unchecked.append(f"{page.relative_to(ROOT)}:{text[: m.start()].count(chr(10)) + 1}")
     assert not unchecked, unchecked
     assert len(ALL) >= 10
+
+
+def test_the_quick_qualify_blocks_share_one_run():
+    """Each distinct list of slow commands is one qualify run (about 40 s on CI): the README's
+    quick block and the first-qualification tutorial's two name the same commands, one run."""
+    slow = [c for c in ALL if c.slow]
+    readme = next(c for c in slow if c.page == "README.md")
+    tutorial = [c for c in slow if c.page == "docs/tutorials/first-qualification.md"]
+    assert len(tutorial) == 2 and all(c.commands == readme.commands for c in tutorial)
+    assert "--budget" in readme.commands[-1]  # a --quick run at the smallest budget
 
 
 def test_a_renamed_column_or_label_fails_the_check():

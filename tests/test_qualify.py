@@ -7,6 +7,7 @@ import re
 import time
 
 import pytest
+from test_loader import tiny_profile
 
 from iobench.core.errors import UsageError
 from iobench.qualify.suite import plan_qualify
@@ -68,12 +69,15 @@ def _bound_s(line: str) -> float:
 
 def test_small_qualify_fails_an_impossible_requirement(cli, planted, tmp_path):
     """... and took no longer than its plan line's bound (the wall time measured here); into
-    a pipe (no terminal: no bars) it says each phase as it finishes."""
+    a pipe (no terminal: no bars) it says each phase as it finishes. A tiny profile (2 workers,
+    64 KiB samples): the requirements are the storage's; the default profile's run is the
+    tutorial's (tests/test_doc_outputs.py) and test_ckpt_qualify's."""
     out = tmp_path / "q"
+    prof = tiny_profile(tmp_path, files=48)
     t0 = time.perf_counter()
     r = cli(
         "qualify", planted.path, "--quick", "--budget", "6s", "--output", out,
-        "--require", "read=1PiB/s,stats=1/s",
+        "--require", "read=1PiB/s,stats=1/s", "--profile", prof,
     )  # fmt: skip
     wall = time.perf_counter() - t0
     assert r.code == 1, r.err
@@ -136,6 +140,18 @@ def test_plan_gives_phases_time_to_reach_steady_state():
     quick = plan_qualify(prof, 1, budget_s=30, quick=True, free_bytes=50 << 30)
     assert quick.steps[2].params["time"] == QUICK_DATASET_LIMIT_S > need
     assert "until steady or 3.0 s" in quick.steps[2].note
+    # a shorter --quick budget shrinks the quick limits in proportion, to MIN_PHASE_S at least
+    from iobench.qualify.bound import upper_bound_s
+    from iobench.qualify.suite import QUICK_CKPT_LIMIT_S
+    from iobench.result.steady import MIN_PHASE_S
+
+    assert quick.steps[1].params["time"] == QUICK_CKPT_LIMIT_S == 2.0
+    half = plan_qualify(prof, 1, budget_s=15, quick=True, free_bytes=50 << 30)
+    assert half.steps[2].params["time"] == QUICK_DATASET_LIMIT_S / 2
+    assert half.steps[1].params["time"] == MIN_PHASE_S == QUICK_CKPT_LIMIT_S / 2
+    small = plan_qualify(prof, 1, budget_s=6, quick=True, free_bytes=50 << 30)
+    assert small.steps[1].params["time"] == small.steps[2].params["time"] == MIN_PHASE_S
+    assert upper_bound_s(small) < upper_bound_s(quick)  # the plan's bound says so
 
 
 def test_phase_lines_say_each_phase_as_it_finishes():

@@ -25,7 +25,7 @@ from ..core.units import format_bytes, format_rate, format_seconds, parse_size
 from ..engines.registry import get_engine
 from ..loader.ckpt_writer import CheckpointPlan
 from ..result.file import RunResult
-from ..result.steady import DEFAULT_STEADY
+from ..result.steady import DEFAULT_STEADY, MIN_PHASE_S
 from ..run.guard import UNARMED, StallSetting
 from ..run.outdir import output_dir_for
 from ..run.phases import get_generator
@@ -39,11 +39,7 @@ from .checkpoint import attach as ckpt_attach
 from .during import run_beside, sized
 from .plan_file import PlanRequirements, load_plan, looks_like_plan, settle_model
 from .plan_text import ASSUMED_WRITE_BPS, render_plan
-from .verdict import (
-    Requirement,
-    parse_requirements,
-    verdict,
-)
+from .verdict import Requirement, parse_requirements, verdict
 
 QUICK_BUDGET_S = 30.0
 DEFAULT_BUDGET_S = 180.0
@@ -156,7 +152,7 @@ def plan_qualify(
         return int(min(n, space_cap)) if space_cap else int(n)
 
     plan.steps.append(_sequential_step(budget_s, scale, quick, cap))
-    plan.steps.append(_checkpoint_step(scale, quick, cap, model))
+    plan.steps.append(_checkpoint_step(budget_s, scale, quick, cap, model))
     plan.steps.append(_dataset_step(profile, budget_s, scale, quick, cap))
     plan.loader = _loader_plan(profile, gpus, quick, scale, ranks)
     if during and model:
@@ -188,14 +184,14 @@ def _sequential_step(budget_s: float, scale: float, quick: bool, cap: Callable[[
 
 
 def _checkpoint_step(
-    scale: float, quick: bool, cap: Callable[[int], int], model: str | None = None
+    budget_s: float, scale: float, quick: bool, cap: Callable[[int], int], model: str | None = None
 ) -> Step:
     """Small files and metadata, then a sharded checkpoint scaled to fit."""
     files = max(16, int(256 * scale)) if not quick else 32
     ckpt = _ckpt_bytes(scale, cap)
     # each save/load phase repeats its rounds until steady or this limit (steady.rounds_steady)
-    rounds = {"rounds": 10, "time": QUICK_CKPT_LIMIT_S if quick else max(3.0, 9 * scale),
-              "steady": True}  # fmt: skip
+    limit = quick_limit(QUICK_CKPT_LIMIT_S, budget_s) if quick else max(3.0, 9 * scale)
+    rounds = {"rounds": 10, "time": limit, "steady": True}
     gen, params = _resolved(
         "checkpoint-smallfile",
         {"files": files, "jobs": 4, "checkpoint_size": ckpt, "shards": 4,
@@ -242,6 +238,12 @@ def _dataset_step(
 QUICK_CKPT_LIMIT_S = 2.0
 
 
+def quick_limit(limit_s: float, budget_s: float) -> float:
+    """A --quick phase limit at ``budget_s``: ``limit_s`` at the quick budget (30 s) or more,
+    shrunk in proportion under it (``--quick --budget 6s``), never under stats.MIN_PHASE_S."""
+    return max(MIN_PHASE_S, limit_s * min(1.0, budget_s / QUICK_BUDGET_S))
+
+
 #: The dataset sweep's per-level time limit: a --quick run's, and the bounds of a full one's.
 QUICK_DATASET_LIMIT_S = 3.0
 DATASET_LIMIT_S = (4.0, 30.0)
@@ -250,9 +252,9 @@ DATASET_LIMIT_S = (4.0, 30.0)
 def dataset_phase_limit(budget_s: float, reads: int, quick: bool) -> float:
     """Seconds a dataset-read level may run before it must end, steady or not: long enough
     for the steady-state criterion's ramp and window (stats.DEFAULT_STEADY, 2.5 s) in a full
-    run, a third of the budget over the levels."""
+    run, a third of the budget over the levels (a --quick one: ``quick_limit``)."""
     if quick:
-        return QUICK_DATASET_LIMIT_S
+        return quick_limit(QUICK_DATASET_LIMIT_S, budget_s)
     lo, hi = DATASET_LIMIT_S
     return max(lo, min(hi, 0.35 * budget_s / max(reads, 1)))
 

@@ -34,7 +34,7 @@ import pytest
 pytestmark = [pytest.mark.ceph, pytest.mark.root, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-STALL_S = 15  # iobench --stall-timeout
+STALL_S = 8  # iobench --stall-timeout
 LINE_MARGIN_S = 60  # the line comes STALL_S after the last progress, plus a bounded cleanup
 EXIT_MARGIN_S = 30  # the supervising parent ends as soon as the watchdog says so (supervisor.py)
 

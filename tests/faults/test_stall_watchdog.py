@@ -309,11 +309,12 @@ def test_a_fork_refused_at_the_process_limit_is_exit_4_naming_it(planted, tmp_pa
 def test_a_slow_cache_drop_of_many_files_is_no_stall(planted, tmp_path):
     """llama3-1t at --scale 1e-6 wrote 262,144 small files; on a busy disk dropping their pages
     before ckpt-open_read took over 60 s and the watchdog blamed the storage, which answered
-    every file. Each file dropped is progress: 64 files at 100 ms each, a 2 s timeout, exit 0."""
+    every file. Each file dropped is progress: 32 files a rank (2 ranks) at 100 ms each, over
+    3 s a drop of one rank's files, a 2 s timeout, exit 0."""
     out = tmp_path / "out"
     p, _ = _run(
         tmp_path, "slowdrop", "none", 100, "run", "checkpoint-smallfile", str(planted.path),
-        "--set", "files=64", "--set", 'file_sizes=["4KiB"]', "--set", "dcp=false",
+        "--set", "files=32", "--set", 'file_sizes=["4KiB"]', "--set", "dcp=false",
         "--set", "checkpoint_size=1MiB", "--set", "shards=1", "--set", "jobs=2",
         "--set", "direct=false", "--output", str(out), "-q", "--no-history",
         "--stall-timeout", f"{STALL_S}s",
