@@ -50,15 +50,17 @@ def test_worker_mode_auto_uses_processes_beyond_the_cpus(monkeypatch):
         PosixEngine("fibres")
 
 
-def test_recorder_matches_worker_stats_add():
-    """Chunked recording gives exactly what adding each operation would."""
+@pytest.mark.parametrize("size", [0, 4096, 4097])
+def test_recorder_matches_worker_stats_add(size):
+    """Chunked recording gives exactly what adding each operation would, whichever size the
+    recorder takes as most operations' (the others are kept apart)."""
     origin = 1000.0
     ops = [(4096 + (i % 3), int((origin + i * 0.013) * 1e9), 1000 + 37 * i) for i in range(9000)]
     one = WorkerStats(origin=origin)
     for nbytes, t1, lat in ops:
         one.add(nbytes, t1 / 1e9, lat)
     chunked = WorkerStats(origin=origin)
-    rec = _Recorder(chunked)
+    rec = _Recorder(chunked, size=size)
     for nbytes, t1, lat in ops:
         rec.add(nbytes, t1 - lat, t1)
     rec.flush()
