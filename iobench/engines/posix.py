@@ -12,9 +12,10 @@ the file's readahead window), POSIX_FADV_RANDOM over a random one (no readahead)
 reads meet the page cache as fio's do (docs/validation/posix-vs-fio.md measures the
 difference: half of fio's bandwidth on a disk with an 8 MiB readahead).
 
-The timed loop only reads the clock around the system call and stores the two readings in
-fixed arrays; the histogram and the per-interval series are updated from those arrays a chunk
-of operations at a time, outside the timed region (constant memory whatever the op count).
+The timed loop only reads the clock around the system call and appends the two readings to the
+recorder's lists (``worker.Recorder``); the histogram and the per-interval series are updated
+from them a chunk of operations at a time, outside the timed region (constant memory whatever
+the op count).
 """
 
 from __future__ import annotations
@@ -147,7 +148,9 @@ class PosixEngine(Engine):
         ready: Callable[[], bool],
     ) -> None:
         segments = work[w]
-        rec = _Recorder(st)
+        random = phase.op in ("randread", "randwrite")
+        # the size most of its operations move (any other is recorded as it comes)
+        rec = _Recorder(st, size=phase.block_size or (4096 if random else 0))
 
         def setup() -> list[Any]:
             if phase.op in ("write", "create", "randwrite"):
@@ -159,7 +162,7 @@ class PosixEngine(Engine):
             pool, buf = bufs
             if phase.op in OPS_META:
                 self._meta_loop(phase, w, segments, st, state, pool, buf, rec)
-            elif phase.op in ("randread", "randwrite"):
+            elif random:
                 self._random_loop(phase, w, segments, st, state, pool, buf, rec)
             else:
                 self._seq_loop(phase, w, segments, st, state, pool, buf, rec)
@@ -212,7 +215,7 @@ class PosixEngine(Engine):
             return
         bufs = [memoryview(buf)[:bs]] if buf is not None else None
         deadline_ns = int((st.start + phase.time_s) * 1e9) if phase.time_s else 0
-        done_ops = 0
+        done_ops, ops_before = 0, st.ops
         try:
             while deadline_ns or done_ops < draws.n_ops:
                 chunk = CHUNK if deadline_ns else min(CHUNK, draws.n_ops - done_ops)
@@ -222,8 +225,8 @@ class PosixEngine(Engine):
                     )
                 else:
                     hit = _random_reads(st, state, fds, bufs, rec, draws, chunk, deadline_ns)
-                done_ops += rec.n
                 rec.flush()
+                done_ops = st.ops - ops_before
                 state.publish(w, st)
                 if hit:
                     return
@@ -444,58 +447,85 @@ def advise(fd: int, seg: Segment, random: bool) -> None:
 
 def _random_reads(st, state, fds, bufs, rec, draws, chunk, deadline_ns) -> bool:
     """One chunk of random reads at no set rate (the IOPS case): ``_random_chunk``'s
-    contract with no per-op branch but the deadline: the stop flags looked at once per
-    STOP_EVERY reads, the descriptors and offsets drawn before the loop, the latency, end
-    and size stored by the read's index (docs/validation/posix-vs-fio.md: its cost)."""
+    contract with no per-op branch but the deadline and a short read: the stop flags looked
+    at once per STOP_EVERY reads, the offsets drawn before the loop, the two clock readings
+    appended to the recorder's lists (docs/validation/posix-vs-fio.md: their cost)."""
     which, offs = draws.draw(chunk)
-    fd_of = [fds[0]] * chunk if len(fds) == 1 else [fds[i] for i in which]
-    lat, ends, nbytes = rec.lat, rec.end, rec.nbytes
-    should_stop, preadv, clock = state.should_stop, os.preadv, _perf_ns
+    if len(fds) > 1:  # several regions: a descriptor per read
+        return _random_reads_of(st, state, fds, bufs, rec, draws, which, offs, deadline_ns)
+    t0s, t1s, odd, bs = rec.t0s, rec.t1s, rec.odd, rec.size
+    should_stop, preadv, clock, fd = state.should_stop, os.preadv, _perf_ns, fds[0]
     deadline = deadline_ns or 1 << 62  # no deadline: one comparison that never holds
-    n = k = 0
+    off, first = 0, len(t1s)
     try:
         for base in range(0, chunk, STOP_EVERY):
-            n = base
             if should_stop():
                 raise Stop
-            for k in range(base, min(base + STOP_EVERY, chunk)):
+            for off in offs[base : base + STOP_EVERY]:
                 t0 = clock()
-                done = preadv(fd_of[k], bufs, offs[k])
+                done = preadv(fd, bufs, off)
                 t1 = clock()
-                lat[k] = t1 - t0
-                ends[k] = t1
-                nbytes[k] = done
+                t0s.append(t0)
+                t1s.append(t1)
+                if done != bs:  # a short read (past a shorter file's end)
+                    odd.append((len(t1s) - 1, done))
                 if t1 >= deadline:
-                    n = k + 1
                     return True
-        n = chunk
         return False
-    except OSError as e:
-        n = k  # the read that failed is not recorded
-        state.fail(describe_oserror(e, draws.segs[which[k]].path, offs[k]), e.errno)
+    except OSError as e:  # the read that failed is not recorded
+        state.fail(describe_oserror(e, draws.segs[which[len(t1s) - first]].path, off), e.errno)
         raise Stop from None
     finally:
-        rec.n = n
-        if n:
-            st.end = ends[n - 1] / 1e9
+        if t1s:
+            st.end = t1s[-1] / 1e9
+
+
+def _random_reads_of(st, state, fds, bufs, rec, draws, which, offs, deadline_ns) -> bool:
+    """``_random_reads`` over several regions: each read's descriptor drawn with its offset."""
+    t0s, t1s, odd, bs = rec.t0s, rec.t1s, rec.odd, rec.size
+    should_stop, preadv, clock = state.should_stop, os.preadv, _perf_ns
+    fd_of = [fds[i] for i in which]
+    deadline = deadline_ns or 1 << 62
+    off, first = 0, len(t1s)
+    try:
+        for base in range(0, len(offs), STOP_EVERY):
+            if should_stop():
+                raise Stop
+            top = base + STOP_EVERY
+            for fd, off in zip(fd_of[base:top], offs[base:top], strict=True):
+                t0 = clock()
+                done = preadv(fd, bufs, off)
+                t1 = clock()
+                t0s.append(t0)
+                t1s.append(t1)
+                if done != bs:
+                    odd.append((len(t1s) - 1, done))
+                if t1 >= deadline:
+                    return True
+        return False
+    except OSError as e:
+        state.fail(describe_oserror(e, draws.segs[which[len(t1s) - first]].path, off), e.errno)
+        raise Stop from None
+    finally:
+        if t1s:
+            st.end = t1s[-1] / 1e9
 
 
 def _random_chunk(phase, st, state, pool, fds, bufs, rec, draws, chunk, deadline_ns) -> bool:
-    """One chunk of random operations, recorded into ``rec`` (its ``n`` set even when a stop
-    or an error cuts the chunk); True at the deadline. The offsets are drawn before the loop;
+    """One chunk of random operations, recorded into ``rec`` (also those of a chunk a stop or
+    an error cuts short); True at the deadline. The offsets are drawn before the loop;
     inside it only the system call sits between the clock readings."""
     which_l, offs = draws.draw(chunk)
     fd_of = [fds[i] for i in which_l]
-    lat, ends, nbytes = rec.lat, rec.end, rec.nbytes
     write, bs, rate, should_stop = (
         phase.op == "randwrite",
         draws.bs,
         phase.rate_bps,
         state.should_stop,
     )
-    preadv, pwrite = os.preadv, os.pwrite
+    preadv, pwrite, add = os.preadv, os.pwrite, rec.add
     chunk_bytes = st.bytes
-    n = k = 0
+    k = 0
     try:
         for k in range(chunk):
             if not k % STOP_EVERY and should_stop():
@@ -509,10 +539,7 @@ def _random_chunk(phase, st, state, pool, fds, bufs, rec, draws, chunk, deadline
                 t0 = _perf_ns()
                 done = preadv(fd_of[k], bufs, off)
             t1 = _perf_ns()
-            lat[n] = t1 - t0
-            ends[n] = t1
-            nbytes[n] = done
-            n += 1
+            add(done, t0, t1)
             if rate:
                 chunk_bytes += done
                 pace(phase, st, chunk_bytes, should_stop)
@@ -523,9 +550,8 @@ def _random_chunk(phase, st, state, pool, fds, bufs, rec, draws, chunk, deadline
         state.fail(describe_oserror(e, draws.segs[which_l[k]].path, offs[k]), e.errno)
         raise Stop from None
     finally:
-        rec.n = n  # the operations done, also of an unfinished chunk (stop or error)
-        if n:
-            st.end = ends[n - 1] / 1e9
+        if rec.t1s:
+            st.end = rec.t1s[-1] / 1e9
 
 
 def _create_loop(phase, w, segments, st, state, pool, rec) -> None:

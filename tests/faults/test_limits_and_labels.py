@@ -86,7 +86,7 @@ def test_a_worker_thread_that_fails_before_the_start_fails_the_phase(
     """A worker that dies before the start barrier must neither hang the phase nor pass."""
     import iobench.engines.posix as posix
 
-    def broken(self, st):
+    def broken(self, st, size=0):
         raise MemoryError("injected at set-up")
 
     monkeypatch.setattr(posix._Recorder, "__init__", broken)
