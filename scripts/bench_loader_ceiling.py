@@ -190,8 +190,10 @@ def plain_child(spec: dict) -> dict:
 #: A loader's figures over its timed epochs: (samples/s, CPU seconds per sample or None).
 Fig = tuple[float, float | None]
 #: Timed steps each loader's figure covers at least: epochs are added (each after the
-#: first: its first step left out) until the timed epochs hold this many.
+#: first: its first step left out) until the timed epochs hold this many, or MIN_BYTES of
+#: samples (batches of 64 × 4 MiB: 8 steps of 256 MiB, each long enough to time alone).
 MIN_STEPS = 24
+MIN_BYTES = 2 << 30
 
 
 def _rank_sum(eps: list[dict]) -> dict:
@@ -212,10 +214,12 @@ def _fig(epochs: list[dict]) -> Fig:
     return rate, (None if None in cpus or not n else sum(cpus) / n)
 
 
-def epochs_for(files: int, batch: int, workers: int) -> int:
-    """Epochs such that the timed ones (all but the first) hold MIN_STEPS steps or more."""
+def epochs_for(files: int, batch: int, size: int) -> int:
+    """Epochs such that the timed ones (all but the first) hold MIN_STEPS steps or more, or
+    MIN_BYTES of samples of ``size`` bytes."""
     per = max(files // batch - 1, 1)
-    return 1 + -(-MIN_STEPS // per)
+    need = min(MIN_STEPS, -(-MIN_BYTES // (batch * size)))
+    return 1 + -(-need // per)
 
 
 def _env(code: Path) -> dict[str, str]:
@@ -442,7 +446,7 @@ def bench_config(args, kind: str, root: str, size_name: str, fmt: str, work: Pat
     rows = []
     for w in args.workers:
         for b in args.batch:
-            epochs = epochs_for(files_n, b, w)
+            t0, epochs = time.perf_counter(), epochs_for(files_n, b, size)
             prof = work / f"{fmt}-{w}-{b}.toml"
             prof.write_text(profile_toml(fmt, size, files_n, w, b, epochs))
             runs = loaders(args, fmt, files, data, root, prof, disk, w, b, epochs, work)
@@ -452,7 +456,8 @@ def bench_config(args, kind: str, root: str, size_name: str, fmt: str, work: Pat
                     figs.setdefault(name, []).append(fn())
             row = summary_row(figs, size)
             row.update(storage=kind, size=size_name, format=fmt, workers=w, batch=b, fio=fio,
-                       files=len(files), epochs=epochs, steps=epochs_steps(files_n, b, epochs))  # fmt: skip
+                       files=len(files), epochs=epochs, steps=epochs_steps(files_n, b, epochs),
+                       seconds=round(time.perf_counter() - t0, 1))  # fmt: skip
             rows.append(row)
             print(json.dumps(row), flush=True)
     if kept:
@@ -492,8 +497,8 @@ def loaders(args, fmt, files, data, root, prof, disk, w, b, epochs, work) -> lis
 
 def summary_row(figs: dict[str, list[Fig]], size: int) -> dict:
     """Medians of the rounds (MiB/s, CPU µs per sample), each loader's ratio to its plain
-    counterpart (wall: rate over rate; CPU: the plain loader's CPU per sample over its own,
-    so above 1 is cheaper too), and the rounds themselves."""
+    counterpart (wall: rate over rate, and the median of each round's own ratio; CPU: the
+    plain loader's CPU per sample over its own, so above 1 is cheaper too), and the rounds."""
     row: dict = {"rounds": {k: [round(x[0] * size / MIB, 1) for x in v] for k, v in figs.items()}}
     m = {k: med([x[0] for x in v]) for k, v in figs.items()}
     cpu = {k: med([x[1] for x in v if x[1] is not None]) for k, v in figs.items()}
@@ -503,6 +508,10 @@ def summary_row(figs: dict[str, list[Fig]], size: int) -> dict:
         base = "plain-dropped" if k.startswith("existing") else "plain"
         if k.startswith(("existing", "synthetic")):
             row[f"{k}_ratio"] = m[k] / m[base]
+            # each round's own ratio (the two ran minutes apart, at about the same load)
+            row[f"{k}_paired_ratio"] = med(
+                [x[0] / y[0] for x, y in zip(figs[k], figs[base], strict=True)]
+            )
             row[f"{k}_cpu_ratio"] = cpu[base] / cpu[k]
     return row
 
@@ -511,7 +520,7 @@ def table(rows: list[dict], baseline: bool) -> str:
     """Per configuration: each loader's MiB/s and CPU µs per sample (medians), and its
     ratios to its plain counterpart (wall; CPU, the plain's over its own: above 1 cheaper)."""
     head = ["storage", "size", "format", "W", "B", "steps", "fio MiB/s", "loader", "MiB/s",
-            "CPU µs/sample", "plain MiB/s", "plain CPU µs", "wall ratio", "CPU ratio"]  # fmt: skip
+            "CPU µs/sample", "plain MiB/s", "plain CPU µs", "wall ratio", "paired", "CPU ratio"]  # fmt: skip
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def f(v: float | None, fmt: str = ",.0f") -> str:
@@ -527,6 +536,7 @@ def table(rows: list[dict], baseline: bool) -> str:
                      str(r["steps"]), f(r["fio"] / MIB if r["fio"] else None), k,
                      f(r[f"{k}_MiBps"]), f(r[f"{k}_cpu_us"]), f(r[f"{base}_MiBps"]),
                      f(r[f"{base}_cpu_us"]), f(r[f"{k}_ratio"], ".3f"),
+                     f(r[f"{k}_paired_ratio"], ".3f"),
                      f(r[f"{k}_cpu_ratio"], ".3f")]  # fmt: skip
             out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)

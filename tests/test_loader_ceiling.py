@@ -305,12 +305,15 @@ def test_the_bench_times_every_epoch_but_the_first_and_enough_steps():
            {"samples": 30, "timed_s": 2.0, "loader_cpu_s": 1.5}]  # fmt: skip
     assert b._fig(eps) == (40 / 3.0, 2.0 / 40)
     assert b._fig([*eps[:2], {**eps[2], "loader_cpu_s": None}])[1] is None
-    for files, batch in ((64, 8), (512, 64), (2340, 8)):
-        e = b.epochs_for(files, batch, 2)
-        assert b.epochs_steps(files, batch, e) >= b.MIN_STEPS
-        assert e == 2 or b.epochs_steps(files, batch, e - 1) < b.MIN_STEPS
+    for files, batch, size in ((64, 8, 4 << 20), (512, 64, 4 << 20), (2340, 8, 112 << 10)):
+        e = b.epochs_for(files, batch, size)
+        enough = min(b.MIN_STEPS, -(-b.MIN_BYTES // (batch * size)))
+        assert b.epochs_steps(files, batch, e) >= enough
+        assert e == 2 or b.epochs_steps(files, batch, e - 1) < enough
+    assert b.epochs_for(64, 8, 4 << 20) == 5 and b.epochs_for(512, 64, 4 << 20) == 3
     row = b.summary_row({"plain": [(10.0, 2e-3), (20.0, 1e-3), (30.0, 3e-3)],
                          "synthetic-new": [(15.0, 4e-3), (15.0, 2e-3), (45.0, 1e-3)]}, 1 << 20)  # fmt: skip
     assert row["synthetic-new_ratio"] == 15.0 / 20.0
+    assert row["synthetic-new_paired_ratio"] == 1.5  # rounds: 1.5, 0.75, 1.5
     assert row["synthetic-new_cpu_ratio"] == 2e-3 / 2e-3
     assert row["rounds"]["plain"] == [10.0, 20.0, 30.0]
