@@ -7,15 +7,20 @@ work a training job would (``np.fromfile`` / ``np.load`` / ``tarfile`` / ``pyarr
 default collate), (b) ``iobench loader DS --existing`` and (c) the synthetic loader
 (``iobench loader TARGET --profile P``) over the dataset it writes itself, with (d) fio's
 buffered 1 MiB reads of the same files as the memory-speed reference. The loaders run in
-interleaved rounds (default 5), each its own process, and the table gives the medians and
-each loader's ratio to (a). Every loader's figure is its second epoch's samples over the time
-after its first step (what iobench's result records; the plain loader is timed the same way),
-given as MiB/s of sample payload (samples/s × sample size: the formats' framing not counted).
+interleaved rounds (default 5), each its own process, one at a time, the order rotated each
+round, and the table gives the medians and each loader's ratio to its plain counterpart.
+Every loader's figure covers every epoch but the first (the page cache warm), each less its
+first step, with as many epochs as give MIN_STEPS timed steps or more: its samples over the
+time they took (what iobench's result records; the plain loader is timed the same way), as
+MiB/s of sample payload (samples/s × sample size: the formats' framing not counted), and the
+CPU seconds of its processes (main and workers, ``/proc`` schedstat and the reaped workers'
+rusage) in those windows per sample, the figure a busy host changes least.
 
 Storage: ``tmpfs`` (a private tmpfs mounted for the bench, named ``ceiling-PID``, unmounted in
 a ``finally``; needs root, else /dev/shm) and ``disk`` (under /var/tmp: O_DIRECT for the
 synthetic loader and its plain counterpart, buffered with each file's pages dropped for
-``--existing`` and its plain counterpart, as each loader reads by default). Format ``npy``
+``--existing`` and its plain counterpart, as each loader reads by default; on tmpfs too,
+where the drop holds nothing, so both make the same calls). Format ``npy``
 (one ``np.save`` array per file, the issue's case) has no synthetic loader; ``raw`` has no
 ``--existing`` reader.
 
@@ -132,6 +137,8 @@ def plain_child(spec: dict) -> dict:
     import torch
     from torch.utils.data import DataLoader
 
+    from iobench.core.cpu import loader_pids, processes_cpu_s
+
     ds = PlainFiles(spec["files"], spec["fmt"], spec["mode"])
     ranks = int(os.environ.get("WORLD_SIZE", "1"))
     sampler = token = None
@@ -144,36 +151,77 @@ def plain_child(spec: dict) -> dict:
         sampler = DistributedSampler(ds, shuffle=True, seed=1, drop_last=True)
     w = spec["workers"]
     dl = DataLoader(ds, batch_size=spec["batch"], shuffle=sampler is None, sampler=sampler,
-                    num_workers=w, drop_last=True, prefetch_factor=2 if w else None)  # fmt: skip
+                    num_workers=w, drop_last=True, prefetch_factor=2 if w else None,
+                    persistent_workers=spec.get("persistent", False) and w > 0)  # fmt: skip
     torch.manual_seed(1)
-    out: dict = {}
-    for epoch in range(2):
+    eps = []
+    for epoch in range(spec.get("epochs", 2)):
         if sampler is not None:
             sampler.set_epoch(epoch)
         first_end = t_end = time.perf_counter()
         samples = steps = 0
-        for k, batch in enumerate(dl):
+        it = iter(dl)
+        cpu0 = None
+        for k, batch in enumerate(it):
             if token is not None:  # DDP's gradient all-reduce ends each step (iobench's barrier)
                 dist.all_reduce(token)
             t_end = time.perf_counter()
             if k == 0:
                 first_end = t_end
+                cpu0 = processes_cpu_s(loader_pids(it))  # as iobench's loops read it
                 continue
             steps += 1
             samples += len(next(iter(batch.values())) if isinstance(batch, dict) else batch)
-        out = {"samples": samples, "timed_s": max(t_end - first_end, 1e-9), "steps": steps}
+        cpu1 = processes_cpu_s(loader_pids(it))
+        eps.append({"samples": samples, "timed_s": max(t_end - first_end, 1e-9), "steps": steps,
+                    "loader_cpu_s": None if cpu0 is None or cpu1 is None else cpu1 - cpu0})  # fmt: skip
+    out: dict = {"epochs": eps}
     if ranks > 1:
         import torch.distributed as dist
 
         every: list = [None] * ranks
-        dist.all_gather_object(every, out)
+        dist.all_gather_object(every, eps)
         dist.destroy_process_group()
-        out = {"samples": sum(o["samples"] for o in every),
-               "timed_s": max(o["timed_s"] for o in every), "steps": every[0]["steps"]}  # fmt: skip
+        out = {"epochs": [_rank_sum([e[i] for e in every]) for i in range(len(eps))]}
     return out
 
 
 # ----------------------------------------------------------------------------- the runs
+#: A loader's figures over its timed epochs: (samples/s, CPU seconds per sample or None).
+Fig = tuple[float, float | None]
+#: Timed steps each loader's figure covers at least: epochs are added (each after the
+#: first: its first step left out) until the timed epochs hold this many, or MIN_BYTES of
+#: samples (batches of 64 × 4 MiB: 8 steps of 256 MiB, each long enough to time alone).
+MIN_STEPS = 24
+MIN_BYTES = 2 << 30
+
+
+def _rank_sum(eps: list[dict]) -> dict:
+    """One epoch over every rank: samples and CPU summed, the slowest rank's seconds."""
+    cpus = [e.get("loader_cpu_s") for e in eps]
+    return {"samples": sum(e["samples"] for e in eps), "timed_s": max(e["timed_s"] for e in eps),
+            "loader_cpu_s": None if None in cpus else sum(cpus)}  # fmt: skip
+
+
+def _fig(epochs: list[dict]) -> Fig:
+    """(samples/s, CPU s per sample) over every epoch but the first (the page cache warm, the
+    workers started): the samples after each epoch's first step over the seconds they took;
+    the CPU of the loader's processes (main and workers) in those seconds over the samples."""
+    timed = epochs[1:]
+    n = sum(e["samples"] for e in timed)
+    cpus = [e.get("loader_cpu_s") for e in timed]
+    rate = n / max(sum(e["timed_s"] for e in timed), 1e-9)
+    return rate, (None if None in cpus or not n else sum(cpus) / n)
+
+
+def epochs_for(files: int, batch: int, size: int) -> int:
+    """Epochs such that the timed ones (all but the first) hold MIN_STEPS steps or more, or
+    MIN_BYTES of samples of ``size`` bytes."""
+    per = max(files // batch - 1, 1)
+    need = min(MIN_STEPS, -(-MIN_BYTES // (batch * size)))
+    return 1 + -(-need // per)
+
+
 def _env(code: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
     env["PYTHONPATH"] = f"{code}{os.pathsep}{REPO / 'scripts'}"
@@ -188,20 +236,19 @@ def _launcher(ranks: int) -> list[str]:
 
 
 def run_plain(files: list[str], fmt: str, mode: str, workers: int, batch: int, ranks: int,
-              gpus: int, work: Path) -> float:  # fmt: skip
+              gpus: int, work: Path, epochs: int = 2, persistent: bool = False) -> Fig:  # fmt: skip
     """(a) in its own process; under torchrun with ``ranks`` (or ``gpus``: the synthetic
     loader's ``--gpus`` runs one process per accelerator on this host, so the plain loader
     runs as many ranks), a DistributedSampler and an all-reduce ending each step, as DDP."""
     spec = work / "plain.json"
     spec.write_text(json.dumps({"files": files, "fmt": fmt, "mode": mode, "workers": workers,
-                                "batch": batch}))  # fmt: skip
+                                "batch": batch, "epochs": epochs, "persistent": persistent}))  # fmt: skip
     me = str(Path(__file__).resolve())
     cmd = [*_launcher(max(ranks, gpus)), me, "--plain-child", str(spec)]
     proc = subprocess.run(cmd, env=_env(REPO), capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(f"plain loader failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    res = json.loads(proc.stdout.strip().splitlines()[-1])
-    return res["samples"] / res["timed_s"]
+    return _fig(json.loads(proc.stdout.strip().splitlines()[-1])["epochs"])
 
 
 def _iobench(code: Path, args: list[str], out: Path, ranks: int) -> dict:
@@ -216,30 +263,30 @@ def _iobench(code: Path, args: list[str], out: Path, ranks: int) -> dict:
     return res
 
 
-def run_existing(code: Path, root: str, workers: int, batch: int, ranks: int, work: Path) -> float:
-    res = _iobench(code, [root, "--existing", "--workers", str(workers), "--epochs", "2",
+def run_existing(code: Path, root: str, workers: int, batch: int, ranks: int, work: Path,
+                 epochs: int = 2) -> Fig:  # fmt: skip
+    res = _iobench(code, [root, "--existing", "--workers", str(workers), "--epochs", str(epochs),
                           "--set", f"batch_size={batch}", "--set", "compute_s=0"],
                    work / "out-existing", ranks)  # fmt: skip
-    ep = res["loader"]["existing"]["epochs"][1]  # rank 0's: ranks read alike
-    return ep["samples"] / ep["timed_s"] * max(ranks, 1)
+    return _fig(res["loader"]["existing"]["epochs"])  # one client: --existing runs no ranks
 
 
-def profile_toml(fmt: str, size: int, files: int, workers: int, batch: int) -> str:
+def profile_toml(fmt: str, size: int, files: int, workers: int, batch: int, epochs: int = 2) -> str:
     return (f'description = "bench_loader_ceiling"\nformat = "{fmt}"\nsample_size = {size}\n'
             f"sample_size_sd = 0\nsamples_per_file = 1\nfiles = {files}\nbatch_size = {batch}\n"
-            f"compute_s = 0\nworkers = {workers}\nprefetch = 2\nau_min = 0\nepochs = 2\n")  # fmt: skip
+            f"compute_s = 0\nworkers = {workers}\nprefetch = 2\nau_min = 0\nepochs = {epochs}\n")  # fmt: skip
 
 
 def run_synthetic(code: Path, target: str, prof: Path, direct: bool, ranks: int, gpus: int,
-                  work: Path, keep: bool = False) -> float:  # fmt: skip
+                  work: Path, keep: bool = False) -> Fig:  # fmt: skip
     args = [target, "--profile", str(prof), "--direct" if direct else "--buffered"]
     if gpus > 1:
         args += ["--gpus", str(gpus)]
     if keep:
         args.append("--keep")
     res = _iobench(code, args, work / "out-synthetic", ranks)
-    eps = [r["epochs"][1] for r in res["loader"]["ranks"]]
-    return sum(e["samples"] for e in eps) / max(e["timed_s"] for e in eps)
+    ranks_eps = [r["epochs"] for r in res["loader"]["ranks"]]
+    return _fig([_rank_sum([eps[i] for eps in ranks_eps]) for i in range(len(ranks_eps[0]))])
 
 
 def run_fio(files: list[str], jobs: int, work: Path, where: str) -> float | None:
@@ -298,6 +345,13 @@ def write_npy(root: str, size: int, files: int) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- instrumentation
+def _cpu_read() -> None:
+    """What each loop reads twice an epoch: its processes' CPU (a main process, two workers)."""
+    from iobench.core.cpu import processes_cpu_s
+
+    processes_cpu_s([os.getpid()] * 3)
+
+
 def instrumentation_cost(path: str) -> dict[str, float]:
     """Microseconds of iobench's own bookkeeping, the calls each loader makes around the work
     (timed here with the real objects, in one process, best of 5): per sample, per file and
@@ -359,7 +413,8 @@ def instrumentation_cost(path: str) -> dict[str, float]:
     out = {}
     for name, fn in (("existing per sample", ex_sample), ("existing per file", ex_file),
                      ("existing per batch", ex_batch), ("synthetic per sample", syn_sample),
-                     ("synthetic per batch", syn_batch)):  # fmt: skip
+                     ("synthetic per batch", syn_batch),
+                     ("either, per epoch (one of two CPU reads)", _cpu_read)):  # fmt: skip
         out[name] = min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6
     os.close(fd)
     return out
@@ -375,8 +430,6 @@ def bench_config(args, kind: str, root: str, size_name: str, fmt: str, work: Pat
     size = SIZES[size_name]
     files_n = max(-(-args.dataset_bytes // size), 4 * max(args.batch) * max(args.workers))
     disk = kind == "disk"
-    direct_plain = "direct" if disk else "cached"
-    dropped_plain = "dropped" if disk else "cached"
     # the dataset: the synthetic loader writes it (one kept run), npy written here
     if fmt in SYNTHETIC:
         prof = work / f"{fmt}.toml"
@@ -391,38 +444,20 @@ def bench_config(args, kind: str, root: str, size_name: str, fmt: str, work: Pat
         kept = None
     fio = run_fio(files, max(args.workers), work, data)
     rows = []
-    codes = [("new", REPO)] + ([("base", Path(args.baseline))] if args.baseline else [])
     for w in args.workers:
         for b in args.batch:
+            t0, epochs = time.perf_counter(), epochs_for(files_n, b, size)
             prof = work / f"{fmt}-{w}-{b}.toml"
-            prof.write_text(profile_toml(fmt, size, files_n, w, b))
-            plain_mode = direct_plain if fmt in SYNTHETIC else dropped_plain
-            runs = [("plain", partial(run_plain, files, fmt, plain_mode, w, b, args.ranks,
-                                      args.gpus, work))]  # fmt: skip
-            if disk and fmt in SYNTHETIC and fmt in EXISTING:
-                runs.append(("plain-dropped", partial(run_plain, files, fmt, dropped_plain, w, b,
-                                                      args.ranks, args.gpus, work)))  # fmt: skip
-            for tag, code in codes:
-                if fmt in EXISTING and args.gpus <= 1 and args.ranks <= 1:  # one client only
-                    runs.append((f"existing-{tag}",
-                                 partial(run_existing, code, data, w, b, args.ranks, work)))  # fmt: skip
-                if fmt in SYNTHETIC:
-                    runs.append((f"synthetic-{tag}", partial(run_synthetic, code, root, prof, disk,
-                                                             args.ranks, args.gpus, work)))  # fmt: skip
-            figs: dict[str, list[float]] = {}
-            for _round in range(args.rounds):  # interleaved: every loader once a round
-                for name, fn in runs:
+            prof.write_text(profile_toml(fmt, size, files_n, w, b, epochs))
+            runs = loaders(args, fmt, files, data, root, prof, disk, w, b, epochs, work)
+            figs: dict[str, list[Fig]] = {}
+            for r in range(args.rounds):  # interleaved, one at a time, the order rotated
+                for name, fn in runs[r % len(runs) :] + runs[: r % len(runs)]:
                     figs.setdefault(name, []).append(fn())
-            m = {k: med(v) for k, v in figs.items()}
-            row = {"storage": kind, "size": size_name, "format": fmt, "workers": w, "batch": b,
-                   "fio": fio, "files": len(files), **{f"{k}_MiBps": v * size / MIB for k, v in m.items()},
-                   "rounds": {k: [x * size / MIB for x in v] for k, v in figs.items()}}  # fmt: skip
-            ex_base = m.get("plain-dropped", m["plain"])
-            for k in m:
-                if k.startswith("existing"):
-                    row[f"{k}_ratio"] = m[k] / ex_base
-                elif k.startswith("synthetic"):
-                    row[f"{k}_ratio"] = m[k] / m["plain"]
+            row = summary_row(figs, size)
+            row.update(storage=kind, size=size_name, format=fmt, workers=w, batch=b, fio=fio,
+                       files=len(files), epochs=epochs, steps=epochs_steps(files_n, b, epochs),
+                       seconds=round(time.perf_counter() - t0, 1))  # fmt: skip
             rows.append(row)
             print(json.dumps(row), flush=True)
     if kept:
@@ -431,29 +466,79 @@ def bench_config(args, kind: str, root: str, size_name: str, fmt: str, work: Pat
     return rows
 
 
+def epochs_steps(files: int, batch: int, epochs: int) -> int:
+    """Timed steps behind a figure: every epoch's but the first, each less its first step."""
+    return (epochs - 1) * (files // batch - 1)
+
+
+def loaders(args, fmt, files, data, root, prof, disk, w, b, epochs, work) -> list:
+    """(name, run) of every loader of one configuration. The plain counterparts do what the
+    loader they face does: of --existing, buffered reads with each file's pages dropped
+    before and after (``--existing``'s default, on tmpfs too, where a drop holds nothing),
+    a DataLoader per epoch; of the synthetic loader, its O_DIRECT (disk) or cached reads,
+    persistent workers."""
+    plain = partial(run_plain, files, fmt, workers=w, batch=b, ranks=args.ranks, gpus=args.gpus,
+                    work=work, epochs=epochs)  # fmt: skip
+    runs = []
+    if fmt in SYNTHETIC:
+        runs.append(("plain", partial(plain, mode="direct" if disk else "cached", persistent=True)))
+    if fmt in EXISTING and args.gpus <= 1 and args.ranks <= 1:  # one client only
+        runs.append(("plain-dropped", partial(plain, mode="dropped")))
+    codes = [("new", REPO)] + ([("base", Path(args.baseline))] if args.baseline else [])
+    for tag, code in codes:
+        if fmt in EXISTING and args.gpus <= 1 and args.ranks <= 1:
+            runs.append((f"existing-{tag}",
+                         partial(run_existing, code, data, w, b, args.ranks, work, epochs)))  # fmt: skip
+        if fmt in SYNTHETIC:
+            runs.append((f"synthetic-{tag}", partial(run_synthetic, code, root, prof, disk,
+                                                     args.ranks, args.gpus, work)))  # fmt: skip
+    return runs
+
+
+def summary_row(figs: dict[str, list[Fig]], size: int) -> dict:
+    """Medians of the rounds (MiB/s, CPU µs per sample), each loader's ratio to its plain
+    counterpart (wall: rate over rate, and the median of each round's own ratio; CPU: the
+    plain loader's CPU per sample over its own, so above 1 is cheaper too), and the rounds."""
+    row: dict = {"rounds": {k: [round(x[0] * size / MIB, 1) for x in v] for k, v in figs.items()}}
+    m = {k: med([x[0] for x in v]) for k, v in figs.items()}
+    cpu = {k: med([x[1] for x in v if x[1] is not None]) for k, v in figs.items()}
+    for k in m:
+        row[f"{k}_MiBps"] = m[k] * size / MIB
+        row[f"{k}_cpu_us"] = cpu[k] * 1e6
+        base = "plain-dropped" if k.startswith("existing") else "plain"
+        if k.startswith(("existing", "synthetic")):
+            row[f"{k}_ratio"] = m[k] / m[base]
+            # each round's own ratio (the two ran minutes apart, at about the same load)
+            row[f"{k}_paired_ratio"] = med(
+                [x[0] / y[0] for x, y in zip(figs[k], figs[base], strict=True)]
+            )
+            row[f"{k}_cpu_ratio"] = cpu[base] / cpu[k]
+    return row
+
+
 def table(rows: list[dict], baseline: bool) -> str:
-    head = ["storage", "size", "format", "W", "B", "fio MiB/s", "plain (a) MiB/s",
-            "--existing (b)", "b/a", "synthetic (c)", "c/a"]  # fmt: skip
-    if baseline:
-        head += ["b/a before", "c/a before"]
+    """Per configuration: each loader's MiB/s and CPU µs per sample (medians), and its
+    ratios to its plain counterpart (wall; CPU, the plain's over its own: above 1 cheaper)."""
+    head = ["storage", "size", "format", "W", "B", "steps", "fio MiB/s", "loader", "MiB/s",
+            "CPU µs/sample", "plain MiB/s", "plain CPU µs", "wall ratio", "paired", "CPU ratio"]  # fmt: skip
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def f(v: float | None, fmt: str = ",.0f") -> str:
         return "n/a" if v is None or v != v else format(v, fmt)
 
+    tags = ("new", "base") if baseline else ("new",)
     for r in rows:
-        a = r.get("plain-dropped_MiBps") if "plain-dropped_MiBps" in r else None
-        plain = f(r["plain_MiBps"]) + (f" / {f(a)} dropped" if a else "")
-        cells = [r["storage"], r["size"], r["format"], str(r["workers"]), str(r["batch"]),
-                 f(r["fio"] / MIB if r["fio"] else None), plain,
-                 f(r.get("existing-new_MiBps")), f(r.get("existing-new_ratio"), ".3f"),
-                 f(r.get("synthetic-new_MiBps")), f(r.get("synthetic-new_ratio"), ".3f")]  # fmt: skip
-        if baseline:
-            cells += [
-                f(r.get("existing-base_ratio"), ".3f"),
-                f(r.get("synthetic-base_ratio"), ".3f"),
-            ]
-        out.append("| " + " | ".join(cells) + " |")
+        for k in [f"{kind}-{t}" for t in tags for kind in ("existing", "synthetic")]:
+            if f"{k}_MiBps" not in r:
+                continue
+            base = "plain-dropped" if k.startswith("existing") else "plain"
+            cells = [r["storage"], r["size"], r["format"], str(r["workers"]), str(r["batch"]),
+                     str(r["steps"]), f(r["fio"] / MIB if r["fio"] else None), k,
+                     f(r[f"{k}_MiBps"]), f(r[f"{k}_cpu_us"]), f(r[f"{base}_MiBps"]),
+                     f(r[f"{base}_cpu_us"]), f(r[f"{k}_ratio"], ".3f"),
+                     f(r[f"{k}_paired_ratio"], ".3f"),
+                     f(r[f"{k}_cpu_ratio"], ".3f")]  # fmt: skip
+            out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 

@@ -159,7 +159,11 @@ def test_existing_npy_run_keeps_the_split_and_the_cache_record(cli, tmp_path):
     assert sp["open_s_per_file"] > 0 and sp["collate_s_per_batch"] > 0
     assert "RWF_NOWAIT" in ex["cache_basis"] and "files checked" in ex["cache_basis"]
     assert ex["workers"][0]["bytes"] == 2 * sum(p.stat().st_size for p in data.iterdir())
-    assert ex["epochs"][1]["bytes"] > 0 and ex["epochs"][1]["timed_s"] > 0
+    ep = ex["epochs"][1]
+    assert ep["bytes"] > 0 and ep["timed_s"] > 0
+    # to the last batch: the workers' ending in the loader's last ``next`` is no step
+    assert ep["timed_s"] <= ep["wall_s"] - ep["first_step_s"]
+    assert ep["loader_cpu_s"] > 0  # main process and workers, the ended workers' included
 
 
 def test_the_existing_dataset_yields_what_np_load_gives(tmp_path):
@@ -193,6 +197,7 @@ def test_synthetic_run_keeps_the_split(cli, tmp_path):
     assert ld["decode"]["cpu_s_per_sample"] > 0 and ld["cache"] == "dropped"
     ep = ld["ranks"][0]["epochs"][1]
     assert ep["bytes"] == ep["samples"] * 32 * KIB and ep["read_s"] > 0 and ep["decode_s"] > 0
+    assert ep["loader_cpu_s"] > 0
 
 
 def test_a_batchs_figures_travel_as_values_and_sum_as_before():
@@ -252,3 +257,63 @@ def test_a_file_directly_in_the_dataset_opens_beneath_it_a_link_the_checked_way(
     ds.close()
     with pytest.raises(OSError):
         os.fstat(fd)
+
+
+# ---- the CPU of a loader's processes, and the bench's arithmetic ----------------------------
+
+
+def _burn(seconds: float) -> None:
+    import time
+
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_processes_cpu_counts_a_live_process_and_a_reaped_child():
+    import multiprocessing as mp
+    import os
+
+    from iobench.core.cpu import processes_cpu_s
+
+    me = [os.getpid()]
+    a = processes_cpu_s(me)
+    _burn(0.1)
+    b = processes_cpu_s(me)
+    assert 0.09 <= b - a < 1.0
+    child = mp.get_context("fork").Process(target=_burn, args=(0.2,))
+    child.start()
+    child.join()  # reaped: its time is the children's now
+    c = processes_cpu_s([*me, child.pid])
+    assert c - b >= 0.19
+
+
+def _bench():
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("blc", root / "scripts/bench_loader_ceiling.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_bench_times_every_epoch_but_the_first_and_enough_steps():
+    b = _bench()
+    eps = [{"samples": 99, "timed_s": 9.0, "loader_cpu_s": 9.0},
+           {"samples": 10, "timed_s": 1.0, "loader_cpu_s": 0.5},
+           {"samples": 30, "timed_s": 2.0, "loader_cpu_s": 1.5}]  # fmt: skip
+    assert b._fig(eps) == (40 / 3.0, 2.0 / 40)
+    assert b._fig([*eps[:2], {**eps[2], "loader_cpu_s": None}])[1] is None
+    for files, batch, size in ((64, 8, 4 << 20), (512, 64, 4 << 20), (2340, 8, 112 << 10)):
+        e = b.epochs_for(files, batch, size)
+        enough = min(b.MIN_STEPS, -(-b.MIN_BYTES // (batch * size)))
+        assert b.epochs_steps(files, batch, e) >= enough
+        assert e == 2 or b.epochs_steps(files, batch, e - 1) < enough
+    assert b.epochs_for(64, 8, 4 << 20) == 5 and b.epochs_for(512, 64, 4 << 20) == 3
+    row = b.summary_row({"plain": [(10.0, 2e-3), (20.0, 1e-3), (30.0, 3e-3)],
+                         "synthetic-new": [(15.0, 4e-3), (15.0, 2e-3), (45.0, 1e-3)]}, 1 << 20)  # fmt: skip
+    assert row["synthetic-new_ratio"] == 15.0 / 20.0
+    assert row["synthetic-new_paired_ratio"] == 1.5  # rounds: 1.5, 0.75, 1.5
+    assert row["synthetic-new_cpu_ratio"] == 2e-3 / 2e-3
+    assert row["rounds"]["plain"] == [10.0, 20.0, 30.0]

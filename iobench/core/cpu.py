@@ -198,3 +198,37 @@ class CpuSampler:
             "host_share": [r(v) for v in self.host[:n]],
             "self_share": [r(v) for v in self.own[:n]],
         }
+
+
+def processes_cpu_s(pids: Any) -> float | None:
+    """CPU seconds (user + system, every thread) the live processes ``pids`` have run so far
+    (nanoseconds from ``/proc/PID/task/*/schedstat``; a process gone counts 0), plus those of
+    this process's children it has waited for (``RUSAGE_CHILDREN``); None where ``/proc``
+    does not say. Read at both ends of a timed window for a loader's main process and its
+    DataLoader workers, the difference is the CPU they spent in it, a worker that ended in it
+    included (its whole time moves to the children's once it is reaped, and its part from
+    before the window was counted at the start): a figure a busy host changes far less than
+    the wall time."""
+    import resource
+
+    if not os.path.isdir("/proc/self/task"):
+        return None
+    total = 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # ended (and reaped: its time is the children's below)
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue  # a thread that ended in between
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return total / 1e9 + kids.ru_utime + kids.ru_stime
+
+
+def loader_pids(it: Any) -> list[int]:
+    """This process and the worker processes of a DataLoader iterator ``it``."""
+    return [os.getpid(), *(p.pid for p in getattr(it, "_workers", ()) if p.pid)]

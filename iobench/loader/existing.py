@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.cpu import loader_pids, processes_cpu_s
 from ..core.errors import EngineError, Interrupted, IobenchError, UsageError
 from ..core.safeio import protect_input, refuse_inside_input
 from ..core.units import format_bytes
@@ -455,8 +456,9 @@ def _epoch(  # noqa: PLR0915 - the measured loop: one frame, no calls between cl
     A batch whose every sample failed is no step, but counts toward ``job.steps`` (the run
     ends there even when every sample fails). ``tick``: the watchdog's heartbeat."""
     wait = Histogram()
-    t_start = first_end = prev = time.perf_counter()
+    t_start = first_end = prev = last = time.perf_counter()
     compute_sum = 0.0
+    cpu0: float | None = None
     steps = samples = timed = nbytes = empty = 0
     overhead: list[float] = []
     handoffs: list[float] = []
@@ -475,6 +477,7 @@ def _epoch(  # noqa: PLR0915 - the measured loop: one frame, no calls between cl
             del _batch
             if not st.samples:
                 empty += 1  # every sample of it failed (or a worker's tail): no step
+                last = t1
                 continue
             tc = time.perf_counter()
             if job.compute_s > 0:
@@ -494,20 +497,26 @@ def _epoch(  # noqa: PLR0915 - the measured loop: one frame, no calls between cl
                     handoffs.append(handoff)
             else:
                 first_end = t2
-            prev = t2
+                cpu0 = processes_cpu_s(loader_pids(it))
+            prev = last = t2
         t_end = time.perf_counter()
+        cpu1 = processes_cpu_s(loader_pids(it))
     except BaseException:
         _end_workers(it)
         raise
     finally:
         if hasattr(it, "_shutdown_workers"):
             it._shutdown_workers()
-    span = max(t_end - first_end, 1e-9)
+    # to the last batch: the DataLoader's last ``next`` then waits for every worker to end and
+    # joins them (a loader per epoch: no persistent workers), which is no step of training
+    span = max(last - first_end, 1e-9)
     return {
         "steps": steps, "timed_steps": timed, "samples": samples, "bytes": nbytes, "wall_s": t_end - t_start,
         "timed_s": span, "first_step_s": first_end - t_start, "compute_s": compute_sum,
         "au": compute_sum / span if timed else 0.0, "wait": wait, "overhead_s": overhead,
         "handoff_s": handoffs,
+        # main process and workers from the first step's end to the epoch's (None: not known)
+        "loader_cpu_s": None if cpu0 is None or cpu1 is None else cpu1 - cpu0,
     }  # fmt: skip
 
 

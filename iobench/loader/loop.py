@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.cpu import loader_pids, processes_cpu_s
 from ..core.errors import DistributedError
 from ..result.stats import Histogram
 from ..result.timeseries import STEP_POINTS_MAX, STEP_POINTS_TOTAL, step_series
@@ -222,6 +223,7 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
             it = iter(loader)
             wait = Histogram()
             first_end = t_start
+            cpu0: float | None = None
             compute_sum = cpu_sum = read_sum = decode_sum = decode_cpu = 0.0
             samples = nbytes = 0
             for k in range(sampler.steps):
@@ -241,6 +243,7 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
                 tick(k == 0 and epoch == 0, t3)
                 if k == 0:
                     first_end = t3  # DLIO leaves the first step out
+                    cpu0 = processes_cpu_s(loader_pids(it))
                     continue
                 wait.record(int((t1 - t0) * 1e9))
                 if cfg.compute_s > 0:
@@ -254,6 +257,7 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
                 steps_t.extend((t0, t1, t2, t3, float(times[3])))
                 del data
             t_end = time.perf_counter()
+            cpu1 = processes_cpu_s(loader_pids(it))
             spans.append((first_end, t_end))
             timed = max(t_end - first_end, 1e-9)
             n = max(sampler.steps - 1, 0)
@@ -272,6 +276,8 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
                     "read_s": read_sum,
                     "decode_s": decode_sum,
                     "decode_cpu_s": decode_cpu,
+                    # main process and workers over the timed steps (None: not known)
+                    "loader_cpu_s": None if cpu0 is None or cpu1 is None else cpu1 - cpu0,
                     "timed_steps": n,
                     "wait": wait.to_dict(),
                 }
