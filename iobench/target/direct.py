@@ -9,6 +9,7 @@ import mmap
 import os
 
 from ..core.errors import TargetError
+from ..core.safeio import open_beneath
 
 DIRECT_ALIGN = 4096
 DIRECT_ALIGN_CANDIDATES = (512, 1024, 2048, 4096)  # offset/length alignments O_DIRECT may need
@@ -112,14 +113,19 @@ def device_logical_block_size(path: str, sysfs: str = "/sys") -> int | None:
     return None
 
 
-def drop_file_cache(path: str) -> bool:
+def drop_file_cache(path: str, dir_fd: int | None = None) -> bool:
     """Ask the kernel to drop a file's cached pages. True when it could.
 
     The file's dirty pages are written back first: DONTNEED leaves dirty pages in the cache,
     so a file written without fsync (fsync=never, fsspec on a local directory) would be read
-    back from memory under a "dropped" label."""
+    back from memory under a "dropped" label. With ``dir_fd``, ``path`` is relative to that
+    held directory (``safeio.open_beneath``), never resolved through TARGET again."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = (
+            os.open(path, os.O_RDONLY)
+            if dir_fd is None
+            else open_beneath(dir_fd, path, os.O_RDONLY)
+        )
     except OSError:
         return False
     try:
