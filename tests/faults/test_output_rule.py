@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SEQ, debris, one_line, plant, snapshot, wait_for
+from conftest import SEQ, debris, one_line, plant, snapshot, swap_for_lookalike, wait_for
 from existing_datasets import images
 
 from iobench.core import safeio
@@ -135,18 +135,7 @@ def test_a_swap_in_the_middle_of_a_create_phase_writes_nothing_behind_the_link(c
     plant(par / "T")
     victim = tmp_path / "victim"
     victim.mkdir()
-    seen: dict = {}
-
-    def action() -> None:
-        name = debris(par / "T")[0]
-        for d, _dirs, _files in os.walk(par / "T" / name):
-            (victim / name / os.path.relpath(d, par / "T" / name)).mkdir(
-                parents=True, exist_ok=True
-            )
-        seen["before"] = snapshot(victim)
-        os.rename(par / "T", par / "T.old")
-        os.symlink(victim, par / "T")
-
+    action = swap_for_lookalike(par, victim)
     t = trip("ckpt-create", action, on=(os, "fsync"), after=5)
     r = cli("run", "checkpoint-smallfile", par / "T", "--set", "jobs=1", "--set", "files=40",
             "--set", 'file_sizes=["4KiB"]', "--set", "dcp=false", "--set", "checkpoint_size=1MiB",
@@ -155,7 +144,7 @@ def test_a_swap_in_the_middle_of_a_create_phase_writes_nothing_behind_the_link(c
     assert t.fired and r.code == 4, r.err
     # the workers create beneath the run directory's descriptor: none of the creates made
     # after the swap lands behind the link (35 of 40 did when they opened by path)
-    assert snapshot(victim) == seen["before"]
+    assert snapshot(victim) == action.seen["before"]  # type: ignore[attr-defined]
 
 
 def test_the_reaper_removes_through_its_descriptors_after_a_swap(tmp_path):
