@@ -440,28 +440,30 @@ def open_new(path: str | Path, *, replace: bool = True) -> int:
 BENEATH_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _relative(rel: str) -> str:
-    """``rel`` when it names something beneath a directory (not absolute, no ``..``); cheap,
-    for the metadata loops that call it per file."""
-    if not rel or rel[0] == "/" or ".." in rel:
+def _relative(rel: str, up: bool = False) -> str:
+    """``rel`` when it names something beneath a directory: not absolute, and (unless ``up``)
+    without ``..``; cheap, for the metadata loops that call it per file."""
+    if not rel or rel[0] == "/" or (not up and ".." in rel):
         raise ValueError(f"{rel!r} is not a path beneath the run directory")
     return rel
 
 
 def open_beneath(dir_fd: int, rel: str, flags: int, mode: int = 0o644) -> int:
-    """``os.open`` of ``rel`` (a relative path without ``..``) in the directory open at
-    ``dir_fd``: nothing above ``dir_fd`` (TARGET, its parents) is resolved again, so a swap
-    there cannot redirect it. An open that may write never follows a link in the last
-    component (``O_NOFOLLOW``); a read may (the posix engine's ceiling probe reads a memory
-    file through ``/proc/self/fd``)."""
-    writes = flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC)
-    extra = BENEATH_FLAGS if writes else os.O_CLOEXEC
-    return os.open(_relative(rel), flags | extra, mode, dir_fd=dir_fd)
+    """``os.open`` of ``rel`` (a relative path) in the directory open at ``dir_fd``: nothing
+    above ``dir_fd`` (TARGET, its parents) is resolved again by name, so a swap there cannot
+    redirect it. An open that may write takes no ``..`` and never follows a link in the last
+    component (``O_NOFOLLOW``); a read may do both: another rank's files are read back as
+    ``../.iobench-<run_id>-r<k>/...`` (``..`` of a descriptor is the directory's real
+    parent, whatever TARGET's name leads to now), and the posix engine's ceiling probe reads
+    a memory file through ``/proc/self/fd``."""
+    if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC):
+        return os.open(_relative(rel), flags | BENEATH_FLAGS, mode, dir_fd=dir_fd)
+    return os.open(_relative(rel, up=True), flags | os.O_CLOEXEC, mode, dir_fd=dir_fd)
 
 
 def stat_beneath(dir_fd: int, rel: str) -> os.stat_result:
-    """``lstat`` of ``rel`` in the directory open at ``dir_fd`` (as ``open_beneath``)."""
-    return os.stat(_relative(rel), dir_fd=dir_fd, follow_symlinks=False)
+    """``lstat`` of ``rel`` in the directory open at ``dir_fd`` (a read: as ``open_beneath``)."""
+    return os.stat(_relative(rel, up=True), dir_fd=dir_fd, follow_symlinks=False)
 
 
 def unlink_beneath(dir_fd: int, rel: str) -> None:

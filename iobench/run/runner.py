@@ -256,6 +256,9 @@ class PhaseRunner:
         mark_steady(res, self.steady)
         res = self.coord.after_phase(None, res)
         self.results.append(res)
+        # as an engine phase's start does: the run stops (exit 4) once TARGET or the run
+        # directory moved, though what this phase wrote went through the descriptor held
+        check_run_dir_in_place(self.target)
         return res
 
     def _engine_for(self, spec: PhaseSpec) -> tuple[Any, str | None]:
