@@ -448,16 +448,17 @@ def _relative(rel: str, up: bool = False) -> str:
     return rel
 
 
-def open_beneath(dir_fd: int, rel: str, flags: int, mode: int = 0o644) -> int:
+def open_beneath(dir_fd: int, rel: str, flags: int, mode: int = 0o644, follow: bool = False) -> int:
     """``os.open`` of ``rel`` (a relative path) in the directory open at ``dir_fd``: nothing
     above ``dir_fd`` (TARGET, its parents) is resolved again by name, so a swap there cannot
     redirect it. An open that may write takes no ``..`` and never follows a link in the last
-    component (``O_NOFOLLOW``); a read may do both: another rank's files are read back as
-    ``../.iobench-<run_id>-r<k>/...`` (``..`` of a descriptor is the directory's real
-    parent, whatever TARGET's name leads to now), and the posix engine's ceiling probe reads
-    a memory file through ``/proc/self/fd``."""
+    component (``O_NOFOLLOW``; ``follow`` only for the posix engine's ceiling probe, whose
+    memory file is a ``/proc/self/fd`` link); a read may do both: another rank's files are
+    read back as ``../.iobench-<run_id>-r<k>/...`` (``..`` of a descriptor is the directory's
+    real parent, whatever TARGET's name leads to now)."""
     if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC):
-        return os.open(_relative(rel), flags | BENEATH_FLAGS, mode, dir_fd=dir_fd)
+        extra = os.O_CLOEXEC if follow else BENEATH_FLAGS
+        return os.open(_relative(rel), flags | extra, mode, dir_fd=dir_fd)
     return os.open(_relative(rel, up=True), flags | os.O_CLOEXEC, mode, dir_fd=dir_fd)
 
 

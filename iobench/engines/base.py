@@ -275,6 +275,7 @@ class EngineContext:
     # the run directory held open (``RunDir.fd``): local engines open every file through it,
     # never by a path resolved again through TARGET; None: the engine opens ``run_dir`` itself
     run_fd: int | None = None
+    follow_links: bool = False  # the ceiling probe's memory file is a /proc/self/fd link
 
 
 class Engine(ABC):

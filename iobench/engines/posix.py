@@ -207,10 +207,11 @@ class PosixEngine(Engine):
         if not draws.segs:
             return
         flags = self._open_flags(phase, write) & ~(os.O_CREAT if write else 0)
+        follow = state.ctx.follow_links
         fds: list[int] = []
         try:
             for s in draws.segs:
-                fds.append(open_beneath(state.ctx.run_fd, s.name, flags))
+                fds.append(open_beneath(state.ctx.run_fd, s.name, flags, 0o644, follow))
                 advise(fds[-1], s, random=True)
         except OSError as e:
             for fd in fds:
@@ -311,10 +312,11 @@ class _SeqWorker:
         self.deadline_ns = int((st.start + phase.time_s) * 1e9) if phase.time_s else 0
         self.budget = phase.size if phase.size and not phase.time_s else None
         self.dfd = state.ctx.run_fd  # every file opened beneath the run directory held
+        self.follow = state.ctx.follow_links
 
     def _open(self, seg: Segment) -> int:
         try:
-            fd = open_beneath(self.dfd, seg.name, self.flags, 0o644)
+            fd = open_beneath(self.dfd, seg.name, self.flags, 0o644, self.follow)
         except OSError as e:
             self.state.fail(describe_oserror(e, seg.path), e.errno)
             raise Stop from None
