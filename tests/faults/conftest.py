@@ -268,9 +268,9 @@ def swap_for_lookalike(par: Path, victim: Path, files: bool = False) -> Callable
     of directories shaped like this run's (``.iobench-<run_id>/...``), so that a create by a
     path resolved through TARGET would succeed there; with ``files``, each of the run's files
     has a namesake there holding the user's bytes (an open with O_TRUNC by that path would
-    empty it). ``action.seen["before"]`` is the
-    victim's snapshot at the swap: nothing may differ from it afterwards."""
-    seen: dict[str, Any] = {}
+    empty it). ``action.before()`` is the victim's snapshot at the swap (kept in a file:
+    a forked worker may be the one swapping): nothing may differ from it afterwards."""
+    kept = victim.parent / f"{victim.name}-at-the-swap.json"
 
     def action() -> None:
         name = debris(par / "T")[0]
@@ -279,11 +279,11 @@ def swap_for_lookalike(par: Path, victim: Path, files: bool = False) -> Callable
             (victim / name / rel).mkdir(parents=True, exist_ok=True)
             for n in names if files else ():
                 (victim / name / rel / n).write_bytes(os.urandom(1000))
-        seen["before"] = snapshot(victim)
+        kept.write_text(json.dumps(snapshot(victim)))
         os.rename(par / "T", par / "T.old")
         os.symlink(victim, par / "T")
 
-    action.seen = seen  # type: ignore[attr-defined]
+    action.before = lambda: json.loads(kept.read_text())  # type: ignore[attr-defined]
     return action
 
 

@@ -19,6 +19,7 @@ from conftest import SEQ, debris, one_line, plant, snapshot, swap_for_lookalike,
 from existing_datasets import images
 
 from iobench.core import safeio
+from iobench.engines import posix as posix_engine
 from iobench.run import stall as watchdog
 from iobench.target import RunDir
 
@@ -128,23 +129,32 @@ def test_a_target_renamed_and_swapped_for_a_link_mid_run(cli, tmp_path, trip):
     ), res["warnings"]
 
 
-def test_a_swap_in_the_middle_of_a_create_phase_writes_nothing_behind_the_link(cli, tmp_path, trip):
+@pytest.mark.parametrize("workers", ["threads", "processes"])
+def test_a_swap_in_the_middle_of_a_create_phase_writes_nothing_behind_the_link(
+    cli, tmp_path, trip, monkeypatch, workers
+):
     """The swap of the test above, but in a phase that keeps creating files (ckpt-create) and
-    with the victim holding a tree shaped like this run's: no file may be created there."""
+    with the victim holding a tree shaped like this run's: no file may be created there,
+    by one worker thread or by four forked worker processes (the host said to have 1 CPU)."""
+    jobs = 1 if workers == "threads" else 4
+    if workers == "processes":
+        monkeypatch.setattr(posix_engine, "_cpus", lambda: 1)
     par = tmp_path / "par"
     plant(par / "T")
     victim = tmp_path / "victim"
     victim.mkdir()
     action = swap_for_lookalike(par, victim)
     t = trip("ckpt-create", action, on=(os, "fsync"), after=5)
-    r = cli("run", "checkpoint-smallfile", par / "T", "--set", "jobs=1", "--set", "files=40",
+    r = cli("run", "checkpoint-smallfile", par / "T", "--set", f"jobs={jobs}", "--set", "files=40",
             "--set", 'file_sizes=["4KiB"]', "--set", "dcp=false", "--set", "checkpoint_size=1MiB",
             "--set", "shards=1", "--set", "rounds=1", "--set", "time=none",
             "--output", tmp_path / "out", "-q", "--no-history")  # fmt: skip
     assert t.fired and r.code == 4, r.err
     # the workers create beneath the run directory's descriptor: none of the creates made
     # after the swap lands behind the link (35 of 40 did when they opened by path)
-    assert snapshot(victim) == action.seen["before"]  # type: ignore[attr-defined]
+    assert snapshot(victim) == action.before()  # type: ignore[attr-defined]
+    phases = json.loads((tmp_path / "out" / "result.json").read_text())["phases"]
+    assert next(p for p in phases if p["name"] == "ckpt-create")["extra"]["workers"] == workers
 
 
 def test_the_reaper_removes_through_its_descriptors_after_a_swap(tmp_path):

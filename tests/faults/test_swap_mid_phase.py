@@ -30,7 +30,7 @@ def test_fio_started_after_a_swap_writes_nothing_behind_the_link(cli, tmp_path, 
     r = cli("run", "sequential-write", par / "T", "--engine", "fio", "--set", "size=4MiB", *SEQ,
             "--output", tmp_path / "out", "-q", "--no-history")  # fmt: skip
     assert t.fired and r.code == 4, r.err  # the next phase (seq-read) refuses
-    assert snapshot(victim) == action.seen["before"]  # type: ignore[attr-defined]
+    assert snapshot(victim) == action.before()  # type: ignore[attr-defined]
     assert "renamed or replaced during the run" in r.err
 
 
@@ -49,7 +49,7 @@ def test_torch_save_after_a_swap_writes_nothing_behind_the_link(cli, tmp_path, t
             "--set", "rounds=3", "--output", tmp_path / "out", "-q", "--no-history")  # fmt: skip
     assert t.fired and r.code == 4, r.err  # the run stops after the phase (record)
     assert "renamed or replaced during the run" in r.err
-    assert snapshot(victim) == action.seen["before"]  # type: ignore[attr-defined]
+    assert snapshot(victim) == action.before()  # type: ignore[attr-defined]
 
 
 def test_dcp_after_a_swap_writes_nothing_behind_the_link(cli, tmp_path, trip):
@@ -62,4 +62,4 @@ def test_dcp_after_a_swap_writes_nothing_behind_the_link(cli, tmp_path, trip):
             "--set", "rounds=1", "--output", tmp_path / "out", "-q", "--no-history")  # fmt: skip
     assert t.fired and r.code == 4, r.err  # the run stops after the phase (record)
     assert "renamed or replaced during the run" in r.err
-    assert snapshot(victim) == action.seen["before"]  # type: ignore[attr-defined]
+    assert snapshot(victim) == action.before()  # type: ignore[attr-defined]
