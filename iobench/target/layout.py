@@ -12,7 +12,6 @@ import subprocess
 from typing import Any
 
 from ..core.errors import TargetError
-from ..core.safeio import held_path
 from ..core.units import format_bytes
 from .model import Target
 from .mounts import CEPH_FS
@@ -124,11 +123,9 @@ def apply_layout(t: Target, params: dict[str, Any]) -> list[str]:
         )
     warnings: list[str] = []
     if fs_type in CEPH_FS:
-        # through the run directory's descriptor (/proc/self/fd/N), not TARGET's name
-        at = held_path(t.handle.fd) if t.handle is not None else t.run_dir
         if asked:
-            _ceph_set_dir_layout(t.run_dir, count, size, at)
-        t.layout = _ceph_layout(at, warnings)
+            _ceph_set_dir_layout(t.run_dir, count, size)
+        t.layout = _ceph_layout(t.run_dir, warnings)
     elif fs_type == "lustre":
         lfs = _tool("lfs", "/usr/bin/lfs")
         if lfs is None:
@@ -247,13 +244,9 @@ def phase_layout(t: Target, path: str) -> dict[str, Any]:
         return {}
 
 
-def _ceph_set_dir_layout(
-    run_dir: str, count: int | None, size: int | None, at: str | None = None
-) -> None:
-    """Set ``ceph.dir.layout`` on the (empty) run directory (reached as ``at``, its path
-    through the descriptor held, when given): stripe_count, and stripe_size as Ceph's
-    stripe_unit, raising object_size to a multiple of it where it must."""
-    at = at or run_dir
+def _ceph_set_dir_layout(run_dir: str, count: int | None, size: int | None) -> None:
+    """Set ``ceph.dir.layout`` on the (empty) run directory: stripe_count, and stripe_size as
+    Ceph's stripe_unit, raising object_size to a multiple of it where it must."""
     if count is not None and count < 1:
         raise TargetError(
             f"stripe_count {count} is not valid on CephFS", hint="give 1 or more (e.g. 4)"
@@ -268,12 +261,12 @@ def _ceph_set_dir_layout(
         fields["stripe_count"] = count
     if size is not None:
         fields["stripe_unit"] = size
-        obj = int(_ceph_probe_layout(at).get("object_size") or 0)
+        obj = int(_ceph_probe_layout(run_dir).get("object_size") or 0)
         if obj <= 0 or obj % size:  # Ceph needs object_size = k * stripe_unit
             fields["object_size"] = size * max(1, obj // size)
     value = " ".join(f"{k}={v}" for k, v in fields.items())
     try:
-        os.setxattr(at, "ceph.dir.layout", value.encode())
+        os.setxattr(run_dir, "ceph.dir.layout", value.encode())
     except OSError as e:
         hint = {
             errno.EPERM: "the client needs the 'p' capability (ceph fs authorize FS CLIENT / rwp)",
