@@ -431,3 +431,70 @@ def open_new(path: str | Path, *, replace: bool = True) -> int:
         return fd
     finally:
         os.close(dfd)
+
+
+# -- beneath the run directory, held by descriptor -------------------------------------------------
+# Inside the run directory iobench creates, every write goes through the descriptor the run holds
+# (``iobench.target.RunDir``): a TARGET renamed and swapped for a link mid-phase redirects none.
+
+BENEATH_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _relative(rel: str, up: bool = False) -> str:
+    """``rel`` when it names something beneath a directory: not absolute, and (unless ``up``)
+    without ``..``; cheap, for the metadata loops that call it per file."""
+    if not rel or rel[0] == "/" or (not up and ".." in rel):
+        raise ValueError(f"{rel!r} is not a path beneath the run directory")
+    return rel
+
+
+def open_beneath(dir_fd: int, rel: str, flags: int, mode: int = 0o644, follow: bool = False) -> int:
+    """``os.open`` of ``rel`` (a relative path) in the directory open at ``dir_fd``: nothing
+    above ``dir_fd`` (TARGET, its parents) is resolved again by name, so a swap there cannot
+    redirect it. An open that may write takes no ``..`` and never follows a link in the last
+    component (``O_NOFOLLOW``; ``follow`` only for the posix engine's ceiling probe, whose
+    memory file is a ``/proc/self/fd`` link); a read may do both: another rank's files are
+    read back as ``../.iobench-<run_id>-r<k>/...`` (``..`` of a descriptor is the directory's
+    real parent, whatever TARGET's name leads to now)."""
+    if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC):
+        extra = os.O_CLOEXEC if follow else BENEATH_FLAGS
+        return os.open(_relative(rel), flags | extra, mode, dir_fd=dir_fd)
+    return os.open(_relative(rel, up=True), flags | os.O_CLOEXEC, mode, dir_fd=dir_fd)
+
+
+def stat_beneath(dir_fd: int, rel: str) -> os.stat_result:
+    """``lstat`` of ``rel`` in the directory open at ``dir_fd`` (a read: as ``open_beneath``)."""
+    return os.stat(_relative(rel, up=True), dir_fd=dir_fd, follow_symlinks=False)
+
+
+def unlink_beneath(dir_fd: int, rel: str) -> None:
+    """``unlink`` of ``rel`` in the directory open at ``dir_fd`` (a link is removed, not followed)."""
+    os.unlink(_relative(rel), dir_fd=dir_fd)
+
+
+def make_dirs_beneath(dir_fd: int, rel: str) -> None:
+    """``mkdir -p rel`` in the directory open at ``dir_fd``: each level made there and opened
+    ``O_NOFOLLOW|O_DIRECTORY`` from the one above (a link in the way is an OSError, not followed)."""
+    fd = os.dup(dir_fd)
+    try:
+        for part in _relative(rel.strip("/")).split("/"):
+            if part in ("", "."):
+                continue
+            try:
+                os.mkdir(part, 0o755, dir_fd=fd)
+            except FileExistsError:
+                pass
+            sub = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+    finally:
+        os.close(fd)
+
+
+def held_path(dir_fd: int, *parts: str) -> str:
+    """A path that resolves through the descriptor ``dir_fd`` of this process, for what takes
+    only paths (fio's working directory, torch's DCP writer): ``/proc/self/fd/N/...``, a magic
+    link to the directory held, whatever its name leads to now. A forked child that inherits
+    the descriptor (fio's ``chdir`` before its ``exec``) resolves it the same."""
+    base = f"/proc/self/fd/{dir_fd}"
+    return os.path.join(base, *(_relative(p) for p in parts)) if parts else base

@@ -110,9 +110,10 @@ class Segment:
     """A contiguous piece of one file (or object) assigned to a worker."""
 
     file_id: int
-    path: str
+    path: str  # the run directory's path joined with ``name``: what messages name
     offset: int
     length: int
+    name: str = ""  # relative to the run directory: what a local engine opens through its fd
 
 
 def assign(
@@ -132,14 +133,14 @@ def assign(
                 region -= region % phase.block_size
             for w in range(jobs):
                 length = region if w < jobs - 1 else f.size - region * (jobs - 1)
-                work[w].append(Segment(fid, join(root, f.path), w * region, length))
+                work[w].append(Segment(fid, join(root, f.path), w * region, length, f.path))
         return work
     order = list(range(len(files)))
     if phase.order == "shuffled":
         np.random.default_rng(phase.seed).shuffle(order)
     for k, fid in enumerate(order):
         f = files[fid]
-        work[k % jobs].append(Segment(fid, join(root, f.path), 0, f.size))
+        work[k % jobs].append(Segment(fid, join(root, f.path), 0, f.size, f.path))
     return work
 
 
@@ -271,6 +272,10 @@ class EngineContext:
     storage_options: dict[str, Any] = field(default_factory=dict)
     raw_dir: str | None = None  # where an engine may keep raw tool output (fio JSON)
     clock: Callable[[], float] | None = None
+    # the run directory held open (``RunDir.fd``): local engines open every file through it,
+    # never by a path resolved again through TARGET; None: the engine opens ``run_dir`` itself
+    run_fd: int | None = None
+    follow_links: bool = False  # the ceiling probe's memory file is a /proc/self/fd link
 
 
 class Engine(ABC):

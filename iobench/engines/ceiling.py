@@ -99,7 +99,7 @@ def measure(run: Runner, ctx: EngineContext, op: str, mode: str, workers: int) -
 
 def probe_ctx(ctx: EngineContext) -> EngineContext:
     """The probe's context: the memory file's directory, the run's stop flag, no progress."""
-    return EngineContext(run_dir=_PROC_FD, stop=ctx.stop)
+    return EngineContext(run_dir=_PROC_FD, stop=ctx.stop, follow_links=True)
 
 
 def ceiling_for(run: Runner, ctx: EngineContext, phase: PhaseSpec, mode: str) -> Ceiling | None:

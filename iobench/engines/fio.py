@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import EngineError
+from ..core.safeio import held_path
 from ..result.file import PhaseResult
 from ..result.stats import Histogram, spread
 from ..target import drop_file_cache
@@ -286,6 +287,15 @@ def _last_line(*texts: str) -> str:
     return "no message"
 
 
+def fio_cwd(plan: FioPlan, ctx: EngineContext) -> str:
+    """Where fio runs: the run directory through the descriptor the run holds
+    (``/proc/self/fd/N``, resolved by the child's ``chdir`` before it execs fio, which inherits
+    the descriptor up to then), so a TARGET swapped for a link before fio starts leads fio's
+    working directory nowhere else; fio names every file relative to it (``filename=``),
+    and a working directory, once entered, follows no rename of its path."""
+    return plan.cwd if ctx.run_fd is None else held_path(ctx.run_fd)
+
+
 def _unique_path(directory: str, stem: str, ext: str) -> str:
     path = os.path.join(directory, f"{stem}{ext}")
     k = 2
@@ -371,7 +381,7 @@ class FioEngine(Engine):
                     output,
                     phase,
                     ctx,
-                    plan.cwd,
+                    fio_cwd(plan, ctx),
                     EtaProgress(ctx.progress, total, block_size=phase.block_size or 0),
                 )
             finally:
@@ -524,7 +534,10 @@ class FioEngine(Engine):
         if phase.drop_cache_after:
             for j in plan.jobs:
                 for p in j.paths:
-                    drop_file_cache(plan.abspath(p))
+                    if ctx.run_fd is None:
+                        drop_file_cache(plan.abspath(p))
+                    else:
+                        drop_file_cache(p, ctx.run_fd)
         job_errors = [
             (j.get("jobname", "?"), int(j.get("error", 0) or 0))
             for j in (data or {}).get("jobs", [])

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..core.datagen import DataPool
 from ..core.errors import EngineError, RequestError, quoted
+from ..core.safeio import held_path
 from ..result.file import PhaseResult
 from ..result.measured import phase_result
 from ..result.stats import WorkerStats
@@ -115,8 +116,10 @@ class FsspecEngine(Engine):
         why = self.why_not(phase)
         if why:
             raise EngineError(f"phase {phase.name}: {why}")
+        # a local run directory (--engine fsspec on a directory): through the descriptor held
+        where = ctx.run_dir if ctx.run_fd is None else held_path(ctx.run_fd)
         try:
-            fs, root = open_fs(ctx.run_dir, ctx.storage_options)
+            fs, root = open_fs(where, ctx.storage_options)
         except Exception as e:  # noqa: BLE001 - fsspec backends raise what they like
             raise EngineError(
                 f"cannot open {scrub(ctx.run_dir)}: {describe_error(e, '')}"

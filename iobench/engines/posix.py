@@ -20,13 +20,16 @@ the op count).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..core.errors import EngineError
+from ..core.safeio import open_beneath, stat_beneath, unlink_beneath
 from ..result import verify as verify_mod
 from ..result.file import PhaseResult
 from ..result.measured import phase_result
@@ -98,6 +101,9 @@ class PosixEngine(Engine):
     def run(self, phase: PhaseSpec, ctx: EngineContext) -> PhaseResult:
         if phase.op not in OPS_DATA and phase.op not in OPS_META:
             raise EngineError(f"the posix engine cannot run op {phase.op!r}")
+        if ctx.run_fd is None:  # a probe, a unit test: the directory held for this phase
+            with held_dir(ctx.run_dir) as fd:
+                return self.run(phase, dataclasses.replace(ctx, run_fd=fd))
         work = assign(phase, ctx.run_dir)
         mode = self.worker_mode(phase)
 
@@ -179,7 +185,8 @@ class PosixEngine(Engine):
     def _seq_loop(self, phase, w, segments, st, state, pool, buf, rec) -> None:
         write = phase.op == "write"
         c = _SeqWorker(phase, w, st, state, pool, buf, rec, self._open_flags(phase, write))
-        after = (lambda seg: drop_file_cache(seg.path)) if phase.drop_cache_after else None
+        dfd = state.ctx.run_fd
+        after = (lambda seg: drop_file_cache(seg.name, dfd)) if phase.drop_cache_after else None
         one_file = c.write_file if write else c.read_file
         try:
             seq_passes(phase, w, segments, st, state, one_file, write, after, lambda: rec.n)
@@ -203,10 +210,11 @@ class PosixEngine(Engine):
         if not draws.segs:
             return
         flags = self._open_flags(phase, write) & ~(os.O_CREAT if write else 0)
+        follow = state.ctx.follow_links
         fds: list[int] = []
         try:
             for s in draws.segs:
-                fds.append(os.open(s.path, flags))
+                fds.append(open_beneath(state.ctx.run_fd, s.name, flags, 0o644, follow))
                 advise(fds[-1], s, random=True)
         except OSError as e:
             for fd in fds:
@@ -253,6 +261,7 @@ class PosixEngine(Engine):
         verify = op == "open_read" and phase.verify
         drop = op == "open_read" and phase.drop_cache_after
         moved = 0
+        dfd = state.ctx.run_fd
         for seg in meta_passes(phase, segments, st):
             if state.should_stop():
                 raise Stop
@@ -260,10 +269,10 @@ class PosixEngine(Engine):
             try:
                 t0 = _perf_ns()
                 if op == "stat":
-                    os.stat(seg.path)
+                    stat_beneath(dfd, seg.name)
                 elif op == "open_read":
                     assert view is not None  # a reading phase has its buffer
-                    fd = os.open(seg.path, flags)
+                    fd = open_beneath(dfd, seg.name, flags)
                     try:
                         while True:
                             got = os.preadv(fd, [view], n)
@@ -273,7 +282,7 @@ class PosixEngine(Engine):
                     finally:
                         os.close(fd)
                 elif op == "delete":
-                    os.unlink(seg.path)
+                    unlink_beneath(dfd, seg.name)
                 t1 = _perf_ns()
             except OSError as e:
                 state.fail(describe_oserror(e, seg.path), e.errno)
@@ -287,7 +296,7 @@ class PosixEngine(Engine):
             state.done_ops[w] = st.ops + rec.n
             state.done_bytes[w] = moved
             if drop:  # a buffered read's next pass reads the storage again, not the cache
-                drop_file_cache(seg.path)
+                drop_file_cache(seg.name, dfd)
 
 
 class _SeqWorker:
@@ -305,10 +314,12 @@ class _SeqWorker:
         self.fds: list[tuple[int, str]] = []  # (dup'd fd, path) to fsync at the end
         self.deadline_ns = int((st.start + phase.time_s) * 1e9) if phase.time_s else 0
         self.budget = phase.size if phase.size and not phase.time_s else None
+        self.dfd = state.ctx.run_fd  # every file opened beneath the run directory held
+        self.follow = state.ctx.follow_links
 
     def _open(self, seg: Segment) -> int:
         try:
-            fd = os.open(seg.path, self.flags, 0o644)
+            fd = open_beneath(self.dfd, seg.name, self.flags, 0o644, self.follow)
         except OSError as e:
             self.state.fail(describe_oserror(e, seg.path), e.errno)
             raise Stop from None
@@ -559,6 +570,7 @@ def _create_loop(phase, w, segments, st, state, pool, rec) -> None:
     timed operation; its first block is cut (and stamped) before the clock starts."""
     moved = 0
     verify, sync = phase.verify, phase.fsync in ("file", "end")
+    dfd = state.ctx.run_fd
     for seg in segments:
         if state.should_stop():
             raise Stop
@@ -567,7 +579,7 @@ def _create_loop(phase, w, segments, st, state, pool, rec) -> None:
             verify_mod.stamp(first, seg.file_id, 0)
         try:
             t0 = _perf_ns()
-            fd = os.open(seg.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = open_beneath(dfd, seg.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 pos = os.pwrite(fd, first, 0) if seg.length else 0
                 while pos < seg.length:
@@ -590,4 +602,14 @@ def _create_loop(phase, w, segments, st, state, pool, rec) -> None:
         state.done_ops[w] = st.ops + rec.n
         state.done_bytes[w] = moved
         if phase.drop_cache_after:
-            drop_file_cache(seg.path)
+            drop_file_cache(seg.name, dfd)
+
+
+@contextlib.contextmanager
+def held_dir(path: str) -> Iterator[int]:
+    """The directory ``path`` opened once (``O_DIRECTORY``) for a phase given no run_fd."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield fd
+    finally:
+        os.close(fd)

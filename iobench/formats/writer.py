@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.errors import EngineError
+from ..core.safeio import open_beneath
 from ..engines.base import FileSpec
 from ..result.file import PhaseResult
 from ..result.measured import phase_result
@@ -81,23 +82,30 @@ class ImageFile:
         return self.buf.array[: self.end].data
 
 
-def write_image(path: str, image: memoryview, direct: bool) -> int:
+def write_image(path: str, image: memoryview, direct: bool, dir_fd: int | None = None) -> int:
     """Write a whole file image at ``path``, fsynced, then dropped from the page cache; its
     size. With ``direct`` (the target takes O_DIRECT) the 4 KiB-aligned body goes O_DIRECT,
     as ``sequential-write`` writes, and the tail through the page cache; a refusal falls back
     to buffered. (The drop is on the open descriptor, after the fsync: nothing is dirty, so
     it needs no second open and sync, as ``drop_file_cache`` does for a file it did not
-    write.)"""
+    write.) With ``dir_fd`` (the run directory held), ``path`` is relative to it and opened
+    beneath it (``safeio.open_beneath``), never through TARGET's name again."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+
+    def create(extra: int) -> int:
+        if dir_fd is None:
+            return os.open(path, flags | extra, 0o644)
+        return open_beneath(dir_fd, path, flags | extra)
+
     body = len(image) // DIRECT_ALIGN * DIRECT_ALIGN if direct and _aligned(image) else 0
     fd = -1
     if body:
         try:
-            fd = os.open(path, flags | os.O_DIRECT, 0o644)
+            fd = create(os.O_DIRECT)
         except OSError:
             body = 0
     if fd < 0:
-        fd = os.open(path, flags, 0o644)
+        fd = create(0)
     try:
         done = 0
         if body:
@@ -299,7 +307,7 @@ class _Writers:
                 path = storage.join(self.runner.run_dir, self.files[i].path)
                 t0 = time.perf_counter_ns()
                 try:
-                    n = self._write_one(path, image)
+                    n = self._write_one(self.files[i].path, path, image)
                 except Exception as e:  # noqa: BLE001 - fsspec backends raise what they like
                     with self.lock:  # (anything else, a bug too, fails the phase: see guarded)
                         self.errors.append(_write_error(e, path))
@@ -344,13 +352,15 @@ class _Writers:
         write_sample_file(img, self.fmt, samples, keys)
         return img.image()
 
-    def _write_one(self, path: str, image: memoryview) -> int:
-        """Write one file whole (fsynced, or uploaded whole); its size on the target."""
+    def _write_one(self, rel: str, path: str, image: memoryview) -> int:
+        """Write one file whole (fsynced, or uploaded whole); its size on the target. A local
+        file is opened beneath the run directory's descriptor (``rel``), not by ``path``."""
         if self.remote:
             with storage.open_write(path, self.opts) as f:
                 f.write(image)
             return len(image)
-        return write_image(path, image, self.direct)
+        dir_fd = getattr(self.runner, "run_fd", None)
+        return write_image(path if dir_fd is None else rel, image, self.direct, dir_fd)
 
 
 def _put_sample_file(

@@ -10,12 +10,13 @@ import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..core import cpu
 from ..core.coordinator import Coordinator, SingleProcess
 from ..core.errors import EngineError, Interrupted, UsageError
 from ..core.plan import Plan, WritePlan, write_plan
+from ..core.safeio import held_path, make_dirs_beneath, open_beneath
 from ..core.units import check_repeat
 from ..engines.base import Engine, EngineContext, PhaseSpec, Progress
 from ..engines.registry import get_engine
@@ -85,6 +86,31 @@ class PhaseRunner:
     @property
     def run_dir(self) -> str:
         return self.target.run_dir
+
+    @property
+    def run_fd(self) -> int | None:
+        """The run directory held open (``RunDir``): every file of a phase is opened through
+        it, never by a path resolved again through TARGET (None: a URL target)."""
+        h = self.target.handle
+        return h.fd if self.target.kind == "posix" and h is not None else None
+
+    def held(self, *parts: str) -> str:
+        """A path to ``parts`` beneath the run directory through the held descriptor
+        (``/proc/self/fd/N/...``), for what takes only paths (torch DCP); the run directory's
+        own path when none is held."""
+        fd = self.run_fd
+        return held_path(fd, *parts) if fd is not None else os.path.join(self.run_dir, *parts)
+
+    def create_file(self, rel: str) -> BinaryIO:
+        """The file ``rel`` beneath the run directory, created or emptied for writing through
+        the held descriptor (``safeio.open_beneath``: never through a link, nothing above the
+        run directory resolved again), as a file object (``torch.save`` writes into it)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        if self.run_fd is None:
+            fd = os.open(os.path.join(self.run_dir, rel), flags | os.O_NOFOLLOW, 0o644)
+        else:
+            fd = open_beneath(self.run_fd, rel, flags)
+        return os.fdopen(fd, "wb")
 
     @property
     def rank(self) -> int:
@@ -157,13 +183,19 @@ class PhaseRunner:
             return
         with self.guard.watching(None, "mkdir"):
             for d in sorted(set(relpaths)):
-                os.makedirs(os.path.join(self.run_dir, d), exist_ok=True)
+                if self.run_fd is None:
+                    os.makedirs(os.path.join(self.run_dir, d), exist_ok=True)
+                else:
+                    make_dirs_beneath(self.run_fd, d)
 
     def drop_cache(self, spec: PhaseSpec) -> None:
         if self.target.kind == "fsspec":  # no page cache to drop for object stores
             return
         for f in spec.files:
-            drop_file_cache(os.path.join(self.run_dir, f.path))
+            if self.run_fd is None:
+                drop_file_cache(os.path.join(self.run_dir, f.path))
+            else:
+                drop_file_cache(f.path, self.run_fd)
             # each file written back and dropped is the storage answering: a drop of many
             # files that takes longer than the stall timeout is no stall (one that blocks is)
             self.guard.tick()
@@ -183,6 +215,7 @@ class PhaseRunner:
             self.drop_cache(spec)  # outside the timed region
         ctx = EngineContext(
             run_dir=self.run_dir,
+            run_fd=self.run_fd,
             stop=self.stop,
             progress=self.progress_factory(),
             direct_supported=self.target.direct_io is True,
@@ -223,6 +256,9 @@ class PhaseRunner:
         mark_steady(res, self.steady)
         res = self.coord.after_phase(None, res)
         self.results.append(res)
+        # as an engine phase's start does: the run stops (exit 4) once TARGET or the run
+        # directory moved, though what this phase wrote went through the descriptor held
+        check_run_dir_in_place(self.target)
         return res
 
     def _engine_for(self, spec: PhaseSpec) -> tuple[Any, str | None]:

@@ -259,10 +259,11 @@ def create_run_dir(t: Target, run_id: str) -> str:
         ) from None
     t.run_dir = run_dir
     t.created = True
-    ok, reason = probe_direct_io(run_dir)
+    fd = t.handle.fd  # the probes' files made beneath the run directory held, not by its name
+    ok, reason = probe_direct_io(run_dir, fd)
     t.direct_io = True if ok else "unsupported"
     t.direct_reason = reason
-    t.direct_align = probe_direct_alignment(run_dir) if ok else None
+    t.direct_align = probe_direct_alignment(run_dir, fd) if ok else None
     return run_dir
 
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+from collections.abc import Callable
 
 from ..core.errors import TargetError
+from ..core.safeio import open_beneath, unlink_beneath
 
 DIRECT_ALIGN = 4096
 DIRECT_ALIGN_CANDIDATES = (512, 1024, 2048, 4096)  # offset/length alignments O_DIRECT may need
@@ -20,15 +22,25 @@ def aligned_buffer(size: int) -> mmap.mmap:
     return mmap.mmap(-1, size)
 
 
-def probe_direct_io(directory: str) -> tuple[bool, str | None]:
-    """Try an aligned O_DIRECT write and read in ``directory``: (supported, reason if not)."""
+def _probe_file(directory: str, name: str, dir_fd: int | None) -> tuple[int, Callable[[], None]]:
+    """A probe file ``name`` made in ``directory`` (O_DIRECT, read-write), beneath the held
+    descriptor ``dir_fd`` when given (``safeio.open_beneath``): its descriptor and its removal."""
+    flags = os.O_CREAT | os.O_RDWR | os.O_DIRECT
+    if dir_fd is None:
+        path = os.path.join(directory, name)
+        return os.open(path, flags, 0o600), lambda: os.unlink(path)
+    return open_beneath(dir_fd, name, flags, 0o600), lambda: unlink_beneath(dir_fd, name)
+
+
+def probe_direct_io(directory: str, dir_fd: int | None = None) -> tuple[bool, str | None]:
+    """Try an aligned O_DIRECT write and read in ``directory`` (held as ``dir_fd``, when
+    given): (supported, reason if not)."""
     if not hasattr(os, "O_DIRECT"):
         return False, "O_DIRECT is not available on this OS"
-    probe = os.path.join(directory, ".direct-probe")
     buf = aligned_buffer(DIRECT_ALIGN)
     buf.write(os.urandom(DIRECT_ALIGN))
     try:
-        fd = os.open(probe, os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o600)
+        fd, remove = _probe_file(directory, ".direct-probe", dir_fd)
     except OSError as e:
         if e.errno == errno.EINVAL:
             return False, f"the filesystem refuses O_DIRECT ({os.strerror(e.errno)})"
@@ -48,22 +60,21 @@ def probe_direct_io(directory: str) -> tuple[bool, str | None]:
         os.close(fd)
         buf.close()
         try:
-            os.unlink(probe)
+            remove()
         except OSError:
             pass
 
 
-def probe_direct_alignment(directory: str) -> int:
+def probe_direct_alignment(directory: str, dir_fd: int | None = None) -> int:
     """The smallest offset and length alignment O_DIRECT accepts in ``directory``, measured:
     an aligned probe file is written, then read at 512, 1024, 2048 bytes... until a read is
     not refused (EINVAL). ext4 and XFS take the device's logical block size, btrfs its sector
     size, NFS any; 4096 when none smaller works. Call after ``probe_direct_io`` succeeded."""
-    probe = os.path.join(directory, ".direct-align-probe")
     size = 2 * DIRECT_ALIGN
     buf = aligned_buffer(size)
     buf.write(os.urandom(size))
     try:
-        fd = os.open(probe, os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o600)
+        fd, remove = _probe_file(directory, ".direct-align-probe", dir_fd)
     except OSError:
         return DIRECT_ALIGN
     try:
@@ -84,7 +95,7 @@ def probe_direct_alignment(directory: str) -> int:
         os.close(fd)
         buf.close()
         try:
-            os.unlink(probe)
+            remove()
         except OSError:
             pass
 
@@ -112,14 +123,19 @@ def device_logical_block_size(path: str, sysfs: str = "/sys") -> int | None:
     return None
 
 
-def drop_file_cache(path: str) -> bool:
+def drop_file_cache(path: str, dir_fd: int | None = None) -> bool:
     """Ask the kernel to drop a file's cached pages. True when it could.
 
     The file's dirty pages are written back first: DONTNEED leaves dirty pages in the cache,
     so a file written without fsync (fsync=never, fsspec on a local directory) would be read
-    back from memory under a "dropped" label."""
+    back from memory under a "dropped" label. With ``dir_fd``, ``path`` is relative to that
+    held directory (``safeio.open_beneath``), never resolved through TARGET again."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = (
+            os.open(path, os.O_RDONLY)
+            if dir_fd is None
+            else open_beneath(dir_fd, path, os.O_RDONLY)
+        )
     except OSError:
         return False
     try:

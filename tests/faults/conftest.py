@@ -263,6 +263,30 @@ class Trip:
         monkeypatch.setattr(owner, name, wrapper)
 
 
+def swap_for_lookalike(par: Path, victim: Path, files: bool = False) -> Callable[[], None]:
+    """An action: mv par/T par/T.old; ln -s victim par/T, after making in ``victim`` a tree
+    of directories shaped like this run's (``.iobench-<run_id>/...``), so that a create by a
+    path resolved through TARGET would succeed there; with ``files``, each of the run's files
+    has a namesake there holding the user's bytes (an open with O_TRUNC by that path would
+    empty it). ``action.before()`` is the victim's snapshot at the swap (kept in a file:
+    a forked worker may be the one swapping): nothing may differ from it afterwards."""
+    kept = victim.parent / f"{victim.name}-at-the-swap.json"
+
+    def action() -> None:
+        name = debris(par / "T")[0]
+        for d, _dirs, names in os.walk(par / "T" / name):
+            rel = os.path.relpath(d, par / "T" / name)
+            (victim / name / rel).mkdir(parents=True, exist_ok=True)
+            for n in names if files else ():
+                (victim / name / rel / n).write_bytes(os.urandom(1000))
+        kept.write_text(json.dumps(snapshot(victim)))
+        os.rename(par / "T", par / "T.old")
+        os.symlink(victim, par / "T")
+
+    action.before = lambda: json.loads(kept.read_text())  # type: ignore[attr-defined]
+    return action
+
+
 def send(*signals: int) -> Callable[[], None]:
     """An action: send ``signals`` to this process (50 ms apart)."""
     pid = os.getpid()

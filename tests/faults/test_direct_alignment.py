@@ -66,7 +66,7 @@ def test_the_alignment_measured_in_the_run_directory_refuses_too(
     phase; the run directory (made for the probe) is removed again."""
     _needs_direct_disk(planted.path)
     monkeypatch.setattr(target_mod, "device_logical_block_size", lambda p, **k: None)
-    monkeypatch.setattr(target_mod, "probe_direct_alignment", lambda d: 4096)
+    monkeypatch.setattr(target_mod, "probe_direct_alignment", lambda d, fd=None: 4096)
     r = cli("run", "sequential-write", planted.path, *S, "--set", "block_size=1536",
             "--output", tmp_path / "out")  # fmt: skip
     assert r.code == 2, r.err
@@ -123,7 +123,7 @@ def test_o_direct_refused_by_the_filesystem_still_falls_back(cli, planted, tmp_p
     """A filesystem on no block device that refuses O_DIRECT (a FUSE mount): nothing to align
     to, the buffered fallback, recorded as such."""
     monkeypatch.setattr(target_mod, "device_logical_block_size", lambda p, **k: None)
-    monkeypatch.setattr(target_mod, "probe_direct_io", lambda d: (False, "EINVAL"))
+    monkeypatch.setattr(target_mod, "probe_direct_io", lambda d, fd=None: (False, "EINVAL"))
     r = cli("run", "sequential-write", planted.path, *S, "--set", "block_size=4KB",
             "--output", tmp_path / "out")  # fmt: skip
     assert r.code == 0, r.err

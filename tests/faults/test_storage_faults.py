@@ -285,7 +285,7 @@ def test_a_symlink_in_place_of_the_run_dir_is_never_followed(cli, planted, tmp_p
 
 
 def test_o_direct_refused_falls_back_and_says_so(cli, planted, tmp_path, monkeypatch):
-    monkeypatch.setattr(target_mod, "probe_direct_io", lambda d: (False, "EINVAL"))
+    monkeypatch.setattr(target_mod, "probe_direct_io", lambda d, fd=None: (False, "EINVAL"))
     r = cli(*_seq(planted.path, tmp_path / "out"), "--direct")
     assert r.code == 0, r.err
     res = result(tmp_path / "out")

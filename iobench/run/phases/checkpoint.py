@@ -325,14 +325,13 @@ def _torch_save_load(
     import torch
 
     runner.mkdirs(["ckpt-torch"])
-    paths = [
-        os.path.join(runner.run_dir, "ckpt-torch", f"shard{runner.rank}-{i}.pt")
-        for i in range(len(state))
-    ]
+    rels = [f"ckpt-torch/shard{runner.rank}-{i}.pt" for i in range(len(state))]
+    shown = [os.path.join(runner.run_dir, r) for r in rels]  # what messages name
+    paths = [runner.held(r) for r in rels]  # through the run directory's descriptor
 
     def save(i: int, st: WorkerStats) -> None:
         t0 = time.perf_counter_ns()
-        with open(paths[i], "wb") as f:
+        with runner.create_file(rels[i]) as f:
             torch.save(state[i], f)
             f.flush()
             os.fsync(f.fileno())
@@ -357,7 +356,7 @@ def _torch_save_load(
         obj = torch.load(paths[i], map_location="cpu", weights_only=True)
         t1 = time.perf_counter_ns()
         if set(obj) != set(state[i]):
-            raise EngineError(f"checkpoint shard {paths[i]} read back with different keys")
+            raise EngineError(f"checkpoint shard {shown[i]} read back with different keys")
         st.add(os.path.getsize(paths[i]), t1 / 1e9, t1 - t0)
         st.files += 1
 
@@ -415,7 +414,8 @@ def _dcp_storage(runner: PhaseRunner, threads: int) -> tuple[Any, Any, Any, str,
 
     store = _store(runner)
     if store is None:
-        ckpt_dir = os.path.join(runner.run_dir, f"ckpt-dcp-{runner.rank}")
+        where = os.path.join(runner.run_dir, f"ckpt-dcp-{runner.rank}")
+        ckpt_dir = runner.held(f"ckpt-dcp-{runner.rank}")  # DCP takes a path: the held one
 
         def listing() -> list[tuple[str, int]]:
             return [
@@ -426,7 +426,7 @@ def _dcp_storage(runner: PhaseRunner, threads: int) -> tuple[Any, Any, Any, str,
         return (
             lambda: dcp.FileSystemWriter(ckpt_dir, thread_count=threads, sync_files=True),
             lambda: dcp.FileSystemReader(ckpt_dir),
-            listing, "", ckpt_dir,
+            listing, "", where,
         )  # fmt: skip
     try:
         from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter

@@ -351,10 +351,10 @@ def _copy_rate(pool: _Pool) -> float:
     return COPY_BYTES / dt if dt > 0 else 0.0
 
 
-def _paths(runner: PhaseRunner, sub: str, shard: RankShard) -> list[str]:
-    """The rank's files, DLIO's names where the model has an architecture."""
-    base = os.path.join(runner.run_dir, sub)
-    return [os.path.join(base, f.name) for f in shard.file_parts()]
+def _rels(sub: str, shard: RankShard) -> list[str]:
+    """The rank's files relative to the run directory, DLIO's names where the model has an
+    architecture."""
+    return [f"{sub}/{f.name}" for f in shard.file_parts()]
 
 
 def _ranks(
@@ -420,12 +420,13 @@ def _torch(
     import torch
 
     runner.mkdirs(["llm-ckpt"])
-    paths = [_paths(runner, "llm-ckpt", s) for s in mine]
+    rels = [_rels("llm-ckpt", s) for s in mine]
+    paths = [[runner.held(r) for r in rs] for rs in rels]  # through the held descriptor
 
     def save(i: int, st: WorkerStats) -> None:
-        for path, sd in zip(paths[i], states[i], strict=True):
+        for rel, path, sd in zip(rels[i], paths[i], states[i], strict=True):
             t0 = time.perf_counter_ns()
-            with open(path, "wb") as f:
+            with runner.create_file(rel) as f:
                 torch.save(sd, f)
                 f.flush()
                 os.fsync(f.fileno())
@@ -455,14 +456,15 @@ def _torch(
     cache = runner.cache_state(False)
 
     def load(i: int, st: WorkerStats) -> None:
-        for path, sd in zip(paths[i], states[i], strict=True):
+        for rel, path, sd in zip(rels[i], paths[i], states[i], strict=True):
             if not os.path.exists(path):
                 continue
             t0 = time.perf_counter_ns()
             obj = torch.load(path, map_location="cpu", weights_only=True)
             t1 = time.perf_counter_ns()
             if set(obj) != set(sd):
-                raise EngineError(f"checkpoint file {path} read back with different keys")
+                shown = os.path.join(runner.run_dir, rel)
+                raise EngineError(f"checkpoint file {shown} read back with different keys")
             del obj
             st.add(os.path.getsize(path), t1 / 1e9, t1 - t0)
             st.files += 1
@@ -537,6 +539,6 @@ def _baseline(params: dict[str, Any], runner: PhaseRunner, mine: list[RankShard]
     runner.execute(spec)
     for f in files:
         try:
-            os.unlink(os.path.join(runner.run_dir, f.path))
+            os.unlink(runner.held(f.path))
         except FileNotFoundError:
             pass
