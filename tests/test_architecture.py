@@ -45,7 +45,8 @@ ORDERS = {
         "storage",
     ],
     "engines": [
-        "base", "registry", "worker", "forked", "ceiling", "posix", "fsspec", "fio_job", "fio",
+        "base", "registry", "worker", "forked", "ceiling", "posix_random", "posix", "fsspec", "fio_job",
+        "fio",
     ],
     "run": ["supervisor", "stall", "guard", "outdir", "session", "phases", "runner", "sweep", "checkpoint"],
     "qualify": ["checkpoint", "during", "verdict", "plan_file", "bound", "plan_text", "suite"],
