@@ -36,7 +36,8 @@ def test_torchrun_two_processes_write_every_rank(tmp_path):
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
         "-m", "iobench", "checkpoint", str(target), "--model", "llama3-8b", "--scale", "1e-4",
-        "--no-plain-write", "-q", "--output", str(out),
+        "--no-plain-write", "-q", "--output", str(out), "--set", "rounds=4", "--set", "time=1s",
+        "--set", "files=32",  # every phase, briefly: 4 rounds at most, 1 s per timed phase
     ]  # fmt: skip
     p = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

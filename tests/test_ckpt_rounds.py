@@ -151,7 +151,8 @@ def test_the_checkpoint_command_ends_with_the_line_naming_its_indicative_phases(
 
     monkeypatch.setattr(steady, "MIN_PHASE_S", 1e9)
     r = cli("checkpoint", tmp_path, "--model", "llama3-8b", "--scale", 1e-5, "--no-plain-write",
-            "--output", tmp_path / "out", "-q", "--no-history")  # fmt: skip
+            "--output", tmp_path / "out", "-q", "--no-history",
+            "--set", "time=1s", "--set", "files=32", "--set", "rounds=3")  # every phase, briefly  # fmt: skip
     assert r.code == 0, r.err
     last = r.err.strip().splitlines()[-1]
     assert last.startswith("iobench: ") and " phases indicative (ckpt-create: " in last

@@ -11,6 +11,10 @@ from iobench.checkpoint.spec import load_checkpoint_profile
 
 GiB = 1 << 30
 SCALE = 1e-4  # llama3-8b: 105 GiB × 1e-4 ≈ 10.8 MiB over 8 ranks
+# every phase, briefly: 3 rounds at most, 1 s per time-based phase, 32 small files per writer
+FAST = ("--set", "rounds=3", "--set", "time=1s", "--set", "files=32")
+# the save and load alone (the tests of their files and bytes): no small-file phases
+SAVE_LOAD = ("--set", "metadata=false", "--set", "rounds=3")
 
 
 def test_checkpoint_run_measures_and_estimates(cli, planted, tmp_path):
@@ -18,7 +22,7 @@ def test_checkpoint_run_measures_and_estimates(cli, planted, tmp_path):
     r = cli(
         "checkpoint", planted.path, "--model", "llama3-8b", "--scale", SCALE, "--api", "both",
         "--mtbf", "3h", "--interval", "30m", "--restart", "5m", "--keep-last", "2",
-        "--capacity", "1TiB", "--output", out, "-q",
+        "--capacity", "1TiB", "--output", out, "-q", *FAST,
     )  # fmt: skip
     assert r.code == 0, r.err
     assert "Checkpoint estimates (model output" in r.out and "size ÷ slowest rank" in r.out
@@ -84,6 +88,9 @@ def test_checkpoint_run_measures_and_estimates(cli, planted, tmp_path):
         (["--model", "llama3-8b", "--interval", "0s"], "--interval must be a positive"),
         (["--model", "llama3-8b", "--gpus", "0"], "--gpus must be at least 1"),
         (["--model", "llama3-8b", "--history", "foo://x"], "foo"),
+        (["--model", "llama3-8b", "--set", "rounds"], "--set 'rounds' is not KEY=VALUE"),
+        (["--model", "llama3-8b", "--set", "rounds=many"], "rounds"),
+        (["--model", "llama3-8b", "--set", "no_such_key=1"], "no_such_key"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_nothing_written(cli, planted, tmp_path, args, message):
@@ -100,7 +107,7 @@ def test_no_crc32_saves_without_torch_crc_and_restores_it(cli, planted, tmp_path
     out = tmp_path / "out"
     r = cli(
         "checkpoint", planted.path, "--model", "llama3-8b", "--scale", 1e-5, "--no-crc32",
-        "--no-plain-write", "--output", out, "-q", "--no-history",
+        "--no-plain-write", "--output", out, "-q", "--no-history", *SAVE_LOAD,
     )  # fmt: skip
     assert r.code == 0, r.err
     res = json.loads((out / "result.json").read_text())
@@ -135,7 +142,7 @@ def test_architecture_model_writes_dlio_layout(cli, planted, tmp_path):
     out = tmp_path / "out"
     r = cli(
         "checkpoint", planted.path, "--model", model, "--scale", 1.0, "--api", "torch",
-        "--no-plain-write", "--output", out, "-q", "--no-history",
+        "--no-plain-write", "--output", out, "-q", "--no-history", *SAVE_LOAD,
     )  # fmt: skip
     assert r.code == 0, r.err
     res = json.loads((out / "result.json").read_text())
@@ -195,6 +202,7 @@ def test_plan_from_given_rates_no_target(cli, tmp_path, monkeypatch):
         (["--write-rate", "1GiB/s", "--read-rate", "1GiB/s", "--scale", "0.1"], "--scale with"),
         (["--write-rate", "1GiB/s", "--read-rate", "1GiB/s", "--mtbf", "x"], "--mtbf"),
         (["--write-rate", "1GiB/s", "--read-rate", "1GiB/s", "--ranks", "0"], "--ranks"),
+        (["--write-rate", "1GiB/s", "--read-rate", "1GiB/s", "--set", "rounds=3"], "--set with"),
     ],
 )
 def test_plan_bad_input_is_one_line_exit_2(cli, tmp_path, monkeypatch, args, message):
@@ -218,13 +226,15 @@ def test_subset_runs_eight_ranks_of_the_full_layout(cli, planted, tmp_path):
     out = tmp_path / "out"
     r = cli(
         "checkpoint", planted.path, "--model", "llama3-405b", "--subset", 8, "--scale", 1e-6,
-        "--api", "torch", "--no-plain-write", "--output", out, "-q", "--no-history",
+        "--api", "torch", "--no-plain-write", "--output", out, "-q", "--no-history", *SAVE_LOAD,
     )  # fmt: skip
     assert r.code == 0, r.err
     res = json.loads((out / "result.json").read_text())
     save = next(p for p in res["phases"] if p["name"] == "ckpt-save")
     rounds = len(save["extra"]["rounds"]["seconds"])  # every round saves the whole subset
     assert save["files"] == 48 * rounds and save["concurrency"] == 8
+    assert 1 <= rounds <= 3  # --set rounds=3, and --set metadata=false: no small-file phases
+    assert [p["name"] for p in res["phases"]] == ["ckpt-save", "ckpt-load"]
     spec = load_checkpoint_profile("llama3-405b").spec
     written = sum(rank_shard(spec, r).scaled(1e-6).total_bytes for r in range(8))
     per_round = save["bytes"] / rounds

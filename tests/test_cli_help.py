@@ -52,7 +52,8 @@ def test_set_reads_key_value_wherever_it_is_taken():
     with_set = {
         name: p for name, cmd in _commands().items() for p in cmd.params if "--set" in p.opts
     }
-    assert set(with_set) == {"run", "loader", "estimate", "datasize", "qualify", "profile", "plan"}
+    assert set(with_set) == {"run", "loader", "estimate", "datasize", "qualify", "profile", "plan",
+                             "checkpoint"}  # fmt: skip
     assert {p.metavar for p in with_set.values()} == {"KEY=VALUE"}
 
 

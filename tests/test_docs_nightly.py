@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "docs" / "guides" / "nightly.sh"
 SMALL = "--set size=16MiB --set jobs=1 --set block_sizes=[] --set jobs_sweep=[] --set time=none"
 # Phases this small (tens of milliseconds, mostly page cache) vary by tens of percent from one
-# process to the next; the throttled night (O_DIRECT reads at 4 MiB/s, the local disk's are
+# process to the next; the throttled night (O_DIRECT reads at 16 MiB/s, the local disk's are
 # hundreds of MiB/s) is tens of times slower, so a wide threshold keeps the good nights quiet
 # without hiding the regression.
 WIDE = "--threshold 60%"
@@ -96,7 +96,7 @@ def test_a_regression_on_the_third_night_fails_and_keeps_the_baseline(tmp_path, 
         pytest.skip(why)
     target, state = _after_good_nights(request.getfixturevalue("good_nights"), tmp_path)
     good = (state / "baseline.json").read_bytes()
-    with throttle.throttled(str(target), 4 << 20, 1 << 40) as group:  # reads at 4 MiB/s
+    with throttle.throttled(str(target), 16 << 20, 1 << 40) as group:  # reads at 16 MiB/s: 1 s
         third = _night(target, state, _iobench(tmp_path, group))
     assert third.returncode == 1, third.stdout + third.stderr
     assert "REGRESSION" in third.stderr

@@ -15,7 +15,7 @@ from ..core.coordinator import Coordinator, SingleProcess
 from ..core.errors import UsageError
 from ..core.units import check_repeat
 from ..result import file as results_mod
-from ..spec.workload import load_workload
+from ..spec.workload import load_workload, parse_overrides
 from .guard import UNARMED, StallSetting
 from .runner import dry_run_workload, run_workload
 from .session import RunOutcome
@@ -29,6 +29,7 @@ def run_checkpoint(
     *,
     ranks: int | None = None,
     subset: int | None = None,
+    sets: list[str] | None = None,
     scale: float | None = None,
     api: str | None = None,
     baseline: bool | None = None,
@@ -44,7 +45,9 @@ def run_checkpoint(
     stall: StallSetting = UNARMED,
 ) -> RunOutcome | str:
     """Save and load ``model``'s checkpoint on ``target`` and estimate the full-size figures.
-    ``announce``: the plan line before the first byte; ``dry_run``: the plan's text only."""
+    ``sets``: ``--set KEY=VALUE`` overrides of the llm-checkpoint workload's parameters (the
+    named options and ``--model`` win over them); ``announce``: the plan line before the first
+    byte; ``dry_run``: the plan's text only."""
     coord = coord or SingleProcess()
     prof = load_checkpoint_profile(model)  # bad model: exit 2 before anything is written
     if scale is not None and not (0 < scale <= 1):
@@ -56,7 +59,7 @@ def run_checkpoint(
         raise UsageError(f"--ranks must be at least 1, got {ranks}", hint="e.g. --ranks 8")
     if subset is not None and subset < 1:
         raise UsageError(f"--subset must be at least 1, got {subset}", hint="MLPerf: --subset 8")
-    overrides: dict[str, Any] = {"model": prof.path}
+    overrides: dict[str, Any] = {**parse_overrides(sets), "model": prof.path}
     for key, value in (("ranks", ranks), ("subset", subset), ("scale", scale), ("api", api), ("baseline", baseline),
                        ("crc32", crc32)):  # fmt: skip
         if value is not None:

@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "two_hosts.sh"
 HOSTS = ("iob-h1", "iob-h2")
 SHARED = Path("/var/tmp/iob-shared")  # where each host sees the CephFS, through its own client
+LOST_PHASE_S = 6  # the lost-host tests' write phase: the fault comes 1 to 2 s into it
 TIMEOUT_S = 6  # IOBENCH_DIST_TIMEOUT for these runs: a lost host is noticed within 2x that
 # every process of a host: iobench's result code lands in RC_DIR/rc.<hostname>
 RANK = """#!/bin/sh
@@ -223,8 +224,11 @@ def _lost_host(two_hosts, shared, tmp_path, fault) -> tuple[Job, float]:
     """Start a run long enough to be cut mid-phase, apply FAULT once both hosts are writing,
     and return the job with the seconds from the fault until the survivor(s) exited."""
     target, here = shared
-    # ~100 MB/s of direct writes here: 512 MiB per host is several seconds even when fast
-    job = Job(two_hosts, tmp_path, _write_read(target, "512MiB"))
+    # a time-based write of LOST_PHASE_S (steady off): the survivor notices the lost host at
+    # the phase's end, however fast or slow the CephFS writes (a 32 MiB file a host, written
+    # whole once, then rewritten until the time is up)
+    timed = ["--set", f"time={LOST_PHASE_S}s", "--set", "steady=false"]
+    job = Job(two_hosts, tmp_path, [*_write_read(target, "32MiB"), *timed])
     try:
         t0 = time.monotonic()
         while _files_under(here) < 2:  # both hosts inside the write phase

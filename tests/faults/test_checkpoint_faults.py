@@ -9,7 +9,8 @@ import signal
 import pytest
 from conftest import assert_failed_run, fill, plant
 
-CKPT = ["--model", "llama3-8b", "--scale", "1e-4", "-q"]
+# the phases before the save briefly: 1 s per time-based phase, 32 small files per writer
+CKPT = ["--model", "llama3-8b", "--scale", "1e-4", "-q", "--set", "time=1s", "--set", "files=32"]
 
 
 def test_disk_full_in_torch_save(cli, tmpfs, tmp_path, trip):

@@ -316,8 +316,8 @@ def test_a_slow_cache_drop_of_many_files_is_no_stall(planted, tmp_path):
         tmp_path, "slowdrop", "none", 100, "run", "checkpoint-smallfile", str(planted.path),
         "--set", "files=32", "--set", 'file_sizes=["4KiB"]', "--set", "dcp=false",
         "--set", "checkpoint_size=1MiB", "--set", "shards=1", "--set", "jobs=2",
-        "--set", "direct=false", "--output", str(out), "-q", "--no-history",
-        "--stall-timeout", f"{STALL_S}s",
+        "--set", "direct=false", "--set", "time=1s", "--set", "rounds=2",  # the rest briefly
+        "--output", str(out), "-q", "--no-history", "--stall-timeout", f"{STALL_S}s",
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
     res = json.loads((out / "result.json").read_text())

@@ -78,6 +78,12 @@ _HOST_COPY_OPTION = typer.Option(
     metavar="RATE",
     help="With --async: device-to-host copy per GPU (default 63 GB/s, PCIe 5.0 x16).",
 )
+_SET_OPTION = typer.Option(
+    None,
+    "--set",
+    metavar="KEY=VALUE",
+    help="Override an llm-checkpoint workload parameter, e.g. metadata=false.",
+)
 _SUBSET_OPTION = typer.Option(
     None, "--subset", help="MLPerf subset mode: run ranks 0..N-1 of the model's layout (MLPerf: 8)."
 )
@@ -138,6 +144,7 @@ def checkpoint(
     read_rate: str | None = _READ_RATE_OPTION,
     asynchronous: bool = _ASYNC_OPTION,
     host_copy: str | None = _HOST_COPY_OPTION,
+    set_: list[str] | None = _SET_OPTION,
 ) -> int:
     """Save and load an LLM checkpoint on TARGET; estimate stall, recovery and goodput."""
     stall = stall_setting(stall_timeout)
@@ -155,7 +162,7 @@ def checkpoint(
     assert target is not None  # without one, _plans_without_target plans instead
     lead = is_lead_rank()
     args: dict[str, Any] = dict(ranks=ranks, scale=scale, api=api, baseline=baseline, crc32=crc32, opts=opts,
-                output=output, repeat=repeat, subset=subset)  # fmt: skip
+                output=output, repeat=repeat, subset=subset, sets=set_)  # fmt: skip
     if dry_run:
         return print_plan(run_checkpoint(target, model, dry_run=True, **args))
     outcome = run_checkpoint(
@@ -188,7 +195,7 @@ def _plan_from_rates(g: dict) -> int:
         "--plain-write": g["baseline"], "--crc32": g["crc32"], "--output": g["output"],
         "--history": g["history"], "--repeat": None if g["repeat"] == 1 else g["repeat"],
         "--keep": g["keep"] or None, "--stall-timeout": g["stall_timeout"],
-        "--subset": g["subset"], "--dry-run": g["dry_run"] or None,
+        "--subset": g["subset"], "--dry-run": g["dry_run"] or None, "--set": g["set_"] or None,
     }  # fmt: skip
     refused = [k for k, v in run_only.items() if v is not None]
     if refused:
