@@ -104,10 +104,10 @@ def test_a_failing_build_fails_the_phase(runner, monkeypatch):
 def test_a_stop_mid_phase_leaves_no_builder_running(runner, monkeypatch):
     real = writer_mod._Writers._write_one
 
-    def slow(self, path, image):
+    def slow(self, rel, path, image):
         if path.endswith("s2.tar"):
             runner.stop.set()
-        return real(self, path, image)
+        return real(self, rel, path, image)
 
     monkeypatch.setattr(writer_mod._Writers, "_write_one", slow)
     files = [FileSpec(f"data/s{i}.tar", 5000) for i in range(40)]
