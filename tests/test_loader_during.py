@@ -22,8 +22,11 @@ TINY_CKPT = ("--during-checkpoint", "llama3-8b", "--checkpoint-scale", "0.00002"
 
 def test_the_loader_is_windowed_around_a_background_checkpoint(cli, planted, tmp_path):
     prof = tiny_profile(tmp_path, files=96, compute_s=0.02)  # 24 steps of 20 ms
+    # paced (2 MiB at 16 MiB/s: ~6 steps), so every save spans steps: unpaced on a quiet host it
+    # can end between two steps' midpoints and leave its during-window empty
     r = cli("loader", planted.path, "--profile", prof, *TINY_CKPT, "--checkpoint-at", "3steps",
-            "--checkpoint-every", "10steps", "--output", tmp_path / "out", "--json", "-q")  # fmt: skip
+            "--checkpoint-every", "10steps", "--checkpoint-rate", "16MiB/s",
+            "--output", tmp_path / "out", "--json", "-q")  # fmt: skip
     assert r.code == 0, r.err
     res = json.loads(r.out)
     d = res["loader"]["during_checkpoint"]
