@@ -68,10 +68,13 @@ def run_once(
     return json.loads((out / "result.json").read_text())
 
 
+COMPARE_OPTS: list[str] = []  # --compare-opts: the options every comparison is given
+
+
 def compare(a: Path, b: Path, history: Path) -> tuple[int, dict[str, Any]]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     argv = [sys.executable, "-m", "iobench", "compare", str(a), str(b), "--format", "json",
-            "--history", str(history)]  # fmt: skip
+            "--history", str(history), *COMPARE_OPTS]  # fmt: skip
     proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"iobench compare failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -213,7 +216,10 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--throttle-size", default="256MiB", help="size= of the throttled runs")
     ap.add_argument("--skip-pairs", action="store_true", help="only the throttled comparisons")
+    ap.add_argument("--compare-opts", default="", help="options for every `iobench compare`, "
+                    "e.g. '--correction bh'")  # fmt: skip
     args = ap.parse_args()
+    COMPARE_OPTS[:] = args.compare_opts.split()
     if os.geteuid() != 0 or not os.path.isdir(BLKIO):
         print("needs root and the cgroup v1 blkio controller (the throttle)")
         return 2
