@@ -131,6 +131,13 @@ class Tally:
         ps = [r["p_adjusted"] for r in report["rows"] if r.get("p_adjusted") is not None]
         if ps:
             self.min_p = min(ps + ([self.min_p] if self.min_p is not None else []))
+        for r in [*regs, *report["improvements"]]:  # what a false alarm was: printed as found
+            row = next((x for x in report["rows"] if f"{x['phase']}.{x['metric']}" == r), None)
+            if isinstance(row, dict):
+                print(f"  flagged ({self.mode}): {row.get('phase')}.{row.get('metric')} "
+                      f"{row.get('baseline'):.4g} -> {row.get('current'):.4g}, "
+                      f"{row.get('test')} p={row.get('p_value'):.2g}, corrected {row.get('p_adjusted'):.2g}",
+                      flush=True)  # fmt: skip
         return code == 0 and not regs
 
     def line(self) -> str:

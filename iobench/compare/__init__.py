@@ -6,9 +6,10 @@ is a regression only when it moved the wrong way by more than its threshold **an
 confirmed. The evidence for each metric is a two-sided p-value, from the first that applies:
 
 1. **history** — at least ``min_history`` (3) earlier runs in the history with the same workload
-   spec hash, host class and storage: ``s`` is the sample standard deviation of ln(value) over
-   those runs; t = ln(current / baseline) / (sqrt(2) s) with k - 1 degrees of freedom
-   (:func:`history_p_value`);
+   spec hash, host class and storage, the baseline among them: ``m`` and ``s`` are the mean and
+   sample standard deviation of ln(value) over those ``k`` runs; the current run is held to
+   them, t = (ln current - m) / (s sqrt(1 + 1/k)) with k - 1 degrees of freedom (Student's
+   prediction interval, :func:`prediction_p_value`);
 2. **repeats** — both sides at least two repeats: Student's two-sample t test on ln(value),
    pooled variance, n1 + n2 - 2 degrees of freedom (:func:`log_t_test`);
 3. otherwise there is no spread to judge by: a move beyond the threshold is **unconfirmed**.
@@ -42,6 +43,7 @@ from .noise import (
     history_p_value,
     holm,
     log_t_test,
+    prediction_p_value,
     repeats_to_confirm,
     runs_to_confirm,
     t_quantile,
@@ -84,6 +86,7 @@ __all__ = [
     "TTest",
     "log_t_test",
     "history_p_value",
+    "prediction_p_value",
     "holm",
     "benjamini_hochberg",
     "repeats_to_confirm",

@@ -20,6 +20,7 @@ from .noise import (
     Noise,
     history_p_value,
     log_t_test,
+    prediction_p_value,
     repeats_to_confirm,
     runs_to_confirm,
 )
@@ -58,6 +59,7 @@ class CompareRow:
     family: int = 1  # metrics tested together (the correction's m)
     confirm_repeats: int | None = None  # unconfirmed: repeats a side that would confirm
     confirm_runs: int | None = None  # unconfirmed: earlier runs in the history that would
+    tail_ops: int | None = None  # a percentile over too few operations to judge: their count
 
     @property
     def name(self) -> str:
@@ -110,7 +112,9 @@ def measure_metric(
     """One metric's values and evidence, not yet judged (``mark`` blank until :func:`judge`).
 
     The evidence is the first that applies: the history (``noise`` from at least
-    ``options.min_history`` earlier runs: :func:`history_p_value` on ln(current / baseline)),
+    ``options.min_history`` earlier runs, the baseline among them: :func:`prediction_p_value`,
+    the current run held to their centre and spread; :func:`history_p_value` on ln(current /
+    baseline) for a noise given without its centre),
     else the repeats (both sides at least two: :func:`log_t_test`), else none. A side with no
     value is marked ``x`` (measured on one side only).
     """
@@ -130,12 +134,13 @@ def measure_metric(
     delta = _relative(b_mid, c_mid)
     test, p, sd, used = None, None, None, None
     if noise is not None and noise.runs >= options.min_history:
-        test, p, sd, used = (
-            "history",
-            history_p_value(_log_ratio(b_mid, c_mid), noise),
-            noise.sd_log,
-            noise,
-        )
+        if noise.mean_log is not None and c_mid > 0:
+            p = prediction_p_value(math.log(c_mid), noise)
+            if p is not None and (math.log(c_mid) - noise.mean_log) * delta < 0:
+                p = 1.0  # the current run lies beyond the history's centre the other way
+        else:
+            p = history_p_value(_log_ratio(b_mid, c_mid), noise)
+        test, sd, used = "history", noise.sd_log, noise
     else:
         tt = log_t_test(b, c)
         if tt is not None:
@@ -155,6 +160,8 @@ def _confirmation(row: CompareRow, options: CompareOptions, level: float) -> dic
     threshold's size, at the spread observed, would be confirmed at ``level``."""
     up = row.delta is not None and row.delta > 0
     size = math.log1p(row.threshold) if up or row.threshold >= 1 else -math.log1p(-row.threshold)
+    if row.tail_ops is not None:
+        return {}
     if row.test == "history" and row.sd_log is not None:
         return {"confirm_runs": runs_to_confirm(row.sd_log, size, level, options.power)}
     if row.sd_log is not None:
@@ -162,19 +169,57 @@ def _confirmation(row: CompareRow, options: CompareOptions, level: float) -> dic
     return {"confirm_repeats": options.spread_repeats}
 
 
+#: A latency percentile is judged only when at least this many operations lie beyond it in
+#: every repeat of both runs: a p99 of 32 operations is their largest, and the largest of a
+#: few dozen writes to a virtual disk moved ×3 to ×8 between identical runs on this VM.
+TAIL_BEYOND = 10
+
+#: The latency percentiles of a phase and their quantiles.
+TAIL_QUANTILES = {"latency_p99": 0.99, "latency_p999": 0.999}
+
+
+def tail_ops_needed(metric: str) -> int | None:
+    """Operations a repeat needs for ``metric`` (a tail percentile) to be judged, or None for
+    a metric of any other kind."""
+    q = TAIL_QUANTILES.get(metric)
+    return None if q is None else math.ceil(TAIL_BEYOND / (1 - q) - 1e-9)
+
+
+def too_few_for_tail(row: CompareRow, ops: int | None) -> CompareRow:
+    """``row`` without its test when it is a tail percentile over fewer than
+    :func:`tail_ops_needed` operations a repeat (``ops``: the fewest of any repeat on either
+    side): it is shown, and a move beyond the threshold is unconfirmed, never confirmed."""
+    need = tail_ops_needed(row.metric)
+    if need is None or ops is None or ops >= need or row.mark == MARK_MISSING:
+        return row
+    return dataclasses.replace(row, test=None, p_value=None, sd_log=None, noise=None, tail_ops=ops)
+
+
+def _evidence_key(row: CompareRow) -> tuple:
+    """Rows of one phase whose evidence is the same to 12 digits (its test, p, spread) are one
+    hypothesis: a metric that is a fixed multiple of another (IOPS of bandwidth at one block
+    size) has the same ln values up to a constant, so the same t, and tests nothing new."""
+    return (row.phase, row.test, float(f"{row.p_value:.12g}"), float(f"{row.sd_log or 0:.12g}"))
+
+
 def judge(rows: Sequence[CompareRow], options: CompareOptions) -> list[CompareRow]:
     """Every row's mark, the p-values of all the rows with a test corrected together
-    (``options.correction``: Holm, or Benjamini-Hochberg) at family level ``options.alpha``.
+    (``options.correction``: Holm, or Benjamini-Hochberg) at family level ``options.alpha``,
+    rows with the same evidence counted once (:func:`_evidence_key`).
 
     Beyond the threshold and confirmed: ``+`` worse or ``-`` better; beyond and not
     confirmed: ``?`` unconfirmed, with the repeats (or earlier runs) that would confirm a change
     of the threshold's size at the spread observed, at level alpha / m (the strictest step);
     within the threshold: blank; on one side only: ``x``.
     """
-    tested = [i for i, r in enumerate(rows) if r.p_value is not None]
-    adjusted = CORRECTIONS[options.correction]([p for r in rows if (p := r.p_value) is not None])
-    adj = dict(zip(tested, adjusted, strict=True))
-    m = len(tested)
+    hypotheses: dict[tuple, list[int]] = {}
+    for i, r in enumerate(rows):
+        if r.p_value is not None:
+            hypotheses.setdefault(_evidence_key(r), []).append(i)
+    keys = list(hypotheses)
+    adjusted = CORRECTIONS[options.correction]([rows[hypotheses[k][0]].p_value for k in keys])
+    adj = {i: a for k, a in zip(keys, adjusted, strict=True) for i in hypotheses[k]}
+    m = len(keys)
     out = []
     for i, r in enumerate(rows):
         if r.mark == MARK_MISSING:

@@ -1,6 +1,6 @@
 """The statistics behind the rule: Student's t, the two-sample t test on log values
-(:func:`log_t_test`), the history's test (:func:`history_p_value`, :class:`Noise`: one metric's
-run-to-run spread), the corrections across metrics (:func:`holm`, :func:`benjamini_hochberg`)
+(:func:`log_t_test`), the history's test (:func:`prediction_p_value`, :class:`Noise`: one
+metric's run-to-run spread and centre), the corrections across metrics (:func:`holm`, :func:`benjamini_hochberg`)
 and the sample sizes that would confirm a change (:func:`repeats_to_confirm`,
 :func:`runs_to_confirm`). Pure functions; ``docs/concepts/compare.md`` states the rule.
 """
@@ -85,6 +85,7 @@ class Noise:
 
     runs: int  # k: earlier runs that measured it
     sd_log: float  # sample standard deviation of ln(value) over those runs
+    mean_log: float | None = None  # their mean ln(value): the reference a new run is held to
 
     @property
     def spread(self) -> float:
@@ -97,18 +98,35 @@ class Noise:
         logs = [math.log(v) for v in values if v > 0 and math.isfinite(v)]
         if len(logs) < 2:
             return None
-        return cls(len(logs), statistics.stdev(logs))
+        return cls(len(logs), statistics.stdev(logs), statistics.fmean(logs))
 
 
 def history_p_value(moved: float, noise: Noise) -> float | None:
     """Two-sided p of a move of ``moved`` (ln(current / baseline)) between two runs that each
     scatter like the history: t = moved / (sqrt(2) s), k - 1 degrees of freedom (the difference
-    of two runs has twice one run's variance). None when the history has no spread."""
+    of two runs has twice one run's variance). None when the history has no spread. Used when
+    the history's runs are not at hand, only their spread (:func:`prediction_p_value` when
+    they are)."""
     if noise.runs < 2 or not noise.sd_log > 0:
         return None
     if math.isinf(moved):
         return 0.0
     t = moved / (math.sqrt(2) * noise.sd_log)
+    return min(1.0, 2 * t_sf(abs(t), noise.runs - 1))
+
+
+def prediction_p_value(current_log: float, noise: Noise) -> float | None:
+    """Two-sided p that one new run, ln value ``current_log``, is a draw from the k runs of the
+    history (the baseline among them): t = (current_log - mean) / (s sqrt(1 + 1/k)), k - 1
+    degrees of freedom, Student's prediction interval for one new observation. Exact when the
+    runs are independent log-normal draws; against one baseline run (``history_p_value``,
+    sqrt 2 in place of sqrt(1 + 1/k)) it spends no power on that one run's own scatter. None
+    when the history has no spread or no mean."""
+    if noise.runs < 2 or not noise.sd_log > 0 or noise.mean_log is None:
+        return None
+    if math.isinf(current_log):
+        return 0.0
+    t = (current_log - noise.mean_log) / (noise.sd_log * math.sqrt(1 + 1 / noise.runs))
     return min(1.0, 2 * t_sf(abs(t), noise.runs - 1))
 
 
@@ -211,12 +229,14 @@ def repeats_to_confirm(
 def runs_to_confirm(
     sd_log: float, delta: float, level: float, power: float = 0.8, limit: int = 1000
 ) -> int | None:
-    """The fewest earlier runs k (>= 2) whose spread would let :func:`history_p_value` confirm
-    a change of ``delta`` at ``level`` with probability ``power``: delta / (sqrt(2) sd) >=
-    t(1 - level/2, k-1) + t(power, k-1). None when no history of this spread could (beyond
-    ``limit`` runs): the run-to-run scatter itself is too wide for one run a side."""
+    """The fewest earlier runs k (>= 2) whose spread would let :func:`prediction_p_value`
+    confirm a change of ``delta`` at ``level`` with probability ``power``: delta / (sd
+    sqrt(1 + 1/k)) >= t(1 - level/2, k-1) + t(power, k-1). None when no history of this spread
+    could (beyond ``limit`` runs): the run-to-run scatter itself is too wide for one run."""
     if not sd_log > 0:
         return 2
     return _fewest(
-        lambda k: _detectable(delta, math.sqrt(2) * sd_log, k - 1, level, power), 2, limit
+        lambda k: _detectable(delta, math.sqrt(1 + 1 / k) * sd_log, k - 1, level, power),
+        2,
+        limit,
     )

@@ -12,7 +12,7 @@ from ..core.redact import for_markdown
 from ..core.table import Column, Table
 from ..core.units import format_spread
 from ..result.stats import summarize
-from .metric import CompareRow, format_percent, format_value
+from .metric import TAIL_BEYOND, CompareRow, format_percent, format_value, tail_ops_needed
 from .noise import Noise
 from .options import MARK_MISSING, MARK_SAME, MARK_UNCONFIRMED, CompareOptions
 from .runs import CompareReport, RunRef
@@ -34,6 +34,8 @@ def _with_spread(value: float | None, repeats: Sequence[float], unit: str) -> st
 def _evidence_text(row: CompareRow, options: CompareOptions) -> str:
     """The test, its p, the corrected p over the family, and the sizes it rested on."""
     n = f"({len(row.baseline_repeats)}/{len(row.current_repeats)})"
+    if row.tail_ops is not None:
+        return f"not judged: {row.tail_ops} ops a repeat {n}"
     if row.test is None or row.p_value is None:
         return f"no spread measured {n}"
     corr = "Holm" if options.correction == "holm" else "BH"
@@ -48,6 +50,12 @@ def confirm_text(row: CompareRow) -> str:
     """What would confirm (or dismiss) an unconfirmed row: a change of the threshold's size at
     the spread observed."""
     size = format_percent(row.threshold, signed=False)
+    need = tail_ops_needed(row.metric)
+    if row.tail_ops is not None and need is not None:
+        return (
+            f"{row.tail_ops} operations a repeat are too few to judge this percentile: "
+            f"{need:,} would put {TAIL_BEYOND} beyond it"
+        )
     if row.test is None:
         return f"no spread measured: --repeat {row.confirm_repeats} on both sides would measure it"
     if row.test == "history":
@@ -291,6 +299,7 @@ def _row_json(r: CompareRow) -> dict[str, Any]:
         "p_value": r.p_value,
         "p_adjusted": r.p_adjusted,
         "family": r.family,
+        "tail_ops": r.tail_ops,
         "sd_log": r.sd_log,
         "noise": _noise_json(r.noise),
         "significant": r.significant,

@@ -5,9 +5,10 @@ resolution of a run reference (:func:`resolve`).
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from ..core.errors import ExitStatus, UsageError
 from ..result.blocks import WorkloadBlock
 from ..result.file import RunResult, load
 from ..result.stats import summarize
-from .metric import CompareRow, format_percent, judge, measure_metric
+from .metric import CompareRow, format_percent, judge, measure_metric, too_few_for_tail
 from .noise import Noise
 from .options import (
     MARK_BETTER,
@@ -189,6 +190,22 @@ def _samples(run: RunResult) -> dict[tuple[str, str], dict[str, Any]]:
     return out
 
 
+def _fewest_ops(*runs: RunResult) -> dict[str, int]:
+    """Each phase's fewest operations in any repeat of any of ``runs`` (phase names as the
+    history writes them: a repeated name gets ``#2``, ``#3``...)."""
+    out: dict[str, int] = {}
+    for run in runs:
+        seen: dict[str, int] = {}
+        for phase in run.phases:
+            seen[phase.name] = seen.get(phase.name, 0) + 1
+            name = phase.name if seen[phase.name] == 1 else f"{phase.name}#{seen[phase.name]}"
+            counts = [r.get("ops") for r in phase.repeats] or [phase.ops]
+            counts = [int(n) for n in counts if isinstance(n, (int, float)) and n > 0]
+            if counts:
+                out[name] = min(out.get(name, counts[0]), *counts)
+    return out
+
+
 def spec_differences(
     baseline: WorkloadBlock | Mapping[str, Any], current: WorkloadBlock | Mapping[str, Any]
 ) -> list[str]:
@@ -316,6 +333,8 @@ def compare_runs(
             )
         )  # fmt: skip
     _check_patterns(options, measured)
+    ops = _fewest_ops(baseline, current)
+    measured = [too_few_for_tail(r, ops.get(r.phase)) for r in measured]
     rows = judge(measured, options)
     comparable, reason, warnings = _comparability(baseline, current)
     env_warnings, mismatches = _environment(baseline, current)
@@ -341,9 +360,11 @@ def history_noise(
     *,
     on_warning: history.Warn = None,
 ) -> NoiseBasis:
-    """Each metric's run-to-run spread over the earlier runs in the history: same workload spec
-    hash, same host class and storage (:func:`history.same_setup`) as ``current``,
-    started before it, complete, neither of the two runs compared.
+    """Each metric's run-to-run spread and centre over the earlier runs in the history: same
+    workload spec hash, same host class and storage (:func:`history.same_setup`) as
+    ``current``, started before it, complete, not ``current`` itself. The baseline is one of
+    them when it qualifies (stored in the history or not): the current run is held to all the
+    earlier runs of its setup (:func:`noise.prediction_p_value`), not to one of them.
 
     The storage is part of the match as well as the host class: the run-to-run spread is the
     storage's as much as the machine's.
@@ -358,22 +379,14 @@ def history_noise(
     }
     if not spec:
         return NoiseBasis(runs=0, **basis)
-    skip = {baseline.run_id, current.run_id}
     per_metric: dict[tuple[str, str], list[float]] = {}
     runs = 0
     try:
         stored_runs = history.runs_before(url, spec, current.started_at, on_warning=on_warning)
     except UsageError:  # no usable start time: every stored run of the spec is "earlier"
         stored_runs = history.runs_before(url, spec, on_warning=on_warning)
-    for stored in stored_runs:
-        if stored.run_id in skip:
-            continue
-        try:
-            run = stored.run()
-        except Exception as e:  # noqa: BLE001 - an unreadable stored result is skipped, as the history does
-            if on_warning is not None:
-                on_warning(f"history: skipped {stored.path}: stored result is unreadable ({e})")
-            continue
+
+    for run in _earlier_runs(stored_runs, baseline, current, on_warning):
         if (
             run.workload_block.spec_hash != spec
             or run.status != "complete"
@@ -392,6 +405,42 @@ def history_noise(
             if spread is not None and spread.runs >= options.min_history:
                 metrics[key] = spread
     return NoiseBasis(runs=runs, metrics=metrics, **basis)
+
+
+def _earlier_runs(
+    stored_runs: Sequence[Any], baseline: RunResult, current: RunResult, on_warning: history.Warn
+) -> Iterator[RunResult]:
+    """The stored runs (unreadable ones skipped, with a warning), never ``current``, and the
+    baseline when it is not among them and started before ``current``."""
+    seen = {current.run_id}
+    for stored in stored_runs:
+        if stored.run_id in seen:
+            continue
+        try:
+            run = stored.run()
+        except Exception as e:  # noqa: BLE001 - an unreadable stored result is skipped, as the history does
+            if on_warning is not None:
+                on_warning(f"history: skipped {stored.path}: stored result is unreadable ({e})")
+            continue
+        seen.add(run.run_id)
+        yield run
+    if baseline.run_id not in seen and _started_before(baseline, current):
+        yield baseline  # compared from a file, not (yet) in the history
+
+
+def _started_before(run: RunResult, current: RunResult) -> bool:
+    """Whether ``run`` started before ``current``; an unknown or unreadable start time counts
+    as earlier, as :func:`history.runs_before` counts every stored run then."""
+
+    def stamp(r: RunResult) -> float | None:
+        try:
+            t = _dt.datetime.fromisoformat(r.started_at)
+        except (TypeError, ValueError):
+            return None
+        return (t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)).timestamp()
+
+    a, b = stamp(run), stamp(current)
+    return a is None or b is None or a < b
 
 
 _LATEST_RE = re.compile(r"^latest(?:~(\d+))?$")

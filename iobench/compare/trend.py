@@ -85,14 +85,15 @@ def _judge(
     options: CompareOptions,
 ) -> TrendRun:  # fmt: skip
     """Point ``i`` against the latest earlier complete run of its setup in the series, the
-    noise from the earlier complete runs of that setup but the baseline (as
+    noise (spread and centre) from every earlier complete run of that setup, the baseline's
+    included (as
     ``compare.latest_like`` and ``compare.history_noise`` choose them)."""
     p = points[i]
     like = [q for q in points[:i] if q.status == "complete" and q.same_setup(p)]
     if not like:
         return TrendRun(p)
-    base, earlier = like[-1], like[:-1]
-    noise = Noise.of([q.value for q in earlier]) if len(earlier) >= options.min_history else None
+    base = like[-1]
+    noise = Noise.of([q.value for q in like]) if len(like) >= options.min_history else None
     phase, metric, unit, direction = name
     row = compare_metric(phase, metric, unit, direction, _values(base), _values(p), options, noise)
     return TrendRun(p, row, base.run_id)
