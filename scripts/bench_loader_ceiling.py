@@ -41,6 +41,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -323,8 +324,18 @@ def storage(kind: str, need: int) -> Iterator[str]:
                 with tempfile.TemporaryDirectory(prefix="ceiling-", dir="/dev/shm") as d:
                     yield d
         finally:
-            if mounted:
-                subprocess.run(["umount", str(base)], check=False)
+            if mounted:  # a killed loader's workers may hold it a moment: retry, then detach
+                for _ in range(20):
+                    if (
+                        subprocess.run(
+                            ["umount", str(base)], check=False, stderr=subprocess.DEVNULL
+                        ).returncode
+                        == 0
+                    ):
+                        break
+                    time.sleep(0.25)
+                else:
+                    subprocess.run(["umount", "--lazy", str(base)], check=False)
             shutil.rmtree(base, ignore_errors=True)
     else:
         with tempfile.TemporaryDirectory(prefix="ceiling-", dir="/var/tmp") as d:
@@ -548,6 +559,9 @@ def main() -> int:
         if int(os.environ.get("RANK", "0")) == 0:
             print(json.dumps(res))
         return 0
+    # a kill ends the bench through its finally blocks: the private tmpfs unmounted, the
+    # loader running at the time killed by subprocess.run (a stopped run once left both)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument(
