@@ -213,11 +213,14 @@ def judge(rows: Sequence[CompareRow], options: CompareOptions) -> list[CompareRo
     within the threshold: blank; on one side only: ``x``.
     """
     hypotheses: dict[tuple, list[int]] = {}
+    p_of: dict[tuple, float] = {}
     for i, r in enumerate(rows):
         if r.p_value is not None:
-            hypotheses.setdefault(_evidence_key(r), []).append(i)
+            key = _evidence_key(r)
+            hypotheses.setdefault(key, []).append(i)
+            p_of.setdefault(key, r.p_value)
     keys = list(hypotheses)
-    adjusted = CORRECTIONS[options.correction]([rows[hypotheses[k][0]].p_value for k in keys])
+    adjusted = CORRECTIONS[options.correction]([p_of[k] for k in keys])
     adj = {i: a for k, a in zip(keys, adjusted, strict=True) for i in hypotheses[k]}
     m = len(keys)
     out = []

@@ -199,10 +199,10 @@ def _fewest_ops(*runs: RunResult) -> dict[str, int]:
         for phase in run.phases:
             seen[phase.name] = seen.get(phase.name, 0) + 1
             name = phase.name if seen[phase.name] == 1 else f"{phase.name}#{seen[phase.name]}"
-            counts = [r.get("ops") for r in phase.repeats] or [phase.ops]
-            counts = [int(n) for n in counts if isinstance(n, (int, float)) and n > 0]
+            given = [r.get("ops") for r in phase.repeats] or [phase.ops]
+            counts = [int(n) for n in given if isinstance(n, (int, float)) and n > 0]
             if counts:
-                out[name] = min(out.get(name, counts[0]), *counts)
+                out[name] = min([*counts, *([out[name]] if name in out else [])])
     return out
 
 
