@@ -158,10 +158,10 @@ def measure_metric(
 def _confirmation(row: CompareRow, options: CompareOptions, level: float) -> dict:
     """For an unconfirmed row: the repeats a side (or earlier runs) at which a change of the
     threshold's size, at the spread observed, would be confirmed at ``level``."""
+    if row.tail_ops is not None:
+        return {}  # no sample of runs or repeats confirms it: more operations a repeat do
     up = row.delta is not None and row.delta > 0
     size = math.log1p(row.threshold) if up or row.threshold >= 1 else -math.log1p(-row.threshold)
-    if row.tail_ops is not None:
-        return {}
     if row.test == "history" and row.sd_log is not None:
         return {"confirm_runs": runs_to_confirm(row.sd_log, size, level, options.power)}
     if row.sd_log is not None:

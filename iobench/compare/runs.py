@@ -5,7 +5,6 @@ resolution of a run reference (:func:`resolve`).
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -191,14 +190,11 @@ def _samples(run: RunResult) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def _fewest_ops(*runs: RunResult) -> dict[str, int]:
-    """Each phase's fewest operations in any repeat of any of ``runs`` (phase names as the
-    history writes them: a repeated name gets ``#2``, ``#3``...)."""
+    """Each phase's fewest operations in any repeat of any of ``runs`` (phases named as the
+    history names them, :func:`history.named_phases`)."""
     out: dict[str, int] = {}
     for run in runs:
-        seen: dict[str, int] = {}
-        for phase in run.phases:
-            seen[phase.name] = seen.get(phase.name, 0) + 1
-            name = phase.name if seen[phase.name] == 1 else f"{phase.name}#{seen[phase.name]}"
+        for name, phase in history.named_phases(run):
             given = [r.get("ops") for r in phase.repeats] or [phase.ops]
             counts = [int(n) for n in given if isinstance(n, (int, float)) and n > 0]
             if counts:
@@ -385,7 +381,6 @@ def history_noise(
         stored_runs = history.runs_before(url, spec, current.started_at, on_warning=on_warning)
     except UsageError:  # no usable start time: every stored run of the spec is "earlier"
         stored_runs = history.runs_before(url, spec, on_warning=on_warning)
-
     for run in _earlier_runs(stored_runs, baseline, current, on_warning):
         if (
             run.workload_block.spec_hash != spec
@@ -431,15 +426,7 @@ def _earlier_runs(
 def _started_before(run: RunResult, current: RunResult) -> bool:
     """Whether ``run`` started before ``current``; an unknown or unreadable start time counts
     as earlier, as :func:`history.runs_before` counts every stored run then."""
-
-    def stamp(r: RunResult) -> float | None:
-        try:
-            t = _dt.datetime.fromisoformat(r.started_at)
-        except (TypeError, ValueError):
-            return None
-        return (t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)).timestamp()
-
-    a, b = stamp(run), stamp(current)
+    a, b = history.parse_timestamp(run.started_at), history.parse_timestamp(current.started_at)
     return a is None or b is None or a < b
 
 

@@ -395,6 +395,19 @@ def headline(run: RunResult) -> Headline | None:
     return Headline(r["phase"], r["metric"], r["value"], r["unit"])
 
 
+def named_phases(run: RunResult) -> list[tuple[str, Any]]:
+    """``(name, phase)`` of every phase in run order, named as the history stores them: a name
+    repeated within the run gets ``#2``, ``#3``... so their figures never mix."""
+    out: list[tuple[str, Any]] = []
+    seen: dict[str, int] = {}
+    for phase in run.phases:
+        seen[phase.name] = seen.get(phase.name, 0) + 1
+        out.append(
+            (phase.name if seen[phase.name] == 1 else f"{phase.name}#{seen[phase.name]}", phase)
+        )
+    return out
+
+
 def metric_rows(run: RunResult) -> list[dict[str, Any]]:
     """One row per run x phase x metric x repeat, and before them one aggregate row per
     run x phase x metric (``aggregate`` true, ``repeat`` -1) holding the median over the repeats
@@ -424,10 +437,7 @@ def metric_rows(run: RunResult) -> list[dict[str, Any]]:
         **dict.fromkeys(("block_size", "jobs", "cache", "phase_engine")),
     }
     rows: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
-    for phase in run.phases:
-        seen[phase.name] = seen.get(phase.name, 0) + 1
-        name = phase.name if seen[phase.name] == 1 else f"{phase.name}#{seen[phase.name]}"
+    for name, phase in named_phases(run):
         d = phase.to_dict()
         rows += _group_rows(
             name, phase.op, d, phase.repeats, PHASE_METRICS, d, base, _setup(run, phase)
