@@ -349,6 +349,7 @@ def test_a_worker_that_keeps_freed_memory_faults_no_page_in_anew():
     hands part of them back whenever the heap's free top passes its trim threshold, and the
     next batch faults them in again (about half the pages here, 1,512 faults a 4 MiB sample
     in the loader's worker at batch 64 where 1,024 were its shared memory alone)."""
+
     def faults(mode: str) -> int:
         proc = subprocess.run([sys.executable, "-c", _REUSE, mode], capture_output=True,
                               text=True, check=True)  # fmt: skip
