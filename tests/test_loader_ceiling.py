@@ -359,3 +359,31 @@ def test_a_worker_that_keeps_freed_memory_faults_no_page_in_anew():
     kept = faults("keep")
     assert kept < pages // 20, (kept, pages)
     assert faults("default") > pages // 4  # the case the setting is for, still here
+
+
+def test_an_existing_parquet_binary_column_gives_arrays_a_batch_stacks():
+    """A binary column's values are writable uint8 arrays (not ``bytes``, which torch's
+    collate leaves as they are and a worker then pickles through its pipe), nulls stay None,
+    and the other columns come through numpy as before."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import torch
+
+    from iobench.formats import columnar
+    from iobench.loader.existing_data import collate
+
+    buf = io.BytesIO()
+    t = pa.table({"label": pa.array([1, 2, 3]), "data": pa.array([b"ab", None, b"xyz"])})
+    pq.write_table(t, buf, row_group_size=2)
+    rows = [v for _, v in columnar.samples(buf.getvalue(), "f.parquet")]
+    assert [r["label"] for r in rows] == [1, 2, 3]
+    assert rows[1]["data"] is None
+    assert rows[0]["data"].dtype == np.uint8 and rows[0]["data"].flags.writeable
+    assert rows[2]["data"].tobytes() == b"xyz"
+    same = pa.table({"data": pa.array([bytes(range(8))] * 4)})
+    buf = io.BytesIO()
+    pq.write_table(same, buf)
+    batch = collate(
+        [v for _, v in columnar.samples(np.frombuffer(buf.getvalue(), np.uint8).copy(), "g")]
+    )
+    assert isinstance(batch["data"], torch.Tensor) and tuple(batch["data"].shape) == (4, 8)
