@@ -34,25 +34,13 @@ def samples(data: Any, name: str) -> Iterator[tuple[str, Any]]:
 def _column(col: Any) -> Any:
     """A column's values: a binary column's as writable uint8 arrays (one copy of each value,
     as a training job's ``np.frombuffer(...).copy()``), any other through ``to_numpy``."""
-    import numpy as np
     import pyarrow as pa
+
+    from .parquet import binary_values
 
     if not (pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type)):
         return col.to_numpy(zero_copy_only=False)
-    out: list[Any] = []
-    for chunk in col.chunks:
-        valid = chunk.is_valid().to_numpy(zero_copy_only=False) if chunk.null_count else None
-        _, offs_buf, data_buf = chunk.buffers()
-        width = np.int64 if pa.types.is_large_binary(chunk.type) else np.int32
-        offs = np.frombuffer(offs_buf, width)[chunk.offset : chunk.offset + len(chunk) + 1]
-        values = (
-            np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-        )
-        for i in range(len(chunk)):
-            out.append(
-                None if valid is not None and not valid[i] else values[offs[i] : offs[i + 1]].copy()
-            )
-    return out
+    return [None if v is None else v.copy() for c in col.chunks for v in binary_values(c)]
 
 
 def count(data: Any) -> int:

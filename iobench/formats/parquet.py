@@ -193,20 +193,25 @@ def decode(data: Any, sizes: Sequence[int] | None = None) -> list[np.ndarray]:
     # input): a numpy array is the caller's to give away (formats.reader.decode), else a copy
     owned = data if isinstance(data, np.ndarray) else bytes(data)
     pf = pq.ParquetFile(pa.BufferReader(pa.py_buffer(owned)))
-    out = []
+    out: list[np.ndarray] = []
     for rg in range(pf.num_row_groups):
         col = pf.read_row_group(rg, columns=["data"]).column(0)
-        for chunk in col.chunks:
-            out.extend(_binary_values(chunk))
+        for chunk in col.chunks:  # iobench's own files: no nulls
+            out.extend(v if v is not None else np.zeros(0, np.uint8) for v in binary_values(chunk))
     return out
 
 
-def _binary_values(chunk: Any) -> list[np.ndarray]:
-    """The values of a pyarrow (large_)binary array as numpy views of its data buffer."""
+def binary_values(chunk: Any) -> list[np.ndarray | None]:
+    """The values of a pyarrow (large_)binary array as numpy views of its data buffer (None
+    for a null: iobench's own files hold none; an existing dataset's may)."""
     import pyarrow as pa
 
     _, offs_buf, data_buf = chunk.buffers()
     width = np.int64 if pa.types.is_large_binary(chunk.type) else np.int32
     offs = np.frombuffer(offs_buf, dtype=width)[chunk.offset : chunk.offset + len(chunk) + 1]
     values = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0)
-    return [values[offs[i] : offs[i + 1]] for i in range(len(chunk))]
+    views: list[np.ndarray | None] = [values[offs[i] : offs[i + 1]] for i in range(len(chunk))]
+    if chunk.null_count:
+        valid = chunk.is_valid().to_numpy(zero_copy_only=False)
+        views = [v if ok else None for v, ok in zip(views, valid, strict=True)]
+    return views
