@@ -36,7 +36,7 @@ ORDERS = {
         "profile",
     ],
     "formats": [
-        "registry", "thrift", "crc32", "raw", "npz", "parquet", "tar", "jpeg",
+        "registry", "thrift", "crc32", "npzview", "raw", "npz", "parquet", "tar", "jpeg",
         "image", "arrays", "columnar", "hdf5", "webdataset", "tfrecord", "detect",
         "ahead", "samples", "writer", "reader",
     ],

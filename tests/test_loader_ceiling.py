@@ -57,6 +57,102 @@ def test_an_npy_that_does_not_fit_goes_through_np_load_and_its_error_stands():
     assert got.tolist() == [0, 1, 2, 3]
 
 
+def _npz(compress: bool = False, **arrs: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    (np.savez_compressed if compress else np.savez)(buf, **arrs)
+    return buf.getvalue()
+
+
+_NPZ_ARRAYS = {"x": np.arange(4096, dtype=np.uint8), "f": np.arange(12, dtype=np.float32)[1:],
+               "fort": np.asfortranarray(np.arange(6, dtype=np.int64).reshape(2, 3)),
+               "scalar": np.array(2.5), "empty": np.zeros((0, 3))}  # fmt: skip
+
+
+def test_a_stored_npz_is_read_in_place_as_np_load_gives_it():
+    data = np.frombuffer(bytearray(_npz(**_NPZ_ARRAYS)), np.uint8)
+    got = arrays.npz_arrays(data)
+    assert got is not None
+    with np.load(io.BytesIO(data.tobytes())) as z:
+        assert [k for k, _ in got] == z.files  # np.load's keys, in the archive's order
+        for k, a in got:
+            want = z[k]
+            assert a.dtype == want.dtype and a.shape == want.shape and (a == want).all()
+            assert a.flags.writeable and a.flags.aligned  # copied out, as np.load copies
+            assert a.size == 0 or not np.shares_memory(a, data)
+    ((key, sample),) = arrays.samples(data, "a.npz")
+    assert key == "a.npz" and sorted(sample) == sorted(_NPZ_ARRAYS)
+    # a comment after the directory, as zipfile finds the end record
+    import zipfile
+
+    buf = io.BytesIO(_npz(x=np.arange(5, dtype=np.uint8)))
+    with zipfile.ZipFile(buf, "a") as z:
+        z.comment = b"made by hand"
+    got = arrays.npz_arrays(buf.getvalue())
+    assert got is not None and got[0][1].tolist() == [0, 1, 2, 3, 4]
+
+
+def _bad_crc(raw: bytes, inside: bytes) -> bytes:
+    at = raw.index(inside) + len(inside) // 2  # a byte of that array's data flipped
+    return raw[:at] + bytes([raw[at] ^ 1]) + raw[at + 1 :]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [_npz(compress=True, x=np.arange(100)),  # deflated: zipfile inflates
+     b"junk" + _npz(x=np.arange(5)),  # data before the archive: zipfile's offsets
+     _npz(x=np.arange(5))[:-30],  # truncated
+     _bad_crc(_npz(x=np.arange(250, dtype=np.uint8)), bytes(range(250))),
+     _npz(o=np.array([{}], dtype=object)),  # needs pickle
+     b"", b"PK\x05\x06" + bytes(18)],  # no members
+)  # fmt: skip
+def test_an_npz_not_read_in_place_goes_to_np_load_and_its_error_stands(raw):
+    assert arrays.npz_arrays(raw) is None
+    data = np.frombuffer(bytearray(raw), np.uint8)
+    try:
+        want = np.load(io.BytesIO(raw), allow_pickle=False)
+        want = {k: want[k] for k in want.files}
+    except Exception as e:  # noqa: BLE001 - the same error, from the same place
+        with pytest.raises(type(e)):
+            list(arrays.samples(data, "a.npz"))
+        return
+    ((_, got),) = arrays.samples(data, "a.npz")
+    assert sorted(got) == sorted(want) and all((got[k] == want[k]).all() for k in want)
+
+
+def test_an_npz_member_that_is_not_an_npy_or_repeats_goes_to_np_load():
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("a.npy", _npy(np.arange(3)))
+        z.writestr("notes.txt", b"hello")
+    assert arrays.npz_arrays(buf.getvalue()) is None
+    ((_, got),) = arrays.samples(np.frombuffer(bytearray(buf.getvalue()), np.uint8), "n.npz")
+    assert got["a"].tolist() == [0, 1, 2] and got["notes.txt"] == b"hello"  # np.load's way
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("a.npy", _npy(np.arange(3)))
+        z.writestr("a", _npy(np.arange(4)))
+    assert arrays.npz_arrays(buf.getvalue()) is None  # "a" twice: np.load's lookup decides
+
+
+def test_the_synthetic_npz_decodes_in_place_as_np_load_did(tmp_path):
+    mod = get_format("npz")
+    rng = np.random.default_rng(3)
+    samples = [rng.integers(0, 255, n, dtype=np.uint8) for n in (10, 4000, 0, 777)]
+    buf = io.BytesIO()
+    mod.write(buf, samples, ["a", "b", "c", "d"])
+    raw = buf.getvalue()
+    assert arrays.npz_arrays(raw) is not None  # the writer's archive is read in place
+    with np.load(io.BytesIO(raw)) as z:
+        want = [z[k].tobytes() for k in sorted(z.files)]
+    for data in (np.frombuffer(bytearray(raw), np.uint8), memoryview(bytearray(raw))):
+        got = mod.decode(data, None)
+        assert [g.tobytes() for g in got] == want == [s.tobytes() for s in samples]
+    with pytest.raises(Exception, match="CRC"):  # a corrupt sample fails as np.load fails
+        mod.decode(_bad_crc(raw, samples[1].tobytes()), None)
+
+
 def _shard(parts: dict[str, bytes]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as t:

@@ -9,7 +9,6 @@ members, 4 GiB) ``np.savez`` writes it (zip64)."""
 from __future__ import annotations
 
 import io
-import struct
 import zlib
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -17,13 +16,15 @@ from typing import Any
 
 import numpy as np
 
+from .npzview import CENTRAL as _CENTRAL
+from .npzview import END as _END
+from .npzview import LOCAL as _LOCAL
+from .npzview import npz_arrays
+
 EXTENSION = "npz"
 OVERHEAD_PER_FILE = 1024
 OVERHEAD_PER_SAMPLE = 512
 
-_LOCAL = struct.Struct("<4s2B4HL2L2H")  # zipfile's structFileHeader
-_CENTRAL = struct.Struct("<4s4B4HL2L5H2L")  # structCentralDir
-_END = struct.Struct("<4s4H2LH")  # structEndArchive
 _DOS_DATE = (0 << 9) | (1 << 5) | 1  # 1980-01-01, zipfile's default
 _VERSION = 20
 _PLAIN_LIMIT = 0xFFFFFFFF - (1 << 20)
@@ -127,5 +128,10 @@ def frame(
 
 
 def decode(data: Any, sizes: Sequence[int] | None = None) -> list[np.ndarray]:
+    """The samples in key order: read in place as ``np.load`` reads them (each member's
+    CRC-32 checked, its array copied out once: ``npzview.npz_arrays``), else by ``np.load``."""
+    members = npz_arrays(data)
+    if members is not None:
+        return [np.asarray(a, dtype=np.uint8) for _, a in sorted(members, key=lambda m: m[0])]
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
         return [np.asarray(z[k], dtype=np.uint8) for k in sorted(z.files)]
