@@ -153,6 +153,27 @@ def test_the_synthetic_npz_decodes_in_place_as_np_load_did(tmp_path):
         mod.decode(_bad_crc(raw, samples[1].tobytes()), None)
 
 
+def test_a_whole_file_read_is_primed_by_its_first_page(tmp_path, monkeypatch):
+    import iobench.loader.existing_read as er
+
+    primed: list[int] = []
+    real = freader.prime_readahead
+    monkeypatch.setattr(er, "prime_readahead", lambda fd: primed.append(fd) or real(fd))
+    monkeypatch.setattr(freader, "prime_readahead", lambda fd: primed.append(fd) or real(fd))
+    body = np.random.default_rng(2).integers(0, 255, 3 * freader.PRIME_BYTES + 5, np.uint8)
+    p = tmp_path / "a.bin"
+    p.write_bytes(body.tobytes())
+    (tmp_path / "empty").write_bytes(b"")
+    st = BatchStats()
+    for as_array in (False, True):
+        got = read_file(str(p), "dropped", st, None, as_array=as_array)
+        assert bytes(got) == body.tobytes()  # the primed page read again, whole and in order
+    assert read_file(str(tmp_path / "empty"), "dropped", st, None) == b""
+    assert freader.FileReader().read_bytes(str(p)).tobytes() == body.tobytes()
+    assert len(primed) == 3  # the empty file is not primed; the direct path never is
+    freader.prime_readahead(-1)  # a bad descriptor: the read after it reports
+
+
 def _shard(parts: dict[str, bytes]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as t:

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..core.cpu import physical_memory
 from ..core.inputs import NotRegularFile, file_kind, open_regular_fd
+from ..formats.reader import prime_readahead
 from ..target import is_url, storage
 
 #: Files per worker whose page-cache drop is checked.
@@ -146,6 +147,8 @@ def read_file(
                     st.cache_checked += 1
                     st.cache_resident += int(resident)
         t1 = time.perf_counter()
+        if size:
+            prime_readahead(fd)
         data = _read_into(fd, size, moved, as_array)
         if mode == "dropped":
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
