@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from .npzview import CENTRAL as _CENTRAL
+from .npzview import CENTRAL_SIG, END_SIG, LOCAL_SIG, npz_arrays
 from .npzview import END as _END
 from .npzview import LOCAL as _LOCAL
-from .npzview import npz_arrays
 
 EXTENSION = "npz"
 OVERHEAD_PER_FILE = 1024
@@ -43,15 +43,13 @@ def _npy_header(n: int) -> bytes:
 
 def _local(crc: int, size: int, name: bytes) -> bytes:
     """A stored member's local header (its name follows)."""
-    return _LOCAL.pack(
-        b"PK\x03\x04", _VERSION, 0, 0, 0, 0, _DOS_DATE, crc, size, size, len(name), 0
-    )
+    return _LOCAL.pack(LOCAL_SIG, _VERSION, 0, 0, 0, 0, _DOS_DATE, crc, size, size, len(name), 0)
 
 
 def _central(crc: int, size: int, name: bytes, offset: int) -> bytes:
     """A stored member's entry in the central directory, its name included."""
     fields = (_VERSION, 3, _VERSION, 0, 0, 0, 0, _DOS_DATE, crc, size, size, len(name))
-    return _CENTRAL.pack(b"PK\x01\x02", *fields, 0, 0, 0, 0, 0o644 << 16, offset) + name
+    return _CENTRAL.pack(CENTRAL_SIG, *fields, 0, 0, 0, 0, 0o644 << 16, offset) + name
 
 
 def write(f: Any, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:
@@ -75,7 +73,7 @@ def write(f: Any, samples: Sequence[np.ndarray], keys: Sequence[str]) -> None:
         offset += len(local) + len(name) + size
     directory = b"".join(central)
     f.write(directory)
-    f.write(_END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), len(directory), offset, 0))
+    f.write(_END.pack(END_SIG, 0, 0, len(central), len(central), len(directory), offset, 0))
 
 
 #: ``frame`` takes ``sample_crcs`` when the caller can tell the samples' CRCs (the dataset
@@ -119,9 +117,7 @@ def frame(
             local = _local(crc, size, name)
             image[start:at] = np.frombuffer(local + name + head, dtype=np.uint8)
             central.append(_central(crc, size, name, start))
-        end = _END.pack(
-            b"PK\x05\x06", 0, 0, len(central), len(central), directory_len, directory_at, 0
-        )
+        end = _END.pack(END_SIG, 0, 0, len(central), len(central), directory_len, directory_at, 0)
         image[directory_at:total] = np.frombuffer(b"".join(central) + end, dtype=np.uint8)
 
     return total, offsets, finish
