@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .npzview import CENTRAL as _CENTRAL
-from .npzview import CENTRAL_SIG, END_SIG, LOCAL_SIG, npz_arrays
+from .npzview import CENTRAL_SIG, END_SIG, LOCAL_SIG, npz_arrays, read_stored
 from .npzview import END as _END
 from .npzview import LOCAL as _LOCAL
 
@@ -131,3 +131,14 @@ def decode(data: Any, sizes: Sequence[int] | None = None) -> list[np.ndarray]:
         return [np.asarray(a, dtype=np.uint8) for _, a in sorted(members, key=lambda m: m[0])]
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
         return [np.asarray(z[k], dtype=np.uint8) for k in sorted(z.files)]
+
+
+def read_fd(fd: int, size: int, clock: list[float]) -> list[np.ndarray] | None:
+    """``decode`` of the file open on ``fd`` (``size`` bytes), read and decoded in one pass:
+    each sample read straight into its own array, its CRC-32 taken as each part arrives
+    (``npzview.read_stored``; ``clock[0]`` gets the decode's share of the pass). None where
+    the file must be read whole and given to ``decode``."""
+    members = read_stored(fd, size, clock)
+    if members is None:
+        return None
+    return [np.asarray(a, dtype=np.uint8) for _, a in sorted(members, key=lambda m: m[0])]
