@@ -527,6 +527,35 @@ def summary_row(figs: dict[str, list[Fig]], size: int) -> dict:
     return row
 
 
+#: A virtual machine's free page reporting (virtio-balloon): freed guest memory handed back to
+#: the hypervisor, which must fault it in again when the guest reuses it.
+PAGE_REPORTING = Path("/sys/module/page_reporting/parameters")
+
+
+def _reported_kib() -> int | None:
+    try:
+        return int((PAGE_REPORTING / "reported_kib").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def page_reporting(before: int | None, after: int | None) -> str:
+    """One line on the host's free page reporting over the run: a loader's batches are fresh
+    memory each time, and on a VM whose freed pages go back to the hypervisor at once the cost
+    of faulting them in again varies from epoch to epoch (measured on this VM: the synthetic
+    loader's epochs at 494-998 MiB/s with ``min_free_ms`` 0, 1,008-1,032 with 10000)."""
+    if before is None or after is None:
+        return "free page reporting: none (not a VM that reports freed pages)"
+    knobs = []
+    for name in ("min_free_ms", "page_reporting_order"):
+        with contextlib.suppress(OSError):
+            knobs.append(f"{name} {(PAGE_REPORTING / name).read_text().strip()}")
+    return (
+        f"free page reporting: {(after - before) / 1024:,.0f} MiB handed back to the "
+        f"hypervisor during the run ({', '.join(knobs) or 'its settings unreadable'})"
+    )
+
+
 def table(rows: list[dict], baseline: bool) -> str:
     """Per configuration: each loader's MiB/s and CPU µs per sample (medians), and its
     ratios to its plain counterpart (wall; CPU, the plain's over its own: above 1 cheaper)."""
@@ -600,7 +629,7 @@ def main() -> int:
     args.dataset_bytes = int(args.dataset_bytes)
     if os.geteuid() == 0:
         os.setpriority(os.PRIO_PROCESS, 0, -5)
-    load0 = os.getloadavg()
+    load0, reported0 = os.getloadavg(), _reported_kib()
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="ceiling-work-") as w:
         work = Path(w)
@@ -611,11 +640,12 @@ def main() -> int:
                 for fmt in args.formats.split(","):
                     with storage(kind, need) as root:
                         rows.extend(bench_config(args, kind, root, size_name, fmt, work))
-    load1 = os.getloadavg()
+    load1, reported1 = os.getloadavg(), _reported_kib()
     print()
     print(table(rows, bool(args.baseline)))
     print(f"\nload average before {load0[0]:.2f}, after {load1[0]:.2f}; {args.rounds} rounds, "
           f"medians; ranks {args.ranks}, gpus {args.gpus}")  # fmt: skip
+    print(page_reporting(reported0, reported1))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     worst = [r[k] for r in rows for k in r if k.endswith("-new_ratio")]

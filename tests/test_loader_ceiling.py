@@ -504,3 +504,130 @@ def test_an_existing_parquet_binary_column_gives_arrays_a_batch_stacks():
         [v for _, v in columnar.samples(np.frombuffer(buf.getvalue(), np.uint8).copy(), "g")]
     )
     assert isinstance(batch["data"], torch.Tensor) and tuple(batch["data"].shape) == (4, 8)
+
+
+# ---- a stored .npz read in one pass: each array read straight into itself -----------------
+
+
+def _zip_descriptor() -> bytes:
+    """An npz written to a stream zipfile cannot seek: sizes and CRCs after each member."""
+    import zipfile
+
+    class Stream(io.RawIOBase):
+        def __init__(self) -> None:
+            self.out = bytearray()
+
+        def writable(self) -> bool:
+            return True
+
+        def write(self, b):  # type: ignore[override]
+            self.out += b
+            return len(b)
+
+    s = Stream()
+    with zipfile.ZipFile(s, "w") as z:
+        z.writestr("a.npy", _npy(np.arange(3)))
+    return bytes(s.out)
+
+
+def _read_stored(tmp_path: Path, raw: bytes, clock: list[float] | None = None):
+    from iobench.formats import npzview
+
+    p = tmp_path / "one.npz"
+    p.write_bytes(raw)
+    with open(p, "rb") as f:
+        return npzview.read_stored(f.fileno(), len(raw), clock)
+
+
+def test_a_stored_npz_read_in_one_pass_is_what_np_load_gives(tmp_path):
+    import zipfile
+
+    from iobench.formats import npzview
+
+    big = np.random.default_rng(4).integers(0, 255, 3 * npzview.PART + 17, np.uint8)
+    commented = io.BytesIO(_npz(x=np.arange(5, dtype=np.uint8)))
+    with zipfile.ZipFile(commented, "a") as z:
+        z.comment = b"made by hand"
+    own = io.BytesIO()
+    get_format("npz").write(own, [big[:10], big, big[:0]], [])
+    odd = {"be": np.arange(5, dtype=">i4"), "dt": np.array(["2020-01-01"], dtype="M8[s]"),
+           "rec": np.array([(1, 2.0)], dtype=[("a", "i2"), ("b", "f8")]),
+           "c": np.arange(4) * 1j, "u": np.array(["ab", "c"]),
+           "f3": np.asfortranarray(np.arange(24.0).reshape(2, 3, 4))}  # fmt: skip
+    cases = [_npz(**_NPZ_ARRAYS), _npz(big=big, **_NPZ_ARRAYS), _npz(**odd),
+             commented.getvalue(), own.getvalue()]  # fmt: skip
+    for raw in cases:  # np.savez's members carry zip64 extras; the writer's plain headers
+        clock = [0.0]
+        got = _read_stored(tmp_path, raw, clock)
+        assert got is not None and clock[0] > 0
+        with np.load(io.BytesIO(raw)) as z:
+            assert [k for k, _ in got] == z.files
+            for k, a in got:
+                want = z[k]
+                assert a.dtype == want.dtype and a.shape == want.shape and (a == want).all()
+                assert a.flags.f_contiguous == want.flags.f_contiguous and a.flags.writeable
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [_npz(compress=True, x=np.arange(100)), b"junk" + _npz(x=np.arange(5)),
+     _npz(x=np.arange(5))[:-30], _npz(x=np.arange(5))[:60],  # the directory, a member cut
+     _bad_crc(_npz(x=np.arange(250, dtype=np.uint8)), bytes(range(250))),
+     _npz(o=np.array([{}], dtype=object)), _npy(np.arange(7)), b"PK\x05\x06" + bytes(18),
+     _zip_descriptor()],
+)  # fmt: skip
+def test_what_one_pass_does_not_read_is_read_whole_and_np_loads_error_stands(tmp_path, raw):
+    assert _read_stored(tmp_path, raw) is None
+    p = tmp_path / "a.npz"
+    p.write_bytes(raw)
+    try:
+        want = np.load(io.BytesIO(raw), allow_pickle=False)
+        want = want if isinstance(want, np.ndarray) else {k: want[k] for k in want.files}
+    except Exception as e:  # noqa: BLE001 - the loader's read gives the same error
+        with pytest.raises(type(e)):
+            list(arrays.samples(read_file(str(p), "cached", BatchStats(), None,
+                                          as_array=True, one_pass=arrays.read_fd), "a.npz"))  # fmt: skip
+        return
+    got = read_file(str(p), "cached", BatchStats(), None, as_array=True, one_pass=arrays.read_fd)
+    assert isinstance(got, np.ndarray) and got.tobytes() == raw  # read whole, as before
+    ((_, sample),) = arrays.samples(got, "a.npz")
+    if isinstance(want, np.ndarray):
+        assert (sample == want).all()
+    else:
+        assert sorted(sample) == sorted(want)
+
+
+def test_a_directory_that_disagrees_with_the_local_headers_is_read_whole(tmp_path):
+    raw = bytearray(_npz(a=np.arange(3), b=np.arange(4)))
+    at = raw.rindex(b"PK\x01\x02")  # the last directory entry's CRC changed
+    raw[at + 16] ^= 1
+    assert _read_stored(tmp_path, bytes(raw)) is None
+    raw = bytearray(_npz(a=np.arange(3), b=np.arange(4)))
+    at = raw.rindex(b"b.npy")  # the second member's name in the directory: "c.npy"
+    raw[at] = ord("c")
+    assert _read_stored(tmp_path, bytes(raw)) is None
+
+
+def test_the_loaders_read_a_stored_npz_in_one_pass_and_time_its_checks_as_decode(tmp_path):
+    rng = np.random.default_rng(5)
+    samples = [rng.integers(0, 255, n, dtype=np.uint8) for n in (300_000, 5)]
+    mod = get_format("npz")
+    p = tmp_path / "s.npz"
+    with open(p, "wb") as f:
+        mod.write(f, samples, ["a", "b"])
+    r = freader.FileReader(drop_cache=True)
+    out = r.read(str(p), "npz")
+    assert [o.tobytes() for o in out] == [s.tobytes() for s in samples]
+    assert r.last_bytes == p.stat().st_size and r.last_read_s > 0 and r.last_decode_s > 0
+    raw = p.read_bytes()
+    p.write_bytes(_bad_crc(raw, samples[0].tobytes()))
+    with pytest.raises(Exception, match="CRC"):  # read whole then, and np.load's error stands
+        r.read(str(p), "npz")
+    p.write_bytes(raw)
+    st = BatchStats()
+    got = read_file(str(p), "dropped", st, None, as_array=True, one_pass=arrays.read_fd)
+    assert isinstance(got, arrays.ReadArrays) and len(got) == len(raw)
+    ((_, sample),) = arrays.samples(got, "s.npz")
+    assert sample["s00000"].tobytes() == samples[0].tobytes()
+    assert st.read_s > 0 and st.decode_s > 0 and st.decode_cpu_s == st.decode_s
+    assert st.cache_checked == 1  # the drop still checked

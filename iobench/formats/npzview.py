@@ -240,8 +240,7 @@ def _fill(fd: int, arr: np.ndarray, at: int, crc: int) -> tuple[int, float] | No
     None when the file ends first."""
     if not arr.nbytes:
         return crc, 0.0
-    flat = (arr.T if arr.flags.f_contiguous and not arr.flags.c_contiguous else arr).data
-    flat = flat.cast("B")
+    flat = arr.reshape(-1, order="A").view(np.uint8)  # its memory in order, any dtype
     spent, done = 0.0, 0
     while done < arr.nbytes:
         part = flat[done : done + PART]

@@ -371,6 +371,7 @@ class ExistingDataset(IterableDataset):
             data = read_file(
                 path, self.mode, cur[0], self.storage_options, self.limit, self.real_root, moved,
                 getattr(reader, "ARRAY_INPUT", False), self._beneath(rel),
+                getattr(reader, "read_fd", None),
             )  # fmt: skip
         except (OSError, MemoryError) as e:
             why = e if isinstance(e, MemoryError) else (e.strerror or str(e))

@@ -115,7 +115,8 @@ def read_file(
     moved: Callable[[], None] | None = None,
     as_array: bool = False,
     beneath: tuple[int, str] | None = None,
-) -> bytes | np.ndarray:
+    one_pass: Callable[[int, int, list[float]], Any] | None = None,
+) -> Any:
     """The whole file, read-only (bytes, or with ``as_array`` a fresh uint8 array, see
     ``_read_into``); open and read timed into ``st`` (and the cache checked).
     OSError for what is not a regular file or lies outside ``root`` (``open_regular``),
@@ -147,15 +148,38 @@ def read_file(
                     st.cache_checked += 1
                     st.cache_resident += int(resident)
         t1 = time.perf_counter()
-        if size:
-            prime_readahead(fd)
-        data = _read_into(fd, size, moved, as_array)
+        clock = [0.0]
+        data = _read_whole(fd, size, moved, as_array, one_pass, clock)
         if mode == "dropped":
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        st.read_s += (t1 - t0) + (time.perf_counter() - t1)
+        st.read_s += (t1 - t0) + max(time.perf_counter() - t1 - clock[0], 0.0)
+        st.decode_s += clock[0]
+        st.decode_cpu_s += clock[0]
         return data
     finally:
         os.close(fd)
+
+
+def _read_whole(
+    fd: int,
+    size: int,
+    moved: Callable[[], None] | None,
+    as_array: bool,
+    one_pass: Callable[[int, int, list[float]], Any] | None,
+    clock: list[float],
+) -> Any:
+    """``read_file``'s read: through ``one_pass`` where it takes the file, else primed and
+    read whole (``_read_into``)."""
+    tried = one_pass is not None and 0 < size <= READ_CHUNK
+    if one_pass is not None and tried:  # its first read primes the readahead either way
+        data = one_pass(fd, size, clock)
+        if data is not None:
+            if moved is not None:
+                moved()
+            return data
+    if size and not tried:
+        prime_readahead(fd)
+    return _read_into(fd, size, moved, as_array)
 
 
 def _read_into(
