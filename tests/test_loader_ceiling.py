@@ -530,6 +530,16 @@ def _zip_descriptor() -> bytes:
     return bytes(s.out)
 
 
+def _wide_npz() -> bytes:
+    """An npz whose one member's .npy header is about 90 kB (5,000 fields): past numpy's
+    limit on a header and iobench's one-pass bound."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "format 2.0": the header's length
+        return _npz(wide=np.zeros(1, dtype=[(f"f{i:04d}", "u1") for i in range(5000)]))
+
+
 def _read_stored(tmp_path: Path, raw: bytes, clock: list[float] | None = None):
     from iobench.formats import npzview
 
@@ -574,7 +584,8 @@ def test_a_stored_npz_read_in_one_pass_is_what_np_load_gives(tmp_path):
      _npz(x=np.arange(5))[:-30], _npz(x=np.arange(5))[:60],  # the directory, a member cut
      _bad_crc(_npz(x=np.arange(250, dtype=np.uint8)), bytes(range(250))),
      _npz(o=np.array([{}], dtype=object)), _npy(np.arange(7)), b"PK\x05\x06" + bytes(18),
-     _zip_descriptor()],
+     _zip_descriptor(),
+     _wide_npz()],
 )  # fmt: skip
 def test_what_one_pass_does_not_read_is_read_whole_and_np_loads_error_stands(tmp_path, raw):
     assert _read_stored(tmp_path, raw) is None

@@ -128,7 +128,7 @@ def decode(data: Any, sizes: Sequence[int] | None = None) -> list[np.ndarray]:
     CRC-32 checked, its array copied out once: ``npzview.npz_arrays``), else by ``np.load``."""
     members = npz_arrays(data)
     if members is not None:
-        return [np.asarray(a, dtype=np.uint8) for _, a in sorted(members, key=lambda m: m[0])]
+        return _in_key_order(members)
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
         return [np.asarray(z[k], dtype=np.uint8) for k in sorted(z.files)]
 
@@ -139,6 +139,9 @@ def read_fd(fd: int, size: int, clock: list[float]) -> list[np.ndarray] | None:
     (``npzview.read_stored``; ``clock[0]`` gets the decode's share of the pass). None where
     the file must be read whole and given to ``decode``."""
     members = read_stored(fd, size, clock)
-    if members is None:
-        return None
+    return None if members is None else _in_key_order(members)
+
+
+def _in_key_order(members: list[tuple[str, np.ndarray]]) -> list[np.ndarray]:
+    """The samples of an archive's (key, array) members, in key order, as uint8 arrays."""
     return [np.asarray(a, dtype=np.uint8) for _, a in sorted(members, key=lambda m: m[0])]

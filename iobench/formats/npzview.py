@@ -10,6 +10,11 @@ array through ``ZipExtFile``: a copy into chunks, a copy into the array). Anythi
 not read in place (a compressed or encrypted member, zip64, data before the archive, names
 that disagree or repeat, a record out of bounds) gives None: the caller hands the archive to
 ``np.load``, whose reading and errors stand.
+
+``read_stored`` reads such an archive from an open file in one pass instead: each array
+allocated from its headers and read straight into itself, its CRC-32 taken part by part as
+the parts arrive, the central directory checked last (the loaders' buffered reads of an
+``.npz``; the array is then the one copy of the bytes, the kernel's).
 """
 
 from __future__ import annotations
@@ -177,6 +182,8 @@ def npz_arrays(data: Any) -> list[tuple[str, np.ndarray]] | None:
 PART = 1 << 18
 #: Bytes read ahead of a member's data for its local header, name and .npy header.
 _HEAD = 4096
+#: The longest .npy header read in one pass (numpy's ``max_header_size`` is 10,000 bytes).
+_HEADER_MAX = 1 << 16
 _DESCRIPTOR = 0x8  # sizes and CRC after the data: the local header's are not known
 _ZIP64_EXTRA = 1
 
@@ -219,8 +226,8 @@ def _member(
         return None
     skip = 10 if npy[6] == 1 else 12
     hlen = skip + int.from_bytes(npy[8:skip], "little")
-    if hlen > n:
-        return None
+    if hlen > min(n, _HEADER_MAX):
+        return None  # past numpy's own limit on a header: np.load says what it makes of it
     if hlen > len(npy):  # a header beyond the first read (a long shape or dtype)
         npy = os.pread(fd, hlen, start)
     layout = _header(bytes(npy[:hlen]))
@@ -240,7 +247,7 @@ def _fill(fd: int, arr: np.ndarray, at: int, crc: int) -> tuple[int, float] | No
     None when the file ends first."""
     if not arr.nbytes:
         return crc, 0.0
-    flat = arr.reshape(-1, order="A").view(np.uint8)  # its memory in order, any dtype
+    flat = arr.reshape(-1, order="A").view(np.uint8).data  # its memory in order, any dtype
     spent, done = 0.0, 0
     while done < arr.nbytes:
         part = flat[done : done + PART]
