@@ -138,16 +138,21 @@ def _header(head: bytes) -> tuple[np.dtype, tuple[int, ...], bool, int] | None:
     return dtype, tuple(shape), bool(fortran), buf.tell()
 
 
+def _header_len(first: bytes) -> int | None:
+    """The length of the .npy header that ``first`` (a file's first 12 bytes or more) opens,
+    its magic and length field included; None for what is not a version 1 or 2 .npy."""
+    if len(first) < 10 or not first.startswith(_MAGIC) or first[6] not in (1, 2):
+        return None
+    start = 10 if first[6] == 1 else 12
+    return start + int.from_bytes(first[8:start], "little")
+
+
 def npy_view(data: np.ndarray) -> np.ndarray | None:
     """The .npy array held in ``data`` (a uint8 array) as a view of it, or None."""
-    b = bytes(data[:12])
-    if len(b) < 10 or not b.startswith(_MAGIC) or b[6] not in (1, 2):
+    hlen = _header_len(bytes(data[:12]))
+    if hlen is None or hlen > len(data):
         return None
-    start = 10 if b[6] == 1 else 12
-    n = int.from_bytes(b[8:start], "little")
-    if start + n > len(data):
-        return None
-    got = _header(bytes(data[: start + n]))
+    got = _header(bytes(data[:hlen]))
     if got is None:
         return None
     dtype, shape, fortran, offset = got
@@ -171,10 +176,15 @@ def npz_arrays(data: Any) -> list[tuple[str, np.ndarray]] | None:
         arr = npy_view(np.frombuffer(raw, np.uint8)) if raw.nbytes else None
         if arr is None or zlib.crc32(raw) != crc:
             return None
-        out.append((name.removesuffix(".npy"), arr.copy(order="K")))
-    if len({k for k, _ in out}) != len(out):
-        return None  # "a" and "a.npy": np.load's lookup decides which
-    return out
+        out.append((name, arr.copy(order="K")))
+    return _keyed(out)
+
+
+def _keyed(named: list[tuple[str, np.ndarray]]) -> list[tuple[str, np.ndarray]] | None:
+    """(member name, array) pairs as np.load's (key, array): keys without ``.npy``; None
+    where two names give one key ("a" and "a.npy": np.load's lookup decides which)."""
+    out = [(name.removesuffix(".npy"), arr) for name, arr in named]
+    return out if len({k for k, _ in out}) == len(out) else None
 
 
 #: Bytes ``read_stored`` reads into an array at a time, each part's CRC-32 taken while it
@@ -222,11 +232,8 @@ def _member(
     if n is None or len(raw) != name_len or start + n > size:
         return None
     npy = head[start - pos : start - pos + n]
-    if len(npy) < 10 or not npy.startswith(_MAGIC) or npy[6] not in (1, 2):
-        return None
-    skip = 10 if npy[6] == 1 else 12
-    hlen = skip + int.from_bytes(npy[8:skip], "little")
-    if hlen > min(n, _HEADER_MAX):
+    hlen = _header_len(npy)
+    if hlen is None or hlen > min(n, _HEADER_MAX):
         return None  # past numpy's own limit on a header: np.load says what it makes of it
     if hlen > len(npy):  # a header beyond the first read (a long shape or dtype)
         npy = os.pread(fd, hlen, start)
@@ -298,5 +305,4 @@ def read_stored(
         clock[0] += spent + time.perf_counter() - t0
     if not ok:
         return None
-    out = [(entry[0].removesuffix(".npy"), arr) for entry, arr in got]
-    return out if len({k for k, _ in out}) == len(out) else None
+    return _keyed([(entry[0], arr) for entry, arr in got])

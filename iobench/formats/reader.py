@@ -159,7 +159,7 @@ class FileReader:
         self.last_bytes = size
         self.last_read_s = max(spent - clock[0], 0.0)
         self.last_decode_s = self.last_decode_cpu_s = clock[0]
-        return list(out)
+        return out
 
 
 def read_samples(

@@ -170,14 +170,14 @@ def _read_whole(
 ) -> Any:
     """``read_file``'s read: through ``one_pass`` where it takes the file, else primed and
     read whole (``_read_into``)."""
-    tried = one_pass is not None and 0 < size <= READ_CHUNK
-    if one_pass is not None and tried:  # its first read primes the readahead either way
+    if one_pass is not None and 0 < size <= READ_CHUNK:
         data = one_pass(fd, size, clock)
         if data is not None:
             if moved is not None:
                 moved()
             return data
-    if size and not tried:
+        # not taken: its first read has primed the readahead
+    elif size:
         prime_readahead(fd)
     return _read_into(fd, size, moved, as_array)
 
