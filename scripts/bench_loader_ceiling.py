@@ -363,7 +363,7 @@ def _cpu_read() -> None:
     processes_cpu_s([os.getpid()] * 3)
 
 
-def instrumentation_cost(path: str) -> dict[str, float]:
+def instrumentation_cost(path: str) -> dict[str, float]:  # noqa: PLR0915 - one timed call each
     """Microseconds of iobench's own bookkeeping, the calls each loader makes around the work
     (timed here with the real objects, in one process, best of 5): per sample, per file and
     per batch; the work itself (open, read, decode, collate) not included."""
@@ -420,11 +420,19 @@ def instrumentation_cost(path: str) -> dict[str, float]:
         hist.record(int((t1 - t0) * 1e9))
         _ = (time.perf_counter(), time.perf_counter(), time.thread_time() - c0)
 
+    from iobench.loader.torchdata import BatchPool, PoolBatch
+
+    pool = BatchPool(1, 4, 4096)
+
+    def syn_pool() -> None:  # a worker takes its next slot, the loop hands it back
+        pool.give_back(PoolBatch(pool.take(0), 4096))
+
     n = 20000
     out = {}
     for name, fn in (("existing per sample", ex_sample), ("existing per file", ex_file),
                      ("existing per batch", ex_batch), ("synthetic per sample", syn_sample),
                      ("synthetic per batch", syn_batch),
+                     ("synthetic per batch, the pool's slot taken and handed back", syn_pool),
                      ("either, per epoch (one of two CPU reads)", _cpu_read)):  # fmt: skip
         out[name] = min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6
     os.close(fd)

@@ -96,8 +96,8 @@ def install(out_dir: str) -> None:
 
     collate = loop.collate_samples
 
-    def rep_collate(batch: list[Any], per_sample: bool = False) -> Any:
-        out = collate(batch, per_sample)
+    def rep_collate(batch: list[Any], per_sample: bool = False, pool: Any = None) -> Any:
+        out = collate(batch, per_sample, pool)
         _batch_done(len(batch))
         return out
 

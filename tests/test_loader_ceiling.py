@@ -642,3 +642,133 @@ def test_the_loaders_read_a_stored_npz_in_one_pass_and_time_its_checks_as_decode
     assert sample["s00000"].tobytes() == samples[0].tobytes()
     assert st.read_s > 0 and st.decode_s > 0 and st.decode_cpu_s == st.decode_s
     assert st.cache_checked == 1  # the drop still checked
+
+
+# ---- the batch pool: a worker's batches in shared memory it reuses --------------------------
+
+
+class _Samples:
+    """Map-style: sample ``i`` is ``size`` bytes of value ``i % 251`` (a SampleDataset's tuple)."""
+
+    def __init__(self, n: int, size: int):
+        self.n, self.size = n, size
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        return np.full(self.size + (i % 3), i % 251, np.uint8), 0.0, 0.0, 0.0, self.size
+
+
+def _pooled_loader(pool, n=48, size=5000, workers=2, batch=4):
+    from functools import partial
+
+    from torch.utils.data import DataLoader
+
+    from iobench.loader.torchdata import collate_samples
+
+    return DataLoader(_Samples(n, size), batch_size=batch, num_workers=workers, prefetch_factor=2,
+                      collate_fn=partial(collate_samples, pool=pool), multiprocessing_context="fork")  # fmt: skip
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked workers")
+def test_pooled_batches_hold_their_samples_in_slots_the_workers_reuse():
+    from iobench.loader.torchdata import BatchPool, PoolBatch
+
+    pool = BatchPool(workers=2, slots=4, slot_bytes=4 * 5002)
+    slots = []
+    for k, (data, sizes, times) in enumerate(_pooled_loader(pool)):
+        assert isinstance(data, PoolBatch) and data.nbytes == sum(sizes)
+        got = pool.tensor(data).numpy()
+        want = np.concatenate([np.full(5000 + (i % 3), i % 251, np.uint8)
+                               for i in range(4 * k, 4 * k + 4)])  # fmt: skip
+        assert (got == want).all() and times[3] == 4 * 5000
+        slots.append(data.slot)
+        pool.give_back(data)
+    # 12 batches through 8 slots, each worker's own in turn: worker 0 has the even batches
+    assert slots == [0, 4, 1, 5, 2, 6, 3, 7, 0, 4, 1, 5]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked workers")
+def test_a_batch_larger_than_its_slot_goes_into_fresh_shared_memory():
+    import torch
+
+    from iobench.loader.torchdata import BatchPool
+
+    pool = BatchPool(workers=1, slots=3, slot_bytes=100)
+    for data, sizes, _times in _pooled_loader(pool, n=8, size=5000, workers=1):
+        assert isinstance(data, torch.Tensor) and len(data) == sum(sizes)
+        assert data.is_shared()
+
+
+def test_a_worker_waits_for_its_slot_and_stops_when_the_pool_closes(monkeypatch):
+    from iobench.core.errors import EngineError
+    from iobench.loader import torchdata
+
+    pool = torchdata.BatchPool(workers=2, slots=2, slot_bytes=64)
+    assert [pool.take(1), pool.take(1)] == [2, 3]
+    naps = []
+    monkeypatch.setattr(torchdata.time, "sleep", lambda s: (naps.append(s), pool.close()))
+    with pytest.raises(EngineError, match="slot 2 was not handed back"):
+        pool.take(1)  # both still out: it waits, until the loop closes the pool
+    assert naps
+    pool._state[:] = 0
+    pool.give_back(torchdata.PoolBatch(3, 10))
+    assert pool.take(1) == 2 and pool.take(1) == 3  # handed back: taken again, in turn
+
+
+def test_the_pool_is_left_out_where_it_would_take_too_much_memory(monkeypatch):
+    from iobench.loader import torchdata
+
+    monkeypatch.setattr(torchdata, "physical_memory", lambda: 8 << 30)
+    # 2 workers × (2 + 2) slots × 64 × 4 MiB = 2 GiB: a quarter of 8 GiB
+    assert torchdata.BatchPool.for_loop(2, 2, 64, 4 << 20) is not None
+    assert torchdata.BatchPool.for_loop(2, 2, 64, 4 << 20, loaders=2) is None
+    assert torchdata.BatchPool.for_loop(0, 2, 64, 4 << 20) is None
+
+
+def test_the_loop_hands_its_batches_through_the_pool(cli, tmp_path, monkeypatch):
+    from iobench.loader import torchdata
+
+    given: list[int] = []
+    real = torchdata.BatchPool.give_back
+
+    def give_back(self, batch):
+        if isinstance(batch, torchdata.PoolBatch):
+            given.append(batch.slot)
+        return real(self, batch)
+
+    monkeypatch.setattr(torchdata.BatchPool, "give_back", give_back)
+    prof = Path(tmp_path / "p.toml")
+    prof.write_text('description = "t"\nformat = "npz"\nsample_size = "32KiB"\nfiles = 24\n'
+                    "batch_size = 4\ncompute_s = 0\nworkers = 1\nprefetch = 2\nau_min = 0\n"
+                    "epochs = 2\n")  # fmt: skip
+    target = tmp_path / "t"
+    target.mkdir()
+    r = cli("loader", target, "--profile", prof, "--no-history", "--json", "-q",
+            "--output", tmp_path / "out")  # fmt: skip
+    assert r.code in (0, 1), r.err
+    ld = json.loads(r.out)["loader"]
+    ep = ld["ranks"][0]["epochs"][1]
+    assert ep["bytes"] == ep["samples"] * 32 * KIB
+    assert len(given) >= 12 and set(given) <= {0, 1, 2, 3}  # 1 worker, prefetch 2: 4 slots
+    h = ld["handoff"]
+    assert h["kind"] == "pool" and h["slots"] == 4 and h["slot_bytes"] == 4 * 32 * KIB
+    assert h["pooled_batches"] == h["batches"] == sum(e["steps"] for e in ld["ranks"][0]["epochs"])
+    assert "reused shared-memory slots" in h["basis"]
+
+
+def test_a_replayed_pipeline_keeps_its_fresh_shared_memory(cli, tmp_path):
+    """A profile with a decode cost replays a measured pipeline: its hand-off (torch's
+    default collate, fresh shared memory a batch) is part of what it spent, so no pool."""
+    prof = Path(tmp_path / "p.toml")
+    prof.write_text('description = "t"\nformat = "raw"\nsample_size = "16KiB"\nfiles = 24\n'
+                    "batch_size = 4\ncompute_s = 0\nworkers = 1\nprefetch = 2\nau_min = 0\n"
+                    "epochs = 1\ndecode_s = 0.0001\n")  # fmt: skip
+    target = tmp_path / "t"
+    target.mkdir()
+    r = cli("loader", target, "--profile", prof, "--no-history", "--json", "-q",
+            "--output", tmp_path / "out")  # fmt: skip
+    assert r.code in (0, 1), r.err
+    h = json.loads(r.out)["loader"]["handoff"]
+    assert h["kind"] == "shared memory" and h["pooled_batches"] == 0 and h["batches"] > 0

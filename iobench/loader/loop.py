@@ -12,6 +12,7 @@ the remainder is dropped, so no rank waits at a barrier the others never reach.
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from array import array
@@ -29,6 +30,7 @@ from ..result.timeseries import STEP_POINTS_MAX, STEP_POINTS_TOTAL, step_series
 from ..target import StopFlag
 from .dataset import DatasetIndex
 from .torchdata import (
+    BatchPool,
     DecodeEmulation,
     RankBatchSampler,
     SampleDataset,
@@ -107,6 +109,30 @@ class LoopConfig:
     @property
     def steps_per_epoch(self) -> int:
         return self.sampler(0).steps
+
+    @property
+    def pooled(self) -> bool:
+        """Batches go through a ``BatchPool``: the synthetic loader's own hand-off, not a
+        replayed pipeline's. A profile's decode emulation replays what a measured pipeline
+        spent, and that pipeline handed each batch on in fresh shared memory (torch's
+        default collate) or one tensor a sample; the replay keeps its hand-off too."""
+        return not self.decode.active
+
+    @property
+    def local_loops(self) -> int:
+        """Loop processes on this host: the emulated accelerators, or torchrun's local ranks."""
+        try:
+            local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        except ValueError:
+            local = 1
+        return max(self.gpus, local, 1)
+
+    @property
+    def sample_bytes_max(self) -> int:
+        """The largest sample a worker hands on, as planned (or as the replayed decode
+        widens it): a batch pool's slots are sized from it."""
+        planned = max((max(s) for s in self.index.sizes if s), default=0)
+        return max(planned, self.decode.size)
 
 
 @dataclass(frozen=True)
@@ -197,12 +223,18 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
     sampler = cfg.sampler(rank)
     check_stop = stop is not None and not getattr(barrier, "checks_stop", False)
     w = cfg.workers
+    pool = BatchPool.for_loop(
+        w, cfg.prefetch, cfg.batch_size, cfg.sample_bytes_max, cfg.local_loops
+    ) if cfg.pooled else None  # fmt: skip
     loader: DataLoader[Any] = DataLoader(
         SampleDataset(cfg.index, cfg.mode, cfg.decode),  # type: ignore[arg-type]  # map-style by duck typing
         batch_sampler=sampler, num_workers=w,
-        collate_fn=partial(collate_samples, per_sample=cfg.decode.per_sample), pin_memory=False, prefetch_factor=cfg.prefetch if w else None,
+        collate_fn=partial(collate_samples, per_sample=cfg.decode.per_sample, pool=pool), pin_memory=False, prefetch_factor=cfg.prefetch if w else None,
         persistent_workers=w > 0, worker_init_fn=_worker_init if w else None,
+        # the pool's mapping is inherited: forked workers, whatever the default start method
+        multiprocessing_context="fork" if pool is not None else None,
     )  # fmt: skip
+    give_back: Callable[[Any], bool] = pool.give_back if pool is not None else lambda b: False
     compute: Callable[[float], None] = time.sleep
     if cfg.compute == "gpu":
         compute = _GpuBurn(device)
@@ -225,7 +257,7 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
             first_end = t_start
             cpu0: float | None = None
             compute_sum = cpu_sum = read_sum = decode_sum = decode_cpu = 0.0
-            samples = nbytes = 0
+            samples = nbytes = pooled = 0
             for k in range(sampler.steps):
                 if check_stop and stop is not None:
                     stop.check()
@@ -240,6 +272,7 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
                     barrier.wait()
                 t3 = time.perf_counter()
                 c3 = time.thread_time()
+                pooled += give_back(data)
                 tick(k == 0 and epoch == 0, t3)
                 if k == 0:
                     first_end = t3  # DLIO leaves the first step out
@@ -279,6 +312,8 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
                     # main process and workers over the timed steps (None: not known)
                     "loader_cpu_s": None if cpu0 is None or cpu1 is None else cpu1 - cpu0,
                     "timed_steps": n,
+                    # batches handed on through the pool (the rest: fresh shared memory)
+                    "pooled_batches": pooled,
                     "wait": wait.to_dict(),
                 }
             )
@@ -291,12 +326,28 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
         # error is kept; leaving the block frees it, and its finaliser stops the workers.
         interrupted = True
     finally:
+        if pool is not None:
+            pool.close()
         if it is not None and hasattr(it, "_shutdown_workers"):
             it._shutdown_workers()
         del it, loader
     if interrupted and stop is not None:
         stop.check()
-    return {"rank": rank, "epochs": epochs, "timeline": {"steps": steps_t, "spans": spans}}
+    handoff = {"kind": handoff_kind(cfg, pool), "slots": pool.workers * pool.slots if pool else 0,
+               "slot_bytes": pool.slot_bytes if pool else 0}  # fmt: skip
+    return {"rank": rank, "epochs": epochs, "handoff": handoff,
+            "timeline": {"steps": steps_t, "spans": spans}}  # fmt: skip
+
+
+def handoff_kind(cfg: LoopConfig, pool: BatchPool | None) -> str:
+    """How a rank's batches reach its loop: "pool" (``BatchPool``), "shared memory" (fresh
+    a batch, as torch's default collate), "per sample" (one tensor a sample) or "in
+    process" (no workers)."""
+    if cfg.workers <= 0:
+        return "in process"
+    if cfg.decode.per_sample:
+        return "per sample"
+    return "pool" if pool is not None else "shared memory"
 
 
 def _last_line(e: BaseException) -> str:

@@ -448,6 +448,7 @@ def _summarise(
         "worker_decode_s_per_sample": res.decode_s_per_sample,
         "main_cpu_s_per_step": res.main_cpu_s,
         "decode": decode_block(prof, res),
+        "handoff": handoff_block(res),
         "dataset": {
             "format": index.fmt,
             "files": index.n_files,
@@ -564,6 +565,36 @@ def decode_block(prof: Profile, res: LoopResult) -> dict[str, Any]:
             + "; wall includes collation"
         ),
     }
+
+
+def handoff_block(res: LoopResult) -> dict[str, Any]:
+    """How the workers handed their batches to the loop (rank 0's; every rank's is alike), how
+    many went that way, and what it means for the figures."""
+    h: dict[str, Any] = dict((res.ranks[0].get("handoff") if res.ranks else None) or {})
+    kind = h.setdefault("kind", "unknown")
+    eps = [ep for r in res.ranks for ep in r.get("epochs", ())]
+    h["batches"] = sum(ep["steps"] for ep in eps)
+    h["pooled_batches"] = sum(ep.get("pooled_batches", 0) for ep in eps)
+    if kind == "pool":
+        rest = h["batches"] - h["pooled_batches"]
+        basis = (
+            f"each worker's batches written into reused shared-memory slots ({h['slots']} of "
+            f"{format_bytes(h['slot_bytes'])}, made once before the workers forked); the loop "
+            "takes a slot's number and hands it back after its step, so no batch is faulted "
+            "into fresh memory (what torch's default collate pays, a cost of the host, not "
+            "the storage)"
+            + (f"; {rest} batch(es) larger than a slot went into fresh shared memory" if rest else "")
+        )  # fmt: skip
+    elif kind == "shared memory":
+        basis = ("each batch in fresh shared memory, as torch's default collate hands it on "
+                 "(a replayed pipeline's hand-off, or a pool too large for the memory)")  # fmt: skip
+    elif kind == "per sample":
+        basis = ("one tensor a sample, each through fresh shared memory, as the replayed "
+                 "pipeline handed its decoded samples on")  # fmt: skip
+    else:
+        basis = "no workers: each batch collated in the loop's own process"
+    h["basis"] = basis
+    return h
 
 
 def _ranks_block(res: LoopResult) -> list[dict[str, Any]]:

@@ -273,9 +273,129 @@ class SampleDataset:
         return samples[j], r.last_read_s, r.last_decode_s, r.last_decode_cpu_s
 
 
+#: Slots a worker cycles through beyond the loader's prefetch: the batches it has done and the
+#: main process has not taken are at most ``prefetch``, and the main process holds one more
+#: while its step runs; one spare.
+POOL_SPARE_SLOTS = 2
+#: The pool takes at most this share of the host's memory; beyond, batches go into fresh
+#: shared memory as torch's default collate puts them.
+POOL_MEMORY_SHARE = 0.25
+#: Seconds a worker waits for the main process to hand a slot back before it fails the run: it
+#: never waits at all while the loader keeps at most ``prefetch`` batches a worker in flight.
+POOL_WAIT_S = 600.0
+
+
+@dataclass(frozen=True)
+class PoolBatch:
+    """A batch a worker wrote into the pool: its slot and its bytes. It crosses to the main
+    process as these two integers; the bytes stay where the worker wrote them."""
+
+    slot: int
+    nbytes: int
+
+
+class BatchPool:
+    """Shared-memory batch slots a loader's workers write into and reuse.
+
+    torch's default collate puts each batch into shared memory made for it: the worker's
+    writes fault every page in, zeroed by the kernel (1,024 faults a 4 MiB sample), and the
+    main process maps the segment, then unmaps and frees it. At memory speed that costs more
+    than the copy itself, and more again where a VM hands freed memory back to its hypervisor
+    (its free page reporting), which must back the pages anew when they are next touched.
+    Pinned-memory pipelines reuse their buffers; so does this pool: each worker has
+    ``prefetch`` + POOL_SPARE_SLOTS slots of a batch's largest size, made once in the main
+    process before the workers fork (they inherit the mapping), taken in turn and handed back
+    by the main process when its step is done (one shared word a slot). What crosses between
+    the processes is the slot's number; the bytes are written once, by the worker.
+
+    A batch larger than its slot (a decoded sample larger than planned) goes into fresh
+    shared memory as before. The workers must be forked (the loop asks for it where the pool
+    is used): a spawned worker could not inherit the mapping.
+    """
+
+    FREE, TAKEN = 0, 1
+
+    def __init__(self, workers: int, slots: int, slot_bytes: int):
+        import mmap
+
+        self.workers, self.slots, self.slot_bytes = workers, slots, slot_bytes
+        n = workers * slots
+        self._head = -(-(n + 1) * 8 // mmap.PAGESIZE) * mmap.PAGESIZE
+        self._map = mmap.mmap(-1, self._head + n * slot_bytes, flags=mmap.MAP_SHARED)
+        #: one word a slot (FREE or TAKEN), then the closed flag
+        self._state = np.frombuffer(self._map, dtype=np.int64, count=n + 1)
+        self._turn = 0  # the next of this worker's slots (each forked worker has its own)
+
+    @classmethod
+    def for_loop(
+        cls, workers: int, prefetch: int, batch: int, sample_bytes: int, loaders: int = 1
+    ) -> BatchPool | None:
+        """A pool for ``workers`` workers of ``prefetch`` batches of ``batch`` samples of at
+        most ``sample_bytes``; None without workers, off Linux, or where the pools of
+        ``loaders`` loop processes on this host would take more than POOL_MEMORY_SHARE of its
+        memory."""
+        if workers <= 0 or not sys.platform.startswith("linux") or sample_bytes <= 0:
+            return None
+        slots, slot_bytes = prefetch + POOL_SPARE_SLOTS, batch * sample_bytes
+        mem = physical_memory()
+        if not mem or max(loaders, 1) * workers * slots * slot_bytes > POOL_MEMORY_SHARE * mem:
+            return None
+        return cls(workers, slots, slot_bytes)
+
+    def __reduce__(self) -> Any:  # pragma: no cover - a spawned worker: the loop forks
+        raise TypeError("a BatchPool is inherited by forked workers, never pickled")
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._state[-1])
+
+    def close(self) -> None:
+        """Tell any worker waiting for a slot to stop waiting (the loop is ending)."""
+        self._state[-1] = 1
+
+    def take(self, worker: int) -> int:
+        """The worker's next slot, once the main process has handed it back (EngineError
+        after POOL_WAIT_S or once the pool is closed)."""
+        slot = worker * self.slots + self._turn % self.slots
+        state = self._state
+        if state[slot] != self.FREE:
+            deadline = time.monotonic() + POOL_WAIT_S
+            while state[slot] != self.FREE:
+                if self.closed or time.monotonic() > deadline:
+                    raise EngineError(
+                        f"loader worker {worker}: batch slot {slot} was not handed back",
+                        hint="the main process stopped taking batches; see its error",
+                    )
+                time.sleep(0.0002)
+        state[slot] = self.TAKEN
+        self._turn += 1
+        return slot
+
+    def array(self, slot: int, nbytes: int) -> np.ndarray:
+        """The first ``nbytes`` of ``slot``, writable, as uint8."""
+        return np.frombuffer(
+            self._map, np.uint8, count=nbytes, offset=self._head + slot * self.slot_bytes
+        )
+
+    def tensor(self, batch: PoolBatch) -> Any:
+        """The batch's bytes as a uint8 tensor over the slot (valid until it is handed back)."""
+        import torch
+
+        return torch.from_numpy(self.array(batch.slot, batch.nbytes))
+
+    def give_back(self, batch: Any) -> bool:
+        """The main process is done with ``batch``: its slot may be written again (False: not
+        a pooled batch)."""
+        if isinstance(batch, PoolBatch):
+            self._state[batch.slot] = self.FREE
+            return True
+        return False
+
+
 def collate_samples(
     batch: list[tuple[np.ndarray, float, float, float, int]],
     per_sample: bool = False,
+    pool: BatchPool | None = None,
 ) -> tuple[Any, list[int], tuple[float, float, float, int]]:
     """(uint8 tensor of the samples back to back, their sizes, (read_s, decode_s,
     decode_cpu_s, stored bytes)): decode_s includes the collation, decode_cpu_s is the
@@ -286,24 +406,34 @@ def collate_samples(
     ``per_sample``: a list of one tensor per sample instead, as torch's default_collate
     leaves samples whose shapes differ; each is moved into shared memory when the worker
     hands the batch on and rebuilt in the main process, as the real pipeline's are.
+    ``pool``: in a worker, the batch goes into the worker's next slot of it (a ``PoolBatch``,
+    handed back by the main process), where it fits.
     """
     import torch
     from torch.utils.data import get_worker_info
 
-    t0 = time.perf_counter()
     sizes = [len(b[0]) for b in batch]
     total = sum(sizes)
-    if per_sample:
+    info = get_worker_info() if not per_sample else None
+    flat: np.ndarray | None = None
+    if pool is not None and info is not None and total <= pool.slot_bytes:
+        out: Any = PoolBatch(pool.take(info.id), total)  # its wait is no decode: before t0
+        flat = pool.array(out.slot, total)
+    t0 = time.perf_counter()
+    if flat is not None:
+        pass
+    elif per_sample:
         # a decoder's output is a fresh, writable array (a stored sample may be a read-only view)
-        out: Any = [torch.from_numpy(b[0] if b[0].flags.writeable else b[0].copy()) for b in batch]
-    elif get_worker_info() is not None:
+        out = [torch.from_numpy(b[0] if b[0].flags.writeable else b[0].copy()) for b in batch]
+    elif info is not None:
         elem = torch.empty(0, dtype=torch.uint8)
         storage = elem._typed_storage()._new_shared(total, device="cpu")
         out = elem.new(storage).resize_(total)
     else:
         out = torch.empty(total, dtype=torch.uint8)
     if not per_sample:
-        flat = out.numpy()
+        if flat is None:
+            flat = out.numpy()
         pos = 0
         for arr, n in zip((b[0] for b in batch), sizes, strict=True):
             flat[pos : pos + n] = arr

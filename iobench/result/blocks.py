@@ -351,6 +351,8 @@ class LoaderBlock(Block):
     worker_read_s_per_sample: float | None = None
     worker_decode_s_per_sample: float | None = None
     main_cpu_s_per_step: float | None = None
+    # how the workers handed their batches on (loader.run.handoff_block): kind, counts, basis
+    handoff: Mapping[str, Any] | None = None
     dataset: DatasetBlock | None = _sub(DatasetBlock)
     points: tuple[AuPoint | Any, ...] = _subs(AuPoint)
     ranks: tuple[RankBlock | Any, ...] = _subs(RankBlock)
