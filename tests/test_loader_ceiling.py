@@ -772,3 +772,35 @@ def test_a_replayed_pipeline_keeps_its_fresh_shared_memory(cli, tmp_path):
     assert r.code in (0, 1), r.err
     h = json.loads(r.out)["loader"]["handoff"]
     assert h["kind"] == "shared memory" and h["pooled_batches"] == 0 and h["batches"] > 0
+
+
+def test_a_jpeg_batch_fits_the_slots_its_decoded_pixels_size(cli, tmp_path):
+    """A JPEG sample decodes larger than it is stored: the slots are sized from its pixels
+    (the format's ``decoded_size``), so its batches go through the pool too."""
+    pytest.importorskip("PIL")
+    from iobench.formats import jpeg
+
+    assert jpeg.decoded_size(48 * KIB) == jpeg.side_for(48 * KIB) ** 2 > 48 * KIB
+    prof = Path(tmp_path / "p.toml")
+    prof.write_text('description = "t"\nformat = "jpeg"\nsample_size = "48KiB"\nfiles = 24\n'
+                    "batch_size = 4\ncompute_s = 0\nworkers = 1\nprefetch = 2\nau_min = 0\n"
+                    "epochs = 1\n")  # fmt: skip
+    target = tmp_path / "t"
+    target.mkdir()
+    r = cli("loader", target, "--profile", prof, "--no-history", "--json", "-q",
+            "--output", tmp_path / "out")  # fmt: skip
+    assert r.code in (0, 1), r.err
+    h = json.loads(r.out)["loader"]["handoff"]
+    assert h["kind"] == "pool" and h["pooled_batches"] == h["batches"] > 0, h
+
+
+def test_a_pool_no_batch_fitted_is_reported_as_fresh_shared_memory():
+    from iobench.loader.run import handoff_block
+
+    class _Res:
+        ranks = [{"handoff": {"kind": "pool", "slots": 4, "slot_bytes": 1024},
+                  "epochs": [{"steps": 5, "pooled_batches": 0}]}]  # fmt: skip
+
+    h = handoff_block(_Res())  # type: ignore[arg-type]
+    assert h["kind"] == "shared memory" and h["batches"] == 5 and h["pooled_batches"] == 0
+    assert "no batch fitted" in h["basis"]

@@ -49,6 +49,11 @@ def side_for(nbytes: int) -> int:
     return max(8, round(math.sqrt(max(nbytes - 700, 64) / bytes_per_pixel())))
 
 
+def decoded_size(nbytes: int) -> int:
+    """The bytes ``decode`` gives for a sample planned at ``nbytes``: its image's pixels."""
+    return side_for(nbytes) ** 2
+
+
 def encode(sample: np.ndarray) -> bytes:
     """One sample's bytes as the pixels of a JPEG of about its size (repeated to fill it)."""
     from PIL import Image

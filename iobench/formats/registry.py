@@ -27,7 +27,9 @@ class SampleFormat(Protocol):
     optional library it needs, checked by :func:`get_format`), ``ONE_SAMPLE_PER_FILE`` (its
     files hold one sample each) and ``frame(sizes, keys)`` (the file laid out ahead: its size,
     where each sample's bytes go, a function that fills in the rest around samples already in
-    place, so the writer generates each sample straight into the file; None when it cannot).
+    place, so the writer generates each sample straight into the file; None when it cannot)
+    and ``decoded_size(nbytes)`` (the bytes ``decode`` gives for a sample planned at
+    ``nbytes``, where they differ: a batch pool's slots are sized from it).
     """
 
     EXTENSION: str

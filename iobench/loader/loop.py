@@ -129,9 +129,15 @@ class LoopConfig:
 
     @property
     def sample_bytes_max(self) -> int:
-        """The largest sample a worker hands on, as planned (or as the replayed decode
-        widens it): a batch pool's slots are sized from it."""
+        """The largest sample a worker hands on: as planned, as its format decodes it (the
+        format's ``decoded_size``: a JPEG's pixels) or as the replayed decode widens it. A
+        batch pool's slots are sized from it."""
+        from .. import formats
+
         planned = max((max(s) for s in self.index.sizes if s), default=0)
+        decoded = getattr(formats.get_format(self.index.fmt), "decoded_size", None)
+        if decoded is not None and planned:
+            planned = max(planned, int(decoded(planned)))
         return max(planned, self.decode.size)
 
 

@@ -575,7 +575,11 @@ def handoff_block(res: LoopResult) -> dict[str, Any]:
     eps = [ep for r in res.ranks for ep in r.get("epochs", ())]
     h["batches"] = sum(ep["steps"] for ep in eps)
     h["pooled_batches"] = sum(ep.get("pooled_batches", 0) for ep in eps)
-    if kind == "pool":
+    if kind == "pool" and h["batches"] and not h["pooled_batches"]:
+        kind = h["kind"] = "shared memory"  # no batch fitted a slot: none went through it
+        basis = ("each batch in fresh shared memory, as torch's default collate hands it on "
+                 f"(no batch fitted the pool's slots of {format_bytes(h['slot_bytes'])})")  # fmt: skip
+    elif kind == "pool":
         rest = h["batches"] - h["pooled_batches"]
         basis = (
             f"each worker's batches written into reused shared-memory slots ({h['slots']} of "
