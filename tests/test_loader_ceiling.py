@@ -795,7 +795,7 @@ def test_a_jpeg_batch_fits_the_slots_its_decoded_pixels_size(cli, tmp_path):
 
 
 def test_a_pool_no_batch_fitted_is_reported_as_fresh_shared_memory():
-    from iobench.loader.run import handoff_block
+    from iobench.loader.loop import handoff_block
 
     class _Res:
         ranks = [{"handoff": {"kind": "pool", "slots": 4, "slot_bytes": 1024},

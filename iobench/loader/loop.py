@@ -25,6 +25,7 @@ import numpy as np
 
 from ..core.cpu import loader_pids, processes_cpu_s
 from ..core.errors import DistributedError
+from ..core.units import format_bytes
 from ..result.stats import Histogram
 from ..result.timeseries import STEP_POINTS_MAX, STEP_POINTS_TOTAL, step_series
 from ..target import StopFlag
@@ -343,6 +344,63 @@ def _rank_loop_body(  # noqa: PLR0915 - the measured loop: one frame, no calls b
                "slot_bytes": pool.slot_bytes if pool else 0}  # fmt: skip
     return {"rank": rank, "epochs": epochs, "handoff": handoff,
             "timeline": {"steps": steps_t, "spans": spans}}  # fmt: skip
+
+
+def handoff_block(res: LoopResult) -> dict[str, Any]:
+    """How the workers handed their batches to the loop (rank 0's; every rank's is alike), how
+    many went that way, and what it means for the figures."""
+    h: dict[str, Any] = dict((res.ranks[0].get("handoff") if res.ranks else None) or {})
+    kind = h.setdefault("kind", "unknown")
+    eps = [ep for r in res.ranks for ep in r.get("epochs", ())]
+    h["batches"] = sum(ep["steps"] for ep in eps)
+    h["pooled_batches"] = sum(ep.get("pooled_batches", 0) for ep in eps)
+    if kind == "pool" and h["batches"] and not h["pooled_batches"]:
+        kind = h["kind"] = "shared memory"  # no batch fitted a slot: none went through it
+        basis = ("each batch in fresh shared memory, as torch's default collate hands it on "
+                 f"(no batch fitted the pool's slots of {format_bytes(h['slot_bytes'])})")  # fmt: skip
+    elif kind == "pool":
+        rest = h["batches"] - h["pooled_batches"]
+        basis = (
+            f"each worker's batches written into reused shared-memory slots ({h['slots']} of "
+            f"{format_bytes(h['slot_bytes'])}, made once before the workers forked); the loop "
+            "takes a slot's number and hands it back after its step, so no batch is faulted "
+            "into fresh memory (what torch's default collate pays, a cost of the host, not "
+            "the storage)"
+            + (f"; {rest} batch(es) larger than a slot went into fresh shared memory" if rest else "")
+        )  # fmt: skip
+    elif kind == "shared memory":
+        basis = ("each batch in fresh shared memory, as torch's default collate hands it on "
+                 "(a replayed pipeline's hand-off, or a pool too large for the memory)")  # fmt: skip
+    elif kind == "per sample":
+        basis = ("one tensor a sample, each through fresh shared memory, as the replayed "
+                 "pipeline handed its decoded samples on")  # fmt: skip
+    else:
+        basis = "no workers: each batch collated in the loop's own process"
+    h["basis"] = basis
+    return h
+
+
+def ranks_block(res: LoopResult) -> list[dict[str, Any]]:
+    """Every rank's epochs, each with its load-wait summary (the result's ``loader.ranks``)."""
+    return [
+        {
+            "rank": r["rank"],
+            **({"host": r["host"]} if "host" in r else {}),
+            **({"step_series": r["step_series"]} if "step_series" in r else {}),
+            "epochs": [
+                {
+                    **_without(ep, "wait"),
+                    "load_wait_s": wait_summary(Histogram.from_dict(ep["wait"])),
+                }
+                for ep in r["epochs"]
+            ],
+        }
+        for r in res.ranks
+    ]
+
+
+def _without(d: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k != key}
 
 
 def handoff_kind(cfg: LoopConfig, pool: BatchPool | None) -> str:
