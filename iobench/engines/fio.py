@@ -359,9 +359,13 @@ class FioEngine(Engine):
         job_text = plan.text()  # refused here (exit 2), before fio runs, if a value is unsafe
         if not phase.op.endswith("write"):
             self._check_inputs(phase, plan)
-        with tempfile.TemporaryDirectory(prefix="iobench-fio-") as tmp:
-            # absolute: a relative temp dir ("-x/...") would reach fio's argv as an option
-            tmp = os.path.abspath(tmp)
+        cwd = fio_cwd(plan, ctx)
+        # the job file and fio's output live in the run directory, like everything iobench
+        # writes: removed with it on success, error, every signal and a stall's give-up
+        # (os._exit, where no finally runs); fio, whose working directory it is, is given
+        # them relative to it, "./" first (a name is never read as one of fio's options)
+        with tempfile.TemporaryDirectory(prefix=".iobench-fio-", dir=cwd) as tmp:
+            name = os.path.basename(tmp)
             jobfile = os.path.join(tmp, "job.fio")
             output = os.path.join(tmp, "out.json")
             with open(jobfile, "w") as f:
@@ -377,11 +381,11 @@ class FioEngine(Engine):
             try:
                 rc, stderr, stdout, stopped, timed_out = self._execute(
                     exe,
-                    jobfile,
-                    output,
+                    f"./{name}/job.fio",
+                    f"./{name}/out.json",
                     phase,
                     ctx,
-                    fio_cwd(plan, ctx),
+                    cwd,
                     EtaProgress(ctx.progress, total, block_size=phase.block_size or 0),
                 )
             finally:

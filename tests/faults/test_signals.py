@@ -367,6 +367,10 @@ def _finish(proc, timeout=60):
     return out, err
 
 
+#: what fio's command line holds: its job file, in the run directory (engines.fio)
+FIO_JOB_DIR = "./.iobench-fio-"
+
+
 def _procs_mentioning(text: str) -> list[int]:
     found = []
     for d in os.listdir("/proc"):
@@ -409,16 +413,18 @@ def test_sighup_with_fio_stops_fio_and_removes_its_job_directory(planted, tmp_pa
                    "size=64MiB", "--set", "rate=8MiB", *SEQ, "--output", out, "-q"],
                   tmp_path)  # fmt: skip
     _in_flight(planted)
-    tmp = _tmpdir(tmp_path)
-    assert _procs_mentioning(str(tmp)), "fio runs from the job directory under TMPDIR"
+    (run_dir,) = debris(planted.path)
+    assert list((planted.path / run_dir).glob(".iobench-fio-*/job.fio")), "its job directory"
+    assert _procs_mentioning(FIO_JOB_DIR), "fio runs its job file from the run directory"
     proc.send_signal(signal.SIGHUP)
     _, err = _finish(proc)
     assert proc.returncode == 130, err
     assert "interrupted by SIGHUP" in one_line(err)
     assert json.loads((out / "result.json").read_text())["status"] == "interrupted"
+    # fio's job directory was in the run directory: removed with it
     assert debris(planted.path) == [] and planted.unchanged()
-    assert _procs_mentioning(str(tmp)) == [], "fio outlived iobench"
-    assert list(tmp.iterdir()) == [], "fio's job directory was left"
+    assert _procs_mentioning(FIO_JOB_DIR) == [], "fio outlived iobench"
+    assert list(_tmpdir(tmp_path).iterdir()) == [], "nothing left under TMPDIR"
 
 
 @pytest.mark.skipif(not have("fio"), reason="fio is not installed")
@@ -429,11 +435,10 @@ def test_fio_dies_with_a_sigkilled_iobench(planted, tmp_path):
                    "size=64MiB", "--set", "rate=8MiB", *SEQ, "--output", tmp_path / "out",
                    "-q"], tmp_path)  # fmt: skip
     _in_flight(planted)
-    tmp = _tmpdir(tmp_path)
-    assert _procs_mentioning(str(tmp))
+    assert _procs_mentioning(FIO_JOB_DIR)
     proc.kill()
     _finish(proc)
-    wait_for(lambda: _procs_mentioning(str(tmp)) == [], timeout=10)
+    wait_for(lambda: _procs_mentioning(FIO_JOB_DIR) == [], timeout=10)
     for d in debris(planted.path):
         shutil.rmtree(planted.path / d)  # what SIGKILL leaves (RELIABILITY.md), by hand
     assert planted.unchanged()
@@ -655,7 +660,7 @@ def test_a_second_signal_while_fio_drains_kills_it(cli, planted, tmp_path, fake_
     pidfile = tmp_path / "fio.pid"
     fake_fio(f"echo $$ > '{pidfile}'\ntrap '' INT\nexec sleep 60")  # (exec keeps the pid)
     tmp = _tmpdir(tmp_path)
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # fio's job directory goes here
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # where a stray temporary would go
     seen: list[int] = []
 
     def twice() -> None:
@@ -678,7 +683,8 @@ def test_a_second_signal_while_fio_drains_kills_it(cli, planted, tmp_path, fake_
     assert seen, "fio never ran"
     assert_failed_run(r, tmp_path / "out", planted, 130, "interrupted", "SIGINT")
     assert not any(_alive(p) for p in seen), "fio outlived the run"
-    assert list(tmp.iterdir()) == [], "fio's job directory was left"
+    assert list(tmp.iterdir()) == [], "something was left under TMPDIR"
+    assert debris(planted.path) == [], "fio's job directory (in the run directory) was left"
 
 
 def test_a_signal_while_the_result_is_saved_does_not_lose_it(cli, planted, tmp_path, monkeypatch):

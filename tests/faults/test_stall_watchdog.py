@@ -112,14 +112,18 @@ def test_blocked_creates_in_a_metadata_phase_give_up(planted, tmp_path):
 
 
 def test_a_hung_fio_gives_up(planted, tmp_path, fake_fio):
+    """The give-up is os._exit (no finally runs): fio's job directory is in the run directory,
+    which it removes, never left in the system's temporary directory."""
     fake_fio("exec sleep 3600")  # fio that starts and never moves a byte (dies with iobench)
-    out = tmp_path / "out"
+    out, tmp = tmp_path / "out", tmp_path / "tmp"
+    tmp.mkdir()
     p, t = _run(
         tmp_path, "", "none", 1, "run", "sequential-write", str(planted.path), *SEQ,
         "--set", "size=8MiB", "--engine", "fio", "--output", str(out), "-q", "--no-history",
-        "--stall-timeout", f"{STALL_S}s", env={"PATH": os.environ["PATH"]},
+        "--stall-timeout", f"{STALL_S}s", env={"PATH": os.environ["PATH"], "TMPDIR": str(tmp)},
     )  # fmt: skip
     _check(p, t, out, planted, "seq-write")
+    assert list(tmp.iterdir()) == [], "left in TMPDIR"
 
 
 def test_a_blocked_cleanup_is_left_to_the_reaper(planted, tmp_path):
