@@ -727,6 +727,20 @@ def test_the_pool_is_left_out_where_it_would_take_too_much_memory(monkeypatch):
     assert torchdata.BatchPool.for_loop(0, 2, 64, 4 << 20) is None
 
 
+def _synthetic(cli, tmp_path, fmt, size, epochs, extra=""):
+    """The loader block of a small synthetic ``iobench loader`` run (1 worker, batch 4)."""
+    prof = Path(tmp_path / "p.toml")
+    prof.write_text(f'description = "t"\nformat = "{fmt}"\nsample_size = "{size}"\nfiles = 24\n'
+                    "batch_size = 4\ncompute_s = 0\nworkers = 1\nprefetch = 2\nau_min = 0\n"
+                    f"epochs = {epochs}\n{extra}")  # fmt: skip
+    target = tmp_path / "t"
+    target.mkdir()
+    r = cli("loader", target, "--profile", prof, "--no-history", "--json", "-q",
+            "--output", tmp_path / "out")  # fmt: skip
+    assert r.code in (0, 1), r.err
+    return json.loads(r.out)["loader"]
+
+
 def test_the_loop_hands_its_batches_through_the_pool(cli, tmp_path, monkeypatch):
     from iobench.loader import torchdata
 
@@ -739,16 +753,7 @@ def test_the_loop_hands_its_batches_through_the_pool(cli, tmp_path, monkeypatch)
         return real(self, batch)
 
     monkeypatch.setattr(torchdata.BatchPool, "give_back", give_back)
-    prof = Path(tmp_path / "p.toml")
-    prof.write_text('description = "t"\nformat = "npz"\nsample_size = "32KiB"\nfiles = 24\n'
-                    "batch_size = 4\ncompute_s = 0\nworkers = 1\nprefetch = 2\nau_min = 0\n"
-                    "epochs = 2\n")  # fmt: skip
-    target = tmp_path / "t"
-    target.mkdir()
-    r = cli("loader", target, "--profile", prof, "--no-history", "--json", "-q",
-            "--output", tmp_path / "out")  # fmt: skip
-    assert r.code in (0, 1), r.err
-    ld = json.loads(r.out)["loader"]
+    ld = _synthetic(cli, tmp_path, "npz", "32KiB", 2)
     ep = ld["ranks"][0]["epochs"][1]
     assert ep["bytes"] == ep["samples"] * 32 * KIB
     assert len(given) >= 12 and set(given) <= {0, 1, 2, 3}  # 1 worker, prefetch 2: 4 slots
@@ -761,16 +766,7 @@ def test_the_loop_hands_its_batches_through_the_pool(cli, tmp_path, monkeypatch)
 def test_a_replayed_pipeline_keeps_its_fresh_shared_memory(cli, tmp_path):
     """A profile with a decode cost replays a measured pipeline: its hand-off (torch's
     default collate, fresh shared memory a batch) is part of what it spent, so no pool."""
-    prof = Path(tmp_path / "p.toml")
-    prof.write_text('description = "t"\nformat = "raw"\nsample_size = "16KiB"\nfiles = 24\n'
-                    "batch_size = 4\ncompute_s = 0\nworkers = 1\nprefetch = 2\nau_min = 0\n"
-                    "epochs = 1\ndecode_s = 0.0001\n")  # fmt: skip
-    target = tmp_path / "t"
-    target.mkdir()
-    r = cli("loader", target, "--profile", prof, "--no-history", "--json", "-q",
-            "--output", tmp_path / "out")  # fmt: skip
-    assert r.code in (0, 1), r.err
-    h = json.loads(r.out)["loader"]["handoff"]
+    h = _synthetic(cli, tmp_path, "raw", "16KiB", 1, "decode_s = 0.0001\n")["handoff"]
     assert h["kind"] == "shared memory" and h["pooled_batches"] == 0 and h["batches"] > 0
 
 
@@ -781,16 +777,7 @@ def test_a_jpeg_batch_fits_the_slots_its_decoded_pixels_size(cli, tmp_path):
     from iobench.formats import jpeg
 
     assert jpeg.decoded_size(48 * KIB) == jpeg.side_for(48 * KIB) ** 2 > 48 * KIB
-    prof = Path(tmp_path / "p.toml")
-    prof.write_text('description = "t"\nformat = "jpeg"\nsample_size = "48KiB"\nfiles = 24\n'
-                    "batch_size = 4\ncompute_s = 0\nworkers = 1\nprefetch = 2\nau_min = 0\n"
-                    "epochs = 1\n")  # fmt: skip
-    target = tmp_path / "t"
-    target.mkdir()
-    r = cli("loader", target, "--profile", prof, "--no-history", "--json", "-q",
-            "--output", tmp_path / "out")  # fmt: skip
-    assert r.code in (0, 1), r.err
-    h = json.loads(r.out)["loader"]["handoff"]
+    h = _synthetic(cli, tmp_path, "jpeg", "48KiB", 1)["handoff"]
     assert h["kind"] == "pool" and h["pooled_batches"] == h["batches"] > 0, h
 
 

@@ -414,26 +414,28 @@ def collate_samples(
 
     sizes = [len(b[0]) for b in batch]
     total = sum(sizes)
-    info = get_worker_info() if not per_sample else None
+    info = None if per_sample else get_worker_info()
+    out: Any
     flat: np.ndarray | None = None
     if pool is not None and info is not None and total <= pool.slot_bytes:
-        out: Any = PoolBatch(pool.take(info.id), total)  # its wait is no decode: before t0
+        out = PoolBatch(pool.take(info.id), total)  # its wait is no decode: before t0
+        t0 = time.perf_counter()
         flat = pool.array(out.slot, total)
-    t0 = time.perf_counter()
-    if flat is not None:
-        pass
-    elif per_sample:
-        # a decoder's output is a fresh, writable array (a stored sample may be a read-only view)
-        out = [torch.from_numpy(b[0] if b[0].flags.writeable else b[0].copy()) for b in batch]
-    elif info is not None:
-        elem = torch.empty(0, dtype=torch.uint8)
-        storage = elem._typed_storage()._new_shared(total, device="cpu")
-        out = elem.new(storage).resize_(total)
     else:
-        out = torch.empty(total, dtype=torch.uint8)
-    if not per_sample:
-        if flat is None:
+        t0 = time.perf_counter()
+        if per_sample:
+            # a decoder's output is a fresh, writable array (a stored sample may be a
+            # read-only view)
+            out = [torch.from_numpy(b[0] if b[0].flags.writeable else b[0].copy()) for b in batch]
+        elif info is not None:
+            elem = torch.empty(0, dtype=torch.uint8)
+            storage = elem._typed_storage()._new_shared(total, device="cpu")
+            out = elem.new(storage).resize_(total)
+        else:
+            out = torch.empty(total, dtype=torch.uint8)
+        if not per_sample:
             flat = out.numpy()
+    if flat is not None:
         pos = 0
         for arr, n in zip((b[0] for b in batch), sizes, strict=True):
             flat[pos : pos + n] = arr
