@@ -177,3 +177,9 @@ def test_compare_output_fits_columns(cli, planted, tmp_path, monkeypatch):
         assert r.code in (0, 1), r.err
         assert max(len(line) for line in r.out.splitlines()) <= int(width), r.out
         assert "seq-read bandwidth" in r.out  # folded: one block per metric
+
+
+def test_bad_tail_df_is_one_line_exit_2(cli, tmp_path):
+    r = cli("compare", tmp_path / "a", tmp_path / "b", "--tail-df", "zero")
+    assert r.code == 2 and r.err.count("\n") <= 1 and "--tail-df" in r.err
+    assert "Traceback" not in r.err and not any(tmp_path.iterdir())

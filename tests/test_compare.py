@@ -13,6 +13,7 @@ from factories import MiB, make_phase, make_run, noisy
 
 from iobench import history
 from iobench.compare import (
+    RUN_TAIL_DF,
     CompareOptions,
     Noise,
     NoiseBasis,
@@ -21,6 +22,7 @@ from iobench.compare import (
     compare_runs,
     confirm_text,
     format_percent,
+    history_df,
     history_noise,
     history_p_value,
     holm,
@@ -28,6 +30,7 @@ from iobench.compare import (
     latest_like,
     log_t_test,
     measure_metric,
+    parse_tail_df,
     parse_thresholds,
     prediction_p_value,
     render_json,
@@ -151,6 +154,79 @@ def test_one_run_against_five_earlier_false_alarms_within_alpha_and_a_halving_fo
     hits = sum(any(r.mark == "+" and r.phase == "read" for r in f) for f in found)
     assert hits >= 40
     assert not any(r.mark == "+" and r.phase == "write" for f in found for r in f)
+
+
+def test_history_test_keeps_the_tail_of_t_with_4_degrees_of_freedom():
+    # 21 earlier runs: Student's prediction statistic, referred to t with 4 df (RUN_TAIL_DF),
+    # not 20; at 5 runs (4 df) the cap changes nothing
+    values = [100.0 * math.exp(0.03 * math.sin(i)) for i in range(21)]
+    noise = Noise.of(values)
+    x = math.log(80.0)
+    t = abs(x - noise.mean_log) / (noise.sd_log * math.sqrt(1 + 1 / 21))
+    assert RUN_TAIL_DF == 4 and history_df(21) == 4 and history_df(5) == 4 and history_df(3) == 2
+    assert history_df(21, None) == 20 and history_df(2, 4) == 1
+    assert prediction_p_value(x, noise) == pytest.approx(2 * t_sf(t, 4), rel=1e-9)
+    assert prediction_p_value(x, noise, None) == pytest.approx(2 * t_sf(t, 20), rel=1e-9)
+    assert prediction_p_value(x, noise, None) < prediction_p_value(x, noise) / 100
+    five = Noise.of(values[:5])
+    assert prediction_p_value(x, five) == prediction_p_value(x, five, None)
+    assert history_p_value(-0.2, noise) == pytest.approx(
+        2 * t_sf(0.2 / (math.sqrt(2) * noise.sd_log), 4), rel=1e-9
+    )
+    # what would confirm: with the tail held, more runs only narrow sqrt(1 + 1/k); a halving at
+    # 10 % scatter needs no more than 9 runs by the normal tail and none can do it with t(4)
+    level = 0.01 / 14
+    assert runs_to_confirm(0.10, math.log(2), level, tail_df=None) == 9
+    assert runs_to_confirm(0.10, math.log(2), level) is None
+    assert runs_to_confirm(0.05, math.log(2), level) == runs_to_confirm(
+        0.05, math.log(2), level, tail_df=None
+    )
+
+
+def _t3(rng) -> float:
+    """A draw of Student's t with 3 degrees of freedom: heavy-tailed run-to-run noise."""
+    return rng.gauss(0, 1) / math.sqrt(sum(rng.gauss(0, 1) ** 2 for _ in range(3)) / 3)
+
+
+def test_heavy_tailed_runs_against_20_earlier_false_alarms_within_alpha_and_a_halving_found():
+    """Monte Carlo (seeded): a nightly history of 20 earlier runs and one new, 8 metrics whose
+    ln values scatter as Student's t with 3 df (scale 0.05): the whole-run shifts of a shared
+    host. Referred to t with k - 1 = 19 df, ~11 % of identical comparisons flag a change (45 of
+    400 in this seed); held to t with 4 df, about 1 %. A halving of the reads is still found,
+    and with log-normal runs nothing is flagged."""
+    rng = random.Random(2912)
+
+    def rows(opts, halve=False, draw=_t3):
+        out = []
+        for phase in ("read", "write"):
+            for metric in ("bandwidth", "stonewall", "lat_mean", "lat_p50"):
+                lower = metric.startswith("lat")
+                runs = [100.0 * math.exp(0.05 * draw(rng)) for _ in range(21)]
+                cur = runs[20] * (2 if lower else 0.5) if halve and phase == "read" else runs[20]
+                d = "lower" if lower else "higher"
+                noise = Noise.of(runs[:20])
+                out.append(measure_metric(phase, metric, "x", d, [runs[19]], [cur], opts, noise))
+        return judge(out, opts)
+
+    def flagged(opts, draw=_t3):
+        return sum(any(r.mark in ("+", "-") for r in rows(opts, draw=draw)) for _ in range(400))
+
+    assert flagged(CompareOptions(tail_df=None)) >= 25  # the normal tail: ~10 % of pairs
+    assert flagged(CompareOptions()) <= 10
+    assert flagged(CompareOptions(), draw=lambda r: r.gauss(0, 1)) <= 4
+    found = [rows(CompareOptions(), halve=True) for _ in range(50)]
+    assert sum(any(r.mark == "+" and r.phase == "read" for r in f) for f in found) >= 45
+    # the write metrics, untouched, may be false alarms at about the family's level
+    assert sum(any(r.mark in ("+", "-") and r.phase == "write" for r in f) for f in found) <= 2
+
+
+def test_tail_df_option_parses_and_rejects():
+    assert parse_tail_df("normal") is None and parse_tail_df(" 6 ") == 6
+    for bad in ("0", "-1", "four", "2.5", ""):
+        with pytest.raises(UsageError, match="--tail-df"):
+            parse_tail_df(bad)
+    with pytest.raises(UsageError, match="--tail-df"):
+        CompareOptions(tail_df=0)
 
 
 def test_holm_adjusts_in_step_down_order():

@@ -37,9 +37,11 @@ from __future__ import annotations
 from ..history import HEADLINE_METRICS
 from .metric import CompareRow, compare_metric, format_percent, format_value, judge, measure_metric
 from .noise import (
+    RUN_TAIL_DF,
     Noise,
     TTest,
     benjamini_hochberg,
+    history_df,
     history_p_value,
     holm,
     log_t_test,
@@ -58,6 +60,7 @@ from .options import (
     MARK_WORSE,
     CompareOptions,
     is_latency,
+    parse_tail_df,
     parse_thresholds,
 )
 from .render import confirm_text, render_json, render_markdown, render_table
@@ -82,6 +85,7 @@ __all__ = [
     "HEADLINE_METRICS",
     "is_latency",
     "CompareOptions",
+    "parse_tail_df",
     "parse_thresholds",
     "TTest",
     "log_t_test",
@@ -94,6 +98,8 @@ __all__ = [
     "t_sf",
     "t_quantile",
     "Noise",
+    "RUN_TAIL_DF",
+    "history_df",
     "CompareRow",
     "compare_metric",
     "measure_metric",

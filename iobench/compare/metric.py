@@ -135,11 +135,11 @@ def measure_metric(
     test, p, sd, used = None, None, None, None
     if noise is not None and noise.runs >= options.min_history:
         if noise.mean_log is not None and c_mid > 0:
-            p = prediction_p_value(math.log(c_mid), noise)
+            p = prediction_p_value(math.log(c_mid), noise, options.tail_df)
             if p is not None and (math.log(c_mid) - noise.mean_log) * delta < 0:
                 p = 1.0  # the current run lies beyond the history's centre the other way
         else:
-            p = history_p_value(_log_ratio(b_mid, c_mid), noise)
+            p = history_p_value(_log_ratio(b_mid, c_mid), noise, options.tail_df)
         test, sd, used = "history", noise.sd_log, noise
     else:
         tt = log_t_test(b, c)
@@ -163,7 +163,11 @@ def _confirmation(row: CompareRow, options: CompareOptions, level: float) -> dic
     up = row.delta is not None and row.delta > 0
     size = math.log1p(row.threshold) if up or row.threshold >= 1 else -math.log1p(-row.threshold)
     if row.test == "history" and row.sd_log is not None:
-        return {"confirm_runs": runs_to_confirm(row.sd_log, size, level, options.power)}
+        return {
+            "confirm_runs": runs_to_confirm(
+                row.sd_log, size, level, options.power, tail_df=options.tail_df
+            )
+        }
     if row.sd_log is not None:
         return {"confirm_repeats": repeats_to_confirm(row.sd_log, size, level, options.power)}
     return {"confirm_repeats": options.spread_repeats}

@@ -79,6 +79,25 @@ def t_quantile(q: float, df: float) -> float:
     return (lo + hi) / 2
 
 
+#: The most degrees of freedom the history's test gives its reference t distribution. Runs of
+#: one spec on a shared host do not scatter log-normally: a neighbour's burst, the hypervisor
+#: or a cold cache moves a whole run, and such runs sit further out than Student's t with
+#: k - 1 degrees of freedom allows once k is large (measured: docs/validation/compare.md,
+#: "Eighth run"). Capped at 4, the reference keeps the tail of Student's t with 4 degrees of
+#: freedom however many runs there are: the usual robust choice for data with outliers
+#: (Lange, Little & Taylor 1989, "Robust statistical modeling using the t distribution", JASA
+#: 84:881-896). A longer history still narrows the spread's estimate (``sqrt(1 + 1/k)``); it
+#: never thins the tail. ``None``: no cap, Student's k - 1, exact for independent log-normal
+#: runs (``--tail-df normal``).
+RUN_TAIL_DF = 4
+
+
+def history_df(runs: int, tail_df: int | None = RUN_TAIL_DF) -> int:
+    """The degrees of freedom of the history's test with ``runs`` earlier runs: ``runs - 1``,
+    at most ``tail_df`` (:data:`RUN_TAIL_DF`; ``None``: no cap)."""
+    return runs - 1 if tail_df is None else max(1, min(runs - 1, tail_df))
+
+
 @dataclass(frozen=True)
 class Noise:
     """One metric's run-to-run spread, from earlier runs of the same spec on the same setup."""
@@ -101,9 +120,10 @@ class Noise:
         return cls(len(logs), statistics.stdev(logs), statistics.fmean(logs))
 
 
-def history_p_value(moved: float, noise: Noise) -> float | None:
+def history_p_value(moved: float, noise: Noise, tail_df: int | None = RUN_TAIL_DF) -> float | None:
     """Two-sided p of a move of ``moved`` (ln(current / baseline)) between two runs that each
-    scatter like the history: t = moved / (sqrt(2) s), k - 1 degrees of freedom (the difference
+    scatter like the history: t = moved / (sqrt(2) s), k - 1 degrees of freedom at most
+    ``tail_df`` (:func:`history_df`; the difference
     of two runs has twice one run's variance). None when the history has no spread. Used when
     the history's runs are not at hand, only their spread (:func:`prediction_p_value` when
     they are)."""
@@ -112,14 +132,17 @@ def history_p_value(moved: float, noise: Noise) -> float | None:
     if math.isinf(moved):
         return 0.0
     t = moved / (math.sqrt(2) * noise.sd_log)
-    return min(1.0, 2 * t_sf(abs(t), noise.runs - 1))
+    return min(1.0, 2 * t_sf(abs(t), history_df(noise.runs, tail_df)))
 
 
-def prediction_p_value(current_log: float, noise: Noise) -> float | None:
+def prediction_p_value(
+    current_log: float, noise: Noise, tail_df: int | None = RUN_TAIL_DF
+) -> float | None:
     """Two-sided p that one new run, ln value ``current_log``, is a draw from the k runs of the
-    history (the baseline among them): t = (current_log - mean) / (s sqrt(1 + 1/k)), k - 1
-    degrees of freedom, Student's prediction interval for one new observation. Exact when the
-    runs are independent log-normal draws; against one baseline run (``history_p_value``,
+    history (the baseline among them): t = (current_log - mean) / (s sqrt(1 + 1/k)), Student's
+    prediction interval for one new observation, with k - 1 degrees of freedom at most
+    ``tail_df`` (:func:`history_df`: the runs' heavy tail). Without the cap it is exact when
+    the runs are independent log-normal draws; against one baseline run (``history_p_value``,
     sqrt 2 in place of sqrt(1 + 1/k)) it spends no power on that one run's own scatter. None
     when the history has no spread or no mean."""
     if noise.runs < 2 or not noise.sd_log > 0 or noise.mean_log is None:
@@ -127,7 +150,7 @@ def prediction_p_value(current_log: float, noise: Noise) -> float | None:
     if math.isinf(current_log):
         return 0.0
     t = (current_log - noise.mean_log) / (noise.sd_log * math.sqrt(1 + 1 / noise.runs))
-    return min(1.0, 2 * t_sf(abs(t), noise.runs - 1))
+    return min(1.0, 2 * t_sf(abs(t), history_df(noise.runs, tail_df)))
 
 
 class TTest(NamedTuple):
@@ -227,16 +250,24 @@ def repeats_to_confirm(
 
 
 def runs_to_confirm(
-    sd_log: float, delta: float, level: float, power: float = 0.8, limit: int = 1000
+    sd_log: float,
+    delta: float,
+    level: float,
+    power: float = 0.8,
+    limit: int = 1000,
+    tail_df: int | None = RUN_TAIL_DF,
 ) -> int | None:
     """The fewest earlier runs k (>= 2) whose spread would let :func:`prediction_p_value`
     confirm a change of ``delta`` at ``level`` with probability ``power``: delta / (sd
-    sqrt(1 + 1/k)) >= t(1 - level/2, k-1) + t(power, k-1). None when no history of this spread
-    could (beyond ``limit`` runs): the run-to-run scatter itself is too wide for one run."""
+    sqrt(1 + 1/k)) >= t(1 - level/2, df) + t(power, df), df = :func:`history_df`. None when no
+    history of this spread could (beyond ``limit`` runs): the run-to-run scatter itself is too
+    wide for one run."""
     if not sd_log > 0:
         return 2
     return _fewest(
-        lambda k: _detectable(delta, math.sqrt(1 + 1 / k) * sd_log, k - 1, level, power),
+        lambda k: _detectable(
+            delta, math.sqrt(1 + 1 / k) * sd_log, history_df(k, tail_df), level, power
+        ),
         2,
         limit,
     )

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..core.errors import UsageError
 from ..core.units import parse_percent
+from .noise import RUN_TAIL_DF
 
 FAIL_ON = ("regression", "unconfirmed", "never")
 CORRECTION = ("holm", "bh")
@@ -36,7 +37,9 @@ class CompareOptions:
     and against the bare metric name; the first matching pattern wins. ``alpha`` is the
     family-wise level (Holm; the false-discovery rate with ``correction="bh"``) over every
     metric a comparison tests; ``power`` is the chance at which "would confirm" counts are
-    computed; ``spread_repeats`` the repeats a side that measure a spread when none was.
+    computed; ``spread_repeats`` the repeats a side that measure a spread when none was;
+    ``tail_df`` the most degrees of freedom the history's test assumes (:data:`RUN_TAIL_DF`,
+    the runs' heavy tail; ``None``: Student's k - 1).
     ``fail_on``: ``regression`` (confirmed regressions fail), ``unconfirmed`` (also an
     unconfirmed move the wrong way beyond the threshold), ``never`` (always OK). ``strict``:
     different hosts, storage, engines, cache modes or incomplete runs are not comparable too.
@@ -53,6 +56,7 @@ class CompareOptions:
     power: float = 0.8
     spread_repeats: int = 3
     min_history: int = 3
+    tail_df: int | None = RUN_TAIL_DF
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "per_metric", tuple((p, float(t)) for p, t in self.per_metric))
@@ -66,6 +70,10 @@ class CompareOptions:
             )
         if not (math.isfinite(self.alpha) and 0 < self.alpha < 1):
             raise UsageError(f"--alpha: expected a level between 0 and 1, got {self.alpha!r}")
+        if self.tail_df is not None and not (isinstance(self.tail_df, int) and self.tail_df >= 1):
+            raise UsageError(
+                f"--tail-df: expected a whole number >= 1 or 'normal', got {self.tail_df!r}"
+            )
         for value in (self.threshold_throughput, self.threshold_latency):
             if not (math.isfinite(value) and value >= 0):
                 raise UsageError(f"--threshold: expected a non-negative percentage, got {value!r}")
@@ -115,3 +123,13 @@ def parse_thresholds(text: str, base: CompareOptions | None = None) -> CompareOp
     if patterns:
         changes["per_metric"] = tuple(patterns) + tuple(options.per_metric)
     return replace(options, **changes)
+
+
+def parse_tail_df(text: str) -> int | None:
+    """Parse ``--tail-df``: a whole number >= 1, or ``normal`` (no cap: Student's k - 1)."""
+    value = str(text).strip().lower()
+    if value == "normal":
+        return None
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    raise UsageError(f"--tail-df: expected a whole number >= 1 or 'normal', got {text!r}")

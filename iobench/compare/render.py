@@ -131,7 +131,7 @@ def _ref_line(label: str, ref: RunRef) -> str:
 def _noise_line(report: CompareReport) -> str | None:
     if report.noise is None:
         return None
-    return report.noise.describe(report.options.min_history)
+    return report.noise.describe(report.options.min_history, report.options.tail_df)
 
 
 def _regression_lines(report: CompareReport) -> list[str]:
@@ -321,6 +321,7 @@ def _options_json(o: CompareOptions) -> dict[str, Any]:
         "power": o.power,
         "spread_repeats": o.spread_repeats,
         "min_history": o.min_history,
+        "tail_df": o.tail_df,
     }
 
 

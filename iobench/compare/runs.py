@@ -61,11 +61,16 @@ class NoiseBasis:
     fs_identity: str
     metrics: Mapping[tuple[str, str], Noise] = field(default_factory=dict)
 
-    def describe(self, min_history: int) -> str:
+    def describe(self, min_history: int, tail_df: int | None = None) -> str:
         where = f"{self.runs} earlier run{'s' if self.runs != 1 else ''}"
         setup = f"of spec {self.spec_hash or '?'} on {self.host_class}, {self.fs_identity}"
         if self.runs >= min_history:
-            return f"noise: {where} {setup}"
+            tail = (
+                "Student's t with k - 1 df"
+                if tail_df is None
+                else f"t with at most {tail_df} df: heavy-tailed runs"
+            )
+            return f"noise: {where} {setup} ({tail})"
         return f"noise: {where} {setup} ({min_history} needed to use their spread)"
 
 

@@ -45,6 +45,12 @@ def compare(
     history: str = typer.Option(
         None, "--history", help="History URL for run ids, latest, the baseline and the noise."
     ),
+    tail_df: str = typer.Option(
+        "4",
+        "--tail-df",
+        help="Most degrees of freedom the history's test assumes (4: runs with heavy tails; "
+        "normal: Student's k - 1, for log-normal runs).",
+    ),
     verbose: bool = typer.Option(
         False, "--verbose", "-v", help="Also show every metric, not one line per phase."
     ),
@@ -55,7 +61,13 @@ def compare(
     from ... import compare as cmp
 
     _check_args(refs, baseline, fmt)
-    options = cmp.CompareOptions(strict=strict, fail_on=fail_on, alpha=alpha, correction=correction)
+    options = cmp.CompareOptions(
+        strict=strict,
+        fail_on=fail_on,
+        alpha=alpha,
+        correction=correction,
+        tail_df=cmp.parse_tail_df(tail_df),
+    )
     if threshold:
         options = cmp.parse_thresholds(threshold, options)
     warn = lambda text: err(f"iobench: warning: {text}")  # noqa: E731
