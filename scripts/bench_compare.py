@@ -8,7 +8,9 @@ appended to a fresh history of that repeat count, and compares every pair twice
 (``iobench compare A B --format json``): with that history (the earlier pairs' run-to-run
 spread decides once there are 3 earlier runs) and with an empty one (the repeats' t test
 decides; at --repeat 1 nothing can: unconfirmed). Every comparison of identical runs must
-report 0 regressions (exit 0).
+report 0 regressions (exit 0). A third comparison with the history and ``--tail-df normal``
+(Student's k - 1 degrees of freedom, the rule before the tail was held at 4) is shown beside
+them, not judged, and a table gives how far each run of a history lay from the runs before it.
 
 Then the read throttle (cgroup v1 blkio, read_bps on the device) at half the median unthrottled
 read rate of the repeat-3 pairs: an unthrottled run against a throttled one at --repeat 3 (no
@@ -39,7 +41,10 @@ from typing import Any
 
 from bench_starvation import BLKIO, loop_filesystem, whole_disk
 
+from iobench import history as stored
+from iobench.compare import history_df, t_sf
 from iobench.core.units import format_rate, parse_size
+from iobench.result.file import load
 
 REPO = Path(__file__).resolve().parents[1]
 READ_PHASE = "seq-read"
@@ -47,12 +52,14 @@ CGROUP = "iobench-cmp-helper"
 
 
 def run_once(
-    args, where: str, out: Path, repeat: int, history: Path, cgroup=None, size=None
+    args, where: str, out: Path, repeat: int, history: Path, cgroup=None, size=None, time="none"
 ) -> dict:
-    """One ``iobench run`` appended to ``history`` (in ``cgroup`` when given); its result."""
+    """One ``iobench run`` appended to ``history`` (in ``cgroup`` when given); its result.
+    ``time``: the phases' ``time=`` (``none``: size-based, each file moved once; a duration:
+    the workload's own time-based phases, which end once steady)."""
     argv = [sys.executable, "-m", "iobench", "run", "sequential-write", where,
             "--set", f"size={size or args.size}", "--set", f"jobs={args.jobs}", "--set", "block_sizes=[]",
-            "--set", "jobs_sweep=[]", "--set", "time=none", "--repeat", str(repeat),
+            "--set", "jobs_sweep=[]", "--set", f"time={time}", "--repeat", str(repeat),
             "--output", str(out), "--history", str(history), "--quiet"]  # fmt: skip
 
     def join_group() -> None:  # in the child, before exec: it and its workers are throttled
@@ -71,10 +78,10 @@ def run_once(
 COMPARE_OPTS: list[str] = []  # --compare-opts: the options every comparison is given
 
 
-def compare(a: Path, b: Path, history: Path) -> tuple[int, dict[str, Any]]:
+def compare(a: Path, b: Path, history: Path, *extra: str) -> tuple[int, dict[str, Any]]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     argv = [sys.executable, "-m", "iobench", "compare", str(a), str(b), "--format", "json",
-            "--history", str(history), *COMPARE_OPTS]  # fmt: skip
+            "--history", str(history), *COMPARE_OPTS, *extra]  # fmt: skip
     proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"iobench compare failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -92,8 +99,7 @@ def read_throttle(where: str, rate: int):
     group = Path(BLKIO) / CGROUP
     group.mkdir()
     try:
-        dev = whole_disk(os.stat(where).st_dev)
-        (group / "blkio.throttle.read_bps_device").write_text(f"{dev} {rate}\n")
+        set_read_rate(group, where, rate)
         yield group
     finally:
         for _ in range(50):  # the run's processes may take a moment to be reaped
@@ -168,48 +174,145 @@ def throttled_line(label: str, code: int, report: dict, fast: dict, slow: dict) 
     return ok, text
 
 
-def identical_pairs(args, where: str, work: Path, repeat: int, tallies: list) -> bool:
+def run_logs(out: Path) -> dict[str, float]:
+    """One run's ln(median of its repeats) per ``phase.metric``: the values the history's test
+    holds a run to. IOPS (bandwidth ÷ block size: the same residual) and the tail percentiles
+    (too few operations a repeat to be judged at these sizes) are left out."""
+    values: dict[str, list[float]] = {}
+    for row in stored.metric_rows(load(out / "result.json")):
+        v = row["value"]
+        if row["aggregate"] or "iops" in row["metric"] or row["metric"].startswith("latency_p99"):
+            continue
+        if v is not None and math.isfinite(v) and v > 0:
+            values.setdefault(f"{row['phase']}.{row['metric']}", []).append(v)
+    return {k: math.log(statistics.median(v)) for k, v in values.items()}
+
+
+class Tails:
+    """How far each run of a history lay from the runs before it: the prediction statistic
+    t = (ln x - mean) / (s sqrt(1 + 1/k)) of every run with at least 3 before it, per metric,
+    and how many of them each reference (Student's k - 1 df; at most RUN_TAIL_DF) puts beyond
+    p < 0.01 and p < 0.001, against the count such a level should give."""
+
+    def __init__(self, repeat: int):
+        self.repeat = repeat
+        self.runs: list[dict[str, float]] = []
+        self.stats: list[tuple[float, int]] = []  # (|t|, k)
+
+    def add(self, logs: dict[str, float]) -> None:
+        for key, x in logs.items():
+            before = [r[key] for r in self.runs if key in r]
+            k = len(before)
+            if k >= 3:
+                m, s = statistics.fmean(before), statistics.stdev(before)
+                if s > 0:
+                    self.stats.append((abs(x - m) / (s * math.sqrt(1 + 1 / k)), k))
+        self.runs.append(logs)
+
+    def below(self, level: float, tail_df) -> int:
+        return sum(2 * t_sf(t, history_df(k, tail_df)) < level for t, k in self.stats)
+
+    def line(self) -> str:
+        n = len(self.stats)
+        worst = max((t for t, _ in self.stats), default=0.0)
+        cells = [f"{self.below(lv, df)}" for lv in (0.01, 0.001) for df in (None, 4)]
+        far = sum(t > FAR for t, _ in self.stats)
+        exp = [sum(2 * t_sf(FAR, history_df(k, df)) for _, k in self.stats) for df in (None, 4)]
+        return (f"| {self.repeat} | {len(self.runs)} | {n} | {worst:.2f} | {0.01 * n:.1f} | {cells[0]} "
+                f"| {cells[1]} | {0.001 * n:.2f} | {cells[2]} | {cells[3]} | {far} | {exp[0]:.3f} "
+                f"| {exp[1]:.2f} |")  # fmt: skip
+
+
+FAR = 5.0  # |t| beyond this: the far tail, counted beside what each reference expects there
+
+
+def print_tails(tails: list[Tails]) -> None:
+    print(
+        "\nEach run against the runs of its history before it (from the 4th run on): "
+        "residuals beyond a level, by the reference t distribution's degrees of freedom\n"
+    )
+    print("| repeat | runs | residuals | largest t | expected at p<0.01 | k-1 df | at most 4 df "
+          "| expected at p<0.001 | k-1 df | at most 4 df | beyond t 5 | expected, k-1 df "
+          "| expected, at most 4 df |")  # fmt: skip
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n".join(t.line() for t in tails))
+
+
+def identical_pairs(
+    args, where: str, work: Path, repeat: int, tallies: list, tails: list
+) -> bool:  # fmt: skip
     history, empty = work / f"history-r{repeat}", work / "empty-history"
     history.mkdir()
     with_h, without = Tally(repeat, "history"), Tally(repeat, "none")
+    normal = Tally(repeat, "history, k-1 df")  # the same history, its tail not held at 4 df
+    tail = Tails(repeat)
+    tails.append(tail)
     ok = True
     for i in range(1, args.pairs + 1):
         a, b = work / f"r{repeat}-pair{i}-a", work / f"r{repeat}-pair{i}-b"
         run_once(args, where, a, repeat, history)
         run_once(args, where, b, repeat, history)
+        tail.add(run_logs(a))
+        tail.add(run_logs(b))
         ok &= with_h.add(*compare(a, b, history))
         ok &= without.add(*compare(a, b, empty))
+        normal.add(*compare(a, b, history, "--tail-df", "normal"))  # shown, not judged
         print(
             f"repeat {repeat} pair {i}: {with_h.regressions} / {without.regressions} regressions",
             flush=True,
         )
-    tallies += [with_h, without]
+    tallies += [with_h, without, normal]
     return ok
+
+
+def set_read_rate(group: Path, where: str, rate: int) -> None:
+    dev = whole_disk(os.stat(where).st_dev)
+    (group / "blkio.throttle.read_bps_device").write_text(f"{dev} {rate}\n")
 
 
 def throttled(args, where: str, work: Path) -> tuple[bool, list[str], int]:
     """The throttled comparisons at ``--throttle-size`` (the throttle works in 100 ms slices:
-    a read must last well over that for a rate to hold)."""
+    a read must last well over that for a rate to hold). With ``--storage-rate`` every run of
+    this part reads through a throttle at that rate (a storage of a steady rate, the loop
+    device's memory-bound swings taken out) and the slow runs at half the median of the 5
+    earlier runs."""
     lines, ok = [], True
     empty, h5 = work / "empty-history", work / "history-5"
     h5.mkdir()
     size = args.throttle_size
-    rates = [read_bw(run_once(args, where, work / f"h5-{i}", 1, h5, size=size)) for i in range(5)]
-    rate = int(statistics.median(rates) / 2)
-    print(f"throttle: reads to {format_rate(rate)} (half the median of 5 unthrottled runs)")
-    for repeat, hist, label in ((3, empty, "--repeat 3, no history"),
-                                (1, h5, "--repeat 1, 5 earlier runs")):  # fmt: skip
-        fast, slow = work / f"fast-r{repeat}", work / f"slow-r{repeat}"
-        scratch = work / f"scratch-r{repeat}"
-        scratch.mkdir()
-        r_fast = run_once(args, where, fast, repeat, scratch, size=size)
-        with read_throttle(where, rate) as group:
-            r_slow = run_once(args, where, slow, repeat, scratch, group, size=size)
-        code, report = compare(fast, slow, hist)
-        good, text = throttled_line(label, code, report, r_fast, r_slow)
-        ok &= good
-        lines.append(text)
-        print(text, flush=True)
+    timed = dict(size=size, time=args.throttle_time)
+    storage = parse_size(args.storage_rate) if args.storage_rate else None
+    with contextlib.ExitStack() as stack:
+        group = stack.enter_context(read_throttle(where, storage)) if storage else None
+        what = "unthrottled" if storage is None else f"at the storage's {format_rate(storage)}"
+        rates = [read_bw(run_once(args, where, work / f"h5-{i}", 1, h5, group, **timed))
+                 for i in range(5)]  # fmt: skip
+        rate = int(statistics.median(rates) / 2)
+        print(f"reads of the 5 earlier runs ({what}): " + ", ".join(map(format_rate, rates)))
+        print(f"throttle: reads to {format_rate(rate)} (half the median of those 5 runs)")
+        for repeat, hist, label in ((3, empty, "--repeat 3, no history"),
+                                    (1, h5, "--repeat 1, 5 earlier runs")):  # fmt: skip
+            fast, slow = work / f"fast-r{repeat}", work / f"slow-r{repeat}"
+            scratch = work / f"scratch-r{repeat}"
+            scratch.mkdir()
+            r_fast = run_once(args, where, fast, repeat, scratch, group, **timed)
+            if group is not None:
+                set_read_rate(group, where, rate)
+                r_slow = run_once(args, where, slow, repeat, scratch, group, **timed)
+                set_read_rate(group, where, storage or rate)
+            else:
+                with read_throttle(where, rate) as g:
+                    r_slow = run_once(args, where, slow, repeat, scratch, g, **timed)
+            code, report = compare(fast, slow, hist)
+            good, text = throttled_line(label, code, report, r_fast, r_slow)
+            ok &= good
+            lines.append(text)
+            print(text, flush=True)
+            if repeat == 1:  # the same comparison with Student's k - 1: shown, not judged
+                code, report = compare(fast, slow, hist, "--tail-df", "normal")
+                text = throttled_line(label + " (k-1 df)", code, report, r_fast, r_slow)[1]
+                lines.append(text)
+                print(text, flush=True)
     return ok, lines, rate
 
 
@@ -222,6 +325,15 @@ def main() -> int:
     ap.add_argument("--size", default="16MiB", help="bytes each worker writes and reads")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--throttle-size", default="256MiB", help="size= of the throttled runs")
+    ap.add_argument("--throttle-time", default="none", help="time= of the throttled runs "
+                    "(none: size-based; e.g. 20s: the workload's time-based phases, ended once "
+                    "steady)")  # fmt: skip
+    ap.add_argument(
+        "--storage-rate",
+        default=None,
+        help="throttle every run of the throttled "
+        "part to this read rate (a storage of a steady rate), the slow ones to half",
+    )
     ap.add_argument("--skip-pairs", action="store_true", help="only the throttled comparisons")
     ap.add_argument("--compare-opts", default="", help="options for every `iobench compare`, "
                     "e.g. '--correction bh'")  # fmt: skip
@@ -233,6 +345,7 @@ def main() -> int:
     repeats = [int(x) for x in args.repeats.split(",")]
     work = Path(tempfile.mkdtemp(prefix="iobench-cmp-helper-", dir="/var/tmp"))
     tallies: list[Tally] = []
+    tails: list[Tails] = []
     ok = True
     started = time.monotonic()
     try:
@@ -250,7 +363,7 @@ def main() -> int:
             )
             (work / "empty-history").mkdir()
             for repeat in [] if args.skip_pairs else repeats:
-                ok &= identical_pairs(args, where, work, repeat, tallies)
+                ok &= identical_pairs(args, where, work, repeat, tallies, tails)
             good, lines, rate = throttled(args, where, work)
             ok &= good
     finally:
@@ -260,6 +373,7 @@ def main() -> int:
           "| unconfirmed | least corrected p | tests |")  # fmt: skip
     print("|---:|---|---:|---:|---:|---:|---:|---:|---|")
     print("\n".join(t.line() for t in tallies))
+    print_tails(tails)
     print(f"\nreads throttled to {format_rate(rate)}:\n")
     print("| comparison | earlier runs | seq-read bandwidth | test | corrected p | regressions "
           "| exit | pass |")  # fmt: skip
