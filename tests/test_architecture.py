@@ -182,7 +182,7 @@ REPORT = [
     "plots",
     "page",
 ]
-COMPARE = ["options", "noise", "metric", "runs", "render", "trend", "trend_render"]
+COMPARE = ["noise", "options", "metric", "runs", "render", "trend", "trend_render"]
 HISTORY = ["schema", "files", "query", "export"]
 OUTPUT_PACKAGES = {"report": REPORT, "compare": COMPARE, "history": HISTORY}
 OUTPUTS = [

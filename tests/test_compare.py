@@ -1046,6 +1046,27 @@ def test_strict_makes_a_different_setup_not_comparable():
     assert same.mismatches == [] and same.exit_status() == ExitStatus.OK
 
 
+def test_a_move_confirmed_by_one_run_a_side_says_so_and_a_history_does_not():
+    base, slow = _run(), _run("20250102T000000Z-bbbbbb", bw=500 * MiB)
+    report = compare_runs(base, slow)
+    assert report.regressions and all(r.test == "t" for r in report.regressions)
+    (line,) = [w for w in report.warnings if "one run a side" in w]
+    assert line.startswith("1 confirmed move (seq-read.bandwidth) rests on the repeats")
+    assert "whole run" in line and "--history" in line
+    table = " ".join(render_table(report, width=100).split())  # wrapped prose, joined
+    assert f"warning: {line}" in table and line in json.loads(render_json(report))["warnings"]
+    assert not [w for w in compare_runs(base, base).warnings if "one run a side" in w]
+    # the history decided: no such line
+    runs = [100.0 * MiB * (1 + 0.01 * i) for i in range(5)]
+    noise = NoiseBasis(
+        url="x", runs=5, spec_hash="s", host_class="h", fs_identity="f",
+        metrics={("seq-read", "bandwidth"): Noise.of([1000 * MiB * v / runs[0] for v in runs])},
+    )  # fmt: skip
+    decided = compare_runs(base, slow, noise=noise)
+    assert any(r.test == "history" and r.mark == "+" for r in decided.regressions)
+    assert not [w for w in decided.warnings if "one run a side" in w]
+
+
 def test_bad_alpha_and_correction_are_usage_errors():
     with pytest.raises(UsageError, match="--alpha"):
         CompareOptions(alpha=1.5)

@@ -302,6 +302,23 @@ def _check_patterns(options: CompareOptions, rows: Sequence[CompareRow]) -> None
             )
 
 
+def _one_run_a_side(rows: Sequence[CompareRow], options: CompareOptions) -> list[str]:
+    """A warning when a confirmed move rests on the repeats of one run a side (the t test, no
+    history decided): repeats are not independent of their run, so a shift of the whole run
+    looks the same as a change of the storage (docs/concepts/compare.md, "Limits")."""
+    moved = [r for r in rows if r.mark in (MARK_WORSE, MARK_BETTER) and r.test == "t"]
+    if not moved:
+        return []
+    return [
+        f"{_plural(len(moved), 'confirmed move')} ({moved[0].name}"
+        f"{', …' if len(moved) > 1 else ''}) {'rest' if len(moved) > 1 else 'rests'} on the "
+        "repeats of one run a side: a shift "
+        "of the whole run (a neighbour, the hypervisor, a cold cache) looks the same as a "
+        f"change of the storage; with {options.min_history} earlier runs of this spec in "
+        "--history, the run-to-run spread decides"
+    ]
+
+
 def compare_runs(
     baseline: RunResult,
     current: RunResult,
@@ -339,6 +356,7 @@ def compare_runs(
     rows = judge(measured, options)
     comparable, reason, warnings = _comparability(baseline, current)
     env_warnings, mismatches = _environment(baseline, current)
+    env_warnings += _one_run_a_side(rows, options)
     return CompareReport(
         baseline=RunRef.of(baseline),
         current=RunRef.of(current),

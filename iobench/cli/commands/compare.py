@@ -7,6 +7,11 @@ import typer
 from ...core.errors import UsageError
 from .common import app, err, out
 
+TAIL_DF_HELP = (
+    "Most degrees of freedom the history's test assumes (4: runs with heavy tails; "
+    "normal: Student's k - 1, for log-normal runs)."
+)
+
 
 @app.command()
 def compare(
@@ -45,12 +50,7 @@ def compare(
     history: str = typer.Option(
         None, "--history", help="History URL for run ids, latest, the baseline and the noise."
     ),
-    tail_df: str = typer.Option(
-        "4",
-        "--tail-df",
-        help="Most degrees of freedom the history's test assumes (4: runs with heavy tails; "
-        "normal: Student's k - 1, for log-normal runs).",
-    ),
+    tail_df: str = typer.Option("4", "--tail-df", help=TAIL_DF_HELP),
     verbose: bool = typer.Option(
         False, "--verbose", "-v", help="Also show every metric, not one line per phase."
     ),
@@ -61,15 +61,8 @@ def compare(
     from ... import compare as cmp
 
     _check_args(refs, baseline, fmt)
-    options = cmp.CompareOptions(
-        strict=strict,
-        fail_on=fail_on,
-        alpha=alpha,
-        correction=correction,
-        tail_df=cmp.parse_tail_df(tail_df),
-    )
-    if threshold:
-        options = cmp.parse_thresholds(threshold, options)
+    options = _options(threshold, strict=strict, fail_on=fail_on, alpha=alpha,
+                       correction=correction, tail_df=tail_df)  # fmt: skip
     warn = lambda text: err(f"iobench: warning: {text}")  # noqa: E731
     base, current, chosen = _resolve(refs, baseline, history, warn)
     noise = cmp.history_noise(base, current, history, options, on_warning=warn)
@@ -78,6 +71,14 @@ def compare(
     if not report.comparable and fmt != "json":
         err(f"iobench: not comparable: {report.reason}")
     return int(report.exit_status())
+
+
+def _options(threshold: str, *, tail_df: str, **given):
+    """The comparison's options from the command line (``--threshold`` parsed over them)."""
+    from ... import compare as cmp
+
+    options = cmp.CompareOptions(tail_df=cmp.parse_tail_df(tail_df), **given)
+    return cmp.parse_thresholds(threshold, options) if threshold else options
 
 
 def _emit(report, fmt: str, verbose: bool) -> None:
