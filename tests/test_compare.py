@@ -222,11 +222,12 @@ def test_heavy_tailed_runs_against_20_earlier_false_alarms_within_alpha_and_a_ha
 
 def test_tail_df_option_parses_and_rejects():
     assert parse_tail_df("normal") is None and parse_tail_df(" 6 ") == 6
-    for bad in ("0", "-1", "four", "2.5", ""):
+    for bad in ("0", "-1", "four", "2.5", "", "²", "٣"):
         with pytest.raises(UsageError, match="--tail-df"):
             parse_tail_df(bad)
-    with pytest.raises(UsageError, match="--tail-df"):
-        CompareOptions(tail_df=0)
+    for bad in (0, True, 2.5):
+        with pytest.raises(UsageError, match="--tail-df"):
+            CompareOptions(tail_df=bad)
 
 
 def test_holm_adjusts_in_step_down_order():

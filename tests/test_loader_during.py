@@ -157,6 +157,7 @@ def test_the_block_compares_the_save_with_the_same_save_alone():
         (["--checkpoint-at", "5s"], "needs --during-checkpoint"),
         ([*TINY_CKPT, "--checkpoint-rate", "20k"], "not a byte rate"),
         ([*TINY_CKPT, "--checkpoint-at", "soon"], "--checkpoint-at"),
+        ([*TINY_CKPT, "--checkpoint-at", "²steps"], "--checkpoint-at"),  # "²".isdigit()
     ],
 )
 def test_bad_during_checkpoint_input_is_one_line_exit_2_nothing_written(

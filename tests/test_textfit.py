@@ -145,3 +145,11 @@ def test_a_foreign_message_is_bounded_and_says_so():
     long = "x" * 1000
     got = quoted(long, 200)
     assert got == "x" * 200 + "... (800 more characters not kept)"
+
+
+def test_columns_of_digits_that_are_not_ascii_are_not_a_width():
+    from iobench.core.textfit import TERMINAL_WIDTH, terminal_format
+
+    for cols in ("²", "٣٠", "-5", "wide"):  # "²".isdigit() is true, int("²") fails
+        assert terminal_format(False, {"COLUMNS": cols}, None)[0] == TERMINAL_WIDTH
+    assert terminal_format(False, {"COLUMNS": "90"}, None)[0] == 90

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.errors import UsageError
-from ..core.units import parse_percent
+from ..core.units import parse_count, parse_percent
 from .noise import RUN_TAIL_DF
 
 FAIL_ON = ("regression", "unconfirmed", "never")
@@ -70,7 +70,7 @@ class CompareOptions:
             )
         if not (math.isfinite(self.alpha) and 0 < self.alpha < 1):
             raise UsageError(f"--alpha: expected a level between 0 and 1, got {self.alpha!r}")
-        if self.tail_df is not None and not (isinstance(self.tail_df, int) and self.tail_df >= 1):
+        if self.tail_df is not None and not (type(self.tail_df) is int and self.tail_df >= 1):
             raise UsageError(
                 f"--tail-df: expected a whole number >= 1 or 'normal', got {self.tail_df!r}"
             )
@@ -127,9 +127,6 @@ def parse_thresholds(text: str, base: CompareOptions | None = None) -> CompareOp
 
 def parse_tail_df(text: str) -> int | None:
     """Parse ``--tail-df``: a whole number >= 1, or ``normal`` (no cap: Student's k - 1)."""
-    value = str(text).strip().lower()
-    if value == "normal":
+    if str(text).strip().lower() == "normal":
         return None
-    if value.isdigit() and int(value) >= 1:
-        return int(value)
-    raise UsageError(f"--tail-df: expected a whole number >= 1 or 'normal', got {text!r}")
+    return parse_count(text, what="--tail-df (a whole number >= 1, or 'normal')")

@@ -36,7 +36,7 @@ def terminal_format(
     set (any value, no-color.org) or ``TERM=dumb``."""
     width = TERMINAL_WIDTH
     cols = str(environ.get("COLUMNS", "")).strip()
-    if cols.isdigit() and int(cols) > 0:
+    if cols.isascii() and cols.isdigit() and int(cols) > 0:  # "²".isdigit() is true
         width = int(cols)
     elif isatty and tty_columns and tty_columns > 0:
         width = tty_columns

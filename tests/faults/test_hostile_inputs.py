@@ -209,6 +209,7 @@ BAD_PLOTTED = {
     "histogram layout 0": (_hist(sub_buckets=0), "histogram.sub_buckets = 0 is not 64"),
     "bucket beyond the layout": (_hist(buckets={"99999": 1}), "'99999' is not a bucket index"),
     "bucket negative index": (_hist(buckets={"-1": 1}), "'-1' is not a bucket index"),
+    "bucket a superscript digit": (_hist(buckets={"²": 1}), "'²' is not a bucket index"),
     "bucket count fractional": (_hist(buckets={"5": 1.5}), "buckets[5] = 1.5 is not a whole number"),
     "series of strings": (lambda d: d["phases"][0].update(series=["x"]), "series[0] = 'x' is not a number"),
     "series NaN": (lambda d: d["phases"][0].update(series=[1.0, float("nan")]), "series[1] = nan"),

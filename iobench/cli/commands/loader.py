@@ -207,7 +207,8 @@ def _during(model, scale, at, every, rate, existing, beside=None):
             return None
         t = str(text).strip()
         for unit in ("steps", "step"):
-            if t.endswith(unit) and t[: -len(unit)].strip().isdigit():
+            n = t[: -len(unit)].strip()
+            if t.endswith(unit) and n.isascii() and n.isdigit():  # "²".isdigit() is true
                 return float(t[: -len(unit)]), "steps"
         return bounded_duration(parse_duration(t, what=what), what, text), "s"
 
