@@ -42,7 +42,7 @@ from typing import Any
 from bench_starvation import BLKIO, loop_filesystem, whole_disk
 
 from iobench import history as stored
-from iobench.compare import history_df, t_sf
+from iobench.compare import RUN_TAIL_DF, Noise, history_df, prediction_p_value, t_sf
 from iobench.core.units import format_rate, parse_size
 from iobench.result.file import load
 
@@ -188,42 +188,44 @@ def run_logs(out: Path) -> dict[str, float]:
     return {k: math.log(statistics.median(v)) for k, v in values.items()}
 
 
+FAR = 5.0  # |t| beyond this: the far tail, counted beside what each reference expects there
+
+
 class Tails:
-    """How far each run of a history lay from the runs before it: the prediction statistic
-    t = (ln x - mean) / (s sqrt(1 + 1/k)) of every run with at least 3 before it, per metric,
-    and how many of them each reference (Student's k - 1 df; at most RUN_TAIL_DF) puts beyond
-    p < 0.01 and p < 0.001, against the count such a level should give."""
+    """How far each run of a history lay from the runs before it: the statistic of
+    ``prediction_p_value``, t = (ln x - mean) / (s sqrt(1 + 1/k)), of every run with at least
+    3 before it, per metric, and how many of them each reference (Student's k - 1 df; at most
+    RUN_TAIL_DF) puts beyond p < 0.01 and p < 0.001, against the count such a level gives."""
 
     def __init__(self, repeat: int):
         self.repeat = repeat
         self.runs: list[dict[str, float]] = []
-        self.stats: list[tuple[float, int]] = []  # (|t|, k)
+        self.held: list[tuple[float, Noise]] = []  # (ln x, the runs before it)
 
     def add(self, logs: dict[str, float]) -> None:
         for key, x in logs.items():
             before = [r[key] for r in self.runs if key in r]
-            k = len(before)
-            if k >= 3:
-                m, s = statistics.fmean(before), statistics.stdev(before)
-                if s > 0:
-                    self.stats.append((abs(x - m) / (s * math.sqrt(1 + 1 / k)), k))
+            if len(before) >= 3 and statistics.stdev(before) > 0:
+                noise = Noise(len(before), statistics.stdev(before), statistics.fmean(before))
+                self.held.append((x, noise))
         self.runs.append(logs)
 
+    def t(self, x: float, n: Noise) -> float:
+        assert n.mean_log is not None
+        return abs(x - n.mean_log) / (n.sd_log * math.sqrt(1 + 1 / n.runs))
+
     def below(self, level: float, tail_df) -> int:
-        return sum(2 * t_sf(t, history_df(k, tail_df)) < level for t, k in self.stats)
+        return sum((prediction_p_value(x, n, tail_df) or 1.0) < level for x, n in self.held)
 
     def line(self) -> str:
-        n = len(self.stats)
-        worst = max((t for t, _ in self.stats), default=0.0)
-        cells = [f"{self.below(lv, df)}" for lv in (0.01, 0.001) for df in (None, 4)]
-        far = sum(t > FAR for t, _ in self.stats)
-        exp = [sum(2 * t_sf(FAR, history_df(k, df)) for _, k in self.stats) for df in (None, 4)]
-        return (f"| {self.repeat} | {len(self.runs)} | {n} | {worst:.2f} | {0.01 * n:.1f} | {cells[0]} "
-                f"| {cells[1]} | {0.001 * n:.2f} | {cells[2]} | {cells[3]} | {far} | {exp[0]:.3f} "
-                f"| {exp[1]:.2f} |")  # fmt: skip
-
-
-FAR = 5.0  # |t| beyond this: the far tail, counted beside what each reference expects there
+        n = len(self.held)
+        ts = [self.t(x, noise) for x, noise in self.held]
+        dfs = (None, RUN_TAIL_DF)
+        cells = [f"{self.below(lv, df)}" for lv in (0.01, 0.001) for df in dfs]
+        exp = [sum(2 * t_sf(FAR, history_df(h.runs, df)) for _, h in self.held) for df in dfs]
+        return (f"| {self.repeat} | {len(self.runs)} | {n} | {max(ts, default=0.0):.2f} "
+                f"| {0.01 * n:.1f} | {cells[0]} | {cells[1]} | {0.001 * n:.2f} | {cells[2]} "
+                f"| {cells[3]} | {sum(t > FAR for t in ts)} | {exp[0]:.3f} | {exp[1]:.2f} |")  # fmt: skip
 
 
 def print_tails(tails: list[Tails]) -> None:
@@ -296,10 +298,10 @@ def throttled(args, where: str, work: Path) -> tuple[bool, list[str], int]:
             scratch = work / f"scratch-r{repeat}"
             scratch.mkdir()
             r_fast = run_once(args, where, fast, repeat, scratch, group, **timed)
-            if group is not None:
+            if group is not None and storage is not None:
                 set_read_rate(group, where, rate)
                 r_slow = run_once(args, where, slow, repeat, scratch, group, **timed)
-                set_read_rate(group, where, storage or rate)
+                set_read_rate(group, where, storage)
             else:
                 with read_throttle(where, rate) as g:
                     r_slow = run_once(args, where, slow, repeat, scratch, g, **timed)

@@ -18,7 +18,7 @@ from ..result.blocks import WorkloadBlock
 from ..result.file import RunResult, load
 from ..result.stats import summarize
 from .metric import CompareRow, format_percent, judge, measure_metric, too_few_for_tail
-from .noise import Noise
+from .noise import RUN_TAIL_DF, Noise
 from .options import (
     MARK_BETTER,
     MARK_MISSING,
@@ -61,7 +61,7 @@ class NoiseBasis:
     fs_identity: str
     metrics: Mapping[tuple[str, str], Noise] = field(default_factory=dict)
 
-    def describe(self, min_history: int, tail_df: int | None = None) -> str:
+    def describe(self, min_history: int, tail_df: int | None = RUN_TAIL_DF) -> str:
         where = f"{self.runs} earlier run{'s' if self.runs != 1 else ''}"
         setup = f"of spec {self.spec_hash or '?'} on {self.host_class}, {self.fs_identity}"
         if self.runs >= min_history:
@@ -309,13 +309,13 @@ def _one_run_a_side(rows: Sequence[CompareRow], options: CompareOptions) -> list
     moved = [r for r in rows if r.mark in (MARK_WORSE, MARK_BETTER) and r.test == "t"]
     if not moved:
         return []
+    many = len(moved) > 1
     return [
-        f"{_plural(len(moved), 'confirmed move')} ({moved[0].name}"
-        f"{', …' if len(moved) > 1 else ''}) {'rest' if len(moved) > 1 else 'rests'} on the "
-        "repeats of one run a side: a shift "
-        "of the whole run (a neighbour, the hypervisor, a cold cache) looks the same as a "
-        f"change of the storage; with {options.min_history} earlier runs of this spec in "
-        "--history, the run-to-run spread decides"
+        f"{_plural(len(moved), 'confirmed move')} ({moved[0].name}{', …' if many else ''}) "
+        f"{'rest' if many else 'rests'} on the repeats of one run a side: a shift of the whole "
+        "run (a neighbour, the hypervisor, a cold cache) looks the same as a change of the "
+        f"storage; with {options.min_history} earlier runs of this spec in --history, the "
+        "run-to-run spread decides"
     ]
 
 
@@ -356,14 +356,13 @@ def compare_runs(
     rows = judge(measured, options)
     comparable, reason, warnings = _comparability(baseline, current)
     env_warnings, mismatches = _environment(baseline, current)
-    env_warnings += _one_run_a_side(rows, options)
     return CompareReport(
         baseline=RunRef.of(baseline),
         current=RunRef.of(current),
         rows=rows,
         comparable=comparable,
         reason=reason,
-        warnings=warnings + env_warnings,
+        warnings=warnings + env_warnings + _one_run_a_side(rows, options),
         options=options,
         noise=noise,
         mismatches=mismatches,

@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 import textwrap
 
+from .units import is_digits
+
 TERMINAL_WIDTH = 120  # pipes and files: stable text
 MIN_TERMINAL_WIDTH = 40  # narrower terminals get 40-column lines (wrapped by the terminal)
 MIN_CELL = 20  # the fewest columns a hung continuation keeps for its text
@@ -36,7 +38,7 @@ def terminal_format(
     set (any value, no-color.org) or ``TERM=dumb``."""
     width = TERMINAL_WIDTH
     cols = str(environ.get("COLUMNS", "")).strip()
-    if cols.isascii() and cols.isdigit() and int(cols) > 0:  # "²".isdigit() is true
+    if is_digits(cols) and int(cols) > 0:
         width = int(cols)
     elif isatty and tty_columns and tty_columns > 0:
         width = tty_columns

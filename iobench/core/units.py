@@ -142,6 +142,12 @@ def parse_percent(text: str | float, *, what: str = "percentage") -> float:
     return frac
 
 
+def is_digits(text: str) -> bool:
+    """Whether ``text`` is a non-empty run of ASCII digits, which ``int`` reads: ``"²"`` and
+    ``"٣"`` pass ``str.isdigit`` but ``int`` refuses them."""
+    return text.isascii() and text.isdigit()
+
+
 def parse_count(text: str | int, *, what: str = "count", minimum: int = 1) -> int:
     """Parse a whole count such as ``64``, ``10k`` (decimal), checking the minimum."""
     if isinstance(text, bool):

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..core.errors import StoreError
+from ..core.units import is_digits
 from .stats import N_BUCKETS, SUB_BUCKETS
 
 #: A phase's counts and times: numbers >= 0 (0 when absent: nothing was counted).
@@ -183,7 +184,7 @@ def check_histogram(h: Mapping[str, Any], where: str) -> None:
     if not isinstance(buckets, Mapping):
         _fail(f"{where}.buckets", buckets, "is not an object", shape=True)
     for k, n in buckets.items():
-        if not (isinstance(k, str) and k.isascii() and k.isdigit() and int(k) < N_BUCKETS):
+        if not (isinstance(k, str) and is_digits(k) and int(k) < N_BUCKETS):
             _fail(f"{where}.buckets", k, f"is not a bucket index (0 to {N_BUCKETS - 1})")
         why = _whole(n)
         if why:

@@ -187,7 +187,7 @@ def _during(model, scale, at, every, rate, existing, beside=None):
     """The background checkpoint's plan (``loader.ckpt_writer``), None without one; its
     options without --during-checkpoint, or beside --existing, are bad input."""
     from ...core.errors import UsageError
-    from ...core.units import bounded_duration, parse_duration, parse_rate
+    from ...core.units import bounded_duration, is_digits, parse_duration, parse_rate
 
     given = [n for n, v in (("--checkpoint-scale", scale), ("--checkpoint-at", at),
                             ("--checkpoint-every", every), ("--checkpoint-rate", rate),
@@ -208,8 +208,8 @@ def _during(model, scale, at, every, rate, existing, beside=None):
         t = str(text).strip()
         for unit in ("steps", "step"):
             n = t[: -len(unit)].strip()
-            if t.endswith(unit) and n.isascii() and n.isdigit():  # "²".isdigit() is true
-                return float(t[: -len(unit)]), "steps"
+            if t.endswith(unit) and is_digits(n):
+                return float(n), "steps"
         return bounded_duration(parse_duration(t, what=what), what, text), "s"
 
     bps = None
