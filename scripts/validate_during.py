@@ -51,6 +51,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from throttle import in_group, throttled, why_unavailable  # noqa: E402
 
 MiB = 1 << 20
+KEEP_JSON: Path | None = None
+READ_PROBE: str | None = None  # --read-probe N: the saves the loader's read probe measures
 
 # name, files, compute_s, checkpoint scale, epochs, --checkpoint-at
 CASES = [
@@ -65,6 +67,16 @@ MOUNT_CASES = [
     ("balanced", 240, 0.015, "0.001", 3, "1s"),
     ("loader-bound, save paced", 240, 0.005, "0.001", 5, "1s", "100MiB/s"),
     ("balanced, save paced", 240, 0.015, "0.001", 3, "1s", "100MiB/s"),
+]
+# --long: saves of seconds, several in each loop (a whole save's window, pooled over saves:
+# the cases above lasted 0.3-1 s, 6-14 steps, one save), the first 30 steps into the loop,
+# mid-epoch (60 steps an epoch), the prefetch queue in steady state; (…, every) last
+LONG_MOUNT_CASES = [
+    ("loader-bound", 240, 0.005, "0.01", 16, "30steps", None, "4s"),
+    ("checkpoint-bound", 240, 0.05, "0.01", 4, "30steps", None, "4s"),
+    ("balanced", 240, 0.015, "0.005", 12, "30steps", None, "3s"),
+    ("loader-bound, save paced", 240, 0.005, "0.003", 16, "30steps", "100MiB/s", "5s"),
+    ("balanced, save paced", 240, 0.015, "0.003", 12, "30steps", "100MiB/s", "5s"),
 ]
 # name, baseline case, --beside, what it checks
 BESIDE = [
@@ -89,18 +101,22 @@ def run_case(group: Path | None, where: Path, case: tuple, beside: str | None = 
              target: Path | None = None) -> dict:  # fmt: skip
     """One case; inside the blkio ``group`` (None: as it is, on ``target``, e.g. a CephFS)."""
     name, files, compute, scale, epochs, at = case[:6]
-    paced = ["--checkpoint-rate", case[6]] if len(case) > 6 else []  # a paced save
+    paced = ["--checkpoint-rate", case[6]] if len(case) > 6 and case[6] else []  # a paced save
+    paced += ["--checkpoint-every", case[7]] if len(case) > 7 else []  # saves again
     prof = profile(where / f"{name}.toml", files, compute, epochs)
     out = where / f"out-{name}{'-' + beside.replace(':', '-').replace('/', '') if beside else ''}"
     argv = [sys.executable, "-m", "iobench", "loader", str(target or where / "target"), "--profile",
             str(prof), "--during-checkpoint", "llama3-8b", "--checkpoint-scale", scale,
             "--checkpoint-at", at, "--output", str(out), "--json", "-q", "--no-history",
-            *paced, *(["--beside", beside] if beside else [])]  # fmt: skip
+            *paced, *(["--beside", beside] if beside else []),
+            *(["--read-probe", READ_PROBE] if READ_PROBE else [])]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = in_group(group, argv) if group is not None else argv
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=900)
     if r.returncode != 0:
         raise SystemExit(f"{name}: exit {r.returncode}: {r.stderr.strip()[-400:]}")
+    if KEEP_JSON:  # --keep-json DIR: each case's result, to recompute the rules from
+        (KEEP_JSON / f"{out.name}-{os.getpid()}.json").write_text(r.stdout)
     return json.loads(r.stdout)
 
 
@@ -125,7 +141,9 @@ def row(name: str, res: dict) -> str:
         f"| {name} | {pct(wo.get('au'))} | {rate(wo.get('read_bps'))} | {pct(du.get('au'))} | "
         f"{rate(du.get('read_bps'))} | {pct(rule.get('au_during'))} | {diff} | "
         f"{rate(d['alone']['write_bps'])} | {rate(s.get('write_bps'))} | "
-        f"{pct(m.get('au_measured'))} | {pct(m.get('au_share_rule'))} |"
+        f"{pct(m.get('au_measured'))} | {pct(m.get('au_share_rule'))} | "
+        + " | ".join(probe_cells(d))
+        + " |"
     )
 
 
@@ -171,8 +189,9 @@ def beside_row(name: str, what: str, base: dict, res: dict, compute: float, read
 HEADER = (
     "| case | AU without | read MiB/s without | AU during (measured) | read MiB/s during | "
     "AU during (model) | model − measured (points) | write MiB/s alone | write MiB/s during | "
-    "AU over the loop (measured) | AU over the loop (model) | load (1 min) |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "AU over the loop (measured) | AU over the loop (model) | probe MiB/s alone → beside the "
+    "save | read MiB/s during, probe rule | AU during, probe rule | model − measured (points) "
+    "| load (1 min) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -183,9 +202,25 @@ def load() -> str:
 MOUNT_HEADER = (
     "| case | AU without | read MiB/s without | AU during (measured) | read MiB/s during | "
     "save MiB/s alone | save MiB/s during | AU during, independent rule | model − measured "
-    "(points) | AU during, writes first | model − measured (points) | read MiB/s during, "
-    "writes first | load (1 min) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "(points) | AU during, writes first | model − measured (points) | probe MiB/s alone → "
+    "beside the save | read MiB/s during, probe rule | AU during, probe rule | model − "
+    "measured (points) | load (1 min) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "---|---|---|"
 )
+
+
+def probe_cells(d: dict) -> list[str]:
+    """The read probe (alone → beside the save) and the probe rule's read and AU during, its
+    difference from the measured AU during."""
+    p, rule = d.get("read_probe") or {}, (d.get("model_au") or {}).get("probe_rule")
+    idle, during = (p.get("idle") or {}).get("read_bps"), (p.get("during") or {}).get("read_bps")
+    if not rule or not idle or not during:
+        return ["-"] * 4
+    au = d["summary"]["during"]["au"]
+    lo, hi = rule.get("au_during_range") or (rule["au_during"], rule["au_during"])
+    return [f"{idle / MiB:.0f} → {during / MiB:.1f}", f"{rule['read_during_bps'] / MiB:.1f}",
+            f"{100 * rule['au_during']:.1f}% ({100 * lo:.1f}–{100 * hi:.1f})",
+            f"{100 * (rule['au_during'] - au):+.1f}"]  # fmt: skip
 
 
 def mount_row(case: tuple, res: dict, write_max: float) -> str:
@@ -199,13 +234,13 @@ def mount_row(case: tuple, res: dict, write_max: float) -> str:
     demand = 4 * 512 * 1024 / compute  # batch 4 of 512 KiB per compute step
     buffer_s = 2 * 2 * compute  # 2 workers × prefetch 2 batches, each a step of compute
     write_s = d["bytes"] / w_alone  # the save keeps its rate alone
-    au_wf, read_wf = au_writes_first(wo["au"], wo["read_bps"], demand, w_alone, write_max,
+    au_wf, _ = au_writes_first(wo["au"], wo["read_bps"], demand, w_alone, write_max,
                                      write_s, buffer_s)  # fmt: skip
     cells = [f"{100 * wo['au']:.1f}%", f"{wo['read_bps'] / MiB:.1f}", f"{100 * du['au']:.1f}%",
              f"{du['read_bps'] / MiB:.1f}", f"{w_alone / MiB:.1f}",
              f"{d['summary']['write_bps'] / MiB:.1f}", f"{100 * rule['au_during']:.1f}%",
              f"{100 * (rule['au_during'] - du['au']):+.1f}", f"{100 * au_wf:.1f}%",
-             f"{100 * (au_wf - du['au']):+.1f}", f"{read_wf / MiB:.1f}", load()]  # fmt: skip
+             f"{100 * (au_wf - du['au']):+.1f}", *probe_cells(d), load()]  # fmt: skip
     return f"| {case[0]} | " + " | ".join(cells) + " |"
 
 
@@ -221,8 +256,9 @@ def on_mount(mount: Path, cases: list[tuple]) -> int:
         for case in cases:
             res = run_case(None, where, case, target=mount)
             alone = res["loader"]["during_checkpoint"]["alone"]["write_bps"]
-            write_max = write_max or (alone if len(case) == 6 else None)
-            print(mount_row(case, res, alone if len(case) == 6 else write_max), flush=True)
+            unpaced = len(case) == 6 or not case[6]
+            write_max = write_max or (alone if unpaced else None)
+            print(mount_row(case, res, alone if unpaced else write_max), flush=True)
     finally:
         shutil.rmtree(where, ignore_errors=True)
     return 0
@@ -235,11 +271,19 @@ def main() -> int:
     ap.add_argument("--write", default="10MiB")
     ap.add_argument("--beside", action="store_true", help="also the cases with another job")
     ap.add_argument("--mount", default=None, help="a mounted file system (CephFS), no throttle")
+    ap.add_argument("--long", action="store_true", help="--mount: LONG_MOUNT_CASES")
+    ap.add_argument("--read-probe", default=None, help="the loader's --read-probe N")
+    ap.add_argument("--keep-json", default=None, help="keep each case's result.json here")
     a = ap.parse_args()
+    global KEEP_JSON, READ_PROBE
+    READ_PROBE = a.read_probe
+    if a.keep_json:
+        KEEP_JSON = Path(a.keep_json)
+        KEEP_JSON.mkdir(parents=True, exist_ok=True)
     from iobench.core.units import parse_size
 
     if a.mount:
-        return on_mount(Path(a.mount), MOUNT_CASES)
+        return on_mount(Path(a.mount), LONG_MOUNT_CASES if a.long else MOUNT_CASES)
     base = Path(a.dir or tempfile.mkdtemp(prefix="iobench-during-val-", dir="/var/tmp"))
     why = why_unavailable(str(base))
     if why:

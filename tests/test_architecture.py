@@ -30,7 +30,8 @@ ORDERS = {
         "layout", "daly", "model", "spec", "estimate", "rows", "inverse", "cluster", "contention",
     ],
     "loader": [
-        "dataset", "torchdata", "loop", "ranks", "calibration", "beside", "ckpt_writer", "during",
+        "dataset", "torchdata", "loop", "ranks", "calibration", "beside", "ckpt_writer", "readprobe",
+        "during",
         "run", "existing_read", "existing_data", "existing_diagnosis", "existing_summary",
         "existing", "decode_cost",
         "profile",

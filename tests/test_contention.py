@@ -161,3 +161,58 @@ def test_the_loader_beside_another_job_on_one_limit_by_hand():
     au, read = au_beside(0.8, 15.0, 8.0, 20.0, 20.0, queued=(1.0, 1.0))
     assert read == pytest.approx(12.0) and au == pytest.approx(0.8 * 12 / 15)
     assert au_beside(0.8, 15.0, 8.0, 20.0, 20.0)[1] == pytest.approx(20 * 15 / 23)
+
+
+def test_the_probe_rule_adds_the_time_per_byte_the_save_added_to_the_probe():
+    from iobench.checkpoint.contention import read_beside_probe
+
+    # a loader that waited reads 200 alone; the probe went 250 -> 20 beside the save: the save
+    # added 1/20 - 1/250 s per MiB to every read, so the loader reads 1/(1/200 + 0.046) MiB/s
+    r = read_beside_probe(200 * MiB, 250 * MiB, 20 * MiB, waited=True)
+    assert r == pytest.approx(MiB / (1 / 200 + 1 / 20 - 1 / 250))
+    # one that kept up reads at the probe's speed when it falls behind: the probe's 20
+    assert read_beside_probe(40 * MiB, 250 * MiB, 20 * MiB, waited=False) == pytest.approx(20 * MiB)
+    # a probe the save did not slow (blkio's separate limits): the read alone, unchanged
+    assert read_beside_probe(200 * MiB, 250 * MiB, 260 * MiB, waited=True) == pytest.approx(
+        200 * MiB
+    )
+    with pytest.raises(UsageError):
+        read_beside_probe(200 * MiB, 0.0, 20 * MiB, waited=True)
+
+
+def test_the_probe_rule_by_hand_with_its_interval():
+    # a loader that waited (AU 0.5 of demand 400: read alone 200); the probe 250 -> 20 (range
+    # 15-25 over the saves); the save writes 1000 MiB at 100 MiB/s beside the probe
+    inp = _inputs(au_alone=0.5, read_alone_bps=200 * MiB, demand_bps=400 * MiB,
+                  probe_idle_bps=250 * MiB, probe_during_bps=20 * MiB,
+                  probe_during_range=(15 * MiB, 25 * MiB), write_probe_bps=100 * MiB,
+                  buffer_s=1.0)  # fmt: skip
+    c = contention(inp)
+    read = MiB / (1 / 200 + 1 / 20 - 1 / 250)
+    assert c.basis_kind == "probe" and c.read_during_bps == pytest.approx(read)
+    assert c.write_s == pytest.approx(10.0)
+    assert c.au_during == pytest.approx(0.5 * read / (200 * MiB))  # the rate bound moved
+    lo, hi = c.au_during_range
+    assert lo < c.au_during < hi  # the slowest and the fastest probed save
+    # it waited, so its queue stood empty: no buffer in the interval either
+    assert hi == pytest.approx(0.5 * (MiB / (1 / 200 + 1 / 25 - 1 / 250)) / (200 * MiB))
+    assert c.au_interval_range[0] <= c.au_interval <= c.au_interval_range[1]
+    assert "read probe" in c.basis and "interval" in c.basis
+    # a loader that kept up (AU 1): its full queue's compute (1 s over the 10 s save) only in
+    # the interval's top, the point none of it (the queue full again by the save's end)
+    up = contention(_inputs(au_alone=1.0, read_alone_bps=100 * MiB, demand_bps=100 * MiB,
+                            probe_idle_bps=250 * MiB, probe_during_bps=20 * MiB,
+                            write_probe_bps=100 * MiB, buffer_s=1.0))  # fmt: skip
+    assert up.au_during == pytest.approx(0.2)
+    assert up.au_during_range == pytest.approx((0.2, 0.3))
+    # the measured during-window still wins when there is one
+    both = contention(_inputs(au_during=0.4, write_during_bps=50 * MiB, probe_idle_bps=250 * MiB,
+                              probe_during_bps=20 * MiB))  # fmt: skip
+    assert both.basis_kind == "measured" and both.au_during_range is None
+
+
+@pytest.mark.parametrize("kw", [{"probe_idle_bps": 0.0}, {"probe_during_bps": -1.0},
+                                {"buffer_s": -1.0}, {"write_probe_bps": float("inf")}])  # fmt: skip
+def test_bad_probe_inputs_are_usage_errors(kw):
+    with pytest.raises(UsageError):
+        _inputs(**kw)

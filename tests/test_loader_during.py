@@ -31,6 +31,16 @@ def test_the_loader_is_windowed_around_a_background_checkpoint(cli, planted, tmp
     res = json.loads(r.out)
     d = res["loader"]["during_checkpoint"]
     assert d["model_au"] is None or 0 <= d["model_au"]["au_share_rule"] <= 1
+    # the read probe: the loader's reads alone, then beside the save written twice more
+    p = d["read_probe"]
+    assert d["probe_saves"] == 2 and len(p["saves"]) == 2 and p["streams"] == 2
+    assert p["idle"]["reads"] > 0 and p["idle"]["read_bps"] > 0 and p["save_bps"] > 0
+    assert p["mode"] == res["loader"]["cache"] or p["mode"] in ("direct", "dropped", "buffered")
+    if d["model_au"] is not None and p["during"]:
+        rule = d["model_au"]["probe_rule"]
+        assert rule["basis_kind"] == "probe" and 0 <= rule["au_during"] <= 1
+        lo, hi = rule["au_during_range"]
+        assert lo <= rule["au_during"] <= hi
     plan = plan_checkpoint("llama3-8b", 0.00002, (3, "steps"), (10, "steps"), None)
     assert (d["bytes"], d["files"], d["writers"]) == (plan.total_bytes, 16, 8)
     assert (d["at"], d["at_unit"], d["every"], d["every_unit"]) == (3, "steps", 10, "steps")
@@ -56,6 +66,7 @@ def test_the_loader_is_windowed_around_a_background_checkpoint(cli, planted, tmp
 
     text = render_terminal(RunResult.from_dict(res), width=160)
     assert "during a checkpoint write" in text and "pooled: a save running" in text
+    assert "Read probe (2 reader(s), the loader's reads of its files)" in " ".join(text.split())
     assert no_run_dirs(planted.path) and planted.unchanged()
 
 
@@ -158,6 +169,11 @@ def test_the_block_compares_the_save_with_the_same_save_alone():
         ([*TINY_CKPT, "--checkpoint-rate", "20k"], "not a byte rate"),
         ([*TINY_CKPT, "--checkpoint-at", "soon"], "--checkpoint-at"),
         ([*TINY_CKPT, "--checkpoint-at", "²steps"], "--checkpoint-at"),  # "²".isdigit()
+        (["--read-probe", "2"], "needs --during-checkpoint"),
+        ([*TINY_CKPT, "--read-probe", "many"], "--read-probe"),
+        ([*TINY_CKPT, "--read-probe", "-1"], "--read-probe"),
+        ([*TINY_CKPT, "--read-probe", "11"], "at most 10"),
+        ([*TINY_CKPT, "--read-probe", "²"], "--read-probe"),
     ],
 )
 def test_bad_during_checkpoint_input_is_one_line_exit_2_nothing_written(
@@ -179,7 +195,64 @@ def test_the_plan_says_what_the_checkpoint_writes(cli, planted, tmp_path):
             "--checkpoint-every", "30s", "--dry-run")  # fmt: skip
     assert r.code == 0, r.err
     assert "ckpt-alone" in r.out and "ckpt-during" in r.out and "llama3-8b" in r.out
+    assert "ckpt-probed" in r.out and "2 time(s) more beside the read probe" in " ".join(
+        r.out.split()
+    )
+    off = cli("loader", planted.path, "--profile", tiny_profile(tmp_path), *TINY_CKPT,
+              "--read-probe", "0", "--dry-run")  # fmt: skip
+    assert off.code == 0, off.err
+    assert "ckpt-probed" not in off.out
     assert SUBDIR not in os.listdir(planted.path) and planted.unchanged()
+
+
+def test_read_probe_0_measures_no_probe_and_no_probe_rule(cli, planted, tmp_path):
+    prof = tiny_profile(tmp_path, files=48, compute_s=0.02)
+    r = cli("loader", planted.path, "--profile", prof, *TINY_CKPT, "--checkpoint-at", "2steps",
+            "--checkpoint-rate", "16MiB/s", "--read-probe", "0", "--output", tmp_path / "out",
+            "--json", "-q", "--no-history")  # fmt: skip
+    assert r.code == 0, r.err
+    d = json.loads(r.out)["loader"]["during_checkpoint"]
+    assert d["probe_saves"] == 0 and "read_probe" not in d
+    assert d["model_au"] is None or "probe_rule" not in d["model_au"]
+    assert no_run_dirs(planted.path) and planted.unchanged()
+
+
+def test_the_read_probe_reads_the_loaders_files_and_counts_by_littles_law(tmp_path):
+    from iobench.loader.dataset import DatasetIndex
+    from iobench.loader.readprobe import ProbeSpec, ReadProbe, probe_block, read_stats
+
+    # by hand: 2 streams; in [0, 1) reads of 1 MiB taking 0.1 s each -> 2 x 1 MiB / 0.1 s
+    reads = [(0.1 * k, 0.1 * k + 0.1, 1 << 20) for k in range(10)]
+    st = read_stats(reads, [(0.0, 1.0)], 2)
+    assert st["reads"] == 10 and st["read_bps"] == pytest.approx(20 * (1 << 20))
+    assert st["read_s"]["p50"] == pytest.approx(0.1, rel=0.05) and len(st["quantiles_s"]) == 21
+    assert read_stats(reads, [(5.0, 6.0)], 2) is None  # no read started there
+    two = read_stats(reads, [(0.0, 0.25), (0.5, 0.75)], 2)  # a union of windows
+    assert two["reads"] == 6 and two["seconds"] == pytest.approx(0.5)
+    saves = [{"start": 0.0, "end": 0.5, "bytes": 10 << 20, "complete": True},
+             {"start": 0.5, "end": 1.0, "bytes": 5 << 20, "complete": True}]  # fmt: skip
+    b = probe_block(ProbeSpec(None, "buffered", 2), reads, (0.0, 1.0), saves)  # type: ignore[arg-type]
+    assert [s["save_bps"] for s in b["saves"]] == pytest.approx([20 << 20, 10 << 20])
+    assert b["save_bps"] == pytest.approx(15 << 20) and b["during_range_bps"][0] > 0
+    # the real thing: a process of 2 threads reading a small dataset's files whole
+    data = tmp_path / "ds"
+    data.mkdir()
+    for i in range(4):
+        (data / f"f{i}.raw").write_bytes(os.urandom(64 << 10))
+    index = DatasetIndex(str(data), "raw", tuple(f"f{i}.raw" for i in range(4)),
+                         ((64 << 10,),) * 4, (64 << 10,) * 4, 1)  # fmt: skip
+    before = {p.name: p.read_bytes() for p in data.iterdir()}
+    probe = ReadProbe(ProbeSpec(index, "buffered", 2))
+    try:
+        probe.start()
+        import time
+
+        time.sleep(0.3)
+        got = probe.finish()
+    finally:
+        probe.close()
+    assert got and all(n == 64 << 10 and t1 >= t0 for t0, t1, n in got)
+    assert {p.name: p.read_bytes() for p in data.iterdir()} == before  # read, never written
 
 
 def test_a_failing_checkpoint_write_fails_the_run_keeps_the_result_and_cleans_up(

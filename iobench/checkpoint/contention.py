@@ -172,6 +172,26 @@ def au_writes_first(
     return min(au_alone, au_alone * min(1.0, ratio) + buffer_s / write_s), read_d
 
 
+#: The loader alone "waited for data" below this share of its ceiling (``au_cap``): its
+#: workers then read back to back and its prefetch queue stood empty; at or above it they
+#: kept ahead, the queue full.
+KEEPS_UP = 0.95
+
+
+def read_beside_probe(read_alone_bps: float, probe_idle_bps: float, probe_during_bps: float,
+                      waited: bool) -> float:  # fmt: skip
+    """The loader's read while the save runs, by the probe rule: the time per byte the save
+    added to the probe's reads, ``1/P_during − 1/P_idle`` (the wait behind its writes, the
+    server's time it took), added to the loader's own time per byte alone: ``1/R`` (its read
+    alone) when it ``waited`` for data (its workers read back to back, so ``R`` is its
+    reading speed), else the probe's alone ``1/P_idle`` (reads of its files at its
+    concurrency, what its workers do when they fall behind). Never above that speed alone."""
+    _positive(read_alone=read_alone_bps, probe_idle=probe_idle_bps, probe_during=probe_during_bps)
+    base = read_alone_bps if waited else max(read_alone_bps, probe_idle_bps)
+    added = max(0.0, 1.0 / probe_during_bps - 1.0 / probe_idle_bps)
+    return 1.0 / (1.0 / base + added)
+
+
 @dataclass(frozen=True)
 class ContentionInputs:
     """One interval's loader and checkpoint: alone, and (when measured) during the write."""
@@ -190,19 +210,34 @@ class ContentionInputs:
     # the share rule's combined bandwidth (None: independent reads and writes)
     capacity_bps: float | None = None
     snapshot_s: float = 0.0  # the async stall per save (the host copy)
+    # the probe rule (``read_beside_probe``): the read probe alone and beside the save, the
+    # save's rate beside it, the compute the loader's full prefetch queue holds (every save)
+    probe_idle_bps: float | None = None
+    probe_during_bps: float | None = None
+    probe_during_range: tuple[float, float] | None = None  # the slowest and fastest save's
+    write_probe_bps: float | None = None
+    buffer_s: float = 0.0
 
     def __post_init__(self) -> None:
         _positive(interval=self.interval_s, checkpoint_bytes=self.checkpoint_bytes,
                   write_alone=self.write_alone_bps, read_alone=self.read_alone_bps,
                   demand=self.demand_bps, read_during=self.read_during_bps,
-                  write_during=self.write_during_bps, capacity=self.capacity_bps)  # fmt: skip
+                  write_during=self.write_during_bps, capacity=self.capacity_bps,
+                  probe_idle=self.probe_idle_bps, probe_during=self.probe_during_bps,
+                  write_probe=self.write_probe_bps)  # fmt: skip
         _fraction(au_alone=self.au_alone, au_cap=self.au_cap, au_during=self.au_during)
         if self.snapshot_s < 0:
             raise UsageError(f"contention model: snapshot must be >= 0 s, got {self.snapshot_s!r}")
+        if not self.buffer_s >= 0:
+            raise UsageError(f"contention model: buffer must be >= 0 s, got {self.buffer_s!r}")
 
     @property
     def measured(self) -> bool:
         return self.au_during is not None and self.write_during_bps is not None
+
+    @property
+    def probed(self) -> bool:
+        return self.probe_idle_bps is not None and self.probe_during_bps is not None
 
 
 @dataclass(frozen=True)
@@ -216,8 +251,11 @@ class Contention:
     write_during_bps: float
     write_s: float  # the write's time beside the loader
     overlap: float  # w ÷ τ
-    basis_kind: str  # measured | share | independent
+    basis_kind: str  # measured | probe | share | independent
     basis: str
+    # the probe rule's interval: AU during and over the interval, (low, high)
+    au_during_range: tuple[float, float] | None = None
+    au_interval_range: tuple[float, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -234,6 +272,8 @@ def contention(inp: ContentionInputs) -> Contention:
             "measured",
         )
         how = "AU, read and write rates during the save measured (the mixed run's during-window)"
+    elif inp.probed:
+        return _by_probe(inp)
     else:
         read_d, write_d = share(inp.read_alone_bps, inp.write_alone_bps, inp.capacity_bps)
         kind = "independent" if inp.capacity_bps is None else "share"
@@ -260,6 +300,61 @@ def contention(inp: ContentionInputs) -> Contention:
     )
     return Contention(inp.au_alone, au_d, au, read_d, write_d, w, min(w, inp.interval_s) / inp.interval_s,
                       kind, basis)  # fmt: skip
+
+
+def _au_by_probe(inp: ContentionInputs, probe_during_bps: float, buffered: float,
+                 w: float) -> tuple[float, float]:  # fmt: skip
+    """(AU during, the loader's read during) by the probe rule at one probed read rate, with
+    ``buffered`` (0 to 1) of the prefetched compute counted over the save's ``w`` seconds."""
+    assert inp.probe_idle_bps is not None
+    waited = inp.au_alone < KEEPS_UP * inp.au_cap
+    read_d = read_beside_probe(inp.read_alone_bps, inp.probe_idle_bps, probe_during_bps, waited)
+    ratio = au_at_bandwidth(read_d, inp.demand_bps, inp.au_cap) / au_at_bandwidth(
+        inp.read_alone_bps, inp.demand_bps, inp.au_cap
+    )
+    au_d = inp.au_alone * min(1.0, ratio)
+    if not waited:
+        au_d = min(inp.au_alone, au_d + buffered * inp.buffer_s / w)
+    return au_d, read_d
+
+
+def _by_probe(inp: ContentionInputs) -> Contention:
+    """``contention`` by the probe rule (``read_beside_probe``): the loader's read during the
+    save from the read probe (pooled over the probed saves), the save's rate the one it kept
+    beside the probe; the AU alone moved by the rate bound. When the loader kept up alone its
+    prefetch queue was full as the save began and drains while the save runs; what that adds
+    over the save is the queue at its start less the queue at its end. On the one-machine
+    CephFS the reads came back before the save's last fsync and the queue stood full again
+    by its end (docs/validation/during-checkpoint.md: the step timeline of one save), so the
+    point counts none of it; a save whose end still holds the reads back leaves the queue
+    empty and gains all of it (``buffer_s`` of compute over the save's time). The interval:
+    none of it at the slowest probed save's read, all of it at the fastest's."""
+    assert inp.probe_idle_bps is not None and inp.probe_during_bps is not None
+    write_d = inp.write_probe_bps or inp.write_alone_bps
+    w = inp.checkpoint_bytes / write_d
+    au_d, read_d = _au_by_probe(inp, inp.probe_during_bps, 0.0, w)
+    slow, fast = inp.probe_during_range or (inp.probe_during_bps, inp.probe_during_bps)
+    lo = min(au_d, _au_by_probe(inp, min(slow, inp.probe_during_bps), 0.0, w)[0])
+    hi = max(au_d, _au_by_probe(inp, max(fast, inp.probe_during_bps), 1.0, w)[0])
+    au = au_over_interval(inp.au_alone, au_d, w, inp.interval_s)
+    span = tuple(au_over_interval(inp.au_alone, x, w, inp.interval_s) for x in (lo, hi))
+    waited = inp.au_alone < KEEPS_UP * inp.au_cap
+    basis = (
+        f"AU over the interval = (AU alone × (τ − w) + AU during × w) ÷ τ with τ "
+        f"{inp.interval_s:.4g} s, w = {w:.4g} s (checkpoint bytes ÷ the save's rate beside the "
+        f"read probe); separate measurements and the read probe: the loader's read during = "
+        f"1 ÷ (1/{'its read alone' if waited else 'the probe alone'} + 1/probe during − "
+        f"1/probe alone) = {read_d:.4g} B/s (probe {inp.probe_idle_bps:.4g} → "
+        f"{inp.probe_during_bps:.4g} B/s), AU during = AU alone × bound(read during) ÷ "
+        f"bound(read alone)"
+        + f"; interval {lo:.3f}–{hi:.3f} (the slowest probed save's read; the fastest's"
+        + ("" if waited else f" plus the {inp.buffer_s:.3g} s of compute the loader's full "
+           "prefetch queue held, over the save's time")
+        + ")"
+    )  # fmt: skip
+    return Contention(inp.au_alone, au_d, au, read_d, write_d, w,
+                      min(w, inp.interval_s) / inp.interval_s, "probe", basis, (lo, hi),
+                      (span[0], span[1]))  # fmt: skip
 
 
 def goodput(

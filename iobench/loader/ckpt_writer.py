@@ -38,6 +38,8 @@ from .torchdata import _die_with_parent
 
 DEFAULT_SCALE = 0.001  # --checkpoint-scale
 DEFAULT_AT_S = 2.0  # --checkpoint-at
+PROBE_SAVES = 2  # --read-probe: saves the read probe measures, a spread and not one draw
+MAX_PROBE_SAVES = 10
 MAX_WRITERS = 16  # writer threads of one checkpoint (one per rank, at most this)
 BLOCK = 1 << 20  # bytes per write() call
 _OPEN = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -61,6 +63,7 @@ class CheckpointPlan:
     at_unit: str = "s"  # s | steps
     every_unit: str = "s"
     beside: BesideJob | None = None  # --beside: another job on the same storage (loader.beside)
+    probe_saves: int = PROBE_SAVES  # --read-probe: saves the read probe measures (readprobe)
 
     @property
     def total_bytes(self) -> int:
@@ -75,7 +78,7 @@ class CheckpointPlan:
             "model": self.model, "scale": self.scale, "at": self.at, "at_unit": self.at_unit,
             "every": self.every, "every_unit": self.every_unit, "rate_bps": self.rate_bps, "bytes": self.total_bytes,
             "files": len(self.files), "ranks": self.ranks, "writers": self.writers,
-            "mode": "paced" if self.rate_bps else "async",
+            "mode": "paced" if self.rate_bps else "async", "probe_saves": self.probe_saves,
         }  # fmt: skip
 
 

@@ -49,6 +49,7 @@ from .ckpt_writer import (
     write_checkpoint,
 )
 from .loop import LoopResult, StepClock, wait_summary
+from .readprobe import GAP_S, IDLE_S, ProbeSpec, ReadProbe, probe_block
 
 Interval = tuple[float, float]
 
@@ -176,12 +177,14 @@ def during_block(
 
 
 def model_block(
-    block: dict[str, Any], demand_bps: float | None, span_au: float | None
-) -> dict[str, Any] | None:
-    """The contention model (``checkpoint.contention``) over the loop's span, twice: from the
+    block: dict[str, Any], demand_bps: float | None, span_au: float | None,
+    buffer_s: float = 0.0,
+) -> dict[str, Any] | None:  # fmt: skip
+    """The contention model (``checkpoint.contention``) over the loop's span: from the
     measured windows, and from the separate measurements only (the loader without a write,
-    the save alone) with the independent share rule; beside the AU measured over the span.
-    None without both kinds of window or a demand (compute 0)."""
+    the save alone) with the independent share rule and, with a ``read_probe``, the probe
+    rule (``buffer_s`` per save: the compute of the loader's full prefetch queue); beside the
+    AU measured over the span. None without both kinds of window or a demand (compute 0)."""
     from ..checkpoint.contention import ContentionInputs, contention
 
     s, alone = block["summary"], block["alone"]
@@ -202,7 +205,7 @@ def model_block(
     measured = contention(ContentionInputs(**base, au_during=du["au"], read_during_bps=du["read_bps"],
                                            write_during_bps=max(written, 1.0) / du["seconds"]))  # fmt: skip
     rule = contention(ContentionInputs(**base))
-    return {
+    out = {
         "au_measured": span_au,
         "au_from_windows": measured.au_interval,
         "au_share_rule": rule.au_interval,
@@ -211,6 +214,16 @@ def model_block(
         "from_windows": measured.to_dict(),
         "share_rule": rule.to_dict(),
     }
+    p = block.get("read_probe") or {}
+    idle, during = p.get("idle") or {}, p.get("during") or {}
+    if idle.get("read_bps") and during.get("read_bps"):
+        saves = sum(1 for x in block["windows"] if x["kind"] == "during")
+        by_probe = contention(ContentionInputs(
+            **base, probe_idle_bps=idle["read_bps"], probe_during_bps=during["read_bps"],
+            probe_during_range=tuple(p["during_range_bps"]) if p.get("during_range_bps") else None,
+            write_probe_bps=p.get("save_bps"), buffer_s=buffer_s * saves))  # fmt: skip
+        out.update(au_probe_rule=by_probe.au_interval, probe_rule=by_probe.to_dict())
+    return out
 
 
 class _Stop:
@@ -256,12 +269,15 @@ def _gathered(coord: Any, value: Any) -> list[Any]:
 
 
 def _block(plan: CheckpointPlan, alone: dict[str, Any], records: list[dict[str, Any]],
-           res: LoopResult, demand_bps: float | None) -> dict[str, Any]:  # fmt: skip
-    """The block of the windows, with the model over the loop's span."""
+           res: LoopResult, demand_bps: float | None, probed: dict[str, Any] | None = None,
+           buffer_s: float = 0.0) -> dict[str, Any]:  # fmt: skip
+    """The block of the windows (and the read probe's), with the model over the loop's span."""
     timelines = [r["timeline"] for r in res.ranks if "timeline" in r]
     block = during_block(plan, alone, records, timelines)
+    if probed:
+        block["read_probe"] = probed
     whole = window_stats(timelines, [_span(res)]) if timelines else {}
-    block["model_au"] = model_block(block, demand_bps, whole.get("au"))
+    block["model_au"] = model_block(block, demand_bps, whole.get("au"), buffer_s)
     return block
 
 
@@ -310,6 +326,37 @@ def _saves(writer: BackgroundWriter, coord: Any) -> list[dict[str, Any]]:
     return merge_saves([recs for recs, _ in gathered])
 
 
+def _probed_save(mine: CheckpointPlan, fd: int, stopped: Callable[[], bool], rank: int,
+                 coord: Any, probe: ProbeSpec | None) -> dict[str, Any]:  # fmt: skip
+    """The save written ``probe_saves`` times more, the read probe (rank 0's) alone for
+    ``IDLE_S`` and then beside them: the ``read_probe`` block (rank 0's, broadcast at the
+    end; the other ranks write their shards at once, as in the save alone)."""
+    import time
+
+    def pause(s: float) -> tuple[float, float]:
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < s and not stopped():
+            time.sleep(0.02)
+        return t0, time.perf_counter()
+
+    if probe is None or not mine.probe_saves:
+        return {}
+    rp = ReadProbe(probe) if rank == 0 else None
+    try:
+        if rp is not None:
+            rp.start()
+            idle = pause(IDLE_S)
+        saves = []
+        for k in range(mine.probe_saves):
+            if k and rp is not None:
+                pause(GAP_S)
+            saves.append(_save_alone(mine, fd, stopped, rank, coord))
+        return probe_block(probe, rp.finish(), idle, saves) if rp is not None else {}
+    finally:
+        if rp is not None:
+            rp.close()
+
+
 def measure(
     plan: CheckpointPlan,
     run_dir_fd: int,
@@ -318,12 +365,14 @@ def measure(
     demand_bps: float | None = None,
     direct: bool = True,
     coord: Any = None,
+    probe: ProbeSpec | None = None,
+    buffer_s: float = 0.0,
 ) -> tuple[LoopResult, dict[str, Any]]:
-    """The save alone (and ``plan.beside``, the other job, alone), then ``loop()`` with the
-    background writer (and the other job) beside it; the loop's result and the
-    ``during_checkpoint`` block. Every file goes and comes inside the run directory.
-
-    Under torchrun (``coord``, one host) every rank writes its shard (``shard_plan``) alone,
+    """The save alone (and ``plan.beside``, the other job, alone), with ``probe`` the save
+    again beside the read probe, then ``loop()`` with the background writer (and the other
+    job) beside it; the loop's result and the ``during_checkpoint`` block. Every file goes
+    and comes inside the run directory. ``buffer_s``: the loader's full prefetch queue's
+    compute (the probe rule). Under torchrun (``coord``, one host) every rank writes its shard (``shard_plan``) alone,
     all at once, then beside its own loop; the step barrier keeps the ranks' steps, and so
     their saves' starts, together; each save's records are merged (``merge_saves``), and
     rank 0 alone runs the other job."""
@@ -339,11 +388,9 @@ def measure(
         if job and jfd is not None:
             lay_out(job, jfd)
         alone = _save_alone(mine, fd, stopped, rank, coord)
-        job_alone = (
-            run_job(job, jfd, _Stop(stopped), time.perf_counter() + ALONE_S, direct)
-            if job and jfd is not None
-            else []
-        )
+        probed = _probed_save(mine, fd, stopped, rank, coord, probe)
+        until = time.perf_counter() + ALONE_S
+        job_alone = run_job(job, jfd, _Stop(stopped), until, direct) if job and jfd else []
         writer = BackgroundWriter(mine, fd)
         other = BesideProcess(job, jfd, direct) if job and jfd is not None else None
         try:
@@ -361,7 +408,7 @@ def measure(
         remove_checkpoint_dir(run_dir_fd, fd)
         if jfd is not None:
             remove_job_dir(run_dir_fd, jfd)
-    block = _block(plan, alone, records, res, demand_bps)
+    block = _block(plan, alone, records, res, demand_bps, probed or None, buffer_s)
     if job is not None:
         block["beside"] = beside_block(job, job_alone, samples, block["windows"], *_span(res))
     if world > 1:
@@ -373,13 +420,15 @@ def measure(
 def beside(
     plan: CheckpointPlan, tgt: Any, stop: Any, warn: Callable[[str], None],
     loop: Callable[[StepClock], LoopResult], demand_bps: float | None = None,
-    direct: bool = True, coord: Any = None,
+    direct: bool = True, coord: Any = None, probe: ProbeSpec | None = None,
+    buffer_s: float = 0.0,
 ) -> tuple[LoopResult, dict[str, Any]]:  # fmt: skip
     """``measure`` in the run directory of ``tgt`` (checked in place first), its notes warned."""
     from ..target import check_run_dir_in_place
 
     check_run_dir_in_place(tgt)
-    res, block = measure(plan, tgt.handle.fd, stop.is_set, loop, demand_bps, direct, coord)
+    res, block = measure(plan, tgt.handle.fd, stop.is_set, loop, demand_bps, direct, coord,
+                         probe, buffer_s)  # fmt: skip
     for note in notes(block):
         warn(note)
     return res, block

@@ -55,6 +55,8 @@ from .dataset import (
 from .during import beside
 from .loop import Calibration, LoopConfig, LoopResult, handoff_block, ranks_block, wait_summary
 from .ranks import run_on_ranks
+from .readprobe import IDLE_S as READ_PROBE_IDLE_S
+from .readprobe import ProbeSpec
 from .torchdata import DecodeEmulation, RankBatchSampler, check_workers, own_steps
 
 COMPUTE_KINDS = ("sleep", "gpu")
@@ -178,6 +180,10 @@ def _write_plan(job: _Job) -> WritePlan:
         d = job.during
         p.space_bytes += d.total_bytes
         p.add("ckpt-alone", "write", d.total_bytes, describe(d), ops=len(d.files))
+        if d.probe_saves:
+            p.add("ckpt-probed", "write", d.total_bytes * d.probe_saves, f"the same save "
+                  f"{d.probe_saves} time(s) more beside the read probe ({READ_PROBE_IDLE_S:g} s "
+                  "of the loader's reads alone first)", ops=len(d.files) * d.probe_saves)  # fmt: skip
         every = f", then every {d.every:g}{d.every_unit}" if d.every else ""
         p.add("ckpt-during", "write", d.total_bytes, f"at {d.at:g}{d.at_unit}{every} "
               "while the loop runs, each removed once written", ops=len(d.files))  # fmt: skip
@@ -334,9 +340,7 @@ def _measure(
         if job.during is None:
             result, block = run_on_ranks(cfg, coord, s.stop), None
         else:  # the loop beside a background checkpoint write (loader.during)
-            result, block = beside(job.during, tgt, s.stop, runner.warn,
-                                   lambda c: run_on_ranks(replace(cfg, clock=c), coord, s.stop), demand,
-                                   use_direct, coord)  # fmt: skip
+            result, block = _beside_save(job, cfg, s, runner, tgt, demand, use_direct)
     run.phases = list(runner.results)
     run.loader, run.estimate, notes = _summarise(
         prof, index, sweep, calib, result, cache, job.compute
@@ -349,6 +353,20 @@ def _measure(
     if coord.world > 1:  # the hosts of many clients (a one-client result has no such key)
         run.loader["hosts"] = len(set(coord.hosts))
     _warn(job, runner, notes, index, shared=index is not own, cached=not use_direct and not remote)
+
+
+def _beside_save(job: _Job, cfg: LoopConfig, s: Any, runner: PhaseRunner, tgt: Any,
+                 demand: float | None, direct: bool) -> tuple[LoopResult, dict[str, Any]]:  # fmt: skip
+    """The loop beside a background checkpoint write (``loader.during``), the read probe
+    before it: the loader's reads, every loader's workers at once."""
+    d, w = job.during, job.workers
+    assert d is not None
+    probe = (
+        ProbeSpec(cfg.index, cfg.mode, max(w, 1) * job.gpus, job.seed) if d.probe_saves else None
+    )
+    return beside(d, tgt, s.stop, runner.warn,
+                  lambda c: run_on_ranks(replace(cfg, clock=c), job.coord, s.stop), demand, direct,
+                  job.coord, probe, w * job.prof.prefetch * job.prof.compute_s)  # fmt: skip
 
 
 def _demand_bps(job: _Job) -> float | None:

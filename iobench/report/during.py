@@ -60,6 +60,25 @@ def _pooled(summary: Any, other: dict[str, Any] | None) -> list[list[str]]:
     return rows
 
 
+def _probe_note(p: Any, rule: Any) -> str:
+    """The read probe (the loader's reads alone and beside the save) and the probe rule."""
+    idle, during = p.get("idle") or {}, p.get("during") or {}
+    if not (_is_num(idle.get("read_bps")) and _is_num(during.get("read_bps"))):
+        return ""
+    spread = p.get("during_range_bps") or []
+    span = (f", {_rate(spread[0])}–{_rate(spread[1])} by save"
+            if len(spread) == 2 and all(_is_num(x) for x in spread) else "")  # fmt: skip
+    out = (f"Read probe ({p.get('streams')} reader(s), the loader's reads of its files): "
+           f"{_rate(idle['read_bps'])} alone, {_rate(during['read_bps'])} beside the save "
+           f"written {len(p.get('saves') or [])} time(s) more{span}. ")  # fmt: skip
+    lo_hi = rule.get("au_during_range") or []
+    if _is_num(rule.get("au_during")) and len(lo_hi) == 2:
+        out += (f"Probe rule (estimate, from the separate figures and the probe): AU during a "
+                f"save {_pct(rule['au_during'])} ({_pct(lo_hi[0])}–{_pct(lo_hi[1])}), the "
+                f"loader's read then {_rate(rule.get('read_during_bps'))}. ")  # fmt: skip
+    return out
+
+
 def _config(d: DuringCheckpointBlock) -> str:
     every = f", again every {d.every:g}{d.every_unit}" if _is_num(d.every) else ", once"
     how = f"paced at {_rate(d.rate_bps)}" if _is_num(d.rate_bps) else "as fast as it can"
@@ -118,5 +137,6 @@ def tables(loader: dict[str, Any] | None) -> list[Section]:
             f"the windows, {_pct(m.get('au_share_rule'))} from the separate measurements alone "
             f"(independent reads and writes); measured {_pct(m.get('au_measured'))}. "
         )
+    note += _probe_note(d.read_probe or {}, m.get("probe_rule") or {})
     columns = COLUMNS + ((Column("Other", "r"),) if other else ())
     return [Section(TITLE, Table(columns, rows), note + (d.basis or ""))]

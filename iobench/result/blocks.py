@@ -307,6 +307,7 @@ class DuringCheckpointBlock(Block):
     ranks: int | None = None  # the model's ranks, whose shards are written
     writers: int | None = None  # writer threads
     mode: str | None = None  # async (as fast as it can) | paced
+    probe_saves: int | None = None  # saves the read probe measured (--read-probe)
     alone: Mapping[str, Any] | None = None  # seconds, bytes, write_bps of the save alone
     checkpoints: tuple[DuringSaveBlock | Any, ...] = _subs(DuringSaveBlock)
     windows: tuple[DuringWindowBlock | Any, ...] = _subs(DuringWindowBlock)
@@ -318,6 +319,7 @@ class DuringCheckpointBlock(Block):
     loop: Mapping[str, Any] | None = None
     model_interval: Mapping[str, Any] | None = None
     beside: Mapping[str, Any] | None = None  # --beside: the other job (loader.beside)
+    read_probe: Mapping[str, Any] | None = None  # the loader's reads beside the save (readprobe)
     torchrun: Mapping[str, Any] | None = None  # ranks, the spread of their saves' starts
 
 

@@ -95,6 +95,14 @@ _BESIDE_OPTION = typer.Option(
     "writer:RATE (a sequential writer) or reader:RATE (a reader of its own files); RATE a "
     "bandwidth or max.",
 )
+_READ_PROBE_OPTION = typer.Option(
+    None,
+    "--read-probe",
+    metavar="N",
+    help="With --during-checkpoint: the saves the read probe measures before the loop (the "
+    "loader's reads, its workers at once, beside the save written again; the model's probe "
+    "rule), default 2; 0 for none.",
+)
 
 
 @app.command()
@@ -131,6 +139,7 @@ def loader(
     checkpoint_every: str | None = _CKPT_EVERY_OPTION,
     checkpoint_rate: str | None = _CKPT_RATE_OPTION,
     beside: str | None = _BESIDE_OPTION,
+    read_probe: str | None = _READ_PROBE_OPTION,
 ) -> int:
     """Measure the accelerator utilisation a DataLoader reaches on TARGET, and predict it."""
     from ...api import append_history
@@ -139,7 +148,7 @@ def loader(
     stall = _check_inputs(target, existing, stall_timeout, csv_path, series_csv, history,
                           no_history)  # fmt: skip
     during = _during(during_checkpoint, checkpoint_scale, checkpoint_at, checkpoint_every,
-                     checkpoint_rate, existing or bool(fmt or transform), beside)  # fmt: skip
+                     checkpoint_rate, existing or bool(fmt or transform), beside, read_probe)  # fmt: skip
     if existing or fmt or transform:
         _no_dry_run(dry_run)
         from .loader_existing import existing_run
@@ -183,15 +192,16 @@ def _no_dry_run(dry_run: bool) -> None:
                          hint="drop --dry-run")  # fmt: skip
 
 
-def _during(model, scale, at, every, rate, existing, beside=None):
+def _during(model, scale, at, every, rate, existing, beside=None, read_probe=None):
     """The background checkpoint's plan (``loader.ckpt_writer``), None without one; its
     options without --during-checkpoint, or beside --existing, are bad input."""
     from ...core.errors import UsageError
-    from ...core.units import bounded_duration, is_digits, parse_duration, parse_rate
+    from ...core.units import bounded_duration, is_digits, parse_count, parse_duration, parse_rate
 
     given = [n for n, v in (("--checkpoint-scale", scale), ("--checkpoint-at", at),
                             ("--checkpoint-every", every), ("--checkpoint-rate", rate),
-                            ("--beside", beside)) if v is not None]  # fmt: skip
+                            ("--beside", beside), ("--read-probe", read_probe))
+             if v is not None]  # fmt: skip
     if model is None:
         if given:
             raise UsageError(f"{given[0]} needs --during-checkpoint MODEL",
@@ -200,7 +210,7 @@ def _during(model, scale, at, every, rate, existing, beside=None):
     if existing:
         raise UsageError("--during-checkpoint writes a checkpoint; --existing only reads",
                          hint="drop one of them")  # fmt: skip
-    from ...loader.ckpt_writer import DEFAULT_AT_S, plan_checkpoint
+    from ...loader.ckpt_writer import DEFAULT_AT_S, MAX_PROBE_SAVES, PROBE_SAVES, plan_checkpoint
 
     def when(text, what):  # 20steps, or a duration (500ms, 30s, 5m)
         if text is None:
@@ -222,9 +232,16 @@ def _during(model, scale, at, every, rate, existing, beside=None):
     from ...loader.beside import parse_beside
 
     job = parse_beside(beside) if beside is not None else None
+    probes = PROBE_SAVES
+    if read_probe is not None:
+        probes = parse_count(read_probe, what="--read-probe (saves the read probe measures)",
+                             minimum=0)  # fmt: skip
+        if probes > MAX_PROBE_SAVES:
+            raise UsageError(f"--read-probe {probes}: at most {MAX_PROBE_SAVES} saves",
+                             hint="2 give a spread; 0 turns the probe off")  # fmt: skip
     plan = plan_checkpoint(model, scale, when(at, "--checkpoint-at") or (DEFAULT_AT_S, "s"),
                            when(every, "--checkpoint-every"), bps)  # fmt: skip
-    return replace(plan, beside=job)
+    return replace(plan, beside=job, probe_saves=probes)
 
 
 def _synthetic(target, profile, set_, gpus, workers, steps, epochs, compute, direct, output,
