@@ -190,3 +190,15 @@ def run_beside(outcome: Any, target_spec: str, plan: Any, keep: bool, progress_f
     est = (run.checkpoint or {}).get("estimate") if isinstance(run.checkpoint, dict) else None
     block["model_interval"] = interval_model(block, est, demand)
     run.loader["during_checkpoint"] = block
+
+
+def beside_expected_s(plan: Any, nbytes: float, loader_s: float, write_bps: float) -> float:
+    """The during step's expected time: the loader's loop again, the save alone, the probed
+    saves (the read probe alone first) and the one beside the loop, at ``write_bps``."""
+    if plan is None:
+        return 0.0
+    from ..loader.readprobe import GAP_S, IDLE_S
+
+    n = plan.probe_saves
+    probe_s = IDLE_S + GAP_S * (n - 1) if n else 0.0
+    return loader_s + (2 + n) * nbytes / write_bps + probe_s

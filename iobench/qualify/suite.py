@@ -36,7 +36,7 @@ from ..target import Target, apply_layout, check_free_space, is_url, resolve
 from .bound import bounds_s
 from .checkpoint import CkptRequirement, check_model_options, step_fields
 from .checkpoint import attach as ckpt_attach
-from .during import run_beside, sized
+from .during import beside_expected_s, run_beside, sized
 from .plan_file import PlanRequirements, load_plan, looks_like_plan, settle_model
 from .plan_text import ASSUMED_WRITE_BPS, render_plan
 from .verdict import Requirement, parse_requirements, verdict
@@ -99,7 +99,7 @@ class QualifyPlan:
     @property
     def expected_s(self) -> float:
         loader = self.loader.get("expected_s", 0.0)
-        beside = loader + 2 * self.during_bytes / ASSUMED_WRITE_BPS if self.during else 0.0
+        beside = beside_expected_s(self.during, self.during_bytes, loader, ASSUMED_WRITE_BPS)
         return sum(s.expected_s for s in self.steps) + loader + beside
 
     def spec_hash(self) -> str:
