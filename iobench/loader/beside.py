@@ -219,6 +219,20 @@ class ForkedHelper:
         child.close()
         self.conn = parent
 
+    def _answer(self, want: str, what: str, timeout_s: float) -> Any:
+        """Stop the helper and take its one answer, ``(want, payload)``: the payload; an
+        error it sent, its exit or its silence for ``timeout_s`` raised as EngineError."""
+        self.stop.set()
+        try:
+            kind, payload = self.conn.recv() if self.conn.poll(timeout_s) else ("error", None)
+        except EOFError:
+            kind, payload = "error", f"{what} exited (code {self.proc.exitcode})"
+        finally:
+            self.close()
+        if kind != want:
+            raise EngineError(payload or f"{what} did not answer")
+        return payload
+
     def close(self) -> None:
         if self.proc is None:
             return
@@ -242,16 +256,7 @@ class BesideProcess(ForkedHelper):
         self._spawn(_job_main, "iobench-beside-job", self.job, self.dir_fd, self.direct)
 
     def finish(self, timeout_s: float = 120.0) -> list[tuple[float, int]]:
-        self.stop.set()
-        try:
-            kind, payload = self.conn.recv() if self.conn.poll(timeout_s) else ("error", None)
-        except EOFError:
-            kind, payload = "error", f"beside job exited (code {self.proc.exitcode})"
-        finally:
-            self.close()
-        if kind != "samples":
-            raise EngineError(payload or "beside job did not answer")
-        return list(payload or [])
+        return list(self._answer("samples", "beside job", timeout_s) or [])
 
 
 def job_dir(run_dir_fd: int) -> int:

@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import EngineError
 from ..result.stats import Histogram
 from ..target import worker_signals
 from .beside import ForkedHelper
@@ -113,16 +112,7 @@ class ReadProbe(ForkedHelper):
         self._spawn(_probe_main, "iobench-read-probe", self.spec)
 
     def finish(self, timeout_s: float = FINISH_S) -> list[Read]:
-        self.stop.set()
-        try:
-            kind, payload = self.conn.recv() if self.conn.poll(timeout_s) else ("error", None)
-        except EOFError:
-            kind, payload = "error", f"read probe exited (code {self.proc.exitcode})"
-        finally:
-            self.close()
-        if kind != "reads":
-            raise EngineError(payload or "read probe did not answer")
-        return sorted(payload or [])
+        return sorted(self._answer("reads", "read probe", timeout_s) or [])
 
 
 def read_stats(reads: list[Read], windows: Sequence[tuple[float, float]],
