@@ -372,10 +372,10 @@ def measure(
     again beside the read probe, then ``loop()`` with the background writer (and the other
     job) beside it; the loop's result and the ``during_checkpoint`` block. Every file goes
     and comes inside the run directory. ``buffer_s``: the loader's full prefetch queue's
-    compute (the probe rule). Under torchrun (``coord``, one host) every rank writes its shard (``shard_plan``) alone,
-    all at once, then beside its own loop; the step barrier keeps the ranks' steps, and so
-    their saves' starts, together; each save's records are merged (``merge_saves``), and
-    rank 0 alone runs the other job."""
+    compute (the probe rule). Under torchrun (``coord``, one host) every rank writes its
+    shard (``shard_plan``) alone, all at once, then beside its own loop; the step barrier
+    keeps the ranks' steps, and so their saves' starts, together; each save's records are
+    merged (``merge_saves``), and rank 0 alone runs the other job and the read probe."""
     import time
 
     world, rank = (coord.world, coord.rank) if coord is not None else (1, 0)
@@ -389,8 +389,9 @@ def measure(
             lay_out(job, jfd)
         alone = _save_alone(mine, fd, stopped, rank, coord)
         probed = _probed_save(mine, fd, stopped, rank, coord, probe)
-        until = time.perf_counter() + ALONE_S
-        job_alone = run_job(job, jfd, _Stop(stopped), until, direct) if job and jfd else []
+        until = time.perf_counter() + ALONE_S  # the other job alone, after the saves alone
+        job_alone = (run_job(job, jfd, _Stop(stopped), until, direct)
+                     if job is not None and jfd is not None else [])  # fmt: skip
         writer = BackgroundWriter(mine, fd)
         other = BesideProcess(job, jfd, direct) if job and jfd is not None else None
         try:
