@@ -124,6 +124,16 @@ def au_at_bandwidth(read_bps: float, demand_bps: float, au_cap: float = 1.0) -> 
     return min(au_cap, read_bps / demand_bps)
 
 
+def au_moved(au_alone: float, read_alone_bps: float, read_bps: float, demand_bps: float,
+             au_cap: float = 1.0) -> float:  # fmt: skip
+    """The AU alone moved as the rate bound moves from the read alone to ``read_bps``: no read
+    lost leaves the AU alone as it was, whatever the bound says of it."""
+    ratio = au_at_bandwidth(read_bps, demand_bps, au_cap) / au_at_bandwidth(
+        read_alone_bps, demand_bps, au_cap
+    )
+    return au_alone * min(1.0, ratio)
+
+
 def au_beside(
     au_alone: float, read_alone_bps: float, other_bps: float, capacity_bps: float,
     demand_bps: float, au_cap: float = 1.0, queued: tuple[float, float] | None = None,
@@ -137,10 +147,7 @@ def au_beside(
         read_d, _ = share(read_alone_bps, other_bps, capacity_bps)
     else:
         read_d = queue_share([read_alone_bps, other_bps], list(queued), capacity_bps)[0]
-    ratio = au_at_bandwidth(read_d, demand_bps, au_cap) / au_at_bandwidth(
-        read_alone_bps, demand_bps, au_cap
-    )
-    return au_alone * min(1.0, ratio), read_d
+    return au_moved(au_alone, read_alone_bps, read_d, demand_bps, au_cap), read_d
 
 
 def au_writes_first(
@@ -236,6 +243,11 @@ class ContentionInputs:
         return self.au_during is not None and self.write_during_bps is not None
 
     @property
+    def waited(self) -> bool:
+        """The loader alone waited for data (``KEEPS_UP``): its prefetch queue stood empty."""
+        return self.au_alone < KEEPS_UP * self.au_cap
+
+    @property
     def probed(self) -> bool:
         return self.probe_idle_bps is not None and self.probe_during_bps is not None
 
@@ -277,12 +289,7 @@ def contention(inp: ContentionInputs) -> Contention:
     else:
         read_d, write_d = share(inp.read_alone_bps, inp.write_alone_bps, inp.capacity_bps)
         kind = "independent" if inp.capacity_bps is None else "share"
-        # the rate bound's relative change: the AU alone scaled as the bound moves with the
-        # read bandwidth (no read lost: the AU alone, whatever the bound says of it)
-        ratio = au_at_bandwidth(read_d, inp.demand_bps, inp.au_cap) / au_at_bandwidth(
-            inp.read_alone_bps, inp.demand_bps, inp.au_cap
-        )
-        au_d = inp.au_alone * min(1.0, ratio)
+        au_d = au_moved(inp.au_alone, inp.read_alone_bps, read_d, inp.demand_bps, inp.au_cap)
         how = (
             "separate measurements; reads and writes limited independently (no combined "
             "bandwidth given): both keep their alone rates"
@@ -294,12 +301,17 @@ def contention(inp: ContentionInputs) -> Contention:
         )
     w = inp.checkpoint_bytes / write_d
     au = au_over_interval(inp.au_alone, au_d, w, inp.interval_s)
-    basis = (
-        f"AU over the interval = (AU alone × (τ − w) + AU during × w) ÷ τ with τ "
-        f"{inp.interval_s:.4g} s, w = {w:.4g} s (checkpoint bytes ÷ write rate during); {how}"
-    )
+    basis = _interval_basis(inp, w, "write rate during") + how
     return Contention(inp.au_alone, au_d, au, read_d, write_d, w, min(w, inp.interval_s) / inp.interval_s,
                       kind, basis)  # fmt: skip
+
+
+def _interval_basis(inp: ContentionInputs, w: float, rate: str) -> str:
+    """The basis's first part: the formula over the interval, ``w`` from ``rate``."""
+    return (
+        f"AU over the interval = (AU alone × (τ − w) + AU during × w) ÷ τ with τ "
+        f"{inp.interval_s:.4g} s, w = {w:.4g} s (checkpoint bytes ÷ {rate}); "
+    )
 
 
 def _au_by_probe(inp: ContentionInputs, probe_during_bps: float, buffered: float,
@@ -307,13 +319,10 @@ def _au_by_probe(inp: ContentionInputs, probe_during_bps: float, buffered: float
     """(AU during, the loader's read during) by the probe rule at one probed read rate, with
     ``buffered`` (0 to 1) of the prefetched compute counted over the save's ``w`` seconds."""
     assert inp.probe_idle_bps is not None
-    waited = inp.au_alone < KEEPS_UP * inp.au_cap
-    read_d = read_beside_probe(inp.read_alone_bps, inp.probe_idle_bps, probe_during_bps, waited)
-    ratio = au_at_bandwidth(read_d, inp.demand_bps, inp.au_cap) / au_at_bandwidth(
-        inp.read_alone_bps, inp.demand_bps, inp.au_cap
-    )
-    au_d = inp.au_alone * min(1.0, ratio)
-    if not waited:
+    read_d = read_beside_probe(inp.read_alone_bps, inp.probe_idle_bps, probe_during_bps,
+                               inp.waited)  # fmt: skip
+    au_d = au_moved(inp.au_alone, inp.read_alone_bps, read_d, inp.demand_bps, inp.au_cap)
+    if not inp.waited:
         au_d = min(inp.au_alone, au_d + buffered * inp.buffer_s / w)
     return au_d, read_d
 
@@ -338,11 +347,10 @@ def _by_probe(inp: ContentionInputs) -> Contention:
     hi = max(au_d, _au_by_probe(inp, max(fast, inp.probe_during_bps), 1.0, w)[0])
     au = au_over_interval(inp.au_alone, au_d, w, inp.interval_s)
     span = tuple(au_over_interval(inp.au_alone, x, w, inp.interval_s) for x in (lo, hi))
-    waited = inp.au_alone < KEEPS_UP * inp.au_cap
+    waited = inp.waited
     basis = (
-        f"AU over the interval = (AU alone × (τ − w) + AU during × w) ÷ τ with τ "
-        f"{inp.interval_s:.4g} s, w = {w:.4g} s (checkpoint bytes ÷ the save's rate beside the "
-        f"read probe); separate measurements and the read probe: the loader's read during = "
+        _interval_basis(inp, w, "the save's rate beside the read probe")
+        + "separate measurements and the read probe: the loader's read during = "
         f"1 ÷ (1/{'its read alone' if waited else 'the probe alone'} + 1/probe during − "
         f"1/probe alone) = {read_d:.4g} B/s (probe {inp.probe_idle_bps:.4g} → "
         f"{inp.probe_during_bps:.4g} B/s), AU during = AU alone × bound(read during) ÷ "

@@ -226,6 +226,18 @@ def write_checkpoint(
     }  # fmt: skip
 
 
+def save_seconds(rec: dict[str, Any]) -> float:
+    """A save's time: under torchrun the slowest rank's own (``during.merge_saves``), else
+    its last fsync less its first write."""
+    return float(rec.get("slowest_s") or rec["end"] - rec["start"])
+
+
+def save_rate(rec: dict[str, Any]) -> float | None:
+    """A save's bytes over its time (None without either)."""
+    dt = save_seconds(rec)
+    return rec["bytes"] / dt if dt > 0 and rec["bytes"] else None
+
+
 def checkpoint_dir(run_dir_fd: int) -> int:
     """The writer's folder in the run directory, created and held open."""
     os.mkdir(SUBDIR, 0o755, dir_fd=run_dir_fd)

@@ -45,6 +45,8 @@ from .ckpt_writer import (
     close_pools,
     make_pools,
     remove_checkpoint_dir,
+    save_rate,
+    save_seconds,
     shard_plan,
     write_checkpoint,
 )
@@ -110,12 +112,6 @@ def window_stats(timelines: Sequence[dict[str, Any]], parts: Sequence[Interval])
     }  # fmt: skip
 
 
-def _rate(rec: dict[str, Any]) -> float | None:
-    """A save's bytes over its time (under torchrun the slowest rank's, ``merge_saves``)."""
-    dt = rec.get("slowest_s") or rec["end"] - rec["start"]
-    return rec["bytes"] / dt if dt > 0 and rec["bytes"] else None
-
-
 def during_block(
     plan: CheckpointPlan,
     alone: dict[str, Any],
@@ -126,10 +122,10 @@ def during_block(
     spans = [s for tl in timelines for s in tl["spans"]]
     lo = min((s[0] for s in spans), default=0.0)
     hi = max((s[1] for s in spans), default=lo)
-    alone_bps = _rate(alone)
+    alone_bps = save_rate(alone)
     saves = []
     for rec in records:
-        bps = _rate(rec)
+        bps = save_rate(rec)
         saves.append({
             "checkpoint": rec["index"], "start_s": rec["start"] - lo, "end_s": rec["end"] - lo,
             "seconds": rec["end"] - rec["start"], "bytes": rec["bytes"], "files": rec["files"],
@@ -152,7 +148,7 @@ def during_block(
     return {
         **plan.to_dict(),
         "alone": {
-            "seconds": alone.get("slowest_s") or alone["end"] - alone["start"],
+            "seconds": save_seconds(alone),
             "bytes": alone["bytes"],
             "write_bps": alone_bps,
         },  # fmt: skip

@@ -35,6 +35,7 @@ import numpy as np
 from ..result.stats import Histogram
 from ..target import worker_signals
 from .beside import ForkedHelper
+from .ckpt_writer import save_rate, save_seconds
 from .dataset import DatasetIndex
 from .torchdata import _die_with_parent
 
@@ -133,13 +134,9 @@ def read_stats(reads: list[Read], windows: Sequence[tuple[float, float]],
         "reads": len(got), "bytes": nbytes, "seconds": sum(b - a for a, b in windows),
         "read_bps": streams * nbytes / float(secs.sum()),
         "read_s": {k: s[k] for k in ("mean", "p50", "p99", "max")},
-        # the read time's distribution (q = 0, 0.05, …, 1): the starvation simulation's input
+        # the read time's distribution, q = 0, 0.05, …, 1
         "quantiles_s": hist.quantiles_s([i / (QUANTILES - 1) for i in range(QUANTILES)]),
     }  # fmt: skip
-
-
-def _save_s(save: dict[str, Any]) -> float:
-    return float(save.get("slowest_s") or save["end"] - save["start"])
 
 
 def probe_block(spec: ProbeSpec, reads: list[Read], idle: tuple[float, float],
@@ -149,11 +146,9 @@ def probe_block(spec: ProbeSpec, reads: list[Read], idle: tuple[float, float],
     per = []
     for sv in saves:
         st = read_stats(reads, [(sv["start"], sv["end"])], spec.streams)
-        dt = _save_s(sv)
         per.append({"read_bps": st["read_bps"] if st else None, "reads": st["reads"] if st else 0,
-                    "save_bps": sv["bytes"] / dt if dt > 0 and sv["bytes"] else None,
-                    "complete": bool(sv["complete"])})  # fmt: skip
-    took = sum(_save_s(sv) for sv in saves)
+                    "save_bps": save_rate(sv), "complete": bool(sv["complete"])})  # fmt: skip
+    took = sum(save_seconds(sv) for sv in saves)
     rates = [p["read_bps"] for p in per if p["read_bps"]]
     return {
         "streams": spec.streams, "mode": spec.mode, "saves": per,
