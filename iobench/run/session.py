@@ -90,6 +90,16 @@ class RunSession:
     error: IobenchError | None = None
     coord: Coordinator = field(default_factory=SingleProcess)
     guard: RunGuard = field(default_factory=Unguarded)  # run_session's (signals, the watchdog)
+    #: from ``run_session``'s start until ``outcome`` has saved, the handlers under its guard:
+    #: a stop signal after the guard's end only sets a flag (nothing is left to stop, and the
+    #: save must not be cut)
+    hold: SignalGuard | None = None
+
+    def release(self) -> None:
+        """The stop signals back to the command's own handlers (the hold ended)."""
+        if self.hold is not None:
+            self.hold.__exit__(None, None, None)
+            self.hold = None
 
     def fail(self, e: IobenchError) -> None:
         """End the run with ``e``: marked interrupted, failed, or partial (phases measured)."""
@@ -124,19 +134,19 @@ class RunSession:
         run.warnings.extend(_honesty_warnings(run, self.target))
         run.finished_at = results_mod.now_iso()
         if not self.save:
+            self.release()
             return RunOutcome(run, None, self.error)
         claim = held_claim(self.out_dir)
         if claim is not None and claim.warning and claim.warning not in run.warnings:
             run.warnings.append(claim.warning)
         try:
             # every phase is measured: a stop signal now has nothing left to stop, and must
-            # not cut the save (the figures would be lost), so it only sets a flag
-            guard = SignalGuard(StopFlag())
+            # not cut the save (the figures would be lost), so it only sets a flag (the hold)
             try:
-                with guard, guard.deferred():
-                    path = results_mod.save(run, self.out_dir, new=True)  # never another's
+                path = results_mod.save(run, self.out_dir, new=True)  # never another's
             finally:
                 release_output_dir(self.out_dir)  # saved (or not): the next run may have it
+                self.release()
         except OSError as e:
             return RunOutcome(run, None, self._not_saved(e))
         return RunOutcome(run, path, self.error)
@@ -176,6 +186,21 @@ def run_session(
     ``session.outcome()`` then saves and returns the run.
     """
     s = RunSession(run, target, out_dir, save, keep, coord=coord or SingleProcess())
+    # held until outcome() saved: a signal between the guard's end and the save only sets a
+    # flag (the command's own handler would raise there and lose the result)
+    s.hold = SignalGuard(StopFlag()).__enter__()
+    s.hold.defer()
+    try:
+        yield from _session_body(s, target, run_dir_id, stall)
+    except BaseException:  # bad input, or what is not ours to keep: no outcome() will come
+        s.release()
+        raise
+
+
+def _session_body(s: RunSession, target: Target, run_dir_id: str | None,
+                  stall: StallSetting) -> Iterator[RunSession]:  # fmt: skip
+    """``run_session``'s body inside the hold: the guard, the body, the cleanup."""
+    run, out_dir, save, keep = s.run, s.out_dir, s.save, s.keep
     guard = s.guard = RunGuard(s, stall)  # signals to the stop flag; the watchdog when armed
     made: list[Path] = []  # output directories this session created, deepest first
     with guard, _thread_errors_as_warnings(run):
